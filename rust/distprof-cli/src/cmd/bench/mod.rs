@@ -1,0 +1,45 @@
+//! `distprof bench ...`: each benchmark prints its figures and, as its last line with
+//! `--json`, one JSON object.
+
+use clap::Subcommand;
+use std::process::ExitCode;
+
+mod accuracy;
+mod estimator;
+mod hooks;
+mod merge;
+mod overhead;
+mod rendezvous;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Cost of a disabled hook call next to an empty C++ call.
+    Hooks(hooks::Args),
+    /// Time for many simulated nodes to agree on one run context.
+    Rendezvous(rendezvous::Args),
+    /// CPU and bandwidth of a real probe run at the default cadence.
+    Overhead(overhead::Args),
+    /// Fit time and accuracy of the hull method against linfa-svm.
+    Estimator(estimator::Args),
+    /// Offset and drift error of every estimator, simulated and real.
+    Accuracy(accuracy::Args),
+    /// Merge throughput and peak memory against a decode-everything baseline.
+    Merge(merge::Args),
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.bench {
+        Bench::Hooks(a) => hooks::run(a),
+        Bench::Rendezvous(a) => rendezvous::run(a),
+        Bench::Overhead(a) => overhead::run(a),
+        Bench::Estimator(a) => estimator::run(a),
+        Bench::Accuracy(a) => accuracy::run(a),
+        Bench::Merge(a) => merge::run(a),
+    }
+}

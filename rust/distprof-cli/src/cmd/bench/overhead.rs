@@ -1,0 +1,10 @@
+//! `distprof bench overhead`.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`distprof bench overhead` is not built yet")
+}

@@ -1,0 +1,10 @@
+//! `distprof bench rendezvous`.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`distprof bench rendezvous` is not built yet")
+}

@@ -1,0 +1,10 @@
+//! `distprof config`.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`distprof config` is not built yet")
+}

@@ -1,0 +1,10 @@
+//! `distprof report`.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`distprof report` is not built yet")
+}

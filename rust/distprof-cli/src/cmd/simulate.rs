@@ -1,0 +1,10 @@
+//! `distprof simulate`.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`distprof simulate` is not built yet")
+}

@@ -1,0 +1,10 @@
+//! `distprof xla`.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`distprof xla` is not built yet")
+}

@@ -1,0 +1,1 @@
+//! The cxx bridge between XLA's hooks and the distprof core.

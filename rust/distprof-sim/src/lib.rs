@@ -1,0 +1,2 @@
+//! A network that tells the truth: virtual clocks, a user-space UDP relay, network
+//! namespaces, and a cluster simulator that drives the real estimation code.

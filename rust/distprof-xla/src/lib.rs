@@ -1,0 +1,1 @@
+//! Inserts, verifies and regenerates distprof's hooks in an XLA source tree by anchor.

@@ -1,0 +1,11 @@
+//! distprof core: clock synchronization for multi-node traces. No FFI, no C++.
+//!
+//! Data flow (see DESIGN.md): `config` -> `rendezvous` (over a `kv` store, building a
+//! `topology`) -> `RunContext` -> `probe` engine (speaking `wire`, stamping with
+//! `timestamp`, reading `clock`) -> `ProbeRecord`s per `window` -> `estimate` ->
+//! `model` -> `jsonl` and the `xplane` export; offline `merge`, `validate`, `report`.
+
+pub mod config;
+pub mod context;
+pub mod model;
+pub mod record;

@@ -1,0 +1,44 @@
+//! The clock model: the contract between estimation and everything downstream
+//! (JSONL, the XSpace plane, merge, validate, report).
+//!
+//! Sign convention: `offset_ns` is how far the node's host clock S_i is ahead of the global
+//! timeline G at the window midpoint `mid_local_ns` (in S_i); `drift_ppb` is how fast it
+//! gains on G, in parts per billion. So `G = S_i - offset_ns - drift_ppb * 1e-9 * (S_i - mid)`.
+
+use crate::context::NodeId;
+use serde::{Deserialize, Serialize};
+
+/// One node's clock against the reference over one window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ClockSegment {
+    pub window_id: u64,
+    /// Window bounds and midpoint in the node's own host clock S_i.
+    pub start_local_ns: i64,
+    pub end_local_ns: i64,
+    pub mid_local_ns: i64,
+    pub offset_ns: f64,
+    pub drift_ppb: f64,
+    /// Error bound of this segment (half min round trip plus residuals); path asymmetry
+    /// is not observable by two-way probes and is not in it.
+    pub bound_ns: f64,
+    /// True when `bound_ns` exceeds the configured limit.
+    pub flagged: bool,
+}
+
+impl ClockSegment {
+    /// Maps a host-clock time of this node onto the global timeline.
+    pub fn to_global_ns(&self, local_ns: i64) -> f64 {
+        let dt = (local_ns - self.mid_local_ns) as f64;
+        local_ns as f64 - self.offset_ns - self.drift_ppb * 1e-9 * dt
+    }
+}
+
+/// One node's piecewise clock model, segments ordered by `start_local_ns`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeClockModel {
+    pub node: NodeId,
+    /// False when no path of usable edges connects the node to the reference; then
+    /// `segments` is empty and the node must be reported, never given zero.
+    pub reachable: bool,
+    pub segments: Vec<ClockSegment>,
+}
