@@ -7,5 +7,6 @@
 
 pub mod config;
 pub mod context;
+pub mod kv;
 pub mod model;
 pub mod record;

@@ -1,0 +1,34 @@
+//! Key-value stores: the one medium all nodes share before they can talk to each other.
+//!
+//! The interface is the intersection of what XLA's `KeyValueStoreInterface` offers through
+//! the PJRT C API (blocking `Get` with a timeout, `TryGet`, `Set`; no `Delete`), so that the
+//! same rendezvous code runs on XLA's store, in memory and on our TCP store.
+
+use std::time::Duration;
+
+/// Largest value any backend accepts or returns; the run context of a few thousand nodes
+/// fits comfortably, a corrupted length field does not allocate gigabytes.
+pub const MAX_VALUE_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvError {
+    #[error("key-value store: timed out after {timeout_ms} ms waiting for key `{key}`")]
+    Timeout { key: String, timeout_ms: u64 },
+    #[error("key-value store: value of key `{key}` is {len} bytes, over the limit of {limit}")]
+    TooLarge { key: String, len: usize, limit: usize },
+    #[error("key-value store: value of key `{key}` is malformed: {reason}")]
+    Malformed { key: String, reason: String },
+    #[error("key-value store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A store shared by all nodes of a run. Implementations must be thread-safe; every call
+/// is bounded in time.
+pub trait KvStore: Send + Sync {
+    /// Waits up to `timeout` for `key` to exist and returns its value.
+    fn get(&self, key: &str, timeout: Duration) -> Result<String, KvError>;
+    /// Returns the value of `key` if it exists now.
+    fn try_get(&self, key: &str) -> Result<Option<String>, KvError>;
+    /// Sets `key`; overwriting is allowed but the rendezvous never relies on it.
+    fn set(&self, key: &str, value: &str) -> Result<(), KvError>;
+}
