@@ -8,5 +8,6 @@
 pub mod config;
 pub mod context;
 pub mod kv;
+pub mod logging;
 pub mod model;
 pub mod record;
