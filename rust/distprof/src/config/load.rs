@@ -188,6 +188,18 @@ mod tests {
     }
 
     #[test]
+    fn svm_follows_the_build() {
+        let got = load(&env_of(&[("XLA_DIST_PROF_ESTIMATOR", "svm")]));
+        if cfg!(feature = "svm") {
+            assert_eq!(got.unwrap().config.estimator, EstimatorKind::Svm);
+        } else {
+            let line = got.unwrap_err().to_string();
+            assert!(line.starts_with("environment variable XLA_DIST_PROF_ESTIMATOR: estimator = \"svm\" but this build of distprof lacks the `svm` cargo feature"), "{line}");
+            assert!(line.contains("fix: use \"hull\""), "{line}");
+        }
+    }
+
+    #[test]
     fn check_file_ignores_the_environment_and_reports_file_paths() {
         let f = write_file(r#"{"probe_window_s": 0.2, "probe_cadence_us": 20000}"#);
         let errs = check_file(f.path()).unwrap_err();
