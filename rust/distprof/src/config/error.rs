@@ -64,6 +64,13 @@ impl ConfigErrors {
         self.errors.iter()
     }
 
+    /// Every problem on one line, for a host log that must get exactly one line (the XLA
+    /// plugin logs this when it stays disabled).
+    pub fn one_line(&self) -> String {
+        let all: Vec<String> = self.errors.iter().map(|e| e.to_string()).collect();
+        format!("{} configuration problem(s): {}", all.len(), all.join(" | "))
+    }
+
     pub(crate) fn push(&mut self, location: Location, problem: String, fix: String) {
         self.errors.push(ConfigError { location, problem, fix });
     }
@@ -107,5 +114,12 @@ mod tests {
              environment variable XLA_PROBE_CADENCE_US: \"x\" is not a number; fix: set 40000"
         );
         assert_eq!(errs.len(), 2);
+        let one = errs.one_line();
+        assert!(!one.contains('\n'));
+        assert_eq!(
+            one,
+            "2 configuration problem(s): a.json: $.probe_port: 70000 does not fit; fix: use 0..=65535 | \
+             environment variable XLA_PROBE_CADENCE_US: \"x\" is not a number; fix: set 40000"
+        );
     }
 }

@@ -342,10 +342,8 @@ mod tests {
         for name in ESTIMATORS {
             serde_json::from_value::<EstimatorKind>(serde_json::json!(name)).unwrap();
         }
-        // And no variant is missing: the schema lists every variant (checked in schema.rs);
-        // here, the counts.
-        assert_eq!(TIMESTAMP_MODES.len(), 4);
-        assert_eq!(ESTIMATORS.len(), 4);
+        // That no variant is missing from these lists is checked against the schema in
+        // schema.rs (`schema_enums_match_the_field_table`).
     }
 
     #[test]

@@ -177,7 +177,9 @@ fn check_combinations(config: &Config, judge: &mut Judge<'_>) {
 
     if judge.usable(&["probe_window_s", "probe_cadence_us"]) && cadence_us > 0 {
         let window_us = config.probe_window_s * 1e6;
-        let probes = (window_us / cadence_us as f64).floor() as u64;
+        // The epsilon keeps an exact multiple (1.001 s at 50050 us = 20) from flooring to 19
+        // through binary rounding.
+        let probes = (window_us / cadence_us as f64 + 1e-9).floor() as u64;
         if probes < MIN_PROBES_PER_WINDOW {
             let location = judge.locate_any(&["probe_window_s", "probe_cadence_us"]);
             let need_window_s = (MIN_PROBES_PER_WINDOW * cadence_us) as f64 / 1e6;
@@ -296,6 +298,13 @@ mod tests {
         assert_eq!(got.len(), 1, "{got:#?}");
         assert!(got[0].starts_with("f.json: $.probe_cadence_us: probe_window_s = 4 (default) holds only 16 probes at probe_cadence_us = 250000 (file f.json)"), "{}", got[0]);
         assert!(got[0].ends_with("fix: raise probe_window_s to at least 5 or lower probe_cadence_us to at most 200000"), "{}", got[0]);
+    }
+
+    #[test]
+    fn exact_multiples_are_not_rounded_down() {
+        // 1.001 * 1e6 is 1000999.9999999999 in binary floating point.
+        let c = Config { probe_window_s: 1.001, probe_cadence_us: 50_050, ..Config::default() };
+        assert!(judge(&c, &["probe_window_s", "probe_cadence_us"], true).is_empty());
     }
 
     #[test]
