@@ -38,7 +38,10 @@ pub fn init_logging(filter: &str) {
 }
 
 /// The directive in force and where it came from: the variable wins over the config.
-fn choose_filter<'a>(config_filter: &'a str, env_value: Option<&'a str>) -> (&'a str, &'static str) {
+fn choose_filter<'a>(
+    config_filter: &'a str,
+    env_value: Option<&'a str>,
+) -> (&'a str, &'static str) {
     match env_value {
         Some(v) if !v.trim().is_empty() => (v, LOG_VAR),
         _ => (config_filter, "log_filter"),
@@ -54,7 +57,10 @@ mod tests {
         assert_eq!(choose_filter("info", None), ("info", "log_filter"));
         assert_eq!(choose_filter("info", Some("")), ("info", "log_filter"));
         assert_eq!(choose_filter("info", Some(" ")), ("info", "log_filter"));
-        assert_eq!(choose_filter("info", Some("distprof=trace")), ("distprof=trace", LOG_VAR));
+        assert_eq!(
+            choose_filter("info", Some("distprof=trace")),
+            ("distprof=trace", LOG_VAR)
+        );
     }
 
     #[test]

@@ -68,7 +68,10 @@ fn check(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     if bad_files == 0 {
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!("distprof: {problems} problem(s) in {bad_files} of {} file(s)", files.len());
+        eprintln!(
+            "distprof: {problems} problem(s) in {bad_files} of {} file(s)",
+            files.len()
+        );
         Ok(ExitCode::from(1))
     }
 }
@@ -86,7 +89,11 @@ fn show(as_json: bool) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
-    let text = if as_json { render_json(&effective)? } else { render_table(&effective) };
+    let text = if as_json {
+        render_json(&effective)?
+    } else {
+        render_table(&effective)
+    };
     write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -98,12 +105,26 @@ fn render_table(effective: &EffectiveConfig) -> String {
         .iter()
         .map(|f| {
             let value = values.get(f.name).map(Value::to_string).unwrap_or_default();
-            let source = effective.sources.get(f.name).map(|s| s.to_string()).unwrap_or_default();
+            let source = effective
+                .sources
+                .get(f.name)
+                .map(|s| s.to_string())
+                .unwrap_or_default();
             [f.name.to_string(), value, source]
         })
         .collect();
-    let header = ["field".to_string(), "value".to_string(), "source".to_string()];
-    let width = |i: usize| rows.iter().chain([&header]).map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let header = [
+        "field".to_string(),
+        "value".to_string(),
+        "source".to_string(),
+    ];
+    let width = |i: usize| {
+        rows.iter()
+            .chain([&header])
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
     let (w0, w1) = (width(0), width(1));
     let mut out = String::new();
     for row in [&header].into_iter().chain(&rows) {
@@ -113,8 +134,11 @@ fn render_table(effective: &EffectiveConfig) -> String {
 }
 
 fn render_json(effective: &EffectiveConfig) -> anyhow::Result<String> {
-    let sources: serde_json::Map<String, Value> =
-        effective.sources.iter().map(|(k, v)| (k.clone(), Value::String(v.to_string()))).collect();
+    let sources: serde_json::Map<String, Value> = effective
+        .sources
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.to_string())))
+        .collect();
     let doc = json!({
         "config": effective.config,
         "sources": sources,
@@ -128,8 +152,13 @@ fn render_json(effective: &EffectiveConfig) -> anyhow::Result<String> {
 /// Writes command output; a closed pipe (`| head`) is not an error worth a message.
 fn write_stdout(text: &str) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err).context("writing to stdout"),
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(err).context("writing to stdout")
+        }
         _ => Ok(()),
     }
 }

@@ -55,7 +55,8 @@ mod tests {
 
     #[test]
     fn canonical_json_sorts_keys() {
-        let v: Value = serde_json::from_str(r#"{"b": 1, "a": {"d": 2, "c": [3, {"f": 4, "e": 5}]}}"#).unwrap();
+        let v: Value =
+            serde_json::from_str(r#"{"b": 1, "a": {"d": 2, "c": [3, {"f": 4, "e": 5}]}}"#).unwrap();
         assert_eq!(
             canonical_json(v.as_object().unwrap()),
             r#"{"a":{"c":[3,{"e":5,"f":4}],"d":2},"b":1}"#
@@ -64,14 +65,20 @@ mod tests {
 
     #[test]
     fn digest_tracks_every_field_and_only_values() {
-        let base = Config { output_dir: "/x".into(), ..Config::default() };
+        let base = Config {
+            output_dir: "/x".into(),
+            ..Config::default()
+        };
         let d0 = base.digest();
         assert_eq!(d0.len(), 32);
         assert_eq!(d0, base.clone().digest());
         let mut other = base.clone();
         other.probe_cadence_us += 1;
         assert_ne!(other.digest(), d0);
-        assert_eq!(base.diff_fields(&other), vec!["probe_cadence_us".to_string()]);
+        assert_eq!(
+            base.diff_fields(&other),
+            vec!["probe_cadence_us".to_string()]
+        );
         other.log_filter = "warn".into();
         other.purity_rel_tolerance = 0.2;
         assert_eq!(

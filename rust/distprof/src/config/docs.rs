@@ -8,7 +8,8 @@ use super::Config;
 /// The documentation page holding the generated table, relative to the repository root.
 pub const DOC_PATH: &str = "docs/configuration.md";
 /// Markers around the generated block in the page.
-pub const BEGIN_MARKER: &str = "<!-- BEGIN GENERATED FIELD TABLE: edit rust/distprof/src/config, not here -->";
+pub const BEGIN_MARKER: &str =
+    "<!-- BEGIN GENERATED FIELD TABLE: edit rust/distprof/src/config, not here -->";
 pub const END_MARKER: &str = "<!-- END GENERATED FIELD TABLE -->";
 
 /// The Markdown block between the markers (without them), ending in a newline.
@@ -19,7 +20,9 @@ pub fn field_table_markdown() -> String {
     out.push_str("| field | environment variable | type | default | allowed | meaning |\n");
     out.push_str("|---|---|---|---|---|---|\n");
     for spec in fields::FIELDS {
-        let doc = schema["properties"][spec.name]["description"].as_str().unwrap_or_default();
+        let doc = schema["properties"][spec.name]["description"]
+            .as_str()
+            .unwrap_or_default();
         let default = if spec.name == "output_dir" {
             "`$TMPDIR/xla_dist_prof`".to_string()
         } else {
@@ -30,7 +33,11 @@ pub fn field_table_markdown() -> String {
             FieldKind::Float { min, max } => format!("{min} ..= {max}"),
             FieldKind::Bool => "true, false (env: 1/0, true/false, yes/no, on/off)".to_string(),
             FieldKind::Text => "text".to_string(),
-            FieldKind::Choice(names) => names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+            FieldKind::Choice(names) => names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
         };
         let meaning = doc.replace('\n', " ").replace('|', "\\|");
         let scope = match spec.scope {
@@ -60,7 +67,12 @@ pub fn field_table_markdown() -> String {
 pub fn render_page(page: &str) -> Option<String> {
     let start = page.find(BEGIN_MARKER)? + BEGIN_MARKER.len();
     let end = page[start..].find(END_MARKER)? + start;
-    Some(format!("{}\n{}{}", &page[..start], field_table_markdown(), &page[end..]))
+    Some(format!(
+        "{}\n{}{}",
+        &page[..start],
+        field_table_markdown(),
+        &page[end..]
+    ))
 }
 
 impl FieldKind {
@@ -80,9 +92,13 @@ mod tests {
 
     #[test]
     fn checked_in_docs_are_current_and_list_every_field_and_variable() {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(DOC_PATH);
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(DOC_PATH);
         let mut page = std::fs::read_to_string(&path).unwrap_or_default();
-        let fresh = render_page(&page).unwrap_or_else(|| panic!("{DOC_PATH} lacks the markers {BEGIN_MARKER} / {END_MARKER}"));
+        let fresh = render_page(&page).unwrap_or_else(|| {
+            panic!("{DOC_PATH} lacks the markers {BEGIN_MARKER} / {END_MARKER}")
+        });
         if std::env::var_os("DISTPROF_BLESS").is_some() {
             std::fs::write(&path, &fresh).unwrap();
             page = fresh.clone();
@@ -92,10 +108,17 @@ mod tests {
             "the field table in {DOC_PATH} is stale; regenerate it with\n  DISTPROF_BLESS=1 cargo nextest run -p distprof config::"
         );
         for var in fields::all_env_vars() {
-            assert!(page.contains(&format!("`{var}`")), "{DOC_PATH} does not mention {var}");
+            assert!(
+                page.contains(&format!("`{var}`")),
+                "{DOC_PATH} does not mention {var}"
+            );
         }
         for spec in fields::FIELDS {
-            assert!(page.contains(&format!("| `{}` |", spec.name)), "{DOC_PATH} does not list {}", spec.name);
+            assert!(
+                page.contains(&format!("| `{}` |", spec.name)),
+                "{DOC_PATH} does not list {}",
+                spec.name
+            );
         }
     }
 

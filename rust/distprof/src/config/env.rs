@@ -28,12 +28,22 @@ pub(crate) fn apply_env(
         let Some(raw) = env(spec.env) else { continue };
         match parse_env_value(spec, &raw) {
             Ok(value) => {
-                tracing::debug!(variable = spec.env, field = spec.name, "config value from environment");
+                tracing::debug!(
+                    variable = spec.env,
+                    field = spec.name,
+                    "config value from environment"
+                );
                 builder.set(spec, value, ValueSource::Env(spec.env.to_string()));
             }
             Err((problem, fix)) => {
                 builder.mark_broken(spec);
-                errors.push(Location::Env { var: spec.env.to_string() }, problem, fix);
+                errors.push(
+                    Location::Env {
+                        var: spec.env.to_string(),
+                    },
+                    problem,
+                    fix,
+                );
             }
         }
     }
@@ -64,8 +74,15 @@ pub(crate) fn parse_env_value(spec: &FieldSpec, raw: &str) -> Result<Value, (Str
                 Err(_) if text.starts_with('-') && text[1..].parse::<u64>().is_ok() => {
                     Err((format!("{raw:?} is negative"), fix))
                 }
-                Err(_) if text.parse::<f64>().is_ok_and(|x| x.is_finite() && x.fract() != 0.0) => {
-                    Err((format!("{raw:?} is not a whole number ({})", unit_of(spec.name)), fix))
+                Err(_)
+                    if text
+                        .parse::<f64>()
+                        .is_ok_and(|x| x.is_finite() && x.fract() != 0.0) =>
+                {
+                    Err((
+                        format!("{raw:?} is not a whole number ({})", unit_of(spec.name)),
+                        fix,
+                    ))
                 }
                 Err(_) if text.bytes().all(|b| b.is_ascii_digit()) => {
                     Err((format!("{raw:?} does not fit in u{bits}"), fix))
@@ -116,7 +133,9 @@ pub(crate) fn unit_of(name: &str) -> &'static str {
 /// Not errors: other parts of distprof (tests, the FFI) may read their own variables.
 pub fn unknown_env_warnings(names: impl IntoIterator<Item = String>) -> Vec<String> {
     fn stem(name: &str) -> &str {
-        name.strip_prefix(fields::ENV_PREFIX).or_else(|| name.strip_prefix("XLA_")).unwrap_or(name)
+        name.strip_prefix(fields::ENV_PREFIX)
+            .or_else(|| name.strip_prefix("XLA_"))
+            .unwrap_or(name)
     }
     let known: Vec<&str> = fields::all_env_vars().collect();
     // (what a typo is compared with, the variable to suggest)
@@ -128,7 +147,9 @@ pub fn unknown_env_warnings(names: impl IntoIterator<Item = String>) -> Vec<Stri
         .filter_map(|n| {
             let key = suggest::closest(stem(&n), keys.iter().map(|(k, _)| *k))?;
             let var = keys.iter().find(|(k, _)| *k == key)?.1;
-            Some(format!("environment variable {n} is not read by distprof; did you mean {var}?"))
+            Some(format!(
+                "environment variable {n} is not read by distprof; did you mean {var}?"
+            ))
         })
         .collect()
 }
@@ -167,9 +188,17 @@ mod tests {
         let cases = [
             ("probe_port", "65536", "does not fit in u16"),
             ("probe_cadence_us", "-5", "is negative"),
-            ("probe_cadence_us", "1.5", "not a whole number (microseconds)"),
+            (
+                "probe_cadence_us",
+                "1.5",
+                "not a whole number (microseconds)",
+            ),
             ("probe_cadence_us", "fast", "not a whole number"),
-            ("probe_cadence_us", "99999999999999999999999", "does not fit in u64"),
+            (
+                "probe_cadence_us",
+                "99999999999999999999999",
+                "does not fit in u64",
+            ),
             ("probe_cadence_us", "", "set but empty"),
         ];
         for (field, raw, want) in cases {
@@ -197,13 +226,13 @@ mod tests {
     #[test]
     fn typos_of_variables_are_warned_about() {
         let names = [
-            "XLA_PROBE_CADENCE_US",       // known
-            "XLA_PROBE_CADENCE_MS",       // typo
-            "XLA_DIST_PROF_ESTIMATR",     // typo
-            "XLA_FLAGS",                  // XLA's own
-            "XLA_DIST_PROF_TEST_SOMETHING", // someone else's, far from every name
+            "XLA_PROBE_CADENCE_US",           // known
+            "XLA_PROBE_CADENCE_MS",           // typo
+            "XLA_DIST_PROF_ESTIMATR",         // typo
+            "XLA_FLAGS",                      // XLA's own
+            "XLA_DIST_PROF_TEST_SOMETHING",   // someone else's, far from every name
             "XLA_DIST_PROF_PROBE_CADENCE_US", // the wrong family of names
-            "XLA_DIST_PROF_ENABLED",      // the field name
+            "XLA_DIST_PROF_ENABLED",          // the field name
             "PATH",
         ]
         .map(String::from);

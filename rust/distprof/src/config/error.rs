@@ -68,11 +68,19 @@ impl ConfigErrors {
     /// plugin logs this when it stays disabled).
     pub fn one_line(&self) -> String {
         let all: Vec<String> = self.errors.iter().map(|e| e.to_string()).collect();
-        format!("{} configuration problem(s): {}", all.len(), all.join(" | "))
+        format!(
+            "{} configuration problem(s): {}",
+            all.len(),
+            all.join(" | ")
+        )
     }
 
     pub(crate) fn push(&mut self, location: Location, problem: String, fix: String) {
-        self.errors.push(ConfigError { location, problem, fix });
+        self.errors.push(ConfigError {
+            location,
+            problem,
+            fix,
+        });
     }
 }
 
@@ -99,12 +107,17 @@ mod tests {
     fn display_lists_one_problem_per_line() {
         let mut errs = ConfigErrors::default();
         errs.push(
-            Location::Json { file: "a.json".into(), path: "$.probe_port".into() },
+            Location::Json {
+                file: "a.json".into(),
+                path: "$.probe_port".into(),
+            },
             "70000 does not fit".into(),
             "use 0..=65535".into(),
         );
         errs.push(
-            Location::Env { var: "XLA_PROBE_CADENCE_US".into() },
+            Location::Env {
+                var: "XLA_PROBE_CADENCE_US".into(),
+            },
             "\"x\" is not a number".into(),
             "set 40000".into(),
         );

@@ -16,9 +16,16 @@ pub const IGNORED_FILE_KEYS: [&str; 2] = ["$schema", "description"];
 pub enum FieldKind {
     Bool,
     /// A whole number stored in a Rust integer of `bits` bits; `min..=max` is the allowed range.
-    Unsigned { bits: u32, min: u64, max: u64 },
+    Unsigned {
+        bits: u32,
+        min: u64,
+        max: u64,
+    },
     /// A finite floating-point number in `min..=max`.
-    Float { min: f64, max: f64 },
+    Float {
+        min: f64,
+        max: f64,
+    },
     /// Free text; field-specific checks live in `validate.rs`.
     Text,
     /// One of a fixed set of lower-case names (a serde `snake_case` enum).
@@ -109,7 +116,11 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "probe_cadence_us",
         env: "XLA_PROBE_CADENCE_US",
-        kind: Unsigned { bits: 64, min: MIN_PROBE_CADENCE_US, max: 10_000_000 },
+        kind: Unsigned {
+            bits: 64,
+            min: MIN_PROBE_CADENCE_US,
+            max: 10_000_000,
+        },
         scope: Cluster,
         range_reason: "below 1000 us one edge's ~600-byte exchanges exceed the 625,000 bytes/s \
                        per-edge budget; above 10 s a window holds too few probes to follow drift",
@@ -117,7 +128,10 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "probe_window_s",
         env: "XLA_PROBE_WINDOW_S",
-        kind: Float { min: 0.1, max: 3_600.0 },
+        kind: Float {
+            min: 0.1,
+            max: 3_600.0,
+        },
         scope: Cluster,
         range_reason: "below 0.1 s no cadence leaves enough probes per window; above an hour a \
                        single line hides the drift wander of real oscillators",
@@ -125,7 +139,11 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "packet_spacing_us",
         env: "XLA_PACKET_SPACING_US",
-        kind: Unsigned { bits: 64, min: 1, max: 1_000_000 },
+        kind: Unsigned {
+            bits: 64,
+            min: 1,
+            max: 1_000_000,
+        },
         scope: Cluster,
         range_reason: "the purity test compares the receive gap of a coded pair with a known \
                        non-zero send gap; above 1 s the pair no longer sees the same queue",
@@ -133,7 +151,11 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "snapshot_period_ms",
         env: "XLA_SNAPSHOT_PERIOD_MS",
-        kind: Unsigned { bits: 64, min: 1, max: 60_000 },
+        kind: Unsigned {
+            bits: 64,
+            min: 1,
+            max: 60_000,
+        },
         scope: Node,
         range_reason: "0 would read the clocks in a tight loop; above a minute the tracer-clock \
                        map cannot follow its drift",
@@ -148,14 +170,22 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "reference_node",
         env: "XLA_DIST_PROF_REFERENCE_NODE",
-        kind: Unsigned { bits: 32, min: 0, max: u32::MAX as u64 },
+        kind: Unsigned {
+            bits: 32,
+            min: 0,
+            max: u32::MAX as u64,
+        },
         scope: Cluster,
         range_reason: "checked against the node count at rendezvous",
     },
     FieldSpec {
         name: "probe_out_degree",
         env: "XLA_DIST_PROF_PROBE_OUT_DEGREE",
-        kind: Unsigned { bits: 32, min: 1, max: 64 },
+        kind: Unsigned {
+            bits: 32,
+            min: 1,
+            max: 64,
+        },
         scope: Cluster,
         range_reason: "every node must probe at least one peer; per-node cost grows linearly \
                        with the degree and Huygens saw no gain beyond 10-20 peers",
@@ -163,7 +193,11 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "graph_seed",
         env: "XLA_DIST_PROF_GRAPH_SEED",
-        kind: Unsigned { bits: 64, min: 0, max: u64::MAX },
+        kind: Unsigned {
+            bits: 64,
+            min: 0,
+            max: u64::MAX,
+        },
         scope: Cluster,
         range_reason: "",
     },
@@ -177,7 +211,11 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "probe_port",
         env: "XLA_DIST_PROF_PROBE_PORT",
-        kind: Unsigned { bits: 16, min: 0, max: u16::MAX as u64 },
+        kind: Unsigned {
+            bits: 16,
+            min: 0,
+            max: u16::MAX as u64,
+        },
         scope: Node,
         range_reason: "",
     },
@@ -198,7 +236,11 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "handshake_timeout_ms",
         env: "XLA_DIST_PROF_HANDSHAKE_TIMEOUT_MS",
-        kind: Unsigned { bits: 64, min: 10, max: 600_000 },
+        kind: Unsigned {
+            bits: 64,
+            min: 10,
+            max: 600_000,
+        },
         scope: Cluster,
         range_reason: "below 10 ms scheduler hiccups mark healthy edges down; above 10 minutes \
                        a dead peer is kept for most of a profile",
@@ -206,7 +248,11 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "rendezvous_timeout_ms",
         env: "XLA_DIST_PROF_RENDEZVOUS_TIMEOUT_MS",
-        kind: Unsigned { bits: 64, min: 100, max: 3_600_000 },
+        kind: Unsigned {
+            bits: 64,
+            min: 100,
+            max: 3_600_000,
+        },
         scope: Cluster,
         range_reason: "below 100 ms even a local key-value store cannot answer N nodes; above an \
                        hour the job has long started without clock sync",
@@ -221,7 +267,11 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "purity_abs_tolerance_ns",
         env: "XLA_DIST_PROF_PURITY_ABS_TOLERANCE_NS",
-        kind: Unsigned { bits: 64, min: 0, max: 10_000_000 },
+        kind: Unsigned {
+            bits: 64,
+            min: 0,
+            max: 10_000_000,
+        },
         scope: Cluster,
         range_reason: "a tolerance above 10 ms accepts pairs that queued behind whole bursts",
     },
@@ -236,14 +286,22 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec {
         name: "max_bound_ns",
         env: "XLA_DIST_PROF_MAX_BOUND_NS",
-        kind: Unsigned { bits: 64, min: 1, max: 1_000_000_000 },
+        kind: Unsigned {
+            bits: 64,
+            min: 1,
+            max: 1_000_000_000,
+        },
         scope: Cluster,
         range_reason: "0 would flag every window; a bound above 1 s says nothing about a trace",
     },
     FieldSpec {
         name: "snapshot_best_of",
         env: "XLA_DIST_PROF_SNAPSHOT_BEST_OF",
-        kind: Unsigned { bits: 32, min: 1, max: 100 },
+        kind: Unsigned {
+            bits: 32,
+            min: 1,
+            max: 100,
+        },
         scope: Node,
         range_reason: "at least one read; beyond 100 bracketed reads the snapshot itself costs \
                        more than the noise it removes",
@@ -262,7 +320,10 @@ pub fn by_env(var: &str) -> Option<&'static FieldSpec> {
 
 /// Every environment variable distprof reads.
 pub fn all_env_vars() -> impl Iterator<Item = &'static str> {
-    FIELDS.iter().map(|f| f.env).chain([CONFIG_FILE_VAR, LOG_VAR])
+    FIELDS
+        .iter()
+        .map(|f| f.env)
+        .chain([CONFIG_FILE_VAR, LOG_VAR])
 }
 
 #[cfg(test)]
@@ -282,7 +343,12 @@ mod tests {
     #[test]
     fn table_names_match_config_fields_in_order() {
         let value = serde_json::to_value(Config::default()).unwrap();
-        let mut keys: Vec<&str> = value.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        let mut keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
         let mut names: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
         keys.sort_unstable();
         names.sort_unstable();
@@ -318,7 +384,11 @@ mod tests {
                 FieldKind::Bool => assert!(v.is_boolean(), "{}", f.name),
                 FieldKind::Unsigned { bits, min, max } => {
                     let n = v.as_u64().unwrap_or_else(|| panic!("{} not u64", f.name));
-                    assert!(min <= n && n <= max, "{} = {n} outside {min}..={max}", f.name);
+                    assert!(
+                        min <= n && n <= max,
+                        "{} = {n} outside {min}..={max}",
+                        f.name
+                    );
                     assert!(max <= FieldKind::type_max(bits), "{}", f.name);
                 }
                 FieldKind::Float { min, max } => {

@@ -30,7 +30,11 @@ pub(crate) fn apply_file(
                 ),
                 None => (Location::File { file: path.to_path_buf() }, "give the path of a readable JSON file".to_string()),
             };
-            errors.push(location, format!("cannot read {}: {err}", path.display()), fix);
+            errors.push(
+                location,
+                format!("cannot read {}: {err}", path.display()),
+                fix,
+            );
             return;
         }
     };
@@ -39,7 +43,12 @@ pub(crate) fn apply_file(
 }
 
 /// Applies the JSON `text` of the file at `path` (the path only names the source).
-pub(crate) fn apply_text(path: &Path, text: &str, builder: &mut Builder, errors: &mut ConfigErrors) {
+pub(crate) fn apply_text(
+    path: &Path,
+    text: &str,
+    builder: &mut Builder,
+    errors: &mut ConfigErrors,
+) {
     let entries = match serde_json::from_str::<Entries>(text) {
         Ok(Entries(entries)) => entries,
         Err(err) => {
@@ -52,15 +61,28 @@ pub(crate) fn apply_text(path: &Path, text: &str, builder: &mut Builder, errors:
                     err.column()
                 )
             };
-            errors.push(Location::File { file: path.to_path_buf() }, format!("not valid JSON: {err}"), fix);
+            errors.push(
+                Location::File {
+                    file: path.to_path_buf(),
+                },
+                format!("not valid JSON: {err}"),
+                fix,
+            );
             return;
         }
     };
     let mut seen: Vec<&str> = Vec::new();
     for (key, value) in &entries {
-        let location = Location::Json { file: path.to_path_buf(), path: json_path(key) };
+        let location = Location::Json {
+            file: path.to_path_buf(),
+            path: json_path(key),
+        };
         if seen.contains(&key.as_str()) {
-            errors.push(location, format!("key {key:?} appears more than once"), "keep one of them".to_string());
+            errors.push(
+                location,
+                format!("key {key:?} appears more than once"),
+                "keep one of them".to_string(),
+            );
             continue;
         }
         seen.push(key);
@@ -75,7 +97,10 @@ pub(crate) fn apply_text(path: &Path, text: &str, builder: &mut Builder, errors:
             continue;
         }
         let Some(spec) = fields::by_name(key) else {
-            let candidates = fields::FIELDS.iter().map(|f| f.name).chain(IGNORED_FILE_KEYS);
+            let candidates = fields::FIELDS
+                .iter()
+                .map(|f| f.name)
+                .chain(IGNORED_FILE_KEYS);
             let hint = suggest::did_you_mean(key, candidates);
             let fix = if hint.is_empty() {
                 "remove it; `distprof config schema` lists every key".to_string()
@@ -101,7 +126,10 @@ pub(crate) fn check_json_value(spec: &FieldSpec, value: &Value) -> Result<(), (S
     if value.is_null() {
         return Err((
             "null is not a value".to_string(),
-            format!("remove the key to keep the default, or give {}", spec.kind.allowed()),
+            format!(
+                "remove the key to keep the default, or give {}",
+                spec.kind.allowed()
+            ),
         ));
     }
     // A quoted number or boolean is the commonest slip; say so precisely.
@@ -112,12 +140,20 @@ pub(crate) fn check_json_value(spec: &FieldSpec, value: &Value) -> Result<(), (S
             FieldKind::Unsigned { .. } | FieldKind::Float { .. } => s.trim().parse::<f64>().is_ok(),
             _ => false,
         };
-        looks_right.then(|| (format!("{shown} is a string, not {what}"), format!("write {s} without quotes")))
+        looks_right.then(|| {
+            (
+                format!("{shown} is a string, not {what}"),
+                format!("write {s} without quotes"),
+            )
+        })
     };
     match spec.kind {
         FieldKind::Bool if value.is_boolean() => Ok(()),
         FieldKind::Bool => Err(unquote("a boolean").unwrap_or_else(|| {
-            (format!("{shown} is {}, not a boolean", a_json_type(value)), "write true or false (no quotes)".to_string())
+            (
+                format!("{shown} is {}, not a boolean", a_json_type(value)),
+                "write true or false (no quotes)".to_string(),
+            )
         })),
         FieldKind::Unsigned { bits, min, max } => {
             let fix = format!("use an integer in {min}..={max}");
@@ -139,15 +175,22 @@ pub(crate) fn check_json_value(spec: &FieldSpec, value: &Value) -> Result<(), (S
                     (format!("{shown} does not fit in u{bits}"), fix)
                 });
             }
-            Err(unquote("a number")
-                .unwrap_or_else(|| (format!("{shown} is {}, not a number", a_json_type(value)), fix)))
+            Err(unquote("a number").unwrap_or_else(|| {
+                (
+                    format!("{shown} is {}, not a number", a_json_type(value)),
+                    fix,
+                )
+            }))
         }
         FieldKind::Float { min, max } => {
             if value.is_number() {
                 return Ok(());
             }
             Err(unquote("a number").unwrap_or_else(|| {
-                (format!("{shown} is {}, not a number", a_json_type(value)), format!("use a number in {min}..={max}"))
+                (
+                    format!("{shown} is {}, not a number", a_json_type(value)),
+                    format!("use a number in {min}..={max}"),
+                )
             }))
         }
         FieldKind::Text if value.is_string() => Ok(()),
@@ -253,18 +296,78 @@ mod tests {
         assert_eq!(check("probe_cadence_us", json!(40000)), Ok(()));
         assert_eq!(check("probe_window_s", json!(4)), Ok(()));
         let cases = [
-            ("probe_cadence_us", json!("40000"), "\"40000\" is a string, not a number", "write 40000 without quotes"),
-            ("probe_cadence_us", json!(-1), "-1 is negative", "1000..=10000000"),
-            ("probe_cadence_us", json!(1.5), "1.5 is not a whole number", "integer"),
-            ("probe_cadence_us", json!(1e30), "1e+30 does not fit in u64", "integer"),
-            ("probe_port", json!(70000), "70000 does not fit in u16", "0..=65535"),
-            ("enabled", json!("true"), "\"true\" is a string, not a boolean", "write true without quotes"),
-            ("enabled", json!(1), "1 is a number, not a boolean", "true or false"),
-            ("output_dir", json!(7), "7 is a number, not a string", "double quotes"),
-            ("estimator", json!("SVM "), "\"SVM \" is not one of", "did you mean `svm`?"),
-            ("estimator", json!(["hull"]), "[\"hull\"] is an array, not a string", "one of hull"),
-            ("probe_window_s", json!(null), "null is not a value", "remove the key"),
-            ("probe_window_s", json!({"s": 1}), "{\"s\":1} is an object, not a number", "0.1..=3600"),
+            (
+                "probe_cadence_us",
+                json!("40000"),
+                "\"40000\" is a string, not a number",
+                "write 40000 without quotes",
+            ),
+            (
+                "probe_cadence_us",
+                json!(-1),
+                "-1 is negative",
+                "1000..=10000000",
+            ),
+            (
+                "probe_cadence_us",
+                json!(1.5),
+                "1.5 is not a whole number",
+                "integer",
+            ),
+            (
+                "probe_cadence_us",
+                json!(1e30),
+                "1e+30 does not fit in u64",
+                "integer",
+            ),
+            (
+                "probe_port",
+                json!(70000),
+                "70000 does not fit in u16",
+                "0..=65535",
+            ),
+            (
+                "enabled",
+                json!("true"),
+                "\"true\" is a string, not a boolean",
+                "write true without quotes",
+            ),
+            (
+                "enabled",
+                json!(1),
+                "1 is a number, not a boolean",
+                "true or false",
+            ),
+            (
+                "output_dir",
+                json!(7),
+                "7 is a number, not a string",
+                "double quotes",
+            ),
+            (
+                "estimator",
+                json!("SVM "),
+                "\"SVM \" is not one of",
+                "did you mean `svm`?",
+            ),
+            (
+                "estimator",
+                json!(["hull"]),
+                "[\"hull\"] is an array, not a string",
+                "one of hull",
+            ),
+            (
+                "probe_window_s",
+                json!(null),
+                "null is not a value",
+                "remove the key",
+            ),
+            (
+                "probe_window_s",
+                json!({"s": 1}),
+                "{\"s\":1} is an object, not a number",
+                "0.1..=3600",
+            ),
         ];
         for (field, value, want_problem, want_fix) in cases {
             let (problem, fix) = check(field, value.clone()).unwrap_err();
@@ -303,11 +406,23 @@ mod tests {
     fn whole_file_problems() {
         let got = problems("{\"enabled\": true,}");
         assert_eq!(got.len(), 1);
-        assert!(got[0].starts_with("f.json: not valid JSON: trailing comma at line 1 column 18"), "{}", got[0]);
-        assert!(got[0].contains("fix: correct the JSON at line 1 column 18"), "{}", got[0]);
+        assert!(
+            got[0].starts_with("f.json: not valid JSON: trailing comma at line 1 column 18"),
+            "{}",
+            got[0]
+        );
+        assert!(
+            got[0].contains("fix: correct the JSON at line 1 column 18"),
+            "{}",
+            got[0]
+        );
         let got = problems("[1, 2]");
         assert!(got[0].contains("expected a JSON object"), "{}", got[0]);
-        assert!(got[0].contains("the file must hold one JSON object"), "{}", got[0]);
+        assert!(
+            got[0].contains("the file must hold one JSON object"),
+            "{}",
+            got[0]
+        );
         let got = problems(r#"{"$schema": 3}"#);
         assert_eq!(got, vec!["f.json: $[\"$schema\"]: 3 is a number, not a string; fix: make \"$schema\" a string (it is documentation and is otherwise ignored)"]);
     }

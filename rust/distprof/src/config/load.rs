@@ -23,8 +23,15 @@ pub(crate) struct Builder {
 impl Builder {
     pub(crate) fn defaults() -> Self {
         let values = Config::default().to_json_map();
-        let sources = fields::FIELDS.iter().map(|f| (f.name.to_string(), ValueSource::Default)).collect();
-        Self { values, sources, broken: BTreeSet::new() }
+        let sources = fields::FIELDS
+            .iter()
+            .map(|f| (f.name.to_string(), ValueSource::Default))
+            .collect();
+        Self {
+            values,
+            sources,
+            broken: BTreeSet::new(),
+        }
     }
 
     pub(crate) fn set(&mut self, spec: &FieldSpec, value: Value, source: ValueSource) {
@@ -43,16 +50,27 @@ impl Builder {
                 // Every value was type-checked against the field table, so this means the
                 // table and the struct disagree: a distprof bug, reported rather than hidden.
                 errors.push(
-                    Location::Default { field: "(all)".to_string() },
+                    Location::Default {
+                        field: "(all)".to_string(),
+                    },
                     format!("internal: merged configuration does not deserialize: {err}"),
                     "report this as a distprof bug".to_string(),
                 );
                 return Err(errors);
             }
         };
-        validate::check(&config, &self.sources, &self.broken, cfg!(feature = "svm"), &mut errors);
+        validate::check(
+            &config,
+            &self.sources,
+            &self.broken,
+            cfg!(feature = "svm"),
+            &mut errors,
+        );
         if errors.is_empty() {
-            Ok(EffectiveConfig { config, sources: self.sources })
+            Ok(EffectiveConfig {
+                config,
+                sources: self.sources,
+            })
         } else {
             Err(errors)
         }
@@ -63,7 +81,9 @@ impl Builder {
 /// `XLA_DIST_PROF_CONFIG`, then the variables. Variables that look like typos of distprof
 /// variables are logged as warnings (they are not errors: other code may own them).
 pub fn load_from_env() -> Result<EffectiveConfig, ConfigErrors> {
-    for warning in env::unknown_env_warnings(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok())) {
+    for warning in
+        env::unknown_env_warnings(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()))
+    {
         tracing::warn!("{warning}");
     }
     // A value that is not UTF-8 is kept (lossily) so that it fails parsing with its name
@@ -77,7 +97,12 @@ pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<EffectiveConfig, Con
     let mut errors = ConfigErrors::default();
     // An empty XLA_DIST_PROF_CONFIG means "no file", as launchers often export empty values.
     if let Some(path) = env(CONFIG_FILE_VAR).filter(|p| !p.trim().is_empty()) {
-        file::apply_file(Path::new(&path), Some(CONFIG_FILE_VAR), &mut builder, &mut errors);
+        file::apply_file(
+            Path::new(&path),
+            Some(CONFIG_FILE_VAR),
+            &mut builder,
+            &mut errors,
+        );
     }
     env::apply_env(env, &mut builder, &mut errors);
     builder.finish(errors)
@@ -100,7 +125,10 @@ mod tests {
     use std::io::Write;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k| map.get(k).cloned()
     }
 
@@ -150,7 +178,9 @@ mod tests {
 
     #[test]
     fn all_problems_of_file_and_env_at_once() {
-        let f = write_file(r#"{"probe_cadence_us": "fast", "probe_out_degree": 0, "estimatr": "hull"}"#);
+        let f = write_file(
+            r#"{"probe_cadence_us": "fast", "probe_out_degree": 0, "estimatr": "hull"}"#,
+        );
         let path = f.path().to_str().unwrap().to_string();
         let errs = load(&env_of(&[
             ("XLA_DIST_PROF_CONFIG", &path),
@@ -160,12 +190,19 @@ mod tests {
         .unwrap_err();
         let lines: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         assert_eq!(lines.len(), 5, "{lines:#?}");
-        assert!(lines[0].starts_with(&format!("{path}: $.probe_cadence_us: \"fast\" is a string, not a number")));
+        assert!(lines[0].starts_with(&format!(
+            "{path}: $.probe_cadence_us: \"fast\" is a string, not a number"
+        )));
         assert!(lines[1].starts_with(&format!("{path}: $.estimatr: unknown key")));
         assert!(lines[1].contains("did you mean `estimator`?"));
-        assert!(lines[2].starts_with("environment variable XLA_PROBE_WINDOW_S: \"four\" is not a finite number"));
-        assert!(lines[3].starts_with("environment variable XLA_DIST_PROF_PROBE_PORT: \"-1\" is negative"));
-        assert!(lines[4].starts_with(&format!("{path}: $.probe_out_degree: probe_out_degree = 0 is below the minimum 1")));
+        assert!(lines[2].starts_with(
+            "environment variable XLA_PROBE_WINDOW_S: \"four\" is not a finite number"
+        ));
+        assert!(lines[3]
+            .starts_with("environment variable XLA_DIST_PROF_PROBE_PORT: \"-1\" is negative"));
+        assert!(lines[4].starts_with(&format!(
+            "{path}: $.probe_out_degree: probe_out_degree = 0 is below the minimum 1"
+        )));
         assert_eq!(errs.to_string().lines().count(), 5);
     }
 
@@ -179,10 +216,17 @@ mod tests {
 
     #[test]
     fn unreadable_file_blames_the_variable() {
-        let errs = load(&env_of(&[("XLA_DIST_PROF_CONFIG", "/nonexistent/distprof.json")])).unwrap_err();
+        let errs = load(&env_of(&[(
+            "XLA_DIST_PROF_CONFIG",
+            "/nonexistent/distprof.json",
+        )]))
+        .unwrap_err();
         let line = errs.to_string();
         assert!(line.starts_with("environment variable XLA_DIST_PROF_CONFIG: cannot read /nonexistent/distprof.json:"), "{line}");
-        assert!(line.contains("fix: point XLA_DIST_PROF_CONFIG at a readable JSON file"), "{line}");
+        assert!(
+            line.contains("fix: point XLA_DIST_PROF_CONFIG at a readable JSON file"),
+            "{line}"
+        );
         // An empty value means no file.
         assert!(load(&env_of(&[("XLA_DIST_PROF_CONFIG", "")])).is_ok());
     }
@@ -205,11 +249,22 @@ mod tests {
         let errs = check_file(f.path()).unwrap_err();
         assert_eq!(errs.len(), 1);
         let e = &errs.errors[0];
-        assert_eq!(e.location, Location::Json { file: f.path().to_path_buf(), path: "$.probe_window_s".into() });
+        assert_eq!(
+            e.location,
+            Location::Json {
+                file: f.path().to_path_buf(),
+                path: "$.probe_window_s".into()
+            }
+        );
         assert!(e.problem.contains("holds only 10 probes"), "{}", e.problem);
         let ok = write_file(r#"{"enabled": true}"#);
         assert!(check_file(ok.path()).unwrap().enabled);
         let missing = check_file(Path::new("/nonexistent.json")).unwrap_err();
-        assert!(missing.to_string().starts_with("/nonexistent.json: cannot read /nonexistent.json"), "{missing}");
+        assert!(
+            missing
+                .to_string()
+                .starts_with("/nonexistent.json: cannot read /nonexistent.json"),
+            "{missing}"
+        );
     }
 }

@@ -5,13 +5,13 @@
 //! `schema/` is generated from these types.
 
 mod digest;
+pub mod docs;
 mod env;
 mod error;
 pub mod fields;
 mod file;
 mod load;
 pub mod schema;
-pub mod docs;
 mod suggest;
 mod validate;
 
@@ -214,7 +214,10 @@ impl Config {
 }
 
 fn default_output_dir() -> String {
-    std::env::temp_dir().join("xla_dist_prof").to_string_lossy().into_owned()
+    std::env::temp_dir()
+        .join("xla_dist_prof")
+        .to_string_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]
@@ -236,26 +239,52 @@ mod tests {
     #[test]
     fn every_preset_is_valid_names_the_schema_and_says_what_it_is_for() {
         let files = presets();
-        let names: Vec<String> =
-            files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-        assert_eq!(names, ["default.json", "high-accuracy.json", "large-cluster.json", "low-overhead.json"]);
+        let names: Vec<String> = files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "default.json",
+                "high-accuracy.json",
+                "large-cluster.json",
+                "low-overhead.json"
+            ]
+        );
         for file in &files {
             let config = check_file(file).unwrap_or_else(|e| panic!("{}:\n{e}", file.display()));
-            let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-            assert_eq!(raw["$schema"], "../../schema/distprof-config.schema.json", "{}", file.display());
-            assert!(raw["description"].as_str().unwrap().len() > 80, "{}", file.display());
+            let raw: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+            assert_eq!(
+                raw["$schema"],
+                "../../schema/distprof-config.schema.json",
+                "{}",
+                file.display()
+            );
+            assert!(
+                raw["description"].as_str().unwrap().len() > 80,
+                "{}",
+                file.display()
+            );
             // The per-edge bandwidth goal holds for every preset.
             let bytes_per_s = fields::PROBE_EXCHANGE_BYTES * 1_000_000 / config.probe_cadence_us;
-            assert!(bytes_per_s <= fields::EDGE_BUDGET_BYTES_PER_S, "{}", file.display());
+            assert!(
+                bytes_per_s <= fields::EDGE_BUDGET_BYTES_PER_S,
+                "{}",
+                file.display()
+            );
         }
     }
 
     #[test]
     fn default_preset_is_the_builtin_default() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/configs/default.json");
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/configs/default.json");
         assert_eq!(check_file(&path).unwrap(), Config::default());
         // It spells out every field but the machine-dependent output_dir.
-        let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let raw: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         for f in fields::FIELDS.iter().filter(|f| f.name != "output_dir") {
             assert!(raw.get(f.name).is_some(), "default.json lacks {}", f.name);
         }
@@ -269,7 +298,9 @@ mod tests {
         let low = check_file(&dir.join("low-overhead.json")).unwrap();
         let large = check_file(&dir.join("large-cluster.json")).unwrap();
         assert!(high.probe_cadence_us < d.probe_cadence_us && high.max_bound_ns < d.max_bound_ns);
-        assert!(low.probe_cadence_us > d.probe_cadence_us && low.probe_out_degree < d.probe_out_degree);
+        assert!(
+            low.probe_cadence_us > d.probe_cadence_us && low.probe_out_degree < d.probe_out_degree
+        );
         assert!(large.rendezvous_timeout_ms > d.rendezvous_timeout_ms);
         // Every preset keeps the window at 100 probes or more.
         for c in [&d, &high, &low, &large] {

@@ -14,7 +14,9 @@ pub fn schema_value() -> Value {
     let mut schema = schemars::schema_for!(Config).to_value();
     if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         for spec in fields::FIELDS {
-            let Some(prop) = properties.get_mut(spec.name).and_then(Value::as_object_mut) else { continue };
+            let Some(prop) = properties.get_mut(spec.name).and_then(Value::as_object_mut) else {
+                continue;
+            };
             match spec.kind {
                 FieldKind::Unsigned { min, max, .. } => {
                     prop.insert("minimum".into(), json!(min));
@@ -29,7 +31,10 @@ pub fn schema_value() -> Value {
         }
         // The default output directory is the build host's temporary directory: left out so
         // the schema is the same on every machine (the description says what it is).
-        if let Some(prop) = properties.get_mut("output_dir").and_then(Value::as_object_mut) {
+        if let Some(prop) = properties
+            .get_mut("output_dir")
+            .and_then(Value::as_object_mut)
+        {
             prop.remove("default");
         }
         // Files name their schema and say what they are for; both keys are ignored.
@@ -83,7 +88,10 @@ mod tests {
         let props = schema["properties"].as_object().unwrap();
         assert_eq!(props.len(), fields::FIELDS.len() + 2);
         assert_eq!(schema["additionalProperties"], json!(false));
-        assert!(schema.get("required").is_none(), "every key must be optional");
+        assert!(
+            schema.get("required").is_none(),
+            "every key must be optional"
+        );
         for spec in fields::FIELDS {
             let prop = &props[spec.name];
             let doc = prop["description"].as_str().unwrap_or_default();
@@ -93,7 +101,12 @@ mod tests {
                 assert_eq!(prop["maximum"], json!(max), "{}", spec.name);
             }
             if spec.name != "output_dir" {
-                assert_eq!(prop["default"], Config::default().to_json_map()[spec.name], "{}", spec.name);
+                assert_eq!(
+                    prop["default"],
+                    Config::default().to_json_map()[spec.name],
+                    "{}",
+                    spec.name
+                );
             }
         }
     }
@@ -101,7 +114,10 @@ mod tests {
     #[test]
     fn schema_enums_match_the_field_table() {
         let schema = schema_value();
-        for (def, names) in [("TimestampMode", fields::TIMESTAMP_MODES), ("EstimatorKind", fields::ESTIMATORS)] {
+        for (def, names) in [
+            ("TimestampMode", fields::TIMESTAMP_MODES),
+            ("EstimatorKind", fields::ESTIMATORS),
+        ] {
             let variants: Vec<&str> = schema["$defs"][def]["oneOf"]
                 .as_array()
                 .unwrap_or_else(|| panic!("{def}: {}", schema["$defs"][def]))

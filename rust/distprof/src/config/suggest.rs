@@ -72,14 +72,22 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        let names = ["probe_cadence_us", "probe_port", "packet_spacing_us", "estimator"];
+        let names = [
+            "probe_cadence_us",
+            "probe_port",
+            "packet_spacing_us",
+            "estimator",
+        ];
         assert_eq!(closest("probe_cadance_us", names), Some("probe_cadence_us"));
         assert_eq!(closest("probeCadenceUs", names), Some("probe_cadence_us"));
         assert_eq!(closest("probe-prot", names), Some("probe_port"));
         assert_eq!(closest("estimater", names), Some("estimator"));
         assert_eq!(closest("port", names), None);
         assert_eq!(closest("completely_unrelated", names), None);
-        assert_eq!(did_you_mean("estimater", names), "did you mean `estimator`?");
+        assert_eq!(
+            did_you_mean("estimater", names),
+            "did you mean `estimator`?"
+        );
         assert_eq!(did_you_mean("zzz", names), "");
     }
 }

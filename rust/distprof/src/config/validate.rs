@@ -32,14 +32,22 @@ impl Judge<'_> {
     /// Where the value of `field` came from.
     fn locate(&self, field: &str) -> Location {
         match self.sources.get(field) {
-            Some(ValueSource::File(file)) => Location::Json { file: file.clone(), path: json_path(field) },
+            Some(ValueSource::File(file)) => Location::Json {
+                file: file.clone(),
+                path: json_path(field),
+            },
             Some(ValueSource::Env(var)) => Location::Env { var: var.clone() },
-            _ => Location::Default { field: field.to_string() },
+            _ => Location::Default {
+                field: field.to_string(),
+            },
         }
     }
 
     fn origin(&self, field: &str) -> String {
-        self.sources.get(field).map(|s| s.to_string()).unwrap_or_else(|| "default".to_string())
+        self.sources
+            .get(field)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "default".to_string())
     }
 
     /// For a combination, blame the first field (in the order given) that someone set:
@@ -68,7 +76,11 @@ pub(crate) fn check(
     svm_built: bool,
     errors: &mut ConfigErrors,
 ) {
-    let mut judge = Judge { sources, broken, errors };
+    let mut judge = Judge {
+        sources,
+        broken,
+        errors,
+    };
     check_ranges(config, &mut judge);
     check_text(config, &mut judge);
     check_combinations(config, &mut judge);
@@ -102,8 +114,16 @@ fn check_ranges(config: &Config, judge: &mut Judge<'_>) {
             FieldKind::Float { min, max } => (min.to_string(), max.to_string()),
             _ => unreachable!("filtered above"),
         };
-        let limit = if below { format!("below the minimum {min}") } else { format!("above the maximum {max}") };
-        let reason = if spec.range_reason.is_empty() { String::new() } else { format!(" ({})", spec.range_reason) };
+        let limit = if below {
+            format!("below the minimum {min}")
+        } else {
+            format!("above the maximum {max}")
+        };
+        let reason = if spec.range_reason.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", spec.range_reason)
+        };
         let location = judge.locate(spec.name);
         judge.push(
             location,
@@ -124,7 +144,9 @@ fn check_text(config: &Config, judge: &mut Judge<'_>) {
     }
     let iface = &config.interface;
     if judge.usable(&["interface"]) && !iface.is_empty() {
-        let bad_char = iface.chars().find(|c| *c == '/' || c.is_whitespace() || c.is_control());
+        let bad_char = iface
+            .chars()
+            .find(|c| *c == '/' || c.is_whitespace() || c.is_control());
         if iface.len() > MAX_INTERFACE_NAME_BYTES || bad_char.is_some() {
             let why = match bad_char {
                 Some(c) => format!("contains {c:?}"),
@@ -159,7 +181,9 @@ fn check_text(config: &Config, judge: &mut Judge<'_>) {
 
 fn check_combinations(config: &Config, judge: &mut Judge<'_>) {
     let cadence_us = config.probe_cadence_us;
-    if judge.usable(&["packet_spacing_us", "probe_cadence_us"]) && config.packet_spacing_us >= cadence_us {
+    if judge.usable(&["packet_spacing_us", "probe_cadence_us"])
+        && config.packet_spacing_us >= cadence_us
+    {
         let location = judge.locate_any(&["packet_spacing_us", "probe_cadence_us"]);
         let problem = format!(
             "packet_spacing_us = {} is not shorter than probe_cadence_us = {cadence_us} ({}): the two \
@@ -238,8 +262,10 @@ mod tests {
 
     /// Runs the checks on `config` as if every field in `set` came from a file `f.json`.
     fn judge(config: &Config, set: &[&str], svm_built: bool) -> Vec<String> {
-        let mut sources: BTreeMap<String, ValueSource> =
-            fields::FIELDS.iter().map(|f| (f.name.to_string(), ValueSource::Default)).collect();
+        let mut sources: BTreeMap<String, ValueSource> = fields::FIELDS
+            .iter()
+            .map(|f| (f.name.to_string(), ValueSource::Default))
+            .collect();
         for f in set {
             sources.insert(f.to_string(), ValueSource::File("f.json".into()));
         }
@@ -256,44 +282,103 @@ mod tests {
 
     #[test]
     fn ranges_name_the_field_the_value_and_the_reason() {
-        let c = Config { probe_cadence_us: 500, probe_window_s: 0.05, snapshot_best_of: 0, ..Config::default() };
-        let got = judge(&c, &["probe_cadence_us", "probe_window_s", "snapshot_best_of"], true);
+        let c = Config {
+            probe_cadence_us: 500,
+            probe_window_s: 0.05,
+            snapshot_best_of: 0,
+            ..Config::default()
+        };
+        let got = judge(
+            &c,
+            &["probe_cadence_us", "probe_window_s", "snapshot_best_of"],
+            true,
+        );
         assert_eq!(got[0], "f.json: $.probe_cadence_us: probe_cadence_us = 500 is below the minimum 1000 (below 1000 us one edge's ~600-byte exchanges exceed the 625,000 bytes/s per-edge budget; above 10 s a window holds too few probes to follow drift); fix: set probe_cadence_us to an integer in 1000..=10000000");
-        assert!(got[1].starts_with("f.json: $.probe_window_s: probe_window_s = 0.05 is below the minimum 0.1"), "{}", got[1]);
-        assert!(got[2].starts_with("f.json: $.snapshot_best_of: snapshot_best_of = 0 is below the minimum 1"), "{}", got[2]);
+        assert!(
+            got[1].starts_with(
+                "f.json: $.probe_window_s: probe_window_s = 0.05 is below the minimum 0.1"
+            ),
+            "{}",
+            got[1]
+        );
+        assert!(
+            got[2].starts_with(
+                "f.json: $.snapshot_best_of: snapshot_best_of = 0 is below the minimum 1"
+            ),
+            "{}",
+            got[2]
+        );
         // The window combination: 0.05 s at 500 us is 100 probes, enough; no fourth error.
         assert_eq!(got.len(), 3, "{got:#?}");
-        let c = Config { purity_rel_tolerance: 1.5, max_bound_ns: 2_000_000_000, ..Config::default() };
+        let c = Config {
+            purity_rel_tolerance: 1.5,
+            max_bound_ns: 2_000_000_000,
+            ..Config::default()
+        };
         let got = judge(&c, &["purity_rel_tolerance", "max_bound_ns"], true);
-        assert!(got[0].contains("purity_rel_tolerance = 1.5 is above the maximum 1"), "{}", got[0]);
-        assert!(got[1].contains("max_bound_ns = 2000000000 is above the maximum 1000000000"), "{}", got[1]);
+        assert!(
+            got[0].contains("purity_rel_tolerance = 1.5 is above the maximum 1"),
+            "{}",
+            got[0]
+        );
+        assert!(
+            got[1].contains("max_bound_ns = 2000000000 is above the maximum 1000000000"),
+            "{}",
+            got[1]
+        );
     }
 
     #[test]
     fn spacing_must_be_shorter_than_cadence() {
-        let c = Config { packet_spacing_us: 40_000, ..Config::default() };
+        let c = Config {
+            packet_spacing_us: 40_000,
+            ..Config::default()
+        };
         let got = judge(&c, &["packet_spacing_us"], true);
         assert_eq!(got.len(), 1);
         assert!(got[0].starts_with("f.json: $.packet_spacing_us: packet_spacing_us = 40000 is not shorter than probe_cadence_us = 40000 (default)"), "{}", got[0]);
         assert!(got[0].contains("fix: lower packet_spacing_us below 40000 (default 50) or raise probe_cadence_us above 40000"), "{}", got[0]);
         // One microsecond shorter is fine.
-        let c = Config { packet_spacing_us: 39_999, ..Config::default() };
+        let c = Config {
+            packet_spacing_us: 39_999,
+            ..Config::default()
+        };
         assert!(judge(&c, &["packet_spacing_us"], true).is_empty());
         // When only the cadence was set, the cadence is blamed.
-        let c = Config { probe_cadence_us: 1_000, packet_spacing_us: 1_000, probe_window_s: 1.0, ..Config::default() };
+        let c = Config {
+            probe_cadence_us: 1_000,
+            packet_spacing_us: 1_000,
+            probe_window_s: 1.0,
+            ..Config::default()
+        };
         let got = judge(&c, &["probe_cadence_us", "packet_spacing_us"], true);
-        assert!(got[0].starts_with("f.json: $.packet_spacing_us:"), "{}", got[0]);
+        assert!(
+            got[0].starts_with("f.json: $.packet_spacing_us:"),
+            "{}",
+            got[0]
+        );
         let got = judge(&c, &["probe_cadence_us"], true);
-        assert!(got[0].starts_with("f.json: $.probe_cadence_us: packet_spacing_us = 1000 is not shorter"), "{}", got[0]);
+        assert!(
+            got[0]
+                .starts_with("f.json: $.probe_cadence_us: packet_spacing_us = 1000 is not shorter"),
+            "{}",
+            got[0]
+        );
     }
 
     #[test]
     fn window_must_hold_enough_probes() {
         // 4 s at 200 ms = 20 probes: exactly enough.
-        let c = Config { probe_cadence_us: 200_000, ..Config::default() };
+        let c = Config {
+            probe_cadence_us: 200_000,
+            ..Config::default()
+        };
         assert!(judge(&c, &["probe_cadence_us"], true).is_empty());
         // 4 s at 250 ms = 16 probes.
-        let c = Config { probe_cadence_us: 250_000, ..Config::default() };
+        let c = Config {
+            probe_cadence_us: 250_000,
+            ..Config::default()
+        };
         let got = judge(&c, &["probe_cadence_us"], true);
         assert_eq!(got.len(), 1, "{got:#?}");
         assert!(got[0].starts_with("f.json: $.probe_cadence_us: probe_window_s = 4 (default) holds only 16 probes at probe_cadence_us = 250000 (file f.json)"), "{}", got[0]);
@@ -303,18 +388,36 @@ mod tests {
     #[test]
     fn exact_multiples_are_not_rounded_down() {
         // 1.001 * 1e6 is 1000999.9999999999 in binary floating point.
-        let c = Config { probe_window_s: 1.001, probe_cadence_us: 50_050, ..Config::default() };
+        let c = Config {
+            probe_window_s: 1.001,
+            probe_cadence_us: 50_050,
+            ..Config::default()
+        };
         assert!(judge(&c, &["probe_window_s", "probe_cadence_us"], true).is_empty());
     }
 
     #[test]
     fn handshake_timeout_must_cover_two_cadences() {
-        let c = Config { probe_cadence_us: 100_000, probe_window_s: 10.0, handshake_timeout_ms: 150, ..Config::default() };
+        let c = Config {
+            probe_cadence_us: 100_000,
+            probe_window_s: 10.0,
+            handshake_timeout_ms: 150,
+            ..Config::default()
+        };
         let got = judge(&c, &["handshake_timeout_ms"], true);
         assert_eq!(got.len(), 1, "{got:#?}");
         assert!(got[0].starts_with("f.json: $.handshake_timeout_ms: handshake_timeout_ms = 150 (file f.json) is shorter than 2 probe intervals"), "{}", got[0]);
-        assert!(got[0].ends_with("fix: raise handshake_timeout_ms to at least 200 or lower probe_cadence_us"), "{}", got[0]);
-        let c = Config { handshake_timeout_ms: 200, ..c };
+        assert!(
+            got[0].ends_with(
+                "fix: raise handshake_timeout_ms to at least 200 or lower probe_cadence_us"
+            ),
+            "{}",
+            got[0]
+        );
+        let c = Config {
+            handshake_timeout_ms: 200,
+            ..c
+        };
         assert!(judge(&c, &["handshake_timeout_ms"], true).is_empty());
     }
 
@@ -328,18 +431,40 @@ mod tests {
         };
         let got = judge(&c, &["output_dir", "interface", "log_filter"], true);
         assert_eq!(got.len(), 3, "{got:#?}");
-        assert!(got[0].starts_with("f.json: $.output_dir: output_dir = \" \" is empty"), "{}", got[0]);
-        assert!(got[1].contains("interface = \"a-very-long-interface-name\" is longer than 15 bytes"), "{}", got[1]);
-        assert!(got[2].contains("log_filter = \"info,[\" is not a tracing filter"), "{}", got[2]);
-        let c = Config { interface: "eth 0".into(), ..Config::default() };
+        assert!(
+            got[0].starts_with("f.json: $.output_dir: output_dir = \" \" is empty"),
+            "{}",
+            got[0]
+        );
+        assert!(
+            got[1].contains("interface = \"a-very-long-interface-name\" is longer than 15 bytes"),
+            "{}",
+            got[1]
+        );
+        assert!(
+            got[2].contains("log_filter = \"info,[\" is not a tracing filter"),
+            "{}",
+            got[2]
+        );
+        let c = Config {
+            interface: "eth 0".into(),
+            ..Config::default()
+        };
         assert!(judge(&c, &["interface"], true)[0].contains("contains ' '"));
-        let c = Config { interface: "enp65s0f1".into(), log_filter: "warn,distprof=debug".into(), ..Config::default() };
+        let c = Config {
+            interface: "enp65s0f1".into(),
+            log_filter: "warn,distprof=debug".into(),
+            ..Config::default()
+        };
         assert!(judge(&c, &["interface", "log_filter"], true).is_empty());
     }
 
     #[test]
     fn svm_without_the_feature_says_so() {
-        let c = Config { estimator: EstimatorKind::Svm, ..Config::default() };
+        let c = Config {
+            estimator: EstimatorKind::Svm,
+            ..Config::default()
+        };
         assert!(judge(&c, &["estimator"], true).is_empty());
         let got = judge(&c, &["estimator"], false);
         assert_eq!(got.len(), 1);
@@ -349,8 +474,14 @@ mod tests {
 
     #[test]
     fn broken_fields_are_not_judged_again() {
-        let c = Config { packet_spacing_us: 40_000, ..Config::default() };
-        let sources = fields::FIELDS.iter().map(|f| (f.name.to_string(), ValueSource::Default)).collect();
+        let c = Config {
+            packet_spacing_us: 40_000,
+            ..Config::default()
+        };
+        let sources = fields::FIELDS
+            .iter()
+            .map(|f| (f.name.to_string(), ValueSource::Default))
+            .collect();
         let broken: BTreeSet<&'static str> = ["probe_cadence_us"].into_iter().collect();
         let mut errors = ConfigErrors::default();
         check(&c, &sources, &broken, true, &mut errors);
