@@ -3,6 +3,20 @@
 //! Precedence: defaults < JSON file named by `XLA_DIST_PROF_CONFIG` < environment variables.
 //! Every field is honoured by the code that its name points at; the JSON Schema under
 //! `schema/` is generated from these types.
+//!
+//! Modules: `fields` (the one table of fields, variables and ranges), `file` and `env` (the
+//! two layers), `load` (precedence), `validate` (ranges, combinations, build features),
+//! `error`, `suggest` ("did you mean"), `digest`, `schema`, `docs`.
+//!
+//! ```
+//! let effective = distprof::config::load(&|var| match var {
+//!     "XLA_PROBE_CADENCE_US" => Some("50000".to_string()),
+//!     _ => None,
+//! })
+//! .unwrap();
+//! assert_eq!(effective.config.probe_cadence_us, 50_000);
+//! assert_eq!(effective.sources["probe_cadence_us"].to_string(), "env XLA_PROBE_CADENCE_US");
+//! ```
 
 mod digest;
 pub mod docs;
@@ -15,7 +29,7 @@ pub mod schema;
 mod suggest;
 mod validate;
 
-pub use env::parse_bool;
+pub use env::{parse_bool, unknown_env_warnings};
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use load::{check_file, load, load_from_env};
 
