@@ -24,7 +24,10 @@ paths=(workspace2.bzl third_party/repo.bzl xla/pjrt xla/backends/profiler xla/ts
 
 extract() { # ref dir
   mkdir -p "$2"
-  git --git-dir="$git_dir" archive "$1" -- "${paths[@]}" 2>/dev/null | tar -x -C "$2"
+  # git archive may report blobs missing elsewhere in a partial mirror; the files we need are
+  # checked right after.
+  { git --git-dir="$git_dir" archive "$1" -- "${paths[@]}" 2>/dev/null || true; } | tar -x -C "$2"
+  [ -f "$2/workspace2.bzl" ] || { echo "$1: could not extract the tree from $git_dir" >&2; exit 1; }
 }
 
 status=0
@@ -35,10 +38,11 @@ row() { # ref series_dir_or_empty
   extract "$ref" "$b"
   if "$distprof" xla apply --xla-dir "$b" >"$work/apply1.txt" 2>&1 \
      && "$distprof" xla check --xla-dir "$b" >/dev/null 2>&1 \
-     && "$distprof" xla apply --xla-dir "$b" 2>&1 | grep -q "no change needed"; then
+     && "$distprof" xla apply --xla-dir "$b" >"$work/apply2.txt" 2>&1 \
+     && grep -q "no change needed" "$work/apply2.txt"; then
     tool="yes"
   else
-    tool="NO: $(grep -m3 -e '- ' "$work/apply1.txt" | tr '\n' ' ')"
+    tool="NO: $(grep -m3 -e '- ' "$work/apply1.txt" | tr '\n' ' ' || true)"
     status=1
   fi
   if [ -n "$series" ]; then
