@@ -18,14 +18,27 @@ pub struct Anchor {
     /// Text the line must contain.
     pub pattern: &'static str,
     pub occurrence: Occurrence,
+    /// Tried (with the same occurrence rule) only when `pattern` matches no line: the spelling
+    /// of an older XLA, e.g. the rule that owned a file before it got its own target.
+    pub fallback: Option<&'static str>,
 }
 
 impl Anchor {
     pub const fn unique(pattern: &'static str) -> Self {
-        Self { pattern, occurrence: Occurrence::Unique }
+        Self { pattern, occurrence: Occurrence::Unique, fallback: None }
     }
     pub const fn first(pattern: &'static str) -> Self {
-        Self { pattern, occurrence: Occurrence::First }
+        Self { pattern, occurrence: Occurrence::First, fallback: None }
+    }
+    pub const fn or(self, fallback: &'static str) -> Self {
+        Self { fallback: Some(fallback), ..self }
+    }
+    /// How messages name the anchor.
+    pub fn describe(&self) -> String {
+        match self.fallback {
+            None => self.pattern.to_owned(),
+            Some(f) => format!("{}` (or, in older XLA, `{f}", self.pattern),
+        }
     }
 }
 
@@ -47,14 +60,21 @@ pub enum Found {
     Ambiguous(Vec<usize>),
 }
 
-/// Finds `anchor` among `lines[from..to]`.
+/// Finds `anchor` among `lines[from..to]`, falling back to its older spelling.
 pub fn find(lines: &[String], anchor: Anchor, from: usize, to: usize) -> Found {
+    match (find_pattern(lines, anchor.pattern, anchor.occurrence, from, to), anchor.fallback) {
+        (Found::Missing, Some(fallback)) => find_pattern(lines, fallback, anchor.occurrence, from, to),
+        (found, _) => found,
+    }
+}
+
+fn find_pattern(lines: &[String], pattern: &str, occurrence: Occurrence, from: usize, to: usize) -> Found {
     let to = to.min(lines.len());
-    let mut hits = (from..to).filter(|&i| lines[i].contains(anchor.pattern) && !is_ours(&lines[i]));
+    let mut hits = (from..to).filter(|&i| lines[i].contains(pattern) && !is_ours(&lines[i]));
     let Some(first) = hits.next() else {
         return Found::Missing;
     };
-    match anchor.occurrence {
+    match occurrence {
         Occurrence::First => Found::At(first),
         Occurrence::Unique => {
             let rest: Vec<usize> = hits.collect();

@@ -71,12 +71,12 @@ fn locate(lines: &[String], anchor: Anchor, file: &Path, purpose: &'static str) 
         Found::At(i) => Ok(i),
         Found::Missing => Err(PatchError::AnchorMissing {
             file: file.to_owned(),
-            anchor: anchor.pattern.to_owned(),
+            anchor: anchor.describe(),
             purpose,
         }),
         Found::Ambiguous(lines) => Err(PatchError::AnchorAmbiguous {
             file: file.to_owned(),
-            anchor: anchor.pattern.to_owned(),
+            anchor: anchor.describe(),
             lines,
             purpose,
         }),

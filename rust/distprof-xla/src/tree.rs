@@ -42,19 +42,19 @@ pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
         FileSpec {
             path: wiring::PJRT_CLIENT_BUILD,
             core: false,
-            edits: wiring::owner_build_edits(PJRT_CLIENT_SRCS, "pjrt_hooks"),
+            edits: wiring::owner_build_edits(PJRT_CLIENT_SRCS, None, "pjrt_hooks"),
             purpose: "build wiring of hook 1",
         },
         FileSpec {
             path: wiring::ROCM_TRACER_BUILD,
             core: false,
-            edits: wiring::owner_build_edits(ROCM_TRACER_SRCS, "profiler_hooks"),
+            edits: wiring::owner_build_edits(ROCM_TRACER_SRCS, Some(ROCM_TRACER_OLDER_RULE), "profiler_hooks"),
             purpose: "build wiring of hook 2",
         },
         FileSpec {
             path: agent_build,
             core: false,
-            edits: wiring::owner_build_edits(agent_srcs, "agent_hooks"),
+            edits: wiring::owner_build_edits(agent_srcs, None, "agent_hooks"),
             purpose: "build wiring of hook 3",
         },
         FileSpec {
@@ -69,6 +69,8 @@ pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
 
 const PJRT_CLIENT_SRCS: &str = "srcs = [\"se_gpu_pjrt_client.cc\"],";
 const ROCM_TRACER_SRCS: &str = "srcs = [\"device_tracer_rocm.cc\"],";
+/// Before 0.7.2 `device_tracer_rocm.cc` was a source of `tsl_gpu_library(name = "device_tracer")`.
+const ROCM_TRACER_OLDER_RULE: &str = "name = \"device_tracer\",";
 const AGENT_SRCS: &str = "srcs = [\"coordination_service_agent.cc\"],";
 
 /// The plan for one edited file.

@@ -123,7 +123,13 @@ pub fn workspace2_edits() -> Vec<Edit> {
 /// target of `@distributed_profiling` prepended to `deps`.
 /// `srcs_line` (`srcs = ["x.cc"],`) identifies the owning rule in every version, whatever its
 /// name (`se_gpu_pjrt_client` up to 0.10.x, `se_gpu_pjrt_client_impl` after).
-pub fn owner_build_edits(srcs_line: &'static str, hooks_target: &str) -> Vec<Edit> {
+/// `older_rule` names the rule that owned the file in older XLA (e.g. `device_tracer` before the
+/// ROCm tracer got its own target in 0.7.2).
+pub fn owner_build_edits(srcs_line: &'static str, older_rule: Option<&'static str>, hooks_target: &str) -> Vec<Edit> {
+    let rule = match older_rule {
+        Some(name) => Anchor::unique(srcs_line).or(name),
+        None => Anchor::unique(srcs_line),
+    };
     vec![
         Edit::Insert {
             // Loads must precede other statements; before the first one is always valid.
@@ -136,14 +142,14 @@ pub fn owner_build_edits(srcs_line: &'static str, hooks_target: &str) -> Vec<Edi
             purpose: "load of the distributed_profiling macros",
         },
         Edit::Insert {
-            anchor: Anchor::unique(srcs_line),
+            anchor: rule,
             placement: Placement::After,
             text: vec!["local_defines = distributed_profiling_defines(),".into()],
             indent: true,
             purpose: "the hook macro on the owning target",
         },
         Edit::ReplaceInRule {
-            rule: Anchor::unique(srcs_line),
+            rule,
             find: "deps = [",
             replace: format!("deps = distributed_profiling_deps(\"{hooks_target}\") + ["),
             purpose: "the hooks library in the owning target's deps",

@@ -359,3 +359,23 @@ fn diff_series_applied_by_git_equals_the_tool_result() {
     assert!(errors.iter().all(|e| matches!(e, PatchError::AlreadyPatched { .. })));
     assert_eq!(errors.len(), 7 + 3);
 }
+
+#[test]
+fn older_owner_rule_is_found_by_its_fallback_anchor() {
+    // Before XLA 0.7.2 the ROCm tracer was one source of a shared `device_tracer` rule.
+    let dir = tree();
+    let root = dir.path();
+    let older = "load(\"//synthetic:defs.bzl\", \"gpu_library\")\n\ngpu_library(\n    name = \"device_tracer\",\n    srcs = shared_tracer_srcs(),\n    deps = [\n        \":dep\",\n    ],\n)\n";
+    write(root, "xla/backends/profiler/gpu/BUILD", older);
+    apply(root, &Release::default()).unwrap();
+    let build = read(root, "xla/backends/profiler/gpu/BUILD");
+    assert!(build.contains(
+        "    name = \"device_tracer\",\n    local_defines = distributed_profiling_defines(),\n    srcs = shared_tracer_srcs(),\n    deps = distributed_profiling_deps(\"profiler_hooks\") + [\n"
+    ), "{build}");
+    assert!(!apply(root, &Release::default()).unwrap().changed());
+
+    // With neither spelling present, the message names both.
+    write(root, "xla/backends/profiler/gpu/BUILD", "load(\"//x:y.bzl\", \"z\")\n");
+    let message = apply(root, &Release::default()).unwrap_err().to_string();
+    assert!(message.contains("srcs = [\"device_tracer_rocm.cc\"],") && message.contains("name = \"device_tracer\","), "{message}");
+}
