@@ -1,7 +1,7 @@
 //! `distprof xla apply|check|diff --xla-dir DIR`: inserts, verifies and regenerates the hooks in
 //! an XLA source tree by anchor.
 
-use clap::{Subcommand, ValueEnum};
+use clap::Subcommand;
 use distprof_xla::{Release, Report};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +12,7 @@ pub struct Args {
     action: Action,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Op {
     Apply,
     Check,
