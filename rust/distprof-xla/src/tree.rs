@@ -31,9 +31,9 @@ pub struct Layout {
 /// 0.8.2 uses it), else the `xla/tsl/...` one.
 pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
     let agent = if xla_dir.join(hooks::AGENT_PJRT).is_file() { AgentCopy::Pjrt } else { AgentCopy::Tsl };
-    let (agent_build, agent_srcs) = match agent {
-        AgentCopy::Pjrt => (wiring::AGENT_PJRT_BUILD, AGENT_SRCS),
-        AgentCopy::Tsl => (wiring::AGENT_TSL_BUILD, AGENT_SRCS),
+    let agent_build = match agent {
+        AgentCopy::Pjrt => wiring::AGENT_PJRT_BUILD,
+        AgentCopy::Tsl => wiring::AGENT_TSL_BUILD,
     };
     let files = vec![
         FileSpec { path: hooks::PJRT_CLIENT, core: true, edits: hooks::pjrt_client_edits(), purpose: "hook 1" },
@@ -54,7 +54,7 @@ pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
         FileSpec {
             path: agent_build,
             core: false,
-            edits: wiring::owner_build_edits(agent_srcs, None, "agent_hooks"),
+            edits: wiring::owner_build_edits(AGENT_SRCS, None, "agent_hooks"),
             purpose: "build wiring of hook 3",
         },
         FileSpec {
