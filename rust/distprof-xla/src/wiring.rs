@@ -61,8 +61,11 @@ config_setting(
 
 def if_distributed_profiling(if_true, if_false = []):
     """Returns `if_true` when distributed profiling is enabled, else `if_false`."""
+
+    # str(Label(...)) resolves against this file's repository (`@xla` inside a jax build) and,
+    # unlike a Label key, is accepted by every Bazel from 4 to 8.
     return select({
-        Label("//third_party/distributed_profiling:enabled"): if_true,
+        str(Label("//third_party/distributed_profiling:enabled")): if_true,
         "//conditions:default": if_false,
     })
 

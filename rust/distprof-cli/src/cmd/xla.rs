@@ -12,11 +12,11 @@ pub struct Args {
     action: Action,
 }
 
+/// Which report `print_report` writes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Op {
     Apply,
     Check,
-    Diff,
 }
 
 #[derive(Subcommand)]
