@@ -21,6 +21,10 @@ mkdir -p "$work/xla" "$work/hooks/cc_hooks"
 (cd "$fixture" && tar --exclude=hooks_repo --exclude=README.md -cf - .) | tar -xf - -C "$work/xla"
 cp -r "$fixture/hooks_repo/." "$work/hooks/"
 cp "$root/cc_hooks/distprof_hooks.h" "$work/hooks/cc_hooks/"
+cp -r "$root/tests/fixtures/xla-wiring-stubs/rules_cc" "$work/rules_cc"
+# The fixtures' BUILD/WORKSPACE files carry a .fixture suffix so that a Bazel build of distprof
+# itself never takes them for packages of its own.
+find "$work" -name '*.fixture' | while read -r f; do mv "$f" "${f%.fixture}"; done
 
 (cd "$root" && cargo build -q -p distprof-cli)
 distprof="$root/target/debug/distprof"
@@ -29,7 +33,6 @@ distprof="$root/target/debug/distprof"
 
 # --batch: no server outlives the step; a private output root keeps other Bazel users apart.
 # Bazel 4.2.3 offline: rules_cc from our stub, rules_java from Debian (tests/setup/50-bazel.sh).
-cp -r "$root/tests/fixtures/xla-wiring-stubs/rules_cc" "$work/rules_cc"
 bz() {
   local command="$1"
   shift
