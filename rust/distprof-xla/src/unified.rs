@@ -98,3 +98,39 @@ pub fn new_file_diff(path: &str, content: &str) -> String {
 pub fn added_lines(diff: &str) -> usize {
     diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++")).count()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("l{i}\n")).collect()
+    }
+
+    #[test]
+    fn distant_changes_make_separate_hunks_with_shifted_new_numbers() {
+        let changes = [
+            Change { at: 2, remove: 0, insert: vec!["a\n".into()] },
+            Change { at: 15, remove: 1, insert: vec!["b\n".into(), "c\n".into()] },
+        ];
+        let diff = file_diff("f", &lines(20), &changes);
+        let expected = "diff --git a/f b/f\n--- a/f\n+++ b/f\n\
+            @@ -1,5 +1,6 @@\n l1\n l2\n+a\n l3\n l4\n l5\n\
+            @@ -13,7 +14,8 @@\n l13\n l14\n l15\n-l16\n+b\n+c\n l17\n l18\n l19\n";
+        assert_eq!(diff, expected);
+        assert_eq!(added_lines(&diff), 3);
+    }
+
+    #[test]
+    fn close_changes_share_one_hunk_and_file_edges_clip_context() {
+        let changes = [
+            Change { at: 0, remove: 0, insert: vec!["top\n".into()] },
+            Change { at: 5, remove: 0, insert: vec!["end\n".into()] },
+        ];
+        let diff = file_diff("f", &lines(5), &changes);
+        assert_eq!(
+            diff,
+            "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,5 +1,7 @@\n+top\n l1\n l2\n l3\n l4\n l5\n+end\n"
+        );
+    }
+}
