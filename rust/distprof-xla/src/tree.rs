@@ -128,6 +128,16 @@ fn read(root: &Path, rel: &str, purpose: &'static str) -> Result<String, PatchEr
     }
 }
 
+fn same_anchor(a: &PatchError, b: &PatchError) -> bool {
+    match (a, b) {
+        (
+            PatchError::AnchorMissing { file: fa, anchor: aa, .. },
+            PatchError::AnchorMissing { file: fb, anchor: ab, .. },
+        ) => fa == fb && aa == ab,
+        _ => false,
+    }
+}
+
 /// Reads every file and locates every anchor; returns all problems at once.
 pub fn plan(root: &Path, release: &Release) -> Result<Plan, PatchErrors> {
     let layout = layout(root, release);
@@ -146,6 +156,9 @@ pub fn plan(root: &Path, release: &Release) -> Result<Plan, PatchErrors> {
         for e in &spec.edits {
             match edit::plan(&lines, e, Path::new(spec.path)) {
                 Ok(p) => planned.push((e.clone(), p)),
+                // Several edits may share an anchor (a BUILD rule's `srcs` line locates both
+                // `local_defines` and `deps`); one message per missing anchor is enough.
+                Err(err) if errors.iter().any(|seen| same_anchor(seen, &err)) => {}
                 Err(err) => errors.push(err),
             }
         }

@@ -379,3 +379,19 @@ fn older_owner_rule_is_found_by_its_fallback_anchor() {
     let message = apply(root, &Release::default()).unwrap_err().to_string();
     assert!(message.contains("srcs = [\"device_tracer_rocm.cc\"],") && message.contains("name = \"device_tracer\","), "{message}");
 }
+
+#[test]
+fn a_missing_rule_anchor_is_reported_once() {
+    let dir = tree();
+    let root = dir.path();
+    write(root, "xla/pjrt/gpu/BUILD", &build_file("renamed_client.cc"));
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(
+        errors,
+        vec![PatchError::AnchorMissing {
+            file: PathBuf::from("xla/pjrt/gpu/BUILD"),
+            anchor: "srcs = [\"se_gpu_pjrt_client.cc\"],".into(),
+            purpose: "the hook macro on the owning target",
+        }]
+    );
+}
