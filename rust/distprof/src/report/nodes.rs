@@ -16,12 +16,41 @@ fn finite_segment(s: &ClockSegment) -> bool {
     [s.offset_ns, s.drift_ppb, s.bound_ns].iter().all(|v| v.is_finite())
 }
 
+/// A node plot and the trend taken out of its offset.
+pub struct NodePlot {
+    pub svg: String,
+    /// The run-wide straight line removed from the offsets: value at the run start and slope.
+    pub trend_start_ns: f64,
+    pub trend_ppb: f64,
+}
+
+/// Least-squares line through the segment midpoints (x: global ns since t0, y: offset).
+fn trend(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    if points.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    (my - b * mx, b)
+}
+
 /// Offset (top) and drift (bottom) of one node on the global timeline, seconds since
-/// `t0_global_ns`. Flagged windows are tinted; the dashed rule is the bound limit.
-pub fn node_plot(model: &NodeClockModel, t0_global_ns: f64, width: f64, bound_limit_ns: Option<f64>) -> String {
+/// `t0_global_ns`. Drift of tens of ppm moves the offset by hundreds of µs over a run,
+/// which would flatten µs bounds into a line, so the top plot shows the offset minus its
+/// run-wide linear trend (given in the caption): bands, steps and wander stay visible.
+/// Flagged windows are tinted; the dashed lines are the bound limit around the estimate.
+pub fn node_plot(model: &NodeClockModel, t0_global_ns: f64, width: f64, bound_limit_ns: Option<f64>) -> NodePlot {
     let segs: Vec<&ClockSegment> = model.segments.iter().filter(|s| finite_segment(s)).collect();
     let x_of = |s: &ClockSegment, local: i64| s.to_global_ns(local) - t0_global_ns;
-    let offset_at = |s: &ClockSegment, local: i64| s.offset_ns + s.drift_ppb * 1e-9 * (local - s.mid_local_ns) as f64;
+    let mids: Vec<(f64, f64)> = segs.iter().map(|s| (x_of(s, s.mid_local_ns), s.offset_ns)).collect();
+    let (ta, tb) = trend(&mids);
+    let offset_at = |s: &ClockSegment, local: i64| {
+        s.offset_ns + s.drift_ppb * 1e-9 * (local - s.mid_local_ns) as f64 - (ta + tb * x_of(s, local))
+    };
 
     let mut x_lo = f64::INFINITY;
     let mut x_hi = f64::NEG_INFINITY;
@@ -51,7 +80,7 @@ pub fn node_plot(model: &NodeClockModel, t0_global_ns: f64, width: f64, bound_li
 
     if segs.is_empty() {
         svg.text(width / 2.0, h_off / 2.0, "unreachable: no path of usable edges to the reference", "class=\"warn\" text-anchor=\"middle\"");
-        return svg.finish();
+        return NodePlot { svg: svg.finish(), trend_start_ns: f64::NAN, trend_ppb: f64::NAN };
     }
 
     for s in segs.iter().filter(|s| s.flagged) {
@@ -60,7 +89,7 @@ pub fn node_plot(model: &NodeClockModel, t0_global_ns: f64, width: f64, bound_li
         svg.rect(a, drift.top, b - a, drift.height, "class=\"bad\"");
     }
     let (unit, div) = unit_for_ns(y_hi - y_lo);
-    let title = format!("offset vs reference ({unit})");
+    let title = format!("offset − trend ({unit})");
     off.draw_axes(&mut svg, &AxisSpec { title: "", divisor: 1e9 }, &AxisSpec { title: &title, divisor: div });
     let (dtitle, ddiv) = if (d_hi - d_lo).abs().max(d_hi.abs()) >= 10_000.0 { ("drift (ppm)", 1e3) } else { ("drift (ppb)", 1.0) };
     drift.draw_axes(&mut svg, &AxisSpec { title: "time since run start, reference clock (s)", divisor: 1e9 }, &AxisSpec { title: dtitle, divisor: ddiv });
@@ -90,7 +119,7 @@ pub fn node_plot(model: &NodeClockModel, t0_global_ns: f64, width: f64, bound_li
         line.move_to(xa, off.y.map(offset_at(s, a)));
         line.line_to(xb, off.y.map(offset_at(s, b)));
         let tip = format!(
-            "window {}: offset {} ± {}, drift {:.0} ppb{}",
+            "window {}: offset {} ± {} at its midpoint, drift {:.0} ppb{}",
             s.window_id,
             fmt_ns(s.offset_ns),
             fmt_ns(s.bound_ns),
@@ -103,7 +132,7 @@ pub fn node_plot(model: &NodeClockModel, t0_global_ns: f64, width: f64, bound_li
         step.line_to(xb, drift.y.map(s.drift_ppb));
         svg.path(&step, "class=\"drift\"", None);
     }
-    svg.finish()
+    NodePlot { svg: svg.finish(), trend_start_ns: ta, trend_ppb: tb * 1e9 }
 }
 
 /// A sequential color for `v` in [0, 1]: pale yellow (small bound) to dark red.
@@ -114,8 +143,8 @@ fn heat_color(v: f64) -> String {
 }
 
 /// Every node's bound per window as colored cells, nodes by id (the worst
-/// `HEATMAP_MAX_ROWS` when there are more), windows by id. Log color scale.
-pub fn bound_heatmap(nodes: &[NodeClockModel], analysis: &Analysis, width: f64) -> String {
+/// `HEATMAP_MAX_ROWS` when there are more), windows by id.
+pub fn bound_heatmap(nodes: &[NodeClockModel], analysis: &Analysis, bound_limit_ns: Option<f64>, width: f64) -> String {
     let mut window_ids: Vec<u64> = nodes.iter().flat_map(|n| n.segments.iter().map(|s| s.window_id)).collect();
     window_ids.sort_unstable();
     window_ids.dedup();
@@ -131,8 +160,10 @@ pub fn bound_heatmap(nodes: &[NodeClockModel], analysis: &Analysis, width: f64) 
     let by_id: BTreeMap<u32, &NodeClockModel> = nodes.iter().map(|n| (n.node, n)).collect();
     let bounds = nodes.iter().flat_map(|n| n.segments.iter().map(|s| s.bound_ns)).filter(|b| b.is_finite() && *b > 0.0);
     let (bmin, bmax) = bounds.fold((f64::INFINITY, 0.0f64), |(lo, hi), b| (lo.min(b), hi.max(b)));
-    let (lmin, lmax) = (bmin.max(1.0).ln(), bmax.max(1.0).ln());
-    let norm = |b: f64| if lmax > lmin { (b.max(1.0).ln() - lmin) / (lmax - lmin) } else { 0.0 };
+    // Linear from zero to the flag limit when there is one (so color reads as "how close
+    // to flagged"), else to the largest bound.
+    let top_ns = bound_limit_ns.filter(|l| l.is_finite() && *l > 0.0).unwrap_or(bmax).max(1.0);
+    let norm = |b: f64| b / top_ns;
 
     let row_h = (520.0 / shown.len().max(1) as f64).clamp(3.0, 14.0);
     let (left, top) = (56.0, 18.0);
@@ -179,6 +210,12 @@ pub fn bound_heatmap(nodes: &[NodeClockModel], analysis: &Analysis, width: f64) 
     for i in 0..20 {
         svg.rect(left + i as f64 * 8.0, ly, 8.0, 10.0, &format!("fill=\"{}\"", heat_color(i as f64 / 19.0)));
     }
-    svg.text(left + 166.0, ly + 9.0, &format!("bound {} … {} (log scale); red outline: flagged; grey: unreachable", fmt_ns(bmin), fmt_ns(bmax)), "class=\"tick\"");
+    svg.text(left + 166.0, ly + 9.0, &format!(
+            "bound 0 … {}{}; darkest: at or over it; red outline: flagged; grey: unreachable. Bounds in the run: {} … {}",
+            fmt_ns(top_ns),
+            if bound_limit_ns.is_some() { " (the flag limit)" } else { "" },
+            fmt_ns(bmin),
+            fmt_ns(bmax)
+        ), "class=\"tick\"");
     svg.finish()
 }

@@ -124,7 +124,7 @@ fn network(out: &mut String, input: &ReportInput, a: &Analysis) {
     out.push_str(&graph(input, a, 520.0));
     out.push_str("<p class=\"cap legend\"><span><i class=\"sw\" style=\"background:#4a8f5a\"></i>edge ok / node ok</span><span><i class=\"sw\" style=\"background:#e08e0b\"></i>degraded edge / node with flagged windows</span><span><i class=\"sw\" style=\"background:#c0392b\"></i>down edge (dashed) / unreachable node</span><span><i class=\"sw\" style=\"background:#1f5fbf\"></i>reference</span><br>Nodes on a circle by id, clockwise from the top. Each edge bends to the right of its direction (prober → peer), so both directions of a pair are visible.</p>");
     out.push_str("</div><div class=\"cell\"><h3>Loop-closure residuals</h3>");
-    out.push_str(&residual_histogram(&input.loops, 620.0, 260.0));
+    out.push_str(&residual_histogram(&input.loops, 580.0, 260.0));
     out.push_str("<p class=\"cap\">Sum of the estimated edge offsets around each cycle of the graph; zero for consistent estimates. A wide spread points at bad edges (a slow return path biases an edge by half the difference). A bias that is consistent around every loop, such as one node whose every path is asymmetric the same way, cannot show here.</p>");
     let mut worst: Vec<_> = input.loops.iter().filter(|l| l.residual_ns.is_finite()).collect();
     worst.sort_by(|x, y| y.residual_ns.abs().total_cmp(&x.residual_ns.abs()));
@@ -148,32 +148,40 @@ fn network(out: &mut String, input: &ReportInput, a: &Analysis) {
 fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     out.push_str("<h2 id=\"nodes\">Nodes</h2>");
     out.push_str("<h3>Error bound of every node and window</h3>");
-    out.push_str(&bound_heatmap(&input.nodes, a, 1240.0));
+    out.push_str(&bound_heatmap(&input.nodes, a, input.facts.bound_limit_ns, 1240.0));
     if a.nodes.len() > HEATMAP_MAX_ROWS {
         let _ = write!(out, "<p class=\"cap\">Showing the {HEATMAP_MAX_ROWS} worst of {} nodes.</p>", a.nodes.len());
     }
     let k = limits.node_plots.min(a.nodes.len());
     let _ = write!(
         out,
-        "<h3>Offset and drift against the reference: {}</h3><p class=\"cap\">Black: the offset estimate of each window (node clock minus reference), grey band: ± its error bound, red tint: flagged window, dashed red: the bound limit around the estimate. Green steps: drift. Hover a line for its numbers.</p><div class=\"grid\">",
-        if k < a.nodes.len() { format!("the {k} worst of {} nodes", a.nodes.len()) } else { "every node".to_string() }
+        "<h3>Offset and drift against the reference: {}</h3><p class=\"cap\">Black: the offset estimate of each window (node clock minus reference, minus the run-wide straight-line trend given below each plot, so that µs bounds stay visible next to ms of drift), grey band: ± its error bound, red tint: flagged window, dashed red: the bound limit around the estimate. Green steps: drift. Hover a line for its numbers.</p><div class=\"grid\">",
+        if k < a.nodes.len() { format!("the {k} worst of {} nodes", a.nodes.len()) } else { "every reachable node".to_string() }
     );
     let by_id: std::collections::BTreeMap<_, _> = input.nodes.iter().map(|n| (n.node, n)).collect();
-    for s in a.nodes.iter().take(k) {
+    for s in a.nodes.iter().filter(|s| s.reachable).take(k) {
         let Some(model) = by_id.get(&s.node) else { continue };
         let host = input.hostnames.get(&s.node).map(|h| format!(" ({})", escape(h))).unwrap_or_default();
+        let plot = node_plot(model, a.t0_global_ns, 600.0, input.facts.bound_limit_ns);
         let _ = write!(
             out,
-            "<div class=\"cell\"><h3>node {}{host}: max bound {}, {} flagged</h3>{}</div>",
+            "<div class=\"cell\"><h3>node {}{host}: max bound {}, {} of {} windows flagged</h3>{}<p class=\"cap\">Trend removed from the offset: {} at run start, {:.0} ppb.</p></div>",
             s.node,
             escape(&fmt_ns(s.max_bound_ns)),
             s.flagged,
-            node_plot(model, a.t0_global_ns, 600.0, input.facts.bound_limit_ns)
+            s.windows,
+            plot.svg,
+            escape(&fmt_ns(plot.trend_start_ns)),
+            plot.trend_ppb
         );
     }
     out.push_str("</div>");
+    let unreachable: Vec<String> = a.unreachable().map(|s| s.node.to_string()).collect();
+    if !unreachable.is_empty() {
+        let _ = write!(out, "<p class=\"problems\">Unreachable, no clock model (no path of usable edges to the reference): nodes {}.</p>", unreachable.join(", "));
+    }
     let rows = a.nodes.len().min(limits.table_rows);
-    let _ = write!(out, "<details{}><summary>all {} nodes, worst first</summary><table><tr><th>node</th><th class=\"l\">host</th><th>windows</th><th>flagged</th><th>max bound</th><th>first offset</th><th>last offset</th><th>drift min</th><th>drift max</th></tr>", if a.nodes.len() <= 64 { " open" } else { "" }, a.nodes.len());
+    let _ = write!(out, "<details{}><summary>all {} nodes, worst first</summary><table><tr><th>node</th><th class=\"l\">host</th><th>windows</th><th>flagged</th><th>max bound</th><th>first offset</th><th>last offset</th><th>drift min</th><th>drift max</th></tr>", if a.nodes.len() <= 16 { " open" } else { "" }, a.nodes.len());
     for s in a.nodes.iter().take(rows) {
         let class = if !s.reachable { " class=\"bad\"" } else if s.flagged > 0 { " class=\"warn\"" } else { "" };
         let host = input.hostnames.get(&s.node).map(|h| escape(h)).unwrap_or_default();
@@ -201,13 +209,14 @@ fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
 
 fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     out.push_str("<h2 id=\"edges\">Edges</h2>");
-    let k = limits.edge_plots.min(a.edges.len());
+    let with_data: Vec<&EdgeStats> = a.edges.iter().filter(|s| s.points > 0 || s.windows > 0).collect();
+    let k = limits.edge_plots.min(with_data.len());
     let _ = write!(
         out,
         "<h3>One-way delays and fits: {}</h3><p class=\"cap legend\"><span><i class=\"sw\" style=\"background:#1f5fbf\"></i>forward (prober → peer), pure</span><span><i class=\"sw\" style=\"background:#9db8e3\"></i>forward, impure</span><span><i class=\"sw\" style=\"background:#d35400\"></i>reverse, pure</span><span><i class=\"sw\" style=\"background:#f0bb8f\"></i>reverse, impure</span><br>Each point is the peer's clock minus the prober's across one packet: forward points sit one delay above the clock difference, reverse points one delay below. Black: each window's max-margin line (the clock difference), grey band: ± its margin. Red tint: the clouds overlap (no separating line). Points are thinned to the lowest and highest per 2 px, which keeps the envelope the fit depends on; the 1% most extreme are drawn on the border.</p><div class=\"grid\">",
-        if k < a.edges.len() { format!("the {k} worst of {} edges", a.edges.len()) } else { "every edge".to_string() }
+        if k < with_data.len() { format!("the {k} worst of {} edges with data", with_data.len()) } else { "every edge with data".to_string() }
     );
-    for s in a.edges.iter().take(k) {
+    for s in with_data.iter().take(k) {
         let e = &input.edges[s.index];
         let plot = edge_plot(e, 600.0, 240.0);
         let note = if e.health_note.is_empty() { String::new() } else { format!(" — {}", escape(&e.health_note)) };
@@ -227,6 +236,10 @@ fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
         );
     }
     out.push_str("</div>");
+    let empty: Vec<&EdgeStats> = a.edges.iter().filter(|s| s.points == 0 && s.windows == 0).collect();
+    if !empty.is_empty() {
+        let _ = write!(out, "<p class=\"problems\">{} edge(s) delivered no probe: {}.</p>", empty.len(), escape(&edge_list(&empty, 40)));
+    }
     let rows = a.edges.len().min(limits.table_rows);
     let _ = write!(out, "<details><summary>all {} edges, worst first</summary><table><tr><th>src</th><th>dst</th><th class=\"l\">health</th><th>points</th><th>pure</th><th>windows</th><th>overlapping</th><th>min margin</th><th class=\"l\">note</th></tr>", a.edges.len());
     for s in a.edges.iter().take(rows) {

@@ -209,9 +209,12 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                 bad_windows += 1;
             }
             fitted.insert((src, dst, w as u64), offset_ns);
-            for node in [src, dst] {
-                let e = min_rtt.entry((node, w as u64)).or_insert(f64::INFINITY);
-                *e = e.min(2.0 * margin_ns.max(0.0));
+            // A window without a separating line says nothing about the round trip.
+            if margin_ns > 0.0 {
+                for node in [src, dst] {
+                    let e = min_rtt.entry((node, w as u64)).or_insert(f64::INFINITY);
+                    *e = e.min(2.0 * margin_ns);
+                }
             }
             fits.push(EdgeWindowFit { window_id: w as u64, start_ns, end_ns, mid_ns, offset_ns, drift_ppb, margin_ns });
         }
