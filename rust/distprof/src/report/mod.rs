@@ -45,3 +45,128 @@ pub fn render(input: &ReportInput) -> String {
 pub fn render_with(input: &ReportInput, limits: &Limits) -> String {
     page::page(input, limits)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::synthetic::{synthetic_input, SyntheticSpec};
+    use super::*;
+    use crate::config::TimestampMode;
+    use crate::model::{ClockSegment, NodeClockModel};
+
+    /// Every number inside an SVG attribute or path is finite: no `NaN`/`inf` token at all.
+    fn assert_no_non_finite(html: &str) {
+        for bad in ["NaN", "inf\"", "inf ", "infinity", "-inf"] {
+            assert!(!html.contains(bad), "found {bad:?} in the page");
+        }
+    }
+
+    fn empty_input() -> ReportInput {
+        ReportInput {
+            facts: RunFacts {
+                run_name: "empty".into(),
+                reference_node: 0,
+                timestamp_mode: TimestampMode::User,
+                timestamp_bound_ns: None,
+                estimator: None,
+                bound_limit_ns: None,
+                config: serde_json::Value::Null,
+                synthetic: false,
+            },
+            nodes: Vec::new(),
+            hostnames: Default::default(),
+            edges: Vec::new(),
+            loops: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn synthetic_page_has_every_panel() {
+        let input = synthetic_input(&SyntheticSpec::new(12, 5));
+        let html = render(&input);
+        assert_no_non_finite(&html);
+        // 1 graph + 1 histogram + 1 heatmap + 11 reachable node plots + 12 edge plots.
+        assert_eq!(html.matches("<svg ").count(), 3 + 11 + 12, "svg count");
+        assert_eq!(html.matches("<svg ").count(), html.matches("</svg>").count());
+        for needle in ["worst node", "worst bound", "degraded edges", "down edges", "flagged windows", "kernel", "hull", "Synthetic input", "probe_window_s"] {
+            assert!(html.contains(needle), "missing {needle}");
+        }
+        // The stepping node is the worst reachable node, and is named in the summary.
+        let a = analysis::Analysis::of(&input);
+        let worst = a.worst_reachable().unwrap();
+        assert_eq!(worst.flagged, 1);
+        assert!(html.contains(&format!("<b>node {}</b>", worst.node)));
+    }
+
+    #[test]
+    fn user_text_is_escaped() {
+        let mut input = synthetic_input(&SyntheticSpec::new(3, 1));
+        input.facts.run_name = "<script>alert(1)</script>".into();
+        input.hostnames.insert(1, "<img src=x onerror=alert(2)>".into());
+        input.edges[0].health_note = "\"quoted\" & <b>".into();
+        input.facts.config = serde_json::json!({"output_dir": "</pre><script>x</script>"});
+        let html = render(&input);
+        // The only script is the page's own load-time statement.
+        assert_eq!(html.matches("<script>").count(), 1);
+        assert!(!html.contains("<img"));
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("&quot;quoted&quot; &amp; &lt;b&gt;"));
+    }
+
+    #[test]
+    fn non_finite_and_inconsistent_input_renders_without_nan_and_is_reported() {
+        let mut input = synthetic_input(&SyntheticSpec::new(4, 2));
+        input.nodes[1].segments[0].offset_ns = f64::NAN;
+        input.nodes[2].segments[1].bound_ns = f64::INFINITY;
+        input.edges[0].fits[0].margin_ns = f64::NAN;
+        input.edges[1].fits[0].drift_ppb = f64::NEG_INFINITY;
+        input.edges[2].dst = 99;
+        input.loops.push(LoopResidual { nodes: vec![0, 1, 2], window_id: None, residual_ns: f64::NAN });
+        let html = render(&input);
+        assert_no_non_finite(&html);
+        assert!(html.contains("node 1 window 0: non-finite offset, drift or bound"));
+        assert!(html.contains("names node 99, which has no entry"));
+    }
+
+    #[test]
+    fn empty_and_degenerate_inputs_render() {
+        let html = render(&empty_input());
+        assert_no_non_finite(&html);
+        assert!(html.contains("none reachable"));
+        assert!(html.contains("no loop residuals in the input"));
+        // One node, one window, a zero bound, no edges: every scale is degenerate.
+        let mut one = empty_input();
+        one.nodes.push(NodeClockModel {
+            node: 0,
+            reachable: true,
+            segments: vec![ClockSegment {
+                window_id: 0,
+                start_local_ns: 5,
+                end_local_ns: 5,
+                mid_local_ns: 5,
+                offset_ns: 0.0,
+                drift_ppb: 0.0,
+                bound_ns: 0.0,
+                flagged: false,
+            }],
+        });
+        let html = render(&one);
+        assert_no_non_finite(&html);
+        assert_eq!(html.matches("<svg ").count(), 4);
+    }
+
+    #[test]
+    fn large_runs_stay_small() {
+        // 150 nodes, long run: plots capped, heatmap columns merged, tables capped.
+        let mut spec = SyntheticSpec::new(150, 9);
+        spec.out_degree = 4;
+        spec.windows = 91;
+        spec.probes_per_window = 2;
+        let input = synthetic_input(&spec);
+        let html = render_with(&input, &Limits { node_plots: 6, edge_plots: 6, table_rows: 50 });
+        assert_no_non_finite(&html);
+        assert_eq!(html.matches("<svg ").count(), 3 + 6 + 6);
+        assert!(html.contains("columns merge 2 windows"));
+        assert!(html.contains("100 more nodes not listed"));
+        assert!(html.len() < 3_000_000, "{} bytes", html.len());
+    }
+}
