@@ -4,9 +4,17 @@
 //! Forward points (src -> dst) lie above the line, reverse points below it (see
 //! `input.rs` for the sign convention). A window whose clouds overlap (negative margin) is
 //! tinted red: no line separates them and its offset is not trustworthy.
+//!
+//! Relative drift of tens of ppm moves the clock difference by hundreds of µs over a run,
+//! against delays of tens of µs; so every y value (points, lines, bands) is drawn minus
+//! one straight line through the separating window fits of the run (median drift and
+//! intercept, so a clock step does not tilt it; the caption gives it).
+//! Subtracting the same line from everything keeps every point's vertical distance to its
+//! fit, which is what the margins are made of.
 
 use super::downsample::min_max_per_bucket;
 use super::input::{EdgeSeries, OwdPoint};
+use super::nodes::trend;
 use super::svg::{fmt_ns, unit_for_ns, AxisSpec, Frame, PathData, Svg};
 
 /// Pixel width of one time bucket when downsampling: two points (min, max) per 2 px is
@@ -21,6 +29,9 @@ pub struct EdgePlot {
     pub svg: String,
     pub drawn_points: usize,
     pub clamped_points: usize,
+    /// The line removed from every y value: value at the edge's first probe, slope.
+    pub trend_start_ns: f64,
+    pub trend_ppb: f64,
 }
 
 pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
@@ -45,10 +56,15 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         .max()
         .unwrap_or(t0 + 1);
 
+    let mids: Vec<(f64, f64, f64)> =
+        fits.iter().filter(|f| f.margin_ns >= 0.0).map(|f| ((f.mid_ns - t0) as f64, f.offset_ns, f.drift_ppb * 1e-9)).collect();
+    let (ta, tb) = trend(&mids);
+    let detrend = |t: i64, y: f64| y - (ta + tb * (t - t0) as f64);
+
     // Vertical range: trimmed quantiles of the points, widened to every line and band.
-    let mut owd: Vec<i64> = edge.points.iter().map(|p| p.owd_ns).collect();
-    owd.sort_unstable();
-    let q = |f: f64| owd[((owd.len() - 1) as f64 * f).round() as usize] as f64;
+    let mut owd: Vec<f64> = edge.points.iter().map(|p| detrend(p.t_ns, p.owd_ns as f64)).collect();
+    owd.sort_unstable_by(f64::total_cmp);
+    let q = |f: f64| owd[((owd.len() - 1) as f64 * f).round() as usize];
     let (mut lo, mut hi) = if owd.is_empty() {
         (f64::INFINITY, f64::NEG_INFINITY)
     } else {
@@ -56,7 +72,7 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
     };
     for f in &fits {
         for t in [f.start_ns, f.end_ns] {
-            let y = f.line_ns(t);
+            let y = detrend(t, f.line_ns(t));
             let m = f.margin_ns.abs();
             lo = lo.min(y - m);
             hi = hi.max(y + m);
@@ -79,7 +95,7 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         svg.rect(x0, frame.top, x1 - x0, frame.height, "class=\"bad\"");
     }
     let (unit, div) = unit_for_ns(hi - lo);
-    let y_title = format!("dst − src clock ({unit})");
+    let y_title = format!("dst − src − trend ({unit})");
     frame.draw_axes(
         &mut svg,
         &AxisSpec { title: "time since the edge's first probe, src clock (s)", divisor: 1e9 },
@@ -91,16 +107,17 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         let (a, b) = (f.start_ns, f.end_ns);
         let (xa, xb) = (frame.x.map(rel(a)), frame.x.map(rel(b)));
         let m = f.margin_ns.abs();
+        let (ya, yb) = (detrend(a, f.line_ns(a)), detrend(b, f.line_ns(b)));
         let mut band = PathData::new();
-        band.move_to(xa, frame.y.map_clamped(f.line_ns(a) + m));
-        band.line_to(xb, frame.y.map_clamped(f.line_ns(b) + m));
-        band.line_to(xb, frame.y.map_clamped(f.line_ns(b) - m));
-        band.line_to(xa, frame.y.map_clamped(f.line_ns(a) - m));
+        band.move_to(xa, frame.y.map_clamped(ya + m));
+        band.line_to(xb, frame.y.map_clamped(yb + m));
+        band.line_to(xb, frame.y.map_clamped(yb - m));
+        band.line_to(xa, frame.y.map_clamped(ya - m));
         band.close();
         svg.path(&band, if f.margin_ns < 0.0 { "class=\"band-bad\"" } else { "class=\"band\"" }, None);
         let mut line = PathData::new();
-        line.move_to(xa, frame.y.map_clamped(f.line_ns(a)));
-        line.line_to(xb, frame.y.map_clamped(f.line_ns(b)));
+        line.move_to(xa, frame.y.map_clamped(ya));
+        line.line_to(xb, frame.y.map_clamped(yb));
         let tip = format!(
             "window {}: offset {} at midpoint, drift {:.0} ppb, margin {}",
             f.window_id,
@@ -126,7 +143,7 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         let kept = min_max_per_bucket(&series, buckets);
         let mut d = PathData::new();
         for p in &kept {
-            let y = p.owd_ns as f64;
+            let y = detrend(p.t_ns, p.owd_ns as f64);
             if y < lo || y > hi {
                 clamped_points += 1;
             }
@@ -135,5 +152,5 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         drawn_points += kept.len();
         svg.path(&d, &format!("class=\"pts {class}\""), None);
     }
-    EdgePlot { svg: svg.finish(), drawn_points, clamped_points }
+    EdgePlot { svg: svg.finish(), drawn_points, clamped_points, trend_start_ns: ta, trend_ppb: tb * 1e9 }
 }

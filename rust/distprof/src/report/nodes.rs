@@ -24,29 +24,33 @@ pub struct NodePlot {
     pub trend_ppb: f64,
 }
 
-/// Least-squares line through the segment midpoints (x: global ns since t0, y: offset).
-fn trend(points: &[(f64, f64)]) -> (f64, f64) {
-    let n = points.len() as f64;
-    if points.is_empty() {
-        return (0.0, 0.0);
+/// A straight line through windows `(x, y, slope per unit x)`: the median of the windows'
+/// own slopes, and the median intercept for it. Medians, so that one broken window or a
+/// clock step does not tilt the line the whole plot is drawn against. Returns the value at
+/// x = 0 and the slope.
+pub(super) fn trend(windows: &[(f64, f64, f64)]) -> (f64, f64) {
+    fn median(mut v: Vec<f64>) -> f64 {
+        if v.is_empty() {
+            return 0.0;
+        }
+        v.sort_unstable_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
     }
-    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
-    (my - b * mx, b)
+    let b = median(windows.iter().map(|w| w.2).collect());
+    let a = median(windows.iter().map(|w| w.1 - b * w.0).collect());
+    (a, b)
 }
 
 /// Offset (top) and drift (bottom) of one node on the global timeline, seconds since
 /// `t0_global_ns`. Drift of tens of ppm moves the offset by hundreds of µs over a run,
 /// which would flatten µs bounds into a line, so the top plot shows the offset minus its
-/// run-wide linear trend (given in the caption): bands, steps and wander stay visible.
+/// run-wide straight-line trend (see [`trend`]; given in the caption): bands, steps and wander stay visible.
 /// Flagged windows are tinted; the dashed lines are the bound limit around the estimate.
 pub fn node_plot(model: &NodeClockModel, t0_global_ns: f64, width: f64, bound_limit_ns: Option<f64>) -> NodePlot {
     let segs: Vec<&ClockSegment> = model.segments.iter().filter(|s| finite_segment(s)).collect();
     let x_of = |s: &ClockSegment, local: i64| s.to_global_ns(local) - t0_global_ns;
-    let mids: Vec<(f64, f64)> = segs.iter().map(|s| (x_of(s, s.mid_local_ns), s.offset_ns)).collect();
+    let mids: Vec<(f64, f64, f64)> = segs.iter().map(|s| (x_of(s, s.mid_local_ns), s.offset_ns, s.drift_ppb * 1e-9)).collect();
     let (ta, tb) = trend(&mids);
     let offset_at = |s: &ClockSegment, local: i64| {
         s.offset_ns + s.drift_ppb * 1e-9 * (local - s.mid_local_ns) as f64 - (ta + tb * x_of(s, local))
@@ -218,4 +222,26 @@ pub fn bound_heatmap(nodes: &[NodeClockModel], analysis: &Analysis, bound_limit_
             fmt_ns(bmax)
         ), "class=\"tick\"");
     svg.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trend;
+
+    #[test]
+    fn trend_ignores_a_step_and_a_broken_window() {
+        // y = 100 + 2x, windows at x = 0..10, a step of +1000 from x = 6 on, window 3 wild.
+        let w: Vec<(f64, f64, f64)> = (0..10)
+            .map(|i| {
+                let x = i as f64;
+                let step = if i >= 6 { 1000.0 } else { 0.0 };
+                let slope = if i == 3 { 500.0 } else { 2.0 };
+                (x, 100.0 + 2.0 * x + step, slope)
+            })
+            .collect();
+        let (a, b) = trend(&w);
+        assert_eq!(b, 2.0);
+        assert_eq!(a, 100.0);
+        assert_eq!(trend(&[]), (0.0, 0.0));
+    }
 }

@@ -213,7 +213,7 @@ fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     let k = limits.edge_plots.min(with_data.len());
     let _ = write!(
         out,
-        "<h3>One-way delays and fits: {}</h3><p class=\"cap legend\"><span><i class=\"sw\" style=\"background:#1f5fbf\"></i>forward (prober → peer), pure</span><span><i class=\"sw\" style=\"background:#9db8e3\"></i>forward, impure</span><span><i class=\"sw\" style=\"background:#d35400\"></i>reverse, pure</span><span><i class=\"sw\" style=\"background:#f0bb8f\"></i>reverse, impure</span><br>Each point is the peer's clock minus the prober's across one packet: forward points sit one delay above the clock difference, reverse points one delay below. Black: each window's max-margin line (the clock difference), grey band: ± its margin. Red tint: the clouds overlap (no separating line). Points are thinned to the lowest and highest per 2 px, which keeps the envelope the fit depends on; the 1% most extreme are drawn on the border.</p><div class=\"grid\">",
+        "<h3>One-way delays and fits: {}</h3><p class=\"cap legend\"><span><i class=\"sw\" style=\"background:#1f5fbf\"></i>forward (prober → peer), pure</span><span><i class=\"sw\" style=\"background:#9db8e3\"></i>forward, impure</span><span><i class=\"sw\" style=\"background:#d35400\"></i>reverse, pure</span><span><i class=\"sw\" style=\"background:#f0bb8f\"></i>reverse, impure</span><br>Each point is the peer's clock minus the prober's across one packet: forward points sit one delay above the clock difference, reverse points one delay below. Everything is drawn minus one straight line through the run's fits (given below each plot), which keeps each point's distance to its fit. Black: each window's max-margin line (the clock difference), grey band: ± its margin. Red tint: the clouds overlap (no separating line). Points are thinned to the lowest and highest per 2 px, which keeps the envelope the fit depends on; the 1% most extreme are drawn on the border.</p><div class=\"grid\">",
         if k < with_data.len() { format!("the {k} worst of {} edges with data", with_data.len()) } else { "every edge with data".to_string() }
     );
     for s in with_data.iter().take(k) {
@@ -222,7 +222,7 @@ fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
         let note = if e.health_note.is_empty() { String::new() } else { format!(" — {}", escape(&e.health_note)) };
         let _ = write!(
             out,
-            "<div class=\"cell\"><h3>edge {} → {}: {}{note}</h3>{}<p class=\"cap\">{} points ({} pure), {} drawn{}; {} windows, min margin {}</p></div>",
+            "<div class=\"cell\"><h3>edge {} → {}: {}{note}</h3>{}<p class=\"cap\">{} points ({} pure), {} drawn{}; {} windows, min margin {}. Trend removed: {} at the first probe, {:.0} ppb.</p></div>",
             e.src,
             e.dst,
             e.health.label(),
@@ -232,7 +232,9 @@ fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
             plot.drawn_points,
             if plot.clamped_points > 0 { format!(", {} on the border", plot.clamped_points) } else { String::new() },
             s.windows,
-            escape(&fmt_ns(s.min_margin_ns))
+            escape(&fmt_ns(s.min_margin_ns)),
+            escape(&fmt_ns(plot.trend_start_ns)),
+            plot.trend_ppb
         );
     }
     out.push_str("</div>");
