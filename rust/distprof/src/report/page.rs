@@ -119,17 +119,25 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
 }
 
 fn network(out: &mut String, input: &ReportInput, a: &Analysis) {
-    out.push_str("<h2 id=\"network\">Network</h2><div class=\"grid\"><div class=\"cell\">");
+    out.push_str("<h2 id=\"network\">Network</h2><div class=\"grid\"><div class=\"cell\" style=\"width:540px\">");
     out.push_str("<h3>Probe graph</h3>");
     out.push_str(&graph(input, a, 520.0));
     out.push_str("<p class=\"cap legend\"><span><i class=\"sw\" style=\"background:#4a8f5a\"></i>edge ok / node ok</span><span><i class=\"sw\" style=\"background:#e08e0b\"></i>degraded edge / node with flagged windows</span><span><i class=\"sw\" style=\"background:#c0392b\"></i>down edge (dashed) / unreachable node</span><span><i class=\"sw\" style=\"background:#1f5fbf\"></i>reference</span><br>Nodes on a circle by id, clockwise from the top. Each edge bends to the right of its direction (prober → peer), so both directions of a pair are visible.</p>");
-    out.push_str("</div><div class=\"cell\"><h3>Loop-closure residuals</h3>");
+    out.push_str("</div><div class=\"cell\" style=\"width:600px\"><h3>Loop-closure residuals</h3>");
     out.push_str(&residual_histogram(&input.loops, 580.0, 260.0));
     out.push_str("<p class=\"cap\">Sum of the estimated edge offsets around each cycle of the graph; zero for consistent estimates. A wide spread points at bad edges (a slow return path biases an edge by half the difference). A bias that is consistent around every loop, such as one node whose every path is asymmetric the same way, cannot show here.</p>");
-    let mut worst: Vec<_> = input.loops.iter().filter(|l| l.residual_ns.is_finite()).collect();
+    // The worst window of each cycle: one bad cycle would otherwise fill the table.
+    let mut by_cycle: std::collections::BTreeMap<&[u32], &crate::report::LoopResidual> = std::collections::BTreeMap::new();
+    for l in input.loops.iter().filter(|l| l.residual_ns.is_finite()) {
+        let e = by_cycle.entry(l.nodes.as_slice()).or_insert(l);
+        if l.residual_ns.abs() > e.residual_ns.abs() {
+            *e = l;
+        }
+    }
+    let mut worst: Vec<_> = by_cycle.into_values().collect();
     worst.sort_by(|x, y| y.residual_ns.abs().total_cmp(&x.residual_ns.abs()));
     if !worst.is_empty() {
-        out.push_str("<table><tr><th class=\"l\">worst loops</th><th>window</th><th>residual</th></tr>");
+        out.push_str("<table><tr><th class=\"l\">worst loops (worst window each)</th><th>window</th><th>residual</th></tr>");
         for l in worst.iter().take(10) {
             let cycle: Vec<String> = l.nodes.iter().map(|n| n.to_string()).collect();
             let _ = write!(
