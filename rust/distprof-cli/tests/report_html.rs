@@ -20,12 +20,18 @@ fn chromium() -> PathBuf {
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .map(|d| d.join("chromium"))
         .find(|p| p.is_file());
-    found.expect("`chromium` is not on PATH: run tests/setup/50-chromium.sh (apt-get install -y chromium)")
+    found.expect(
+        "`chromium` is not on PATH: run tests/setup/50-chromium.sh (apt-get install -y chromium)",
+    )
 }
 
 /// Runs a command, killing it after `timeout`; returns its output.
 fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
     let start = Instant::now();
     // Read stdout on a thread: --dump-dom output can exceed the pipe buffer.
     let mut stdout = child.stdout.take().unwrap();
@@ -41,7 +47,11 @@ fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
             if let Some(mut e) = child.stderr.take() {
                 std::io::Read::read_to_end(&mut e, &mut stderr).ok();
             }
-            return Output { status, stdout, stderr };
+            return Output {
+                status,
+                stdout,
+                stderr,
+            };
         }
         if start.elapsed() > timeout {
             let _ = child.kill();
@@ -70,10 +80,24 @@ fn chromium_cmd(profile: &Path) -> Command {
 }
 
 fn write_report(args: &[&str], out: &Path) -> String {
-    let output = run_with_timeout(Command::new(BIN).arg("report").args(args).arg("--out").arg(out), Duration::from_secs(120));
-    assert!(output.status.success(), "distprof report failed: {}", String::from_utf8_lossy(&output.stderr));
+    let output = run_with_timeout(
+        Command::new(BIN)
+            .arg("report")
+            .args(args)
+            .arg("--out")
+            .arg(out),
+        Duration::from_secs(120),
+    );
+    assert!(
+        output.status.success(),
+        "distprof report failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     // The command prints the path it wrote, and nothing else, on stdout.
-    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), out.display().to_string());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        out.display().to_string()
+    );
     std::fs::read_to_string(out).expect("report written")
 }
 
@@ -81,18 +105,32 @@ fn write_report(args: &[&str], out: &Path) -> String {
 fn dump_dom(page: &Path, profile: &Path) -> (String, Duration) {
     let start = Instant::now();
     let out = run_with_timeout(
-        chromium_cmd(profile).arg("--dump-dom").arg(format!("file://{}", page.display())),
+        chromium_cmd(profile)
+            .arg("--dump-dom")
+            .arg(format!("file://{}", page.display())),
         CHROMIUM_TIMEOUT,
     );
     let wall = start.elapsed();
-    assert!(out.status.success(), "chromium --dump-dom failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "chromium --dump-dom failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     (String::from_utf8_lossy(&out.stdout).into_owned(), wall)
 }
 
 fn load_ms(dom: &str) -> u64 {
     let key = "data-load-ms=\"";
-    let at = dom.find(key).expect("the page recorded no load time: did the load event fire?") + key.len();
-    dom[at..].split('"').next().unwrap().parse().expect("load time is a number")
+    let at = dom
+        .find(key)
+        .expect("the page recorded no load time: did the load event fire?")
+        + key.len();
+    dom[at..]
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("load time is a number")
 }
 
 struct Screenshot {
@@ -109,15 +147,28 @@ fn screenshot(page: &Path, profile: &Path, png_path: &Path, w: u32, h: u32) -> S
             .arg(format!("file://{}", page.display())),
         CHROMIUM_TIMEOUT,
     );
-    assert!(out.status.success(), "chromium --screenshot failed: {}", String::from_utf8_lossy(&out.stderr));
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png_path).expect("screenshot written")));
+    assert!(
+        out.status.success(),
+        "chromium --screenshot failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).expect("screenshot written"),
+    ));
     let mut reader = decoder.read_info().expect("png header");
     let mut buf = vec![0; reader.output_buffer_size().expect("png size")];
     let info = reader.next_frame(&mut buf).expect("png frame");
     let channels = info.color_type.samples();
     assert_eq!(info.bit_depth, png::BitDepth::Eight);
-    let rgb = buf[..info.buffer_size()].chunks(channels).map(|p| [p[0], p[1], p[2]]).collect();
-    Screenshot { width: info.width, height: info.height, rgb }
+    let rgb = buf[..info.buffer_size()]
+        .chunks(channels)
+        .map(|p| [p[0], p[1], p[2]])
+        .collect();
+    Screenshot {
+        width: info.width,
+        height: info.height,
+        rgb,
+    }
 }
 
 fn near(p: [u8; 3], c: [u8; 3], tol: i32) -> bool {
@@ -132,8 +183,15 @@ fn report_from_json_input_renders_in_chromium() {
     std::fs::write(&json, serde_json::to_vec(&input).unwrap()).unwrap();
     let page = dir.path().join("report.html");
     let html = write_report(&["--input", json.to_str().unwrap()], &page);
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(leftovers.len(), 2, "temporary file left behind: {leftovers:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        leftovers.len(),
+        2,
+        "temporary file left behind: {leftovers:?}"
+    );
 
     // The SVGs are in the file and Chromium parsed them into the DOM: graph, histogram,
     // heatmap, one plot per reachable node (7) and per edge with data (capped at 12).
@@ -145,14 +203,34 @@ fn report_from_json_input_renders_in_chromium() {
     assert!(dom.contains("Rendered in "));
 
     let profile = tempfile::tempdir().unwrap();
-    let shot = screenshot(&page, profile.path(), &dir.path().join("shot.png"), 1280, 1600);
+    let shot = screenshot(
+        &page,
+        profile.path(),
+        &dir.path().join("shot.png"),
+        1280,
+        1600,
+    );
     assert_eq!((shot.width, shot.height), (1280, 1600));
     let total = shot.rgb.len();
-    let non_white = shot.rgb.iter().filter(|p| !near(**p, [255, 255, 255], 8)).count();
-    assert!(non_white * 100 > total * 5, "screenshot nearly blank: {non_white} of {total} pixels drawn");
+    let non_white = shot
+        .rgb
+        .iter()
+        .filter(|p| !near(**p, [255, 255, 255], 8))
+        .count();
+    assert!(
+        non_white * 100 > total * 5,
+        "screenshot nearly blank: {non_white} of {total} pixels drawn"
+    );
     // The probe graph drew its nodes (ok green) and the summary its cards (problem red border).
-    let green = shot.rgb.iter().filter(|p| near(**p, [0x4a, 0x8f, 0x5a], 24)).count();
-    assert!(green > 200, "no graph nodes in the screenshot ({green} green pixels)");
+    let green = shot
+        .rgb
+        .iter()
+        .filter(|p| near(**p, [0x4a, 0x8f, 0x5a], 24))
+        .count();
+    assert!(
+        green > 200,
+        "no graph nodes in the screenshot ({green} green pixels)"
+    );
     let mut colors: Vec<[u8; 3]> = shot.rgb.clone();
     colors.sort_unstable();
     colors.dedup();
@@ -164,7 +242,11 @@ fn report_of_64_nodes_is_small_and_opens_fast() {
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("report64.html");
     let html = write_report(&["--synthetic", "64", "--seed", "7"], &page);
-    assert!(html.len() < MAX_REPORT_BYTES, "64-node report is {} bytes", html.len());
+    assert!(
+        html.len() < MAX_REPORT_BYTES,
+        "64-node report is {} bytes",
+        html.len()
+    );
     assert!(html.contains("64 nodes, 512 edges"));
 
     // A trivial page first: the browser's own start-up, to tell it apart from our page.
@@ -189,7 +271,10 @@ fn report_of_64_nodes_is_small_and_opens_fast() {
         "64-node report: {} bytes, load {best_ms} ms in page; chromium --dump-dom wall {walls:?} (blank page {blank_wall:?})",
         html.len()
     );
-    assert!(best_ms < MAX_LOAD_MS, "the 64-node report took {best_ms} ms to load");
+    assert!(
+        best_ms < MAX_LOAD_MS,
+        "the 64-node report took {best_ms} ms to load"
+    );
 }
 
 #[test]
@@ -197,21 +282,35 @@ fn bad_input_is_named_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.json");
     let out = run_with_timeout(
-        Command::new(BIN).args(["report", "--input"]).arg(&missing).arg("--out").arg(dir.path().join("r.html")),
+        Command::new(BIN)
+            .args(["report", "--input"])
+            .arg(&missing)
+            .arg("--out")
+            .arg(dir.path().join("r.html")),
         Duration::from_secs(60),
     );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("nope.json") && err.contains("--input"), "{err}");
+    assert!(
+        err.contains("nope.json") && err.contains("--input"),
+        "{err}"
+    );
 
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"facts\": {\"run_name\": 3}}").unwrap();
     let out = run_with_timeout(
-        Command::new(BIN).args(["report", "--input"]).arg(&bad).arg("--out").arg(dir.path().join("r.html")),
+        Command::new(BIN)
+            .args(["report", "--input"])
+            .arg(&bad)
+            .arg("--out")
+            .arg(dir.path().join("r.html")),
         Duration::from_secs(60),
     );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.json") && err.contains("line 1") && err.contains("docs/report.md"), "{err}");
+    assert!(
+        err.contains("bad.json") && err.contains("line 1") && err.contains("docs/report.md"),
+        "{err}"
+    );
     assert!(!dir.path().join("r.html").exists());
 }

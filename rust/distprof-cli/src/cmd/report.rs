@@ -14,7 +14,12 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct Args {
     /// The report input: a `ReportInput` JSON file (see docs/report.md).
-    #[arg(long, value_name = "FILE.json", conflicts_with = "synthetic", required_unless_present = "synthetic")]
+    #[arg(
+        long,
+        value_name = "FILE.json",
+        conflicts_with = "synthetic",
+        required_unless_present = "synthetic"
+    )]
     pub input: Option<PathBuf>,
     /// Instead of an input, draw a generated run of this many nodes (labelled synthetic).
     #[arg(long, value_name = "NODES", value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -31,7 +36,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let input = match (&args.input, args.synthetic) {
         (Some(path), _) => load_input(path)?,
         (None, Some(nodes)) => synthetic_input(&SyntheticSpec::new(nodes, args.seed)),
-        (None, None) => bail!("no input: pass --input FILE.json (a ReportInput) or --synthetic NODES"),
+        (None, None) => {
+            bail!("no input: pass --input FILE.json (a ReportInput) or --synthetic NODES")
+        }
     };
     let html = render(&input);
     write_atomically(&args.out, html.as_bytes())?;
@@ -41,8 +48,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn load_input(path: &Path) -> anyhow::Result<ReportInput> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the report input `{}`; pass an existing ReportInput JSON file to --input", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read the report input `{}`; pass an existing ReportInput JSON file to --input",
+            path.display()
+        )
+    })?;
     serde_json::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "`{}` is not a valid ReportInput: {e} (line {}, column {}); see docs/report.md for the format",
@@ -59,10 +70,17 @@ fn write_atomically(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = out
-        .file_name()
-        .with_context(|| format!("--out `{}` names no file; give a file path such as report.html", out.display()))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let name = out.file_name().with_context(|| {
+        format!(
+            "--out `{}` names no file; give a file path such as report.html",
+            out.display()
+        )
+    })?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -71,7 +89,10 @@ fn write_atomically(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
-        bail!("cannot write the report to `{}`: {e}; check that the directory exists and is writable", out.display());
+        bail!(
+            "cannot write the report to `{}`: {e}; check that the directory exists and is writable",
+            out.display()
+        );
     }
     Ok(())
 }

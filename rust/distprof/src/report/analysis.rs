@@ -57,7 +57,10 @@ impl Analysis {
         let mut problems = Vec::new();
         let known: BTreeSet<NodeId> = input.nodes.iter().map(|n| n.node).collect();
         if known.len() != input.nodes.len() {
-            problems.push("`nodes` lists a node id more than once; each node is drawn once per entry".to_string());
+            problems.push(
+                "`nodes` lists a node id more than once; each node is drawn once per entry"
+                    .to_string(),
+            );
         }
         if !known.contains(&input.facts.reference_node) {
             problems.push(format!(
@@ -95,7 +98,10 @@ impl Analysis {
                 }
             }
             if model.reachable && segs.is_empty() {
-                problems.push(format!("node {} is marked reachable but has no segment", model.node));
+                problems.push(format!(
+                    "node {} is marked reachable but has no segment",
+                    model.node
+                ));
             }
             let finite_bounds = segs.iter().map(|s| s.bound_ns).filter(|b| b.is_finite());
             let max_bound_ns = if model.reachable && !segs.is_empty() {
@@ -103,7 +109,11 @@ impl Analysis {
             } else {
                 f64::INFINITY
             };
-            let drifts: Vec<f64> = segs.iter().map(|s| s.drift_ppb).filter(|d| d.is_finite()).collect();
+            let drifts: Vec<f64> = segs
+                .iter()
+                .map(|s| s.drift_ppb)
+                .filter(|d| d.is_finite())
+                .collect();
             nodes.push(NodeStats {
                 node: model.node,
                 reachable: model.reachable && !segs.is_empty(),
@@ -129,11 +139,17 @@ impl Analysis {
         for (index, e) in input.edges.iter().enumerate() {
             for end in [e.src, e.dst] {
                 if !known.contains(&end) {
-                    problems.push(format!("edge {} -> {} names node {end}, which has no entry in `nodes`", e.src, e.dst));
+                    problems.push(format!(
+                        "edge {} -> {} names node {end}, which has no entry in `nodes`",
+                        e.src, e.dst
+                    ));
                 }
             }
             if let Some(prev) = seen.insert((e.src, e.dst), index) {
-                problems.push(format!("edge {} -> {} is listed twice (entries {prev} and {index})", e.src, e.dst));
+                problems.push(format!(
+                    "edge {} -> {} is listed twice (entries {prev} and {index})",
+                    e.src, e.dst
+                ));
             }
             let margins = e.fits.iter().map(|f| f.margin_ns).filter(|m| m.is_finite());
             edges.push(EdgeStats {
@@ -161,7 +177,11 @@ impl Analysis {
             edges,
             total_windows,
             flagged_windows,
-            t0_global_ns: if t0_global_ns.is_finite() { t0_global_ns } else { 0.0 },
+            t0_global_ns: if t0_global_ns.is_finite() {
+                t0_global_ns
+            } else {
+                0.0
+            },
             problems,
         }
     }

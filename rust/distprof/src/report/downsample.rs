@@ -73,7 +73,11 @@ mod tests {
         let points = cloud(20_000, 3);
         let buckets = 100;
         let kept = min_max_per_bucket(&points, buckets);
-        assert!(kept.len() <= 2 * buckets && kept.len() >= buckets, "{}", kept.len());
+        assert!(
+            kept.len() <= 2 * buckets && kept.len() >= buckets,
+            "{}",
+            kept.len()
+        );
         assert!(kept.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
         // Recompute each bucket's extremes independently and find them in the output.
         let t0 = points.iter().map(|p| p.t_ns).min().unwrap();
@@ -86,8 +90,14 @@ mod tests {
                 .collect();
             let min = in_b.iter().map(|p| p.owd_ns).min().unwrap();
             let max = in_b.iter().map(|p| p.owd_ns).max().unwrap();
-            assert!(kept.iter().any(|p| p.owd_ns == min && in_b.iter().any(|q| *q == p)), "bucket {b} min");
-            assert!(kept.iter().any(|p| p.owd_ns == max && in_b.iter().any(|q| *q == p)), "bucket {b} max");
+            assert!(
+                kept.iter().any(|p| p.owd_ns == min && in_b.contains(&p)),
+                "bucket {b} min"
+            );
+            assert!(
+                kept.iter().any(|p| p.owd_ns == max && in_b.contains(&p)),
+                "bucket {b} max"
+            );
         }
         // The global extremes, which decide the hull, survive.
         let gmin = points.iter().map(|p| p.owd_ns).min().unwrap();

@@ -38,7 +38,11 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
     let fits: Vec<_> = edge
         .fits
         .iter()
-        .filter(|f| [f.offset_ns, f.drift_ppb, f.margin_ns].iter().all(|v| v.is_finite()))
+        .filter(|f| {
+            [f.offset_ns, f.drift_ppb, f.margin_ns]
+                .iter()
+                .all(|v| v.is_finite())
+        })
         .copied()
         .collect();
     let t0 = edge
@@ -56,13 +60,20 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         .max()
         .unwrap_or(t0 + 1);
 
-    let mids: Vec<(f64, f64, f64)> =
-        fits.iter().filter(|f| f.margin_ns >= 0.0).map(|f| ((f.mid_ns - t0) as f64, f.offset_ns, f.drift_ppb * 1e-9)).collect();
+    let mids: Vec<(f64, f64, f64)> = fits
+        .iter()
+        .filter(|f| f.margin_ns >= 0.0)
+        .map(|f| ((f.mid_ns - t0) as f64, f.offset_ns, f.drift_ppb * 1e-9))
+        .collect();
     let (ta, tb) = trend(&mids);
     let detrend = |t: i64, y: f64| y - (ta + tb * (t - t0) as f64);
 
     // Vertical range: trimmed quantiles of the points, widened to every line and band.
-    let mut owd: Vec<f64> = edge.points.iter().map(|p| detrend(p.t_ns, p.owd_ns as f64)).collect();
+    let mut owd: Vec<f64> = edge
+        .points
+        .iter()
+        .map(|p| detrend(p.t_ns, p.owd_ns as f64))
+        .collect();
     owd.sort_unstable_by(f64::total_cmp);
     let q = |f: f64| owd[((owd.len() - 1) as f64 * f).round() as usize];
     let (mut lo, mut hi) = if owd.is_empty() {
@@ -84,7 +95,11 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
     let pad = ((hi - lo) * 0.06).max(1.0);
     let (lo, hi) = (lo - pad, hi + pad);
 
-    let mut svg = Svg::new(width, height, &format!("edge {} -> {}: one-way delays and fits", edge.src, edge.dst));
+    let mut svg = Svg::new(
+        width,
+        height,
+        &format!("edge {} -> {}: one-way delays and fits", edge.src, edge.dst),
+    );
     let frame = Frame::new(width, height, (0.0, (t1 - t0) as f64), (lo, hi));
     let rel = |t: i64| (t - t0) as f64;
 
@@ -98,8 +113,14 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
     let y_title = format!("dst − src − trend ({unit})");
     frame.draw_axes(
         &mut svg,
-        &AxisSpec { title: "time since the edge's first probe, src clock (s)", divisor: 1e9 },
-        &AxisSpec { title: &y_title, divisor: div },
+        &AxisSpec {
+            title: "time since the edge's first probe, src clock (s)",
+            divisor: 1e9,
+        },
+        &AxisSpec {
+            title: &y_title,
+            divisor: div,
+        },
     );
 
     // Margin bands and lines.
@@ -114,7 +135,15 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         band.line_to(xb, frame.y.map_clamped(yb - m));
         band.line_to(xa, frame.y.map_clamped(ya - m));
         band.close();
-        svg.path(&band, if f.margin_ns < 0.0 { "class=\"band-bad\"" } else { "class=\"band\"" }, None);
+        svg.path(
+            &band,
+            if f.margin_ns < 0.0 {
+                "class=\"band-bad\""
+            } else {
+                "class=\"band\""
+            },
+            None,
+        );
         let mut line = PathData::new();
         line.move_to(xa, frame.y.map_clamped(ya));
         line.line_to(xb, frame.y.map_clamped(yb));
@@ -138,8 +167,12 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         (true, true, "fwd"),
         (false, true, "rev"),
     ] {
-        let series: Vec<OwdPoint> =
-            edge.points.iter().filter(|p| p.forward == forward && p.pure == pure).copied().collect();
+        let series: Vec<OwdPoint> = edge
+            .points
+            .iter()
+            .filter(|p| p.forward == forward && p.pure == pure)
+            .copied()
+            .collect();
         let kept = min_max_per_bucket(&series, buckets);
         let mut d = PathData::new();
         for p in &kept {
@@ -152,5 +185,11 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         drawn_points += kept.len();
         svg.path(&d, &format!("class=\"pts {class}\""), None);
     }
-    EdgePlot { svg: svg.finish(), drawn_points, clamped_points, trend_start_ns: ta, trend_ppb: tb * 1e9 }
+    EdgePlot {
+        svg: svg.finish(),
+        drawn_points,
+        clamped_points,
+        trend_start_ns: ta,
+        trend_ppb: tb * 1e9,
+    }
 }

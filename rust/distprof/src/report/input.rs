@@ -196,8 +196,14 @@ mod tests {
             rev_rx_ns: [20_000 + d, 20_050 + d],
         };
         let [f, r] = owd_points(&rec, true, false);
-        assert_eq!((f.t_ns, f.owd_ns, f.forward, f.pure), (10_000, theta + d, true, true));
-        assert_eq!((r.t_ns, r.owd_ns, r.forward, r.pure), (20_000 + d, theta - d, false, false));
+        assert_eq!(
+            (f.t_ns, f.owd_ns, f.forward, f.pure),
+            (10_000, theta + d, true, true)
+        );
+        assert_eq!(
+            (r.t_ns, r.owd_ns, r.forward, r.pure),
+            (20_000 + d, theta - d, false, false)
+        );
         assert!(pair_is_pure(rec.fwd_tx_ns, rec.fwd_rx_ns, 0));
         assert!(!pair_is_pure([0, 50], [100, 400], 100));
     }

@@ -16,7 +16,10 @@ pub mod page;
 pub mod svg;
 pub mod synthetic;
 
-pub use input::{owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint, ReportInput, RunFacts};
+pub use input::{
+    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
+    ReportInput, RunFacts,
+};
 
 /// How much of a large run gets its own plot or table row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +36,11 @@ impl Default for Limits {
     fn default() -> Self {
         // A dozen plots of each kind fill two screens and keep a 64-node page near 1 MB;
         // tables stay under ~0.3 MB at 2,000 rows.
-        Limits { node_plots: 12, edge_plots: 12, table_rows: 2_000 }
+        Limits {
+            node_plots: 12,
+            edge_plots: 12,
+            table_rows: 2_000,
+        }
     }
 }
 
@@ -86,8 +93,21 @@ mod tests {
         assert_no_non_finite(&html);
         // 1 graph + 1 histogram + 1 heatmap + 11 reachable node plots + 12 edge plots.
         assert_eq!(html.matches("<svg ").count(), 3 + 11 + 12, "svg count");
-        assert_eq!(html.matches("<svg ").count(), html.matches("</svg>").count());
-        for needle in ["worst node", "worst bound", "degraded edges", "down edges", "flagged windows", "kernel", "hull", "Synthetic input", "probe_window_s"] {
+        assert_eq!(
+            html.matches("<svg ").count(),
+            html.matches("</svg>").count()
+        );
+        for needle in [
+            "worst node",
+            "worst bound",
+            "degraded edges",
+            "down edges",
+            "flagged windows",
+            "kernel",
+            "hull",
+            "Synthetic input",
+            "probe_window_s",
+        ] {
             assert!(html.contains(needle), "missing {needle}");
         }
         // The stepping node is the worst reachable node, and is named in the summary.
@@ -101,7 +121,9 @@ mod tests {
     fn user_text_is_escaped() {
         let mut input = synthetic_input(&SyntheticSpec::new(3, 1));
         input.facts.run_name = "<script>alert(1)</script>".into();
-        input.hostnames.insert(1, "<img src=x onerror=alert(2)>".into());
+        input
+            .hostnames
+            .insert(1, "<img src=x onerror=alert(2)>".into());
         input.edges[0].health_note = "\"quoted\" & <b>".into();
         input.facts.config = serde_json::json!({"output_dir": "</pre><script>x</script>"});
         let html = render(&input);
@@ -120,7 +142,11 @@ mod tests {
         input.edges[0].fits[0].margin_ns = f64::NAN;
         input.edges[1].fits[0].drift_ppb = f64::NEG_INFINITY;
         input.edges[2].dst = 99;
-        input.loops.push(LoopResidual { nodes: vec![0, 1, 2], window_id: None, residual_ns: f64::NAN });
+        input.loops.push(LoopResidual {
+            nodes: vec![0, 1, 2],
+            window_id: None,
+            residual_ns: f64::NAN,
+        });
         let html = render(&input);
         assert_no_non_finite(&html);
         assert!(html.contains("node 1 window 0: non-finite offset, drift or bound"));
@@ -162,7 +188,14 @@ mod tests {
         spec.windows = 91;
         spec.probes_per_window = 2;
         let input = synthetic_input(&spec);
-        let html = render_with(&input, &Limits { node_plots: 6, edge_plots: 6, table_rows: 50 });
+        let html = render_with(
+            &input,
+            &Limits {
+                node_plots: 6,
+                edge_plots: 6,
+                table_rows: 50,
+            },
+        );
         assert_no_non_finite(&html);
         assert_eq!(html.matches("<svg ").count(), 3 + 6 + 6);
         assert!(html.contains("columns merge 2 windows"));

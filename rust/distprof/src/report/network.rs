@@ -40,7 +40,9 @@ pub fn graph(input: &ReportInput, analysis: &Analysis, size: f64) -> String {
     for health in [EdgeHealth::Ok, EdgeHealth::Degraded, EdgeHealth::Down] {
         let mut d = PathData::new();
         for e in input.edges.iter().filter(|e| e.health == health) {
-            let (Some(&(x1, y1)), Some(&(x2, y2))) = (pos.get(&e.src), pos.get(&e.dst)) else { continue };
+            let (Some(&(x1, y1)), Some(&(x2, y2))) = (pos.get(&e.src), pos.get(&e.dst)) else {
+                continue;
+            };
             let (mx, my) = ((x1 + x2) / 2.0, (y1 + y2) / 2.0);
             // Right-hand normal of the direction, 12% of the length.
             let (dx, dy) = (x2 - x1, y2 - y1);
@@ -48,13 +50,20 @@ pub fn graph(input: &ReportInput, analysis: &Analysis, size: f64) -> String {
             d.move_to(x1, y1);
             // A quadratic curve through three points, written as two line segments is
             // enough at this size and keeps PathData's command set small.
-            d.line_to((x1 + qx) / 2.0 * 0.5 + (qx + x2) / 2.0 * 0.5, (y1 + qy) / 2.0 * 0.5 + (qy + y2) / 2.0 * 0.5);
+            d.line_to(
+                (x1 + qx) / 2.0 * 0.5 + (qx + x2) / 2.0 * 0.5,
+                (y1 + qy) / 2.0 * 0.5 + (qy + y2) / 2.0 * 0.5,
+            );
             d.line_to(x2, y2);
         }
         svg.path(&d, &format!("class=\"edge {}\"", health.label()), None);
     }
     let stats: BTreeMap<NodeId, _> = analysis.nodes.iter().map(|s| (s.node, s)).collect();
-    let node_r = if n <= LABEL_MAX_NODES { 7.0 } else { (size / n as f64 * 0.9).clamp(1.5, 5.0) };
+    let node_r = if n <= LABEL_MAX_NODES {
+        7.0
+    } else {
+        (size / n as f64 * 0.9).clamp(1.5, 5.0)
+    };
     for id in &ids {
         let (x, y) = pos[id];
         let s = stats.get(id);
@@ -79,7 +88,12 @@ pub fn graph(input: &ReportInput, analysis: &Analysis, size: f64) -> String {
         if n <= LABEL_MAX_NODES {
             let (dx, dy) = (x - c, y - c);
             let len = (dx * dx + dy * dy).sqrt().max(1.0);
-            svg.text(x + dx / len * 18.0, y + dy / len * 18.0 + 4.0, &id.to_string(), "class=\"tick\" text-anchor=\"middle\"");
+            svg.text(
+                x + dx / len * 18.0,
+                y + dy / len * 18.0 + 4.0,
+                &id.to_string(),
+                "class=\"tick\" text-anchor=\"middle\"",
+            );
         }
     }
     svg.finish()
@@ -87,10 +101,19 @@ pub fn graph(input: &ReportInput, analysis: &Analysis, size: f64) -> String {
 
 /// Histogram of the loop residuals (signed), with the zero line.
 pub fn residual_histogram(loops: &[LoopResidual], width: f64, height: f64) -> String {
-    let values: Vec<f64> = loops.iter().map(|l| l.residual_ns).filter(|v| v.is_finite()).collect();
+    let values: Vec<f64> = loops
+        .iter()
+        .map(|l| l.residual_ns)
+        .filter(|v| v.is_finite())
+        .collect();
     let mut svg = Svg::new(width, height, "loop-closure residuals");
     if values.is_empty() {
-        svg.text(width / 2.0, height / 2.0, "no loop residuals in the input", "class=\"tick\" text-anchor=\"middle\"");
+        svg.text(
+            width / 2.0,
+            height / 2.0,
+            "no loop residuals in the input",
+            "class=\"tick\" text-anchor=\"middle\"",
+        );
         return svg.finish();
     }
     let m = values.iter().fold(0.0f64, |a, v| a.max(v.abs())).max(1.0);
@@ -105,14 +128,35 @@ pub fn residual_histogram(loops: &[LoopResidual], width: f64, height: f64) -> St
     let frame = Frame::new(width, height, (lo, hi), (0.0, cmax * 1.1));
     let (unit, div) = unit_for_ns(m);
     let title = format!("residual around the loop ({unit})");
-    frame.draw_axes(&mut svg, &AxisSpec { title: &title, divisor: div }, &AxisSpec { title: "loops", divisor: 1.0 });
+    frame.draw_axes(
+        &mut svg,
+        &AxisSpec {
+            title: &title,
+            divisor: div,
+        },
+        &AxisSpec {
+            title: "loops",
+            divisor: 1.0,
+        },
+    );
     for (i, count) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
         let a = lo + i as f64 * bin_w;
         let x0 = frame.x.map(a);
         let x1 = frame.x.map(a + bin_w);
         let y = frame.y.map(*count as f64);
-        let tip = format!("{count} loops with residual in [{}, {})", fmt_ns(a), fmt_ns(a + bin_w));
-        svg.rect_titled(x0 + 0.5, y, x1 - x0 - 1.0, frame.bottom() - y, "class=\"bar\"", Some(&tip));
+        let tip = format!(
+            "{count} loops with residual in [{}, {})",
+            fmt_ns(a),
+            fmt_ns(a + bin_w)
+        );
+        svg.rect_titled(
+            x0 + 0.5,
+            y,
+            x1 - x0 - 1.0,
+            frame.bottom() - y,
+            "class=\"bar\"",
+            Some(&tip),
+        );
     }
     let x0 = frame.x.map(0.0);
     svg.line(x0, frame.top, x0, frame.bottom(), "class=\"zero\"");

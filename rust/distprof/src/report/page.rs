@@ -54,7 +54,11 @@ fn card(out: &mut String, title: &str, value: &str, note: &str, bad: bool) {
 }
 
 fn edge_list(edges: &[&EdgeStats], limit: usize) -> String {
-    let mut s: Vec<String> = edges.iter().take(limit).map(|e| format!("{}→{}", e.src, e.dst)).collect();
+    let mut s: Vec<String> = edges
+        .iter()
+        .take(limit)
+        .map(|e| format!("{}→{}", e.src, e.dst))
+        .collect();
     if edges.len() > limit {
         s.push(format!("and {} more", edges.len() - limit));
     }
@@ -66,20 +70,50 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
     out.push_str("<h2 id=\"summary\">Summary</h2><div class=\"cards\">");
     match a.worst_reachable() {
         Some(w) => {
-            card(out, "worst node", &format!("node {}", w.node), &format!("{} of {} windows flagged", w.flagged, w.windows), w.flagged > 0);
+            card(
+                out,
+                "worst node",
+                &format!("node {}", w.node),
+                &format!("{} of {} windows flagged", w.flagged, w.windows),
+                w.flagged > 0,
+            );
             let over = f.bound_limit_ns.is_some_and(|l| w.max_bound_ns > l);
-            let limit = f.bound_limit_ns.map_or(String::from("no limit given"), |l| format!("limit {}", fmt_ns(l)));
-            card(out, "worst bound", &format!("± {}", fmt_ns(w.max_bound_ns)), &limit, over);
+            let limit = f
+                .bound_limit_ns
+                .map_or(String::from("no limit given"), |l| {
+                    format!("limit {}", fmt_ns(l))
+                });
+            card(
+                out,
+                "worst bound",
+                &format!("± {}", fmt_ns(w.max_bound_ns)),
+                &limit,
+                over,
+            );
         }
-        None => card(out, "worst node", "none reachable", "no node has a clock model", true),
+        None => card(
+            out,
+            "worst node",
+            "none reachable",
+            "no node has a clock model",
+            true,
+        ),
     }
     let unreachable: Vec<&NodeStats> = a.unreachable().collect();
-    let names: Vec<String> = unreachable.iter().take(8).map(|n| n.node.to_string()).collect();
+    let names: Vec<String> = unreachable
+        .iter()
+        .take(8)
+        .map(|n| n.node.to_string())
+        .collect();
     card(
         out,
         "unreachable nodes",
         &unreachable.len().to_string(),
-        &if unreachable.is_empty() { "all nodes have a model".to_string() } else { format!("nodes {}", names.join(", ")) },
+        &if unreachable.is_empty() {
+            "all nodes have a model".to_string()
+        } else {
+            format!("nodes {}", names.join(", "))
+        },
         !unreachable.is_empty(),
     );
     card(
@@ -91,21 +125,56 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
     );
     let degraded: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Degraded).collect();
     let down: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Down).collect();
-    card(out, "degraded edges", &format!("{} / {}", degraded.len(), a.edges.len()), &edge_list(&degraded, 6), !degraded.is_empty());
-    card(out, "down edges", &format!("{} / {}", down.len(), a.edges.len()), &edge_list(&down, 6), !down.is_empty());
-    let mode = serde_json::to_value(f.timestamp_mode).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-    let mode_note = f.timestamp_bound_ns.map_or(String::from("bound not stated"), |b| format!("contributes ± {}", fmt_ns(b)));
-    card(out, "timestamps", &mode, &mode_note, matches!(f.timestamp_mode, crate::config::TimestampMode::User));
+    card(
+        out,
+        "degraded edges",
+        &format!("{} / {}", degraded.len(), a.edges.len()),
+        &edge_list(&degraded, 6),
+        !degraded.is_empty(),
+    );
+    card(
+        out,
+        "down edges",
+        &format!("{} / {}", down.len(), a.edges.len()),
+        &edge_list(&down, 6),
+        !down.is_empty(),
+    );
+    let mode = serde_json::to_value(f.timestamp_mode)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mode_note = f
+        .timestamp_bound_ns
+        .map_or(String::from("bound not stated"), |b| {
+            format!("contributes ± {}", fmt_ns(b))
+        });
+    card(
+        out,
+        "timestamps",
+        &mode,
+        &mode_note,
+        matches!(f.timestamp_mode, crate::config::TimestampMode::User),
+    );
     let est = f
         .estimator
         .and_then(|e| serde_json::to_value(e).ok())
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_else(|| "not stated".to_string());
-    card(out, "estimator", &est, &format!("reference node {}", f.reference_node), false);
+    card(
+        out,
+        "estimator",
+        &est,
+        &format!("reference node {}", f.reference_node),
+        false,
+    );
     out.push_str("</div>");
     out.push_str("<p class=\"cap\">Bounds cover timestamping and estimation error. Path asymmetry (one direction slower than the other) cannot be seen by two-way probes and is not in them.</p>");
     if !a.problems.is_empty() {
-        let _ = write!(out, "<details class=\"problems\" open><summary>{} problem(s) in the input</summary><ul>", a.problems.len());
+        let _ = write!(
+            out,
+            "<details class=\"problems\" open><summary>{} problem(s) in the input</summary><ul>",
+            a.problems.len()
+        );
         for p in a.problems.iter().take(50) {
             let _ = write!(out, "<li>{}</li>", escape(p));
         }
@@ -114,8 +183,13 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
         }
         out.push_str("</ul></details>");
     }
-    let config = serde_json::to_string_pretty(&f.config).unwrap_or_else(|e| format!("(not printable: {e})"));
-    let _ = write!(out, "<details><summary>configuration used</summary><pre>{}</pre></details>", escape(&config));
+    let config =
+        serde_json::to_string_pretty(&f.config).unwrap_or_else(|e| format!("(not printable: {e})"));
+    let _ = write!(
+        out,
+        "<details><summary>configuration used</summary><pre>{}</pre></details>",
+        escape(&config)
+    );
 }
 
 fn network(out: &mut String, input: &ReportInput, a: &Analysis) {
@@ -127,7 +201,8 @@ fn network(out: &mut String, input: &ReportInput, a: &Analysis) {
     out.push_str(&residual_histogram(&input.loops, 580.0, 260.0));
     out.push_str("<p class=\"cap\">Sum of the estimated edge offsets around each cycle of the graph; zero for consistent estimates. A wide spread points at bad edges (a slow return path biases an edge by half the difference). A bias that is consistent around every loop, such as one node whose every path is asymmetric the same way, cannot show here.</p>");
     // The worst window of each cycle: one bad cycle would otherwise fill the table.
-    let mut by_cycle: std::collections::BTreeMap<&[u32], &crate::report::LoopResidual> = std::collections::BTreeMap::new();
+    let mut by_cycle: std::collections::BTreeMap<&[u32], &crate::report::LoopResidual> =
+        std::collections::BTreeMap::new();
     for l in input.loops.iter().filter(|l| l.residual_ns.is_finite()) {
         let e = by_cycle.entry(l.nodes.as_slice()).or_insert(l);
         if l.residual_ns.abs() > e.residual_ns.abs() {
@@ -156,9 +231,18 @@ fn network(out: &mut String, input: &ReportInput, a: &Analysis) {
 fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     out.push_str("<h2 id=\"nodes\">Nodes</h2>");
     out.push_str("<h3>Error bound of every node and window</h3>");
-    out.push_str(&bound_heatmap(&input.nodes, a, input.facts.bound_limit_ns, 1240.0));
+    out.push_str(&bound_heatmap(
+        &input.nodes,
+        a,
+        input.facts.bound_limit_ns,
+        1240.0,
+    ));
     if a.nodes.len() > HEATMAP_MAX_ROWS {
-        let _ = write!(out, "<p class=\"cap\">Showing the {HEATMAP_MAX_ROWS} worst of {} nodes.</p>", a.nodes.len());
+        let _ = write!(
+            out,
+            "<p class=\"cap\">Showing the {HEATMAP_MAX_ROWS} worst of {} nodes.</p>",
+            a.nodes.len()
+        );
     }
     let k = limits.node_plots.min(a.nodes.len());
     let _ = write!(
@@ -168,8 +252,14 @@ fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     );
     let by_id: std::collections::BTreeMap<_, _> = input.nodes.iter().map(|n| (n.node, n)).collect();
     for s in a.nodes.iter().filter(|s| s.reachable).take(k) {
-        let Some(model) = by_id.get(&s.node) else { continue };
-        let host = input.hostnames.get(&s.node).map(|h| format!(" ({})", escape(h))).unwrap_or_default();
+        let Some(model) = by_id.get(&s.node) else {
+            continue;
+        };
+        let host = input
+            .hostnames
+            .get(&s.node)
+            .map(|h| format!(" ({})", escape(h)))
+            .unwrap_or_default();
         let plot = node_plot(model, a.t0_global_ns, 600.0, input.facts.bound_limit_ns);
         let _ = write!(
             out,
@@ -191,10 +281,30 @@ fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     let rows = a.nodes.len().min(limits.table_rows);
     let _ = write!(out, "<details{}><summary>all {} nodes, worst first</summary><table><tr><th>node</th><th class=\"l\">host</th><th>windows</th><th>flagged</th><th>max bound</th><th>first offset</th><th>last offset</th><th>drift min</th><th>drift max</th></tr>", if a.nodes.len() <= 16 { " open" } else { "" }, a.nodes.len());
     for s in a.nodes.iter().take(rows) {
-        let class = if !s.reachable { " class=\"bad\"" } else if s.flagged > 0 { " class=\"warn\"" } else { "" };
-        let host = input.hostnames.get(&s.node).map(|h| escape(h)).unwrap_or_default();
-        let bound = if s.reachable { fmt_ns(s.max_bound_ns) } else { "unreachable".to_string() };
-        let ppb = |v: f64| if v.is_finite() { format!("{v:.0} ppb") } else { "–".to_string() };
+        let class = if !s.reachable {
+            " class=\"bad\""
+        } else if s.flagged > 0 {
+            " class=\"warn\""
+        } else {
+            ""
+        };
+        let host = input
+            .hostnames
+            .get(&s.node)
+            .map(|h| escape(h))
+            .unwrap_or_default();
+        let bound = if s.reachable {
+            fmt_ns(s.max_bound_ns)
+        } else {
+            "unreachable".to_string()
+        };
+        let ppb = |v: f64| {
+            if v.is_finite() {
+                format!("{v:.0} ppb")
+            } else {
+                "–".to_string()
+            }
+        };
         let _ = write!(
             out,
             "<tr{class}><td>{}</td><td class=\"l\">{host}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -210,14 +320,22 @@ fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     }
     out.push_str("</table>");
     if rows < a.nodes.len() {
-        let _ = write!(out, "<p class=\"cap\">{} more nodes not listed.</p>", a.nodes.len() - rows);
+        let _ = write!(
+            out,
+            "<p class=\"cap\">{} more nodes not listed.</p>",
+            a.nodes.len() - rows
+        );
     }
     out.push_str("</details>");
 }
 
 fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     out.push_str("<h2 id=\"edges\">Edges</h2>");
-    let with_data: Vec<&EdgeStats> = a.edges.iter().filter(|s| s.points > 0 || s.windows > 0).collect();
+    let with_data: Vec<&EdgeStats> = a
+        .edges
+        .iter()
+        .filter(|s| s.points > 0 || s.windows > 0)
+        .collect();
     let k = limits.edge_plots.min(with_data.len());
     let _ = write!(
         out,
@@ -227,7 +345,11 @@ fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     for s in with_data.iter().take(k) {
         let e = &input.edges[s.index];
         let plot = edge_plot(e, 600.0, 240.0);
-        let note = if e.health_note.is_empty() { String::new() } else { format!(" — {}", escape(&e.health_note)) };
+        let note = if e.health_note.is_empty() {
+            String::new()
+        } else {
+            format!(" — {}", escape(&e.health_note))
+        };
         let _ = write!(
             out,
             "<div class=\"cell\"><h3>edge {} → {}: {}{note}</h3>{}<p class=\"cap\">{} points ({} pure), {} drawn{}; {} windows, min margin {}. Trend removed: {} at the first probe, {:.0} ppb.</p></div>",
@@ -246,9 +368,18 @@ fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
         );
     }
     out.push_str("</div>");
-    let empty: Vec<&EdgeStats> = a.edges.iter().filter(|s| s.points == 0 && s.windows == 0).collect();
+    let empty: Vec<&EdgeStats> = a
+        .edges
+        .iter()
+        .filter(|s| s.points == 0 && s.windows == 0)
+        .collect();
     if !empty.is_empty() {
-        let _ = write!(out, "<p class=\"problems\">{} edge(s) delivered no probe: {}.</p>", empty.len(), escape(&edge_list(&empty, 40)));
+        let _ = write!(
+            out,
+            "<p class=\"problems\">{} edge(s) delivered no probe: {}.</p>",
+            empty.len(),
+            escape(&edge_list(&empty, 40))
+        );
     }
     let rows = a.edges.len().min(limits.table_rows);
     let _ = write!(out, "<details><summary>all {} edges, worst first</summary><table><tr><th>src</th><th>dst</th><th class=\"l\">health</th><th>points</th><th>pure</th><th>windows</th><th>overlapping</th><th>min margin</th><th class=\"l\">note</th></tr>", a.edges.len());
@@ -274,7 +405,11 @@ fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     }
     out.push_str("</table>");
     if rows < a.edges.len() {
-        let _ = write!(out, "<p class=\"cap\">{} more edges not listed.</p>", a.edges.len() - rows);
+        let _ = write!(
+            out,
+            "<p class=\"cap\">{} more edges not listed.</p>",
+            a.edges.len() - rows
+        );
     }
     out.push_str("</details>");
 }

@@ -68,7 +68,15 @@ impl Svg {
     }
 
     /// A rectangle with a tooltip.
-    pub fn rect_titled(&mut self, x: f64, y: f64, w: f64, h: f64, attrs: &str, tooltip: Option<&str>) {
+    pub fn rect_titled(
+        &mut self,
+        x: f64,
+        y: f64,
+        w: f64,
+        h: f64,
+        attrs: &str,
+        tooltip: Option<&str>,
+    ) {
         if !finite(&[x, y, w, h]) {
             self.dropped += 1;
             return;
@@ -236,7 +244,11 @@ impl Scale {
     /// A scale over `[d0, d1]`; an empty or non-finite domain is widened so that the map
     /// stays finite.
     pub fn new(d0: f64, d1: f64, r0: f64, r1: f64) -> Scale {
-        let (mut d0, mut d1) = if d0.is_finite() && d1.is_finite() { (d0, d1) } else { (0.0, 1.0) };
+        let (mut d0, mut d1) = if d0.is_finite() && d1.is_finite() {
+            (d0, d1)
+        } else {
+            (0.0, 1.0)
+        };
         if d1 - d0 <= f64::EPSILON * d0.abs().max(1.0) {
             let pad = (d0.abs() * 1e-6).max(1.0);
             d0 -= pad;
@@ -251,7 +263,11 @@ impl Scale {
 
     /// `map`, clamped to the range: points beyond the plot are drawn on its edge.
     pub fn map_clamped(&self, v: f64) -> f64 {
-        let (lo, hi) = if self.r0 < self.r1 { (self.r0, self.r1) } else { (self.r1, self.r0) };
+        let (lo, hi) = if self.r0 < self.r1 {
+            (self.r0, self.r1)
+        } else {
+            (self.r1, self.r0)
+        };
         self.map(v).clamp(lo, hi)
     }
 }
@@ -291,9 +307,17 @@ pub fn unit_for_ns(span_ns: f64) -> (&'static str, f64) {
 
 /// A value formatted with just enough decimals for ticks `step` apart (same unit).
 pub fn fmt_tick(v: f64, step: f64) -> String {
-    let decimals = if step >= 1.0 { 0 } else { (-step.log10().floor()) as usize };
+    let decimals = if step >= 1.0 {
+        0
+    } else {
+        (-step.log10().floor()) as usize
+    };
     let s = format!("{v:.decimals$}");
-    if s == "-0" { "0".to_string() } else { s }
+    if s == "-0" {
+        "0".to_string()
+    } else {
+        s
+    }
 }
 
 /// A nanosecond value for a person: `12.3 µs`, `-4.56 ms`; `–` for non-finite.
@@ -303,7 +327,13 @@ pub fn fmt_ns(v: f64) -> String {
     }
     let (unit, div) = unit_for_ns(v);
     let x = v / div;
-    let decimals = if x.abs() >= 100.0 { 0 } else if x.abs() >= 10.0 { 1 } else { 2 };
+    let decimals = if x.abs() >= 100.0 {
+        0
+    } else if x.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
     format!("{x:.decimals$} {unit}")
 }
 
@@ -349,22 +379,44 @@ impl Frame {
 
     /// Grid, tick labels and axis titles.
     pub fn draw_axes(&self, svg: &mut Svg, xs: &AxisSpec<'_>, ys: &AxisSpec<'_>) {
-        svg.rect(self.left, self.top, self.width, self.height, "class=\"frame\"");
+        svg.rect(
+            self.left,
+            self.top,
+            self.width,
+            self.height,
+            "class=\"frame\"",
+        );
         let (xt, xstep) = nice_ticks(self.x.d0 / xs.divisor, self.x.d1 / xs.divisor, 6);
         for t in xt {
             let px = self.x.map(t * xs.divisor);
             svg.line(px, self.top, px, self.bottom(), "class=\"grid\"");
-            svg.text(px, self.bottom() + 13.0, &fmt_tick(t, xstep), "class=\"tick\" text-anchor=\"middle\"");
+            svg.text(
+                px,
+                self.bottom() + 13.0,
+                &fmt_tick(t, xstep),
+                "class=\"tick\" text-anchor=\"middle\"",
+            );
         }
         let (yt, ystep) = nice_ticks(self.y.d0 / ys.divisor, self.y.d1 / ys.divisor, 5);
         for t in yt {
             let py = self.y.map(t * ys.divisor);
             svg.line(self.left, py, self.right(), py, "class=\"grid\"");
-            svg.text(self.left - 4.0, py + 4.0, &fmt_tick(t, ystep), "class=\"tick\" text-anchor=\"end\"");
+            svg.text(
+                self.left - 4.0,
+                py + 4.0,
+                &fmt_tick(t, ystep),
+                "class=\"tick\" text-anchor=\"end\"",
+            );
         }
-        svg.text(self.left + self.width / 2.0, self.bottom() + 28.0, xs.title, "class=\"axis\" text-anchor=\"middle\"");
+        svg.text(
+            self.left + self.width / 2.0,
+            self.bottom() + 28.0,
+            xs.title,
+            "class=\"axis\" text-anchor=\"middle\"",
+        );
         let ty = self.top + self.height / 2.0;
-        let mut rotated = String::from("class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 12 ");
+        let mut rotated =
+            String::from("class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 12 ");
         num(&mut rotated, ty);
         rotated.push_str(")\"");
         svg.text(12.0, ty, ys.title, &rotated);
@@ -377,7 +429,10 @@ mod tests {
 
     #[test]
     fn escape_neutralises_markup() {
-        assert_eq!(escape("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
+        assert_eq!(
+            escape("<a href=\"x\">&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;"
+        );
         let mut svg = Svg::new(10.0, 10.0, "</title><script>");
         svg.text(1.0, 1.0, "<b>&", "");
         let out = svg.finish();

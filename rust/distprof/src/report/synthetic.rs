@@ -10,7 +10,10 @@
 //! node's clock steps mid-run, which breaks the fit of that window on all its edges; some
 //! edges are down, and one node can be cut off entirely.
 
-use super::input::{owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint, ReportInput, RunFacts};
+use super::input::{
+    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
+    ReportInput, RunFacts,
+};
 use crate::config::{Config, TimestampMode};
 use crate::context::NodeId;
 use crate::model::{ClockSegment, NodeClockModel};
@@ -124,9 +127,17 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
     let clocks: Vec<Clock> = (0..n)
         .map(|i| {
             if i == 0 {
-                Clock { theta_ns: 0.0, drift_ppb: 0.0, step: None }
+                Clock {
+                    theta_ns: 0.0,
+                    drift_ppb: 0.0,
+                    step: None,
+                }
             } else {
-                Clock { theta_ns: rng.gen_range(-3e6..3e6), drift_ppb: rng.gen_range(-25_000.0..25_000.0), step: None }
+                Clock {
+                    theta_ns: rng.gen_range(-3e6..3e6),
+                    drift_ppb: rng.gen_range(-25_000.0..25_000.0),
+                    step: None,
+                }
             }
         })
         .collect();
@@ -135,7 +146,10 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
     let stepping: Option<NodeId> = (n >= 4).then(|| rng.gen_range(1..n));
     let step_window = spec.windows / 2;
     if let Some(s) = stepping {
-        clocks[s as usize].step = Some(((step_window as f64 + 0.5) * spec.window_s * 1e9, CLOCK_STEP_NS));
+        clocks[s as usize].step = Some((
+            (step_window as f64 + 0.5) * spec.window_s * 1e9,
+            CLOCK_STEP_NS,
+        ));
     }
     let mut cut_off = BTreeSet::new();
     while (cut_off.len() as u32) < spec.unreachable_nodes.min(n.saturating_sub(2)) {
@@ -146,8 +160,9 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
     }
     let edges_list = graph(spec, &mut rng);
     // A few congested edges (more queueing, a slower return path) and one silent peer.
-    let congested: BTreeSet<usize> =
-        (0..edges_list.len()).filter(|_| rng.gen::<f64>() < 0.03).collect();
+    let congested: BTreeSet<usize> = (0..edges_list.len())
+        .filter(|_| rng.gen::<f64>() < 0.03)
+        .collect();
     let silent = (edges_list.len() > 4).then(|| rng.gen_range(0..edges_list.len()));
 
     let window_ns = spec.window_s * 1e9;
@@ -160,12 +175,31 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
     for (k, &(src, dst)) in edges_list.iter().enumerate() {
         let down = cut_off.contains(&src) || cut_off.contains(&dst) || Some(k) == silent;
         if down {
-            let note = if Some(k) == silent { "no reply from the peer after the handshake timeout" } else { "peer unreachable: every probe lost" };
-            edges.push(EdgeSeries { src, dst, points: Vec::new(), fits: Vec::new(), health: EdgeHealth::Down, health_note: note.to_string() });
+            let note = if Some(k) == silent {
+                "no reply from the peer after the handshake timeout"
+            } else {
+                "peer unreachable: every probe lost"
+            };
+            edges.push(EdgeSeries {
+                src,
+                dst,
+                points: Vec::new(),
+                fits: Vec::new(),
+                health: EdgeHealth::Down,
+                health_note: note.to_string(),
+            });
             continue;
         }
-        let queue_share = if congested.contains(&k) { 0.7 } else { IMPURE_SHARE };
-        let rev_extra_ns = if congested.contains(&k) { 25_000.0 } else { 0.0 };
+        let queue_share = if congested.contains(&k) {
+            0.7
+        } else {
+            IMPURE_SHARE
+        };
+        let rev_extra_ns = if congested.contains(&k) {
+            25_000.0
+        } else {
+            0.0
+        };
         let (cs, cd) = (&clocks[src as usize], &clocks[dst as usize]);
         let mut points = Vec::with_capacity((spec.windows * spec.probes_per_window * 2) as usize);
         let mut fits = Vec::new();
@@ -178,10 +212,17 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                 let pair = |rng: &mut StdRng, t: f64, extra: f64| -> ([f64; 2], [f64; 2]) {
                     let d = BASE_DELAY_NS + extra + exp(rng, JITTER_NS);
                     let queued = rng.gen::<f64>() < queue_share;
-                    let q = if queued { exp(rng, QUEUE_NS) + PURITY_TOLERANCE_NS as f64 } else { 0.0 };
+                    let q = if queued {
+                        exp(rng, QUEUE_NS) + PURITY_TOLERANCE_NS as f64
+                    } else {
+                        0.0
+                    };
                     let gap = PAIR_GAP_NS as f64;
                     // A queue delays the first packet only: the pair's receive gap shrinks.
-                    ([t, t + gap], [t + d + q, t + gap + d + rng.gen::<f64>() * 500.0])
+                    (
+                        [t, t + gap],
+                        [t + d + q, t + gap + d + rng.gen::<f64>() * 500.0],
+                    )
                 };
                 let (ftx, frx) = pair(&mut rng, t, 0.0);
                 let t_back = frx[1] + 20_000.0;
@@ -203,8 +244,13 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
             let end_ns = cs.read(w_start + window_ns);
             let mid_ns = start_ns + (end_ns - start_ns) / 2;
             // Slope: the true relative drift plus estimation noise of ~20 ppb.
-            let drift_ppb = (cd.drift_ppb - cs.drift_ppb) / (1.0 + cs.drift_ppb * 1e-9) + gauss(&mut rng) * 20.0;
-            let Some((offset_ns, margin_ns)) = max_margin_at_slope(&points[first..], mid_ns, drift_ppb) else { continue };
+            let drift_ppb = (cd.drift_ppb - cs.drift_ppb) / (1.0 + cs.drift_ppb * 1e-9)
+                + gauss(&mut rng) * 20.0;
+            let Some((offset_ns, margin_ns)) =
+                max_margin_at_slope(&points[first..], mid_ns, drift_ppb)
+            else {
+                continue;
+            };
             if margin_ns < 0.0 {
                 bad_windows += 1;
             }
@@ -216,22 +262,47 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                     *e = e.min(2.0 * margin_ns);
                 }
             }
-            fits.push(EdgeWindowFit { window_id: w as u64, start_ns, end_ns, mid_ns, offset_ns, drift_ppb, margin_ns });
+            fits.push(EdgeWindowFit {
+                window_id: w as u64,
+                start_ns,
+                end_ns,
+                mid_ns,
+                offset_ns,
+                drift_ppb,
+                margin_ns,
+            });
         }
         let (health, health_note) = if bad_windows > 0 {
-            (EdgeHealth::Degraded, format!("{bad_windows} window(s) without a separating line (clock step?)"))
+            (
+                EdgeHealth::Degraded,
+                format!("{bad_windows} window(s) without a separating line (clock step?)"),
+            )
         } else if congested.contains(&k) {
-            (EdgeHealth::Degraded, "congested: 70% of pairs impure, slow return path".to_string())
+            (
+                EdgeHealth::Degraded,
+                "congested: 70% of pairs impure, slow return path".to_string(),
+            )
         } else {
             (EdgeHealth::Ok, String::new())
         };
-        edges.push(EdgeSeries { src, dst, points, fits, health, health_note });
+        edges.push(EdgeSeries {
+            src,
+            dst,
+            points,
+            fits,
+            health,
+            health_note,
+        });
     }
 
     let nodes = (0..n)
         .map(|i| {
             if cut_off.contains(&i) {
-                return NodeClockModel { node: i, reachable: false, segments: Vec::new() };
+                return NodeClockModel {
+                    node: i,
+                    reachable: false,
+                    segments: Vec::new(),
+                };
             }
             let c = &clocks[i as usize];
             let segments = (0..spec.windows)
@@ -239,13 +310,25 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                     let a = w as f64 * window_ns;
                     let b = a + window_ns;
                     let m = (a + b) / 2.0;
-                    let rtt = min_rtt.get(&(i, w as u64)).copied().filter(|r| r.is_finite()).unwrap_or(2.0 * BASE_DELAY_NS);
+                    let rtt = min_rtt
+                        .get(&(i, w as u64))
+                        .copied()
+                        .filter(|r| r.is_finite())
+                        .unwrap_or(2.0 * BASE_DELAY_NS);
                     let stepped = c.step.is_some_and(|(at, _)| at >= a && at < b);
-                    let mut bound_ns = if i == 0 { 0.0 } else { rtt / 2.0 + 1_500.0 + exp(&mut rng, 1_000.0) };
+                    let mut bound_ns = if i == 0 {
+                        0.0
+                    } else {
+                        rtt / 2.0 + 1_500.0 + exp(&mut rng, 1_000.0)
+                    };
                     if stepped {
                         bound_ns += CLOCK_STEP_NS / 2.0;
                     }
-                    let err = if i == 0 { 0.0 } else { gauss(&mut rng) * bound_ns * 0.3 };
+                    let err = if i == 0 {
+                        0.0
+                    } else {
+                        gauss(&mut rng) * bound_ns * 0.3
+                    };
                     ClockSegment {
                         window_id: w as u64,
                         start_local_ns: c.read(a),
@@ -258,17 +341,23 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                     }
                 })
                 .collect();
-            NodeClockModel { node: i, reachable: true, segments }
+            NodeClockModel {
+                node: i,
+                reachable: true,
+                segments,
+            }
         })
         .collect();
 
     let loops = triangle_residuals(&fitted, spec.windows as u64);
-    let mut config = Config::default();
-    config.enabled = true;
-    config.probe_window_s = spec.window_s;
-    config.probe_out_degree = spec.out_degree;
-    config.graph_seed = spec.seed;
-    config.timestamping = TimestampMode::Kernel;
+    let config = Config {
+        enabled: true,
+        probe_window_s: spec.window_s,
+        probe_out_degree: spec.out_degree,
+        graph_seed: spec.seed,
+        timestamping: TimestampMode::Kernel,
+        ..Config::default()
+    };
     let input = ReportInput {
         facts: RunFacts {
             run_name: format!("synthetic, {n} nodes, seed {}", spec.seed),
@@ -302,16 +391,26 @@ fn max_margin_at_slope(points: &[OwdPoint], mid_ns: i64, drift_ppb: f64) -> Opti
             highest_rev = highest_rev.max(y);
         }
     }
-    (lowest_fwd.is_finite() && highest_rev.is_finite())
-        .then(|| ((lowest_fwd + highest_rev) / 2.0, (lowest_fwd - highest_rev) / 2.0))
+    (lowest_fwd.is_finite() && highest_rev.is_finite()).then(|| {
+        (
+            (lowest_fwd + highest_rev) / 2.0,
+            (lowest_fwd - highest_rev) / 2.0,
+        )
+    })
 }
 
 /// Residuals of the triangles of the (undirected) graph, per window: the sum of the
 /// fitted clock differences around the cycle, an edge used against its direction counting
 /// negative.
-fn triangle_residuals(fitted: &BTreeMap<(NodeId, NodeId, u64), f64>, windows: u64) -> Vec<LoopResidual> {
+fn triangle_residuals(
+    fitted: &BTreeMap<(NodeId, NodeId, u64), f64>,
+    windows: u64,
+) -> Vec<LoopResidual> {
     let diff = |a: NodeId, b: NodeId, w: u64| -> Option<f64> {
-        fitted.get(&(a, b, w)).copied().or_else(|| fitted.get(&(b, a, w)).map(|v| -v))
+        fitted
+            .get(&(a, b, w))
+            .copied()
+            .or_else(|| fitted.get(&(b, a, w)).map(|v| -v))
     };
     let mut adj: BTreeMap<NodeId, BTreeSet<NodeId>> = BTreeMap::new();
     for &(a, b, _) in fitted.keys() {
@@ -326,8 +425,14 @@ fn triangle_residuals(fitted: &BTreeMap<(NodeId, NodeId, u64), f64>, windows: u6
                     if !na.contains(&c) {
                         continue;
                     }
-                    if let (Some(x), Some(y), Some(z)) = (diff(a, b, w), diff(b, c, w), diff(c, a, w)) {
-                        out.push(LoopResidual { nodes: vec![a, b, c], window_id: Some(w), residual_ns: x + y + z });
+                    if let (Some(x), Some(y), Some(z)) =
+                        (diff(a, b, w), diff(b, c, w), diff(c, a, w))
+                    {
+                        out.push(LoopResidual {
+                            nodes: vec![a, b, c],
+                            window_id: Some(w),
+                            residual_ns: x + y + z,
+                        });
                         if out.len() >= MAX_LOOPS {
                             return out;
                         }
@@ -352,12 +457,24 @@ mod tests {
         for e in input.edges.iter().filter(|e| e.health == EdgeHealth::Ok) {
             for f in &e.fits {
                 let mid_true = (f.window_id as f64 + 0.5) * window_ns;
-                let truth = clocks[e.dst as usize].ahead_ns(mid_true) - clocks[e.src as usize].ahead_ns(mid_true);
+                let truth = clocks[e.dst as usize].ahead_ns(mid_true)
+                    - clocks[e.src as usize].ahead_ns(mid_true);
                 // Error of a max-margin midline: half the difference of the smallest
                 // excess delays of the two directions (~100 ns here), well under 2 µs.
-                assert!((f.offset_ns - truth).abs() < 2_000.0, "edge {}->{} w{}: {} vs {truth}", e.src, e.dst, f.window_id, f.offset_ns);
+                assert!(
+                    (f.offset_ns - truth).abs() < 2_000.0,
+                    "edge {}->{} w{}: {} vs {truth}",
+                    e.src,
+                    e.dst,
+                    f.window_id,
+                    f.offset_ns
+                );
                 // The margin is about the base one-way delay.
-                assert!(f.margin_ns > 0.8 * BASE_DELAY_NS && f.margin_ns < 1.5 * BASE_DELAY_NS, "margin {}", f.margin_ns);
+                assert!(
+                    f.margin_ns > 0.8 * BASE_DELAY_NS && f.margin_ns < 1.5 * BASE_DELAY_NS,
+                    "margin {}",
+                    f.margin_ns
+                );
                 checked += 1;
             }
         }
@@ -381,8 +498,11 @@ mod tests {
         // Congested edges have a slower return path: the asymmetry biases their offset by
         // half the difference (12.5 µs), which loops through them do show.
         let ok_edge = |a: NodeId, b: NodeId| {
-            input.edges.iter().any(|e| ((e.src, e.dst) == (a, b) || (e.src, e.dst) == (b, a)) && e.health == EdgeHealth::Ok)
-                && !input.edges.iter().any(|e| ((e.src, e.dst) == (a, b) || (e.src, e.dst) == (b, a)) && e.health != EdgeHealth::Ok)
+            input.edges.iter().any(|e| {
+                ((e.src, e.dst) == (a, b) || (e.src, e.dst) == (b, a)) && e.health == EdgeHealth::Ok
+            }) && !input.edges.iter().any(|e| {
+                ((e.src, e.dst) == (a, b) || (e.src, e.dst) == (b, a)) && e.health != EdgeHealth::Ok
+            })
         };
         let ok_loops = input.loops.iter().filter(|l| {
             l.window_id != Some(u64::from(spec.windows / 2))
