@@ -19,10 +19,10 @@ pub fn min_max_per_bucket(points: &[OwdPoint], buckets: usize) -> Vec<OwdPoint> 
     let t0 = points.iter().map(|p| p.t_ns).min().unwrap_or(0);
     let t1 = points.iter().map(|p| p.t_ns).max().unwrap_or(0);
     // i128: spans of a whole epoch times a bucket count overflow i64.
-    let span = (t1 - t0) as i128 + 1;
+    let span = t1 as i128 - t0 as i128 + 1;
     let mut slots: Vec<Option<(OwdPoint, OwdPoint)>> = vec![None; buckets];
     for p in points {
-        let b = (((p.t_ns - t0) as i128 * buckets as i128) / span) as usize;
+        let b = (((p.t_ns as i128 - t0 as i128) * buckets as i128) / span) as usize;
         let slot = &mut slots[b.min(buckets - 1)];
         match slot {
             None => *slot = Some((*p, *p)),

@@ -13,7 +13,7 @@
 //! fit, which is what the margins are made of.
 
 use super::downsample::min_max_per_bucket;
-use super::input::{EdgeSeries, OwdPoint};
+use super::input::{ns_between, EdgeSeries, OwdPoint};
 use super::nodes::trend;
 use super::svg::{fmt_ns, unit_for_ns, AxisSpec, Frame, PathData, Svg};
 
@@ -63,10 +63,10 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
     let mids: Vec<(f64, f64, f64)> = fits
         .iter()
         .filter(|f| f.margin_ns >= 0.0)
-        .map(|f| ((f.mid_ns - t0) as f64, f.offset_ns, f.drift_ppb * 1e-9))
+        .map(|f| (ns_between(t0, f.mid_ns), f.offset_ns, f.drift_ppb * 1e-9))
         .collect();
     let (ta, tb) = trend(&mids);
-    let detrend = |t: i64, y: f64| y - (ta + tb * (t - t0) as f64);
+    let detrend = |t: i64, y: f64| y - (ta + tb * ns_between(t0, t));
 
     // Vertical range: trimmed quantiles of the points, widened to every line and band.
     let mut owd: Vec<f64> = edge
@@ -100,8 +100,8 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
         height,
         &format!("edge {} -> {}: one-way delays and fits", edge.src, edge.dst),
     );
-    let frame = Frame::new(width, height, (0.0, (t1 - t0) as f64), (lo, hi));
-    let rel = |t: i64| (t - t0) as f64;
+    let frame = Frame::new(width, height, (0.0, ns_between(t0, t1)), (lo, hi));
+    let rel = |t: i64| ns_between(t0, t);
 
     // Overlapping windows first, under everything.
     for f in fits.iter().filter(|f| f.margin_ns < 0.0) {

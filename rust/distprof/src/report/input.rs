@@ -112,7 +112,7 @@ pub struct EdgeWindowFit {
 impl EdgeWindowFit {
     /// The line's value at `t_ns` (src's clock).
     pub fn line_ns(&self, t_ns: i64) -> f64 {
-        self.offset_ns + self.drift_ppb * 1e-9 * (t_ns - self.mid_ns) as f64
+        self.offset_ns + self.drift_ppb * 1e-9 * ns_between(self.mid_ns, t_ns)
     }
 }
 
@@ -147,6 +147,12 @@ pub struct LoopResidual {
     #[serde(default)]
     pub window_id: Option<u64>,
     pub residual_ns: f64,
+}
+
+/// `b - a` in ns as f64, exact for any two i64 timestamps (no overflow on hostile input,
+/// no 256 ns rounding of epoch values that converting each to f64 first would cause).
+pub fn ns_between(a: i64, b: i64) -> f64 {
+    (b as i128 - a as i128) as f64
 }
 
 /// The two one-way-delay points of one coded exchange, from the first packet of each pair.
