@@ -149,6 +149,48 @@ pub struct LoopResidual {
     pub residual_ns: f64,
 }
 
+/// An edge whose share of pure points is below this is degraded: most pairs met a queue,
+/// so few points are left near the line and the fit rests on them.
+pub const MIN_PURE_SHARE: f64 = 0.5;
+
+impl EdgeSeries {
+    /// The health of this edge judged from its own points and fits, for loaders whose
+    /// source states none: down without a point, degraded when a window has no separating
+    /// line, when fewer windows were fitted than `windows_in_run`, or when less than
+    /// [`MIN_PURE_SHARE`] of the points are pure; else ok. The note says which.
+    pub fn assess_health(&self, windows_in_run: Option<usize>) -> (EdgeHealth, String) {
+        if self.points.is_empty() && self.fits.is_empty() {
+            return (EdgeHealth::Down, "no probe delivered".to_string());
+        }
+        let mut notes = Vec::new();
+        // A NaN margin is no separating line either.
+        let overlapping = self
+            .fits
+            .iter()
+            .filter(|f| f.margin_ns < 0.0 || f.margin_ns.is_nan())
+            .count();
+        if overlapping > 0 {
+            notes.push(format!("{overlapping} window(s) without a separating line"));
+        }
+        if let Some(expected) = windows_in_run.filter(|w| self.fits.len() < *w) {
+            notes.push(format!("{} of {expected} windows fitted", self.fits.len()));
+        }
+        let pure = self.points.iter().filter(|p| p.pure).count();
+        let share = pure as f64 / self.points.len().max(1) as f64;
+        if !self.points.is_empty() && share < MIN_PURE_SHARE {
+            notes.push(format!(
+                "only {:.0}% of pairs pure (queueing)",
+                share * 100.0
+            ));
+        }
+        if notes.is_empty() {
+            (EdgeHealth::Ok, String::new())
+        } else {
+            (EdgeHealth::Degraded, notes.join("; "))
+        }
+    }
+}
+
 /// `b - a` in ns as f64, exact for any two i64 timestamps (no overflow on hostile input,
 /// no 256 ns rounding of epoch values that converting each to f64 first would cause).
 pub fn ns_between(a: i64, b: i64) -> f64 {
@@ -212,5 +254,55 @@ mod tests {
         );
         assert!(pair_is_pure(rec.fwd_tx_ns, rec.fwd_rx_ns, 0));
         assert!(!pair_is_pure([0, 50], [100, 400], 100));
+    }
+
+    #[test]
+    fn health_is_judged_from_points_and_fits() {
+        let fit = |w: u64, margin_ns: f64| EdgeWindowFit {
+            window_id: w,
+            start_ns: 0,
+            end_ns: 10,
+            mid_ns: 5,
+            offset_ns: 0.0,
+            drift_ppb: 0.0,
+            margin_ns,
+        };
+        let pt = |pure: bool| OwdPoint {
+            t_ns: 1,
+            owd_ns: 1,
+            forward: true,
+            pure,
+        };
+        let mut e = EdgeSeries {
+            src: 0,
+            dst: 1,
+            points: Vec::new(),
+            fits: Vec::new(),
+            health: EdgeHealth::Ok,
+            health_note: String::new(),
+        };
+        assert_eq!(e.assess_health(Some(2)).0, EdgeHealth::Down);
+        e.points = vec![pt(true), pt(true), pt(false)];
+        e.fits = vec![fit(0, 10.0), fit(1, 12.0)];
+        assert_eq!(e.assess_health(Some(2)), (EdgeHealth::Ok, String::new()));
+        e.fits[1].margin_ns = -3.0;
+        assert_eq!(
+            e.assess_health(Some(3)),
+            (
+                EdgeHealth::Degraded,
+                "1 window(s) without a separating line; 2 of 3 windows fitted".to_string()
+            )
+        );
+        e.fits[1].margin_ns = f64::NAN;
+        assert_eq!(e.assess_health(None).0, EdgeHealth::Degraded);
+        e.fits[1].margin_ns = 5.0;
+        e.points = vec![pt(true), pt(false), pt(false)];
+        assert_eq!(
+            e.assess_health(None),
+            (
+                EdgeHealth::Degraded,
+                "only 33% of pairs pure (queueing)".to_string()
+            )
+        );
     }
 }

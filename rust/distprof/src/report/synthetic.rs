@@ -203,7 +203,6 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
         let (cs, cd) = (&clocks[src as usize], &clocks[dst as usize]);
         let mut points = Vec::with_capacity((spec.windows * spec.probes_per_window * 2) as usize);
         let mut fits = Vec::new();
-        let mut bad_windows = 0;
         for w in 0..spec.windows {
             let w_start = w as f64 * window_ns;
             let first = points.len();
@@ -251,9 +250,6 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
             else {
                 continue;
             };
-            if margin_ns < 0.0 {
-                bad_windows += 1;
-            }
             fitted.insert((src, dst, w as u64), offset_ns);
             // A window without a separating line says nothing about the round trip.
             if margin_ns > 0.0 {
@@ -272,27 +268,16 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                 margin_ns,
             });
         }
-        let (health, health_note) = if bad_windows > 0 {
-            (
-                EdgeHealth::Degraded,
-                format!("{bad_windows} window(s) without a separating line (clock step?)"),
-            )
-        } else if congested.contains(&k) {
-            (
-                EdgeHealth::Degraded,
-                "congested: 70% of pairs impure, slow return path".to_string(),
-            )
-        } else {
-            (EdgeHealth::Ok, String::new())
-        };
-        edges.push(EdgeSeries {
+        let mut edge = EdgeSeries {
             src,
             dst,
             points,
             fits,
-            health,
-            health_note,
-        });
+            health: EdgeHealth::Ok,
+            health_note: String::new(),
+        };
+        (edge.health, edge.health_note) = edge.assess_health(Some(spec.windows as usize));
+        edges.push(edge);
     }
 
     let nodes = (0..n)
