@@ -36,6 +36,11 @@ pub fn graph(input: &ReportInput, analysis: &Analysis, size: f64) -> String {
         .collect();
 
     let mut svg = Svg::new(size, size, "probe graph, edges colored by health");
+    // Beyond a few dozen nodes the edges would cover the disc: thinner, fainter strokes.
+    let dense = n > LABEL_MAX_NODES;
+    if dense {
+        svg.raw("<g class=\"dense\">");
+    }
     // Ok edges first (faint), then degraded, then down on top: problems stay visible.
     for health in [EdgeHealth::Ok, EdgeHealth::Degraded, EdgeHealth::Down] {
         let mut d = PathData::new();
@@ -57,6 +62,9 @@ pub fn graph(input: &ReportInput, analysis: &Analysis, size: f64) -> String {
             d.line_to(x2, y2);
         }
         svg.path(&d, &format!("class=\"edge {}\"", health.label()), None);
+    }
+    if dense {
+        svg.raw("</g>");
     }
     let stats: BTreeMap<NodeId, _> = analysis.nodes.iter().map(|s| (s.node, s)).collect();
     let node_r = if n <= LABEL_MAX_NODES {

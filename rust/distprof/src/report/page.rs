@@ -36,6 +36,7 @@ svg .pts{fill:none;stroke-linecap:round}svg .fwd{stroke:#1f5fbf;stroke-width:3.2
 svg .fwd-impure{stroke:#9db8e3;stroke-width:2.2}svg .rev-impure{stroke:#f0bb8f;stroke-width:2.2}
 svg .edge{fill:none}svg .edge.ok{stroke:#4a8f5a;stroke-opacity:.35;stroke-width:1}
 svg .edge.degraded{stroke:#e08e0b;stroke-width:2}svg .edge.down{stroke:#c0392b;stroke-width:2.2;stroke-dasharray:5 3}
+svg .dense .edge.ok{stroke-opacity:.1;stroke-width:.5}svg .dense .edge.degraded{stroke-width:.7;stroke-opacity:.8}svg .dense .edge.down{stroke-width:.9;stroke-dasharray:3 2}
 svg .node{stroke:#fff;stroke-width:1}svg .node.ok{fill:#4a8f5a}svg .node.ref{fill:#1f5fbf}
 svg .node.flagged{fill:#e08e0b}svg .node.unreach,svg .node.unknown{fill:#c0392b}
 svg .flag{stroke:#c0392b;stroke-width:1.2}svg .unreach{fill:#bbb}
