@@ -11,3 +11,4 @@ pub mod kv;
 pub mod logging;
 pub mod model;
 pub mod record;
+pub mod report;
