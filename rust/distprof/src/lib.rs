@@ -9,4 +9,6 @@ pub mod config;
 pub mod context;
 pub mod kv;
 pub mod model;
+pub mod rendezvous;
+pub mod topology;
 pub mod record;
