@@ -13,6 +13,7 @@
 pub mod address;
 mod background;
 pub mod digest;
+pub mod launcher;
 pub mod session;
 pub mod values;
 
@@ -42,8 +43,10 @@ const ABORT_MARGIN_MAX: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RendezvousError {
+    /// Not marked as the error's source: the message already includes the store's, and
+    /// error chains would print it twice.
     #[error("rendezvous: {0}")]
-    Kv(#[from] KvError),
+    Kv(KvError),
     #[error("rendezvous: {0}")]
     InvalidArgument(String),
     #[error(
@@ -71,6 +74,12 @@ pub enum RendezvousError {
     NodeCountMismatch { node: NodeId, ours: u32, master: u32 },
     #[error("rendezvous: session {session_id} aborted by the master: {reason}")]
     Aborted { session_id: String, reason: String },
+}
+
+impl From<KvError> for RendezvousError {
+    fn from(e: KvError) -> Self {
+        RendezvousError::Kv(e)
+    }
 }
 
 /// Runs the rendezvous for `node` of `num_nodes`, whose probe socket is bound at

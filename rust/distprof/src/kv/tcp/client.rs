@@ -10,6 +10,7 @@ use super::frame::{self, FrameError, Request, Response};
 use crate::kv::{check_value_size, KvError, KvStore};
 use std::io::{BufReader, BufWriter};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -28,11 +29,17 @@ pub struct TcpStoreOptions {
     pub op_timeout: Duration,
     /// Bound on one TCP connect attempt.
     pub connect_timeout: Duration,
+    /// Once the client has reached the server, how long it keeps trying to get back after
+    /// losing it. Short: in a standalone run the server is rank 0, and a server that went
+    /// away usually means rank 0 died; waiting for the whole op timeout would only delay
+    /// the error. Before the first connection the full timeouts apply, because nodes
+    /// commonly start before rank 0.
+    pub reconnect_timeout: Duration,
 }
 
 impl Default for TcpStoreOptions {
     fn default() -> Self {
-        Self { op_timeout: Duration::from_secs(30), connect_timeout: Duration::from_secs(2) }
+        Self { op_timeout: Duration::from_secs(30), connect_timeout: Duration::from_secs(2), reconnect_timeout: Duration::from_secs(2) }
     }
 }
 
@@ -47,6 +54,8 @@ pub struct TcpStore {
     addr: SocketAddr,
     options: TcpStoreOptions,
     conn: Mutex<Option<Conn>>,
+    /// Set once the first handshake succeeded.
+    ever_connected: AtomicBool,
 }
 
 enum Attempt {
@@ -59,7 +68,7 @@ impl TcpStore {
     /// Creates a client; the connection is made lazily by the first call, so a client can
     /// be created before the server is up.
     pub fn new(addr: SocketAddr, options: TcpStoreOptions) -> Self {
-        Self { addr, options, conn: Mutex::new(None) }
+        Self { addr, options, conn: Mutex::new(None), ever_connected: AtomicBool::new(false) }
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -111,7 +120,14 @@ impl TcpStore {
         let mut backoff = BACKOFF_MIN;
         let mut last_error = String::new();
         let mut attempts = 0u32;
+        // Tightened at the first failure once the server has been reached before.
+        let mut deadline = deadline;
+        let mut lost = false;
         loop {
+            if attempts > 0 && !lost && self.ever_connected.load(Ordering::Relaxed) {
+                lost = true;
+                deadline = deadline.min(Instant::now() + self.options.reconnect_timeout);
+            }
             if Instant::now() >= deadline && attempts > 0 {
                 return Err(KvError::Unavailable(format!(
                     "store at {} unreachable for {} ms ({attempts} attempts) while accessing key `{key}`: {last_error}; \
@@ -123,7 +139,10 @@ impl TcpStore {
             attempts += 1;
             if guard.is_none() {
                 match self.connect(key, deadline) {
-                    Ok(c) => *guard = Some(c),
+                    Ok(c) => {
+                        self.ever_connected.store(true, Ordering::Relaxed);
+                        *guard = Some(c)
+                    }
                     Err(Attempt::Done(result)) => return result,
                     Err(Attempt::Retry(e)) => {
                         last_error = e;

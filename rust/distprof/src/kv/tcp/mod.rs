@@ -24,7 +24,7 @@ mod tests {
     }
 
     fn quick() -> TcpStoreOptions {
-        TcpStoreOptions { op_timeout: Duration::from_millis(800), connect_timeout: Duration::from_millis(200) }
+        TcpStoreOptions { op_timeout: Duration::from_millis(800), connect_timeout: Duration::from_millis(200), reconnect_timeout: Duration::from_millis(500) }
     }
 
     #[test]

@@ -63,6 +63,12 @@ impl TcpStoreServer {
         &self.shared.store
     }
 
+    /// Number of client connections open now. A master that failed keeps serving until
+    /// this drops to zero (every node has read the abort and gone) or a grace period ends.
+    pub fn connection_count(&self) -> usize {
+        lock(&self.shared.connections).len()
+    }
+
     /// Stops accepting and closes every connection; clients see the store go away.
     pub fn shutdown(&mut self) {
         if self.shared.stopping.swap(true, Ordering::SeqCst) {
