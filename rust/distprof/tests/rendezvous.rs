@@ -6,7 +6,7 @@ use distprof::context::{NodeId, RunContext};
 use distprof::kv::{KvError, KvStore, MemoryStore};
 use distprof::rendezvous::session::{context_key, join_key, round_key};
 use distprof::rendezvous::values::{encode, Announcement, PROTOCOL_VERSION};
-use distprof::rendezvous::{digest, rendezvous, spawn_rendezvous, wait_for_acks, RendezvousError};
+use distprof::rendezvous::{digest, rendezvous, rendezvous_local, spawn_rendezvous, wait_for_acks, RendezvousError};
 use distprof::topology::build_probe_graph;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -326,4 +326,17 @@ fn background_rendezvous_does_not_block_and_delivers_the_result() {
     // A failing one reports its error through the handle.
     let lonely = spawn_rendezvous(Arc::new(MemoryStore::new()), 1, 2, config_with_timeout(200), addr_of(1), "c".into());
     assert!(matches!(lonely.wait(Duration::from_secs(5)), Some(Err(RendezvousError::NoSession { .. }))));
+}
+
+#[test]
+fn local_runs_get_one_context_per_node_in_order() {
+    let addrs: Vec<SocketAddr> = (0..5).map(addr_of).collect();
+    let config = Config { probe_out_degree: 2, ..Config::default() };
+    let ctxs = rendezvous_local(&config, &addrs, "here").unwrap();
+    assert_eq!(ctxs.len(), 5);
+    assert!(ctxs.iter().all(|c| c == &ctxs[0]));
+    assert_eq!(ctxs[0].nodes.iter().map(|n| n.probe_addr).collect::<Vec<_>>(), addrs);
+    assert_eq!(ctxs[0].out_edges, build_probe_graph(5, 2, config.graph_seed));
+    let bad = Config { reference_node: 9, ..Config::default() };
+    assert!(matches!(rendezvous_local(&bad, &addrs, "here"), Err(RendezvousError::InvalidArgument(_))));
 }

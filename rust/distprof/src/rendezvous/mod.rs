@@ -96,11 +96,9 @@ pub fn rendezvous(
     let deadline = Instant::now() + Duration::from_millis(config.rendezvous_timeout_ms);
     let me = NodeInfo { node, probe_addr, hostname: hostname.to_string() };
     let ctx = if node == MASTER { run_master(kv, num_nodes, config, me, deadline)? } else { run_node(kv, num_nodes, config, me, deadline)? };
-    tracing::info!(
-        "rendezvous: node {node}/{num_nodes} agreed on session {} (context {})",
-        ctx.session_id,
-        digest::context_digest(&ctx)
-    );
+    // No context digest here: hashing the whole context on every node costs O(N) each,
+    // and the caller prints it where it is wanted.
+    tracing::info!("rendezvous: node {node}/{num_nodes} agreed on session {}", ctx.session_id);
     Ok(ctx)
 }
 
@@ -387,6 +385,30 @@ fn check_context(key: &str, ctx: &RunContext, ann: &Announcement, me: &NodeInfo)
         return Err(bad(format!("lists this node as {:?}, it joined as {:?}", ctx.nodes[me.node as usize], me)));
     }
     Ok(())
+}
+
+/// Every node of a one-process run (`distprof local`, simulations): runs the real protocol
+/// with one thread per node on a fresh in-memory store, node i publishing
+/// `probe_addrs[i]`. Returns the contexts in node order (all equal on success) or the
+/// first node's error.
+pub fn rendezvous_local(config: &Config, probe_addrs: &[SocketAddr], hostname: &str) -> Result<Vec<RunContext>, RendezvousError> {
+    let num_nodes = u32::try_from(probe_addrs.len())
+        .map_err(|_| RendezvousError::InvalidArgument(format!("{} nodes is more than a run can have", probe_addrs.len())))?;
+    let store = crate::kv::MemoryStore::new();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = probe_addrs
+            .iter()
+            .enumerate()
+            .map(|(i, &addr)| {
+                let store = &store;
+                scope.spawn(move || rendezvous(store, i as NodeId, num_nodes, config, addr, hostname))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(RendezvousError::InvalidArgument("internal error: a node thread panicked".into()))))
+            .collect()
+    })
 }
 
 /// For a master that hosts the store itself (standalone runs): waits until every other
