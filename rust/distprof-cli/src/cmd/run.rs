@@ -10,7 +10,6 @@ use distprof::context::RunContext;
 use distprof::kv::tcp::TcpStoreOptions;
 use distprof::kv::{KvStore, MemoryStore, TcpStore, TcpStoreServer};
 use distprof::rendezvous::{self, address, digest, launcher};
-use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -180,18 +179,20 @@ fn resolve(spec: &str, source: &str) -> anyhow::Result<SocketAddr> {
     addrs.next().with_context(|| format!("{source} `{spec}` resolves to no address"))
 }
 
-/// Binds the rendezvous address; if that address is not local (a name that resolves to
-/// a NAT or load-balancer address), the same port on every local address instead.
+/// Serves the store on the rendezvous port. A loopback address is bound as given (runs on
+/// one machine stay private); any other is served on all local addresses of its family,
+/// because a host name often resolves on its own host to an address peers cannot reach
+/// (Debian maps it to 127.0.1.1) or to a NAT address that is not local at all.
 fn serve_store(addr: SocketAddr) -> anyhow::Result<TcpStoreServer> {
-    match TcpStoreServer::bind(addr) {
-        Ok(s) => Ok(s),
-        Err(e) if e.kind() == ErrorKind::AddrNotAvailable => {
-            let any = SocketAddr::new(if addr.is_ipv4() { IpAddr::from([0u8; 4]) } else { IpAddr::from([0u16; 8]) }, addr.port());
-            tracing::info!("{addr} is not a local address; serving the store on {any}");
-            TcpStoreServer::bind(any).with_context(|| format!("rank 0 cannot serve the rendezvous store on {any}"))
-        }
-        Err(e) => Err(e).with_context(|| format!("rank 0 cannot serve the rendezvous store on {addr} (port in use? choose another)")),
-    }
+    let bind = if addr.ip().is_loopback() {
+        addr
+    } else {
+        SocketAddr::new(if addr.is_ipv4() { IpAddr::from([0u8; 4]) } else { IpAddr::from([0u16; 8]) }, addr.port())
+    };
+    let server = TcpStoreServer::bind(bind)
+        .with_context(|| format!("rank 0 cannot serve the rendezvous store on {bind} (port in use? choose another port)"))?;
+    tracing::info!("rendezvous store serving on {}", server.local_addr());
+    Ok(server)
 }
 
 fn bind_probe_socket(bind: Option<IpAddr>, config: &Config) -> anyhow::Result<UdpSocket> {

@@ -11,8 +11,10 @@ use serde_json::{Map, Value};
 
 /// Fields that describe one host, not the shared run: they may differ between nodes
 /// without changing what is measured (each host names its own NIC, port, output
-/// directory and log verbosity, and decides how long it waits for the others).
-pub const NODE_LOCAL_FIELDS: &[&str] = &["interface", "probe_port", "output_dir", "log_filter", "rendezvous_timeout_ms"];
+/// directory and log verbosity, and decides how long it waits for the others). `enabled`
+/// is true on every node that reaches the rendezvous inside XLA and means nothing to a
+/// standalone node, so a file that spells it out must not make a node differ.
+pub const NODE_LOCAL_FIELDS: &[&str] = &["enabled", "interface", "probe_port", "output_dir", "log_filter", "rendezvous_timeout_ms"];
 
 /// 64-bit FNV-1a: small, stable forever, and enough to tell configurations apart (this is
 /// a consistency check between cooperating nodes, not a defence against forgery).
