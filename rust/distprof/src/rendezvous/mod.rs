@@ -257,7 +257,10 @@ fn run_node(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, dea
                     node,
                     waited_ms,
                     detail: if stale_rounds_skipped > 0 {
-                        format!(" (round {round} awaited; {stale_rounds_skipped} earlier round(s) in the store belong to finished runs)")
+                        format!(
+                            " (round {round} awaited; {stale_rounds_skipped} earlier round(s) in the store belong to finished runs, \
+                             or another process joined as node {node}: are two processes using the same rank?)"
+                        )
                     } else {
                         String::new()
                     },
