@@ -65,7 +65,11 @@ pub fn effective_out_degree(num_nodes: u32, configured: u32) -> u32 {
 }
 
 /// Builds `out_edges[i]`, the peers node i probes, sorted ascending.
-pub fn build_probe_graph(num_nodes: u32, configured_out_degree: u32, seed: u64) -> Vec<Vec<NodeId>> {
+pub fn build_probe_graph(
+    num_nodes: u32,
+    configured_out_degree: u32,
+    seed: u64,
+) -> Vec<Vec<NodeId>> {
     let n = num_nodes as usize;
     let k = effective_out_degree(num_nodes, configured_out_degree) as usize;
     let mut out: Vec<Vec<NodeId>> = (0..n).map(|_| Vec::with_capacity(k)).collect();
@@ -133,7 +137,9 @@ pub fn build_probe_graph(num_nodes: u32, configured_out_degree: u32, seed: u64) 
 /// A per-node seed that differs for every (seed, N, node), so that adding nodes to a run
 /// does not shift every node's chords in lockstep.
 fn node_seed(seed: u64, num_nodes: u32, node: u32) -> u64 {
-    let mut g = SplitMix64::new(seed ^ ((num_nodes as u64) << 32 | node as u64).wrapping_mul(0xd1b5_4a32_d192_ed03));
+    let mut g = SplitMix64::new(
+        seed ^ ((num_nodes as u64) << 32 | node as u64).wrapping_mul(0xd1b5_4a32_d192_ed03),
+    );
     g.next_u64()
 }
 
@@ -160,7 +166,10 @@ mod tests {
 
     fn strongly_connected(g: &[Vec<NodeId>]) -> bool {
         let n = g.len();
-        let fwd: Vec<Vec<usize>> = g.iter().map(|e| e.iter().map(|&v| v as usize).collect()).collect();
+        let fwd: Vec<Vec<usize>> = g
+            .iter()
+            .map(|e| e.iter().map(|&v| v as usize).collect())
+            .collect();
         let mut rev = vec![Vec::new(); n];
         for (u, edges) in g.iter().enumerate() {
             for &v in edges {
@@ -211,7 +220,12 @@ mod tests {
     fn properties_hold_for_every_n_from_2_to_1024() {
         // Three seeds over the whole range; a high degree (the dense, Fisher-Yates regime)
         // over the sizes where it is dense. Debug builds make this the slow test of the crate.
-        let cases = [(1u64, 8u32, 1024u32), (12345, 4, 1024), (u64::MAX, 3, 1024), (2, 20, 128)];
+        let cases = [
+            (1u64, 8u32, 1024u32),
+            (12345, 4, 1024),
+            (u64::MAX, 3, 1024),
+            (2, 20, 128),
+        ];
         for (seed, k, max_n) in cases {
             {
                 for n in 2u32..=max_n {
@@ -220,19 +234,38 @@ mod tests {
                     assert_eq!(g.len(), n as usize);
                     let mut in_deg = vec![0usize; n as usize];
                     for (u, edges) in g.iter().enumerate() {
-                        assert_eq!(edges.len(), keff, "n={n} k={k} seed={seed} node {u} out-degree");
-                        assert!(edges.windows(2).all(|w| w[0] < w[1]), "duplicates at n={n} node {u}");
-                        assert!(edges.iter().all(|&v| (v as usize) != u && v < n), "self/out-of-range edge");
+                        assert_eq!(
+                            edges.len(),
+                            keff,
+                            "n={n} k={k} seed={seed} node {u} out-degree"
+                        );
+                        assert!(
+                            edges.windows(2).all(|w| w[0] < w[1]),
+                            "duplicates at n={n} node {u}"
+                        );
+                        assert!(
+                            edges.iter().all(|&v| (v as usize) != u && v < n),
+                            "self/out-of-range edge"
+                        );
                         assert!(edges.contains(&((u as u32 + 1) % n)), "ring edge missing");
                         for &v in edges {
                             in_deg[v as usize] += 1;
                         }
                     }
-                    assert!(in_deg.iter().all(|&d| d >= 1), "a node nobody probes at n={n}");
-                    assert!(strongly_connected(&g), "not strongly connected at n={n} k={k} seed={seed}");
+                    assert!(
+                        in_deg.iter().all(|&d| d >= 1),
+                        "a node nobody probes at n={n}"
+                    );
+                    assert!(
+                        strongly_connected(&g),
+                        "not strongly connected at n={n} k={k} seed={seed}"
+                    );
                     // Directed cycle: the ring. Undirected cycle: impossible for N = 2.
                     if n >= 3 {
-                        assert!(undirected_pairs(&g) >= n as usize, "no undirected cycle at n={n}");
+                        assert!(
+                            undirected_pairs(&g) >= n as usize,
+                            "no undirected cycle at n={n}"
+                        );
                     }
                 }
             }
@@ -260,7 +293,12 @@ mod tests {
         }
         assert!(triangles > 50, "only {triangles} triangles");
         // Few reciprocal pairs when sparse: the preference avoids them.
-        let reciprocal = g.iter().enumerate().flat_map(|(u, e)| e.iter().map(move |&v| (u, v as usize))).filter(|&(u, v)| g[v].contains(&(u as u32))).count();
+        let reciprocal = g
+            .iter()
+            .enumerate()
+            .flat_map(|(u, e)| e.iter().map(move |&v| (u, v as usize)))
+            .filter(|&(u, v)| g[v].contains(&(u as u32)))
+            .count();
         assert!(reciprocal < 20, "{reciprocal} reciprocal edges");
     }
 
@@ -276,7 +314,10 @@ mod tests {
         assert_eq!(build_probe_graph(1, 8, 1), vec![Vec::<NodeId>::new()]);
         assert_eq!(build_probe_graph(2, 8, 1), vec![vec![1], vec![0]]);
         // N = 3 with k clamped to 2: the complete digraph.
-        assert_eq!(build_probe_graph(3, 8, 9), vec![vec![1, 2], vec![0, 2], vec![0, 1]]);
+        assert_eq!(
+            build_probe_graph(3, 8, 9),
+            vec![vec![1, 2], vec![0, 2], vec![0, 1]]
+        );
         // k = 0 configured still probes one peer.
         assert_eq!(effective_out_degree(5, 0), 1);
         assert_eq!(effective_out_degree(1, 8), 0);
@@ -288,6 +329,10 @@ mod tests {
         let start = std::time::Instant::now();
         let g = build_probe_graph(100_000, 16, 3);
         assert_eq!(g.iter().map(Vec::len).sum::<usize>(), 1_600_000);
-        assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
     }
 }

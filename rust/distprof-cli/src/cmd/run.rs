@@ -66,7 +66,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let timeout = Duration::from_millis(config.rendezvous_timeout_ms);
 
     let socket = bind_probe_socket(args.bind, &config)?;
-    let probe_addr = socket.local_addr().context("reading the probe socket's bound address")?;
+    let probe_addr = socket
+        .local_addr()
+        .context("reading the probe socket's bound address")?;
     tracing::info!(%probe_addr, "probe socket bound");
 
     // Rank 0 serves the store and uses the served map directly.
@@ -76,7 +78,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let client: Box<dyn KvStore> = match placement.store_addr {
         Some(addr) => {
-            let options = TcpStoreOptions { op_timeout: timeout.min(Duration::from_secs(30)), ..TcpStoreOptions::default() };
+            let options = TcpStoreOptions {
+                op_timeout: timeout.min(Duration::from_secs(30)),
+                ..TcpStoreOptions::default()
+            };
             Box::new(TcpStore::new(addr, options))
         }
         None => Box::new(MemoryStore::new()),
@@ -87,13 +92,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
 
     let hostname = address::hostname();
-    let ctx = match rendezvous::rendezvous(kv, placement.rank, placement.nodes, &config, probe_addr, &hostname) {
+    let ctx = match rendezvous::rendezvous(
+        kv,
+        placement.rank,
+        placement.nodes,
+        &config,
+        probe_addr,
+        &hostname,
+    ) {
         Ok(ctx) => ctx,
         Err(e) => {
             if let Some(server) = &server {
-                linger_until_clients_leave(server, timeout.saturating_sub(started.elapsed()).min(FAILED_MASTER_GRACE));
+                linger_until_clients_leave(
+                    server,
+                    timeout
+                        .saturating_sub(started.elapsed())
+                        .min(FAILED_MASTER_GRACE),
+                );
             }
-            return Err(anyhow::Error::new(e).context(format!("node {}/{}", placement.rank, placement.nodes)));
+            return Err(anyhow::Error::new(e)
+                .context(format!("node {}/{}", placement.rank, placement.nodes)));
         }
     };
     println!(
@@ -107,7 +125,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.rendezvous_only {
         if server.is_some() {
             // Keep serving until every node has read the context.
-            let left = timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
+            let left = timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_secs(1));
             let missing = rendezvous::wait_for_acks(kv, &ctx, left);
             if !missing.is_empty() {
                 tracing::warn!("nodes {missing:?} did not confirm reading the run context before rank 0 stopped serving");
@@ -130,7 +150,12 @@ fn linger_until_clients_leave(server: &TcpStoreServer, grace: Duration) {
 }
 
 /// The one place where the rendezvous hands over to the probe engine.
-fn hand_over_to_probing(ctx: RunContext, socket: UdpSocket, config: &Config, store: Option<TcpStoreServer>) -> anyhow::Result<ExitCode> {
+fn hand_over_to_probing(
+    ctx: RunContext,
+    socket: UdpSocket,
+    config: &Config,
+    store: Option<TcpStoreServer>,
+) -> anyhow::Result<ExitCode> {
     // TODO(probe engine): `distprof::standalone::run_node(ctx, socket, config)` once it lands;
     // rank 0 keeps `store` alive while it probes.
     let _ = (ctx, socket, config, store);
@@ -158,9 +183,16 @@ fn place(args: &Args) -> anyhow::Result<Placement> {
         bail!("--nodes 0: a run has at least one node");
     }
     if rank >= nodes {
-        bail!("rank {rank} is out of range for {nodes} nodes; ranks run from 0 to {}", nodes - 1);
+        bail!(
+            "rank {rank} is out of range for {nodes} nodes; ranks run from 0 to {}",
+            nodes - 1
+        );
     }
-    let spec = args.rendezvous.clone().map(|s| (s, "--rendezvous")).or(env.rendezvous);
+    let spec = args
+        .rendezvous
+        .clone()
+        .map(|s| (s, "--rendezvous"))
+        .or(env.rendezvous);
     let store_addr = match (nodes, spec) {
         (1, _) => None,
         (_, None) => bail!(
@@ -169,14 +201,20 @@ fn place(args: &Args) -> anyhow::Result<Placement> {
         ),
         (_, Some((spec, source))) => Some(resolve(&spec, source)?),
     };
-    Ok(Placement { rank, nodes, store_addr })
+    Ok(Placement {
+        rank,
+        nodes,
+        store_addr,
+    })
 }
 
 fn resolve(spec: &str, source: &str) -> anyhow::Result<SocketAddr> {
     let mut addrs = spec
         .to_socket_addrs()
         .with_context(|| format!("{source} `{spec}` is not HOST:PORT that resolves (example: node01:29500 or [fd00::1]:29500)"))?;
-    addrs.next().with_context(|| format!("{source} `{spec}` resolves to no address"))
+    addrs
+        .next()
+        .with_context(|| format!("{source} `{spec}` resolves to no address"))
 }
 
 /// Serves the store on the rendezvous port. A loopback address is bound as given (runs on
@@ -187,10 +225,20 @@ fn serve_store(addr: SocketAddr) -> anyhow::Result<TcpStoreServer> {
     let bind = if addr.ip().is_loopback() {
         addr
     } else {
-        SocketAddr::new(if addr.is_ipv4() { IpAddr::from([0u8; 4]) } else { IpAddr::from([0u16; 8]) }, addr.port())
+        SocketAddr::new(
+            if addr.is_ipv4() {
+                IpAddr::from([0u8; 4])
+            } else {
+                IpAddr::from([0u16; 8])
+            },
+            addr.port(),
+        )
     };
-    let server = TcpStoreServer::bind(bind)
-        .with_context(|| format!("rank 0 cannot serve the rendezvous store on {bind} (port in use? choose another port)"))?;
+    let server = TcpStoreServer::bind(bind).with_context(|| {
+        format!(
+            "rank 0 cannot serve the rendezvous store on {bind} (port in use? choose another port)"
+        )
+    })?;
     tracing::info!("rendezvous store serving on {}", server.local_addr());
     Ok(server)
 }
@@ -203,7 +251,12 @@ fn bind_probe_socket(bind: Option<IpAddr>, config: &Config) -> anyhow::Result<Ud
         Some(ip) => SocketAddr::new(ip, config.probe_port),
         None => {
             let chosen = address::discover(&config.interface, config.probe_port)?;
-            tracing::info!("probe address {} on {} (from {})", chosen.addr, chosen.interface, chosen.source);
+            tracing::info!(
+                "probe address {} on {} (from {})",
+                chosen.addr,
+                chosen.interface,
+                chosen.source
+            );
             chosen.addr
         }
     };
@@ -215,9 +268,10 @@ fn bind_probe_socket(bind: Option<IpAddr>, config: &Config) -> anyhow::Result<Ud
 /// Reads a JSON configuration: the file's fields over the defaults. Unknown fields are
 /// errors naming them. (Superseded by the config module's loader when it lands.)
 fn load_config(path: &Path) -> anyhow::Result<Config> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
-    let file: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("config file {} is not valid JSON", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading config file {}", path.display()))?;
+    let file: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("config file {} is not valid JSON", path.display()))?;
     let serde_json::Value::Object(fields) = file else {
         bail!("config file {} must hold a JSON object", path.display());
     };
@@ -229,7 +283,12 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
 }
 
 fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

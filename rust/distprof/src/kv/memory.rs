@@ -40,7 +40,9 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the map half-updated (every
         // mutation is a single insert/remove), so a poisoned lock is still consistent.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -54,9 +56,16 @@ impl KvStore for MemoryStore {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(KvError::Timeout { key: key.to_string(), timeout_ms: timeout.as_millis() as u64 });
+                return Err(KvError::Timeout {
+                    key: key.to_string(),
+                    timeout_ms: timeout.as_millis() as u64,
+                });
             }
-            let condvar = state.waiters.entry(key.to_string()).or_insert_with(|| Arc::new(Condvar::new())).clone();
+            let condvar = state
+                .waiters
+                .entry(key.to_string())
+                .or_insert_with(|| Arc::new(Condvar::new()))
+                .clone();
             state = match condvar.wait_timeout(state, deadline - now) {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
@@ -99,7 +108,10 @@ mod tests {
         assert_eq!(store.get("a", Duration::from_secs(5)).unwrap(), "1");
         let waited = start.elapsed();
         writer.join().unwrap();
-        assert!(waited >= Duration::from_millis(40), "returned before the set: {waited:?}");
+        assert!(
+            waited >= Duration::from_millis(40),
+            "returned before the set: {waited:?}"
+        );
         assert!(waited < Duration::from_secs(2), "woke late: {waited:?}");
     }
 
@@ -107,10 +119,21 @@ mod tests {
     fn get_times_out_naming_the_key() {
         let store = MemoryStore::new();
         let start = Instant::now();
-        let err = store.get("missing", Duration::from_millis(100)).unwrap_err();
+        let err = store
+            .get("missing", Duration::from_millis(100))
+            .unwrap_err();
         let elapsed = start.elapsed();
-        assert_eq!(err, KvError::Timeout { key: "missing".into(), timeout_ms: 100 });
-        assert!(elapsed >= Duration::from_millis(100) && elapsed < Duration::from_secs(2), "{elapsed:?}");
+        assert_eq!(
+            err,
+            KvError::Timeout {
+                key: "missing".into(),
+                timeout_ms: 100
+            }
+        );
+        assert!(
+            elapsed >= Duration::from_millis(100) && elapsed < Duration::from_secs(2),
+            "{elapsed:?}"
+        );
     }
 
     #[test]
@@ -128,7 +151,14 @@ mod tests {
         let store = MemoryStore::new();
         let big = "x".repeat(MAX_VALUE_BYTES + 1);
         let err = store.set("big", &big).unwrap_err();
-        assert_eq!(err, KvError::TooLarge { key: "big".into(), len: MAX_VALUE_BYTES + 1, limit: MAX_VALUE_BYTES });
+        assert_eq!(
+            err,
+            KvError::TooLarge {
+                key: "big".into(),
+                len: MAX_VALUE_BYTES + 1,
+                limit: MAX_VALUE_BYTES
+            }
+        );
         assert_eq!(store.try_get("big").unwrap(), None);
     }
 
@@ -138,7 +168,11 @@ mod tests {
         let readers: Vec<_> = (0..32)
             .map(|i| {
                 let store = store.clone();
-                thread::spawn(move || store.get(&format!("k{i}"), Duration::from_secs(10)).unwrap())
+                thread::spawn(move || {
+                    store
+                        .get(&format!("k{i}"), Duration::from_secs(10))
+                        .unwrap()
+                })
             })
             .collect();
         for i in 0..32 {

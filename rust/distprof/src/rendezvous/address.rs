@@ -38,9 +38,17 @@ pub struct ChosenAddr {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddressError {
     #[error("{origin} = `{spec}` matches no interface with an address (interfaces here: {available}); fix the value or unset it")]
-    NoMatch { origin: &'static str, spec: String, available: String },
+    NoMatch {
+        origin: &'static str,
+        spec: String,
+        available: String,
+    },
     #[error("{origin} = `{spec}` is not a valid interface list: {reason}")]
-    BadSpec { origin: &'static str, spec: String, reason: String },
+    BadSpec {
+        origin: &'static str,
+        spec: String,
+        reason: String,
+    },
     #[error("cannot list network interfaces: {0}")]
     System(String),
 }
@@ -64,15 +72,30 @@ impl IfaceSpec {
         if exact {
             s = &s[1..];
         }
-        let names: Vec<String> = s.split(',').map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect();
+        let names: Vec<String> = s
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect();
         if names.is_empty() {
             return Err("no interface name in it (example: `eth0`, `ib,eth`, `^docker,lo`)".into());
         }
-        Ok(Self { exclude, exact, names })
+        Ok(Self {
+            exclude,
+            exact,
+            names,
+        })
     }
 
     pub fn matches(&self, interface: &str) -> bool {
-        let hit = self.names.iter().any(|n| if self.exact { interface == n } else { interface.starts_with(n.as_str()) });
+        let hit = self.names.iter().any(|n| {
+            if self.exact {
+                interface == n
+            } else {
+                interface.starts_with(n.as_str())
+            }
+        });
         hit != self.exclude
     }
 }
@@ -83,7 +106,9 @@ pub fn local_addresses() -> Result<Vec<InterfaceAddr>, AddressError> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(AddressError::System(std::io::Error::last_os_error().to_string()));
+        return Err(AddressError::System(
+            std::io::Error::last_os_error().to_string(),
+        ));
     }
     let mut cur = head;
     while !cur.is_null() {
@@ -98,24 +123,37 @@ pub fn local_addresses() -> Result<Vec<InterfaceAddr>, AddressError> {
             continue;
         }
         // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
         // SAFETY: ifa_addr is non-null; its family says which sockaddr it is.
         let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
         let (ip, scope_id) = match family {
             libc::AF_INET => {
                 // SAFETY: family AF_INET means a sockaddr_in.
                 let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                (IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))), 0)
+                (
+                    IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))),
+                    0,
+                )
             }
             libc::AF_INET6 => {
                 // SAFETY: family AF_INET6 means a sockaddr_in6.
                 let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-                (IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)), sin6.sin6_scope_id)
+                (
+                    IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)),
+                    sin6.sin6_scope_id,
+                )
             }
             _ => continue,
         };
         let loopback = flags & (libc::IFF_LOOPBACK as u32) != 0;
-        out.push(InterfaceAddr { interface: name, ip, scope_id, loopback });
+        out.push(InterfaceAddr {
+            interface: name,
+            ip,
+            scope_id,
+            loopback,
+        });
     }
     // SAFETY: `head` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
@@ -125,8 +163,14 @@ pub fn local_addresses() -> Result<Vec<InterfaceAddr>, AddressError> {
 /// The default-route interface from `/proc/net/route` (IPv4, lowest metric), else from
 /// `/proc/net/ipv6_route` (::/0, lowest metric, not `lo`).
 pub fn default_route_interface() -> Option<String> {
-    let v4 = std::fs::read_to_string("/proc/net/route").ok().and_then(|t| parse_ipv4_default_route(&t));
-    v4.or_else(|| std::fs::read_to_string("/proc/net/ipv6_route").ok().and_then(|t| parse_ipv6_default_route(&t)))
+    let v4 = std::fs::read_to_string("/proc/net/route")
+        .ok()
+        .and_then(|t| parse_ipv4_default_route(&t));
+    v4.or_else(|| {
+        std::fs::read_to_string("/proc/net/ipv6_route")
+            .ok()
+            .and_then(|t| parse_ipv6_default_route(&t))
+    })
 }
 
 /// `Iface Destination Gateway Flags RefCnt Use Metric Mask ...`, hex fields.
@@ -154,7 +198,11 @@ pub fn parse_ipv6_default_route(text: &str) -> Option<String> {
     text.lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 10 || f[0] != "00000000000000000000000000000000" || f[1] != "00" || f[9] == "lo" {
+            if f.len() < 10
+                || f[0] != "00000000000000000000000000000000"
+                || f[1] != "00"
+                || f[9] == "lo"
+            {
                 return None;
             }
             // Unreachable/reject routes (RTF_REJECT 0x0200) are how the kernel says "no route".
@@ -162,14 +210,20 @@ pub fn parse_ipv6_default_route(text: &str) -> Option<String> {
             if flags & 0x0200 != 0 {
                 return None;
             }
-            Some((u32::from_str_radix(f[5], 16).unwrap_or(u32::MAX), f[9].to_string()))
+            Some((
+                u32::from_str_radix(f[5], 16).unwrap_or(u32::MAX),
+                f[9].to_string(),
+            ))
         })
         .min()
         .map(|(_, iface)| iface)
 }
 
 /// The best address of the first interface (in the kernel's order) accepted by `accept`.
-fn pick(addrs: &[InterfaceAddr], accept: impl Fn(&InterfaceAddr) -> bool) -> Option<&InterfaceAddr> {
+fn pick(
+    addrs: &[InterfaceAddr],
+    accept: impl Fn(&InterfaceAddr) -> bool,
+) -> Option<&InterfaceAddr> {
     let first_iface = addrs.iter().find(|a| accept(a))?.interface.clone();
     let mine = || addrs.iter().filter(|a| a.interface == first_iface);
     let rank = |a: &InterfaceAddr| match a.ip {
@@ -206,30 +260,59 @@ pub fn choose_address(
             names.join(", ")
         }
     };
-    let explicit = [("config `interface`", config_interface), (NCCL_SOCKET_IFNAME, nccl_socket_ifname.unwrap_or(""))];
+    let explicit = [
+        ("config `interface`", config_interface),
+        (NCCL_SOCKET_IFNAME, nccl_socket_ifname.unwrap_or("")),
+    ];
     for (origin, spec) in explicit {
         if spec.trim().is_empty() {
             continue;
         }
-        let parsed = IfaceSpec::parse(spec).map_err(|reason| AddressError::BadSpec { origin, spec: spec.to_string(), reason })?;
+        let parsed = IfaceSpec::parse(spec).map_err(|reason| AddressError::BadSpec {
+            origin,
+            spec: spec.to_string(),
+            reason,
+        })?;
         // NCCL skips loopback unless it is asked for by name; an exclusion list never selects it.
-        let found = pick(addrs, |a| parsed.matches(&a.interface) && (!a.loopback || !parsed.exclude));
+        let found = pick(addrs, |a| {
+            parsed.matches(&a.interface) && (!a.loopback || !parsed.exclude)
+        });
         return match found {
-            Some(a) => Ok(ChosenAddr { interface: a.interface.clone(), addr: to_socket_addr(a, port), source: origin }),
-            None => Err(AddressError::NoMatch { origin, spec: spec.to_string(), available: available() }),
+            Some(a) => Ok(ChosenAddr {
+                interface: a.interface.clone(),
+                addr: to_socket_addr(a, port),
+                source: origin,
+            }),
+            None => Err(AddressError::NoMatch {
+                origin,
+                spec: spec.to_string(),
+                available: available(),
+            }),
         };
     }
     if let Some(iface) = default_route {
         if let Some(a) = pick(addrs, |a| a.interface == iface) {
-            return Ok(ChosenAddr { interface: a.interface.clone(), addr: to_socket_addr(a, port), source: "default route" });
+            return Ok(ChosenAddr {
+                interface: a.interface.clone(),
+                addr: to_socket_addr(a, port),
+                source: "default route",
+            });
         }
     }
     // No default route (an isolated host or a bare network namespace): the first
     // non-loopback interface, else loopback, which still serves one-host runs.
     if let Some(a) = pick(addrs, |a| !a.loopback).or_else(|| pick(addrs, |_| true)) {
-        return Ok(ChosenAddr { interface: a.interface.clone(), addr: to_socket_addr(a, port), source: "loopback fallback" });
+        return Ok(ChosenAddr {
+            interface: a.interface.clone(),
+            addr: to_socket_addr(a, port),
+            source: "loopback fallback",
+        });
     }
-    Err(AddressError::NoMatch { origin: "default route", spec: String::new(), available: available() })
+    Err(AddressError::NoMatch {
+        origin: "default route",
+        spec: String::new(),
+        available: available(),
+    })
 }
 
 /// [`choose_address`] with this host's interfaces, routes and environment.
@@ -237,7 +320,13 @@ pub fn discover(config_interface: &str, port: u16) -> Result<ChosenAddr, Address
     let addrs = local_addresses()?;
     let nccl = std::env::var(NCCL_SOCKET_IFNAME).ok();
     let route = default_route_interface();
-    choose_address(config_interface, nccl.as_deref(), route.as_deref(), &addrs, port)
+    choose_address(
+        config_interface,
+        nccl.as_deref(),
+        route.as_deref(),
+        &addrs,
+        port,
+    )
 }
 
 /// This host's name, as recorded in the run context.
@@ -258,7 +347,12 @@ mod tests {
     use super::*;
 
     fn ia(name: &str, ip: &str, loopback: bool) -> InterfaceAddr {
-        InterfaceAddr { interface: name.into(), ip: ip.parse().unwrap(), scope_id: if ip.starts_with("fe80") { 3 } else { 0 }, loopback }
+        InterfaceAddr {
+            interface: name.into(),
+            ip: ip.parse().unwrap(),
+            scope_id: if ip.starts_with("fe80") { 3 } else { 0 },
+            loopback,
+        }
     }
 
     fn host() -> Vec<InterfaceAddr> {
@@ -276,8 +370,22 @@ mod tests {
 
     #[test]
     fn spec_parsing_follows_nccl() {
-        assert_eq!(IfaceSpec::parse("eth,ib").unwrap(), IfaceSpec { exclude: false, exact: false, names: vec!["eth".into(), "ib".into()] });
-        assert_eq!(IfaceSpec::parse("^=docker0,lo").unwrap(), IfaceSpec { exclude: true, exact: true, names: vec!["docker0".into(), "lo".into()] });
+        assert_eq!(
+            IfaceSpec::parse("eth,ib").unwrap(),
+            IfaceSpec {
+                exclude: false,
+                exact: false,
+                names: vec!["eth".into(), "ib".into()]
+            }
+        );
+        assert_eq!(
+            IfaceSpec::parse("^=docker0,lo").unwrap(),
+            IfaceSpec {
+                exclude: true,
+                exact: true,
+                names: vec!["docker0".into(), "lo".into()]
+            }
+        );
         assert!(IfaceSpec::parse("^").is_err());
         let s = IfaceSpec::parse("=eth0").unwrap();
         assert!(s.matches("eth0") && !s.matches("eth01"));
@@ -290,7 +398,14 @@ mod tests {
     #[test]
     fn config_wins_over_nccl_and_route() {
         let c = choose_address("ib1", Some("eth"), Some("eth0"), &host(), 7000).unwrap();
-        assert_eq!((c.interface.as_str(), c.addr, c.source), ("ib1", "192.168.1.9:7000".parse().unwrap(), "config `interface`"));
+        assert_eq!(
+            (c.interface.as_str(), c.addr, c.source),
+            (
+                "ib1",
+                "192.168.1.9:7000".parse().unwrap(),
+                "config `interface`"
+            )
+        );
     }
 
     #[test]
@@ -326,7 +441,12 @@ mod tests {
     fn no_match_names_source_spec_and_available_interfaces() {
         let err = choose_address("", Some("=eth9"), None, &host(), 0).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("NCCL_SOCKET_IFNAME = `=eth9`") && text.contains("eth0") && text.contains("ib1"), "{text}");
+        assert!(
+            text.contains("NCCL_SOCKET_IFNAME = `=eth9`")
+                && text.contains("eth0")
+                && text.contains("ib1"),
+            "{text}"
+        );
         let err = choose_address("", Some(","), None, &host(), 0).unwrap_err();
         assert!(matches!(err, AddressError::BadSpec { .. }), "{err}");
     }
@@ -336,17 +456,24 @@ mod tests {
         let c = choose_address("", None, None, &host(), 0).unwrap();
         assert_eq!(c.interface, "eth0");
         let lo_only = vec![ia("lo", "127.0.0.1", true)];
-        assert_eq!(choose_address("", None, None, &lo_only, 0).unwrap().addr, "127.0.0.1:0".parse().unwrap());
+        assert_eq!(
+            choose_address("", None, None, &lo_only, 0).unwrap().addr,
+            "127.0.0.1:0".parse().unwrap()
+        );
     }
 
     #[test]
     fn route_tables_parse() {
-        let v4 = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+        let v4 =
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
                   eth1\t00000000\t0101A8C0\t0003\t0\t0\t200\t00000000\t0\t0\t0\n\
                   eth0\t00000000\t0100000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n\
                   eth0\t0000000A\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n";
         assert_eq!(parse_ipv4_default_route(v4).as_deref(), Some("eth0"));
-        assert_eq!(parse_ipv4_default_route("Iface\tDestination\n").as_deref(), None);
+        assert_eq!(
+            parse_ipv4_default_route("Iface\tDestination\n").as_deref(),
+            None
+        );
         let v6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n\
                   00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003     ens5\n\
                   20010db8000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     ens5\n";
@@ -356,7 +483,12 @@ mod tests {
     #[test]
     fn this_host_has_interfaces_and_a_name() {
         let addrs = local_addresses().unwrap();
-        assert!(addrs.iter().any(|a| a.ip == IpAddr::V4(Ipv4Addr::LOCALHOST)), "{addrs:?}");
+        assert!(
+            addrs
+                .iter()
+                .any(|a| a.ip == IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            "{addrs:?}"
+        );
         assert!(!hostname().is_empty());
         let lo = choose_address("=lo", None, None, &addrs, 0).unwrap();
         assert!(lo.addr.ip().is_loopback());

@@ -21,7 +21,11 @@ pub struct RendezvousHandle {
 impl RendezvousHandle {
     /// The result if the rendezvous has finished, without blocking.
     pub fn try_result(&self) -> Option<Result<RunContext, RendezvousError>> {
-        self.shared.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Waits up to `timeout` for the result.
@@ -34,7 +38,10 @@ impl RendezvousHandle {
             if left.is_zero() {
                 return None;
             }
-            guard = cv.wait_timeout(guard, left).unwrap_or_else(|p| p.into_inner()).0;
+            guard = cv
+                .wait_timeout(guard, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         guard.clone()
     }
@@ -57,20 +64,30 @@ pub fn spawn_rendezvous(
     probe_addr: SocketAddr,
     hostname: String,
 ) -> RendezvousHandle {
-    let handle = RendezvousHandle { shared: Arc::new((Mutex::new(None), Condvar::new())) };
+    let handle = RendezvousHandle {
+        shared: Arc::new((Mutex::new(None), Condvar::new())),
+    };
     let thread_handle = handle.clone();
     let body = move || {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rendezvous(kv.as_ref(), node, num_nodes, &config, probe_addr, &hostname)
         }))
-        .unwrap_or_else(|_| Err(RendezvousError::InvalidArgument("internal error: the rendezvous thread panicked".into())));
+        .unwrap_or_else(|_| {
+            Err(RendezvousError::InvalidArgument(
+                "internal error: the rendezvous thread panicked".into(),
+            ))
+        });
         if let Err(e) = &outcome {
             tracing::error!("distprof disabled for this run: {e}");
         }
         thread_handle.finish(outcome);
     };
-    if let Err(e) = std::thread::Builder::new().name("distprof-rendezvous".into()).spawn(body) {
-        let err = RendezvousError::InvalidArgument(format!("cannot start the rendezvous thread: {e}"));
+    if let Err(e) = std::thread::Builder::new()
+        .name("distprof-rendezvous".into())
+        .spawn(body)
+    {
+        let err =
+            RendezvousError::InvalidArgument(format!("cannot start the rendezvous thread: {e}"));
         tracing::error!("distprof disabled for this run: {err}");
         handle.finish(Err(err));
     }

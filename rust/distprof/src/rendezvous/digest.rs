@@ -14,7 +14,14 @@ use serde_json::{Map, Value};
 /// directory and log verbosity, and decides how long it waits for the others). `enabled`
 /// is true on every node that reaches the rendezvous inside XLA and means nothing to a
 /// standalone node, so a file that spells it out must not make a node differ.
-pub const NODE_LOCAL_FIELDS: &[&str] = &["enabled", "interface", "probe_port", "output_dir", "log_filter", "rendezvous_timeout_ms"];
+pub const NODE_LOCAL_FIELDS: &[&str] = &[
+    "enabled",
+    "interface",
+    "probe_port",
+    "output_dir",
+    "log_filter",
+    "rendezvous_timeout_ms",
+];
 
 /// 64-bit FNV-1a: small, stable forever, and enough to tell configurations apart (this is
 /// a consistency check between cooperating nodes, not a defence against forgery).
@@ -58,7 +65,8 @@ pub fn config_diff(master_shared: &Value, ours: &Config) -> Vec<String> {
         .filter_map(|k| {
             let (a, b) = (theirs.get(k), ours_map.get(k));
             (a != b).then(|| {
-                let show = |v: Option<&Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "absent".into());
+                let show =
+                    |v: Option<&Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "absent".into());
                 format!("{k} (master {}, this node {})", show(a), show(b))
             })
         })
@@ -94,6 +102,12 @@ mod tests {
         b.graph_seed = 99;
         assert_ne!(config_digest(&a), config_digest(&b));
         let diff = config_diff(&shared_config_value(&a), &b);
-        assert_eq!(diff, vec!["graph_seed (master 1, this node 99)".to_string(), "probe_out_degree (master 8, this node 4)".to_string()]);
+        assert_eq!(
+            diff,
+            vec![
+                "graph_seed (master 1, this node 99)".to_string(),
+                "probe_out_degree (master 8, this node 4)".to_string()
+            ]
+        );
     }
 }

@@ -53,25 +53,47 @@ pub enum RendezvousError {
         "rendezvous: node {node}: the master (node 0) opened no session within {waited_ms} ms{detail}; \
          start node 0 with the same rendezvous address, or raise `rendezvous_timeout_ms`"
     )]
-    NoSession { node: NodeId, waited_ms: u64, detail: String },
+    NoSession {
+        node: NodeId,
+        waited_ms: u64,
+        detail: String,
+    },
     #[error(
         "rendezvous: session {session_id}: node(s) {missing:?} of {num_nodes} did not join within {waited_ms} ms; \
          check that they were started with the same rendezvous address and node count"
     )]
-    NodesMissing { session_id: String, missing: Vec<NodeId>, num_nodes: u32, waited_ms: u64 },
+    NodesMissing {
+        session_id: String,
+        missing: Vec<NodeId>,
+        num_nodes: u32,
+        waited_ms: u64,
+    },
     #[error(
         "rendezvous: node {node} joined session {session_id}, but the master (node 0) published no run context \
          within {waited_ms} ms: it died, or it is waiting for a node that never arrived (see node 0's log)"
     )]
-    NoContext { node: NodeId, session_id: String, waited_ms: u64 },
+    NoContext {
+        node: NodeId,
+        session_id: String,
+        waited_ms: u64,
+    },
     #[error(
         "rendezvous: node {node}'s configuration differs from the master's (digest {node_digest}, master {master_digest}) in: {}; \
          give every node the same configuration",
         fields.join("; ")
     )]
-    ConfigMismatch { node: NodeId, master_digest: String, node_digest: String, fields: Vec<String> },
+    ConfigMismatch {
+        node: NodeId,
+        master_digest: String,
+        node_digest: String,
+        fields: Vec<String>,
+    },
     #[error("rendezvous: node {node} was started for {ours} nodes, the master for {master}; start every node with the same node count")]
-    NodeCountMismatch { node: NodeId, ours: u32, master: u32 },
+    NodeCountMismatch {
+        node: NodeId,
+        ours: u32,
+        master: u32,
+    },
     #[error("rendezvous: session {session_id} aborted by the master: {reason}")]
     Aborted { session_id: String, reason: String },
 }
@@ -94,17 +116,30 @@ pub fn rendezvous(
 ) -> Result<RunContext, RendezvousError> {
     check_arguments(node, num_nodes, config)?;
     let deadline = Instant::now() + Duration::from_millis(config.rendezvous_timeout_ms);
-    let me = NodeInfo { node, probe_addr, hostname: hostname.to_string() };
-    let ctx = if node == MASTER { run_master(kv, num_nodes, config, me, deadline)? } else { run_node(kv, num_nodes, config, me, deadline)? };
+    let me = NodeInfo {
+        node,
+        probe_addr,
+        hostname: hostname.to_string(),
+    };
+    let ctx = if node == MASTER {
+        run_master(kv, num_nodes, config, me, deadline)?
+    } else {
+        run_node(kv, num_nodes, config, me, deadline)?
+    };
     // No context digest here: hashing the whole context on every node costs O(N) each,
     // and the caller prints it where it is wanted.
-    tracing::info!("rendezvous: node {node}/{num_nodes} agreed on session {}", ctx.session_id);
+    tracing::info!(
+        "rendezvous: node {node}/{num_nodes} agreed on session {}",
+        ctx.session_id
+    );
     Ok(ctx)
 }
 
 fn check_arguments(node: NodeId, num_nodes: u32, config: &Config) -> Result<(), RendezvousError> {
     if num_nodes == 0 {
-        return Err(RendezvousError::InvalidArgument("node count is 0; a run has at least one node".into()));
+        return Err(RendezvousError::InvalidArgument(
+            "node count is 0; a run has at least one node".into(),
+        ));
     }
     if node >= num_nodes {
         return Err(RendezvousError::InvalidArgument(format!(
@@ -119,7 +154,9 @@ fn check_arguments(node: NodeId, num_nodes: u32, config: &Config) -> Result<(), 
         )));
     }
     if config.rendezvous_timeout_ms == 0 {
-        return Err(RendezvousError::InvalidArgument("config `rendezvous_timeout_ms` = 0; give the nodes time to meet, e.g. 120000".into()));
+        return Err(RendezvousError::InvalidArgument(
+            "config `rendezvous_timeout_ms` = 0; give the nodes time to meet, e.g. 120000".into(),
+        ));
     }
     Ok(())
 }
@@ -137,7 +174,13 @@ fn first_free_round(kv: &dyn KvStore) -> Result<u64, KvError> {
     Ok(r)
 }
 
-fn run_master(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, deadline: Instant) -> Result<RunContext, RendezvousError> {
+fn run_master(
+    kv: &dyn KvStore,
+    num_nodes: u32,
+    config: &Config,
+    me: NodeInfo,
+    deadline: Instant,
+) -> Result<RunContext, RendezvousError> {
     let started = Instant::now();
     let round = first_free_round(kv)?;
     let session_id = session::new_session_id();
@@ -154,7 +197,10 @@ fn run_master(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, d
 
     let abort = |reason: String| {
         // Best effort: if the store is gone the nodes will time out instead.
-        let _ = kv.set(&context_key(&session_id), &encode(&Envelope::Abort { reason }));
+        let _ = kv.set(
+            &context_key(&session_id),
+            &encode(&Envelope::Abort { reason }),
+        );
     };
 
     // Stop waiting for joins a little before the nodes' own deadline so that the abort
@@ -196,7 +242,10 @@ fn run_master(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, d
         if join.node != n || join.session_id != session_id {
             let e = KvError::Malformed {
                 key,
-                reason: format!("carries node {} of session {}, expected node {n} of session {session_id}", join.node, join.session_id),
+                reason: format!(
+                    "carries node {} of session {}, expected node {n} of session {session_id}",
+                    join.node, join.session_id
+                ),
             };
             abort(e.to_string());
             return Err(e.into());
@@ -216,7 +265,11 @@ fn run_master(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, d
             abort(reason.clone());
             return Err(RendezvousError::Aborted { session_id, reason });
         }
-        nodes.push(NodeInfo { node: n, probe_addr: join.probe_addr, hostname: join.hostname });
+        nodes.push(NodeInfo {
+            node: n,
+            probe_addr: join.probe_addr,
+            hostname: join.hostname,
+        });
         nonces.push(join.nonce);
     }
 
@@ -229,7 +282,13 @@ fn run_master(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, d
         out_edges: build_probe_graph(num_nodes, config.probe_out_degree, config.graph_seed),
         config_digest: master_digest,
     };
-    kv.set(&context_key(&session_id), &encode(&Envelope::Ok { nonces, context: context.clone() }))?;
+    kv.set(
+        &context_key(&session_id),
+        &encode(&Envelope::Ok {
+            nonces,
+            context: context.clone(),
+        }),
+    )?;
     Ok(context)
 }
 
@@ -239,7 +298,13 @@ struct Joined {
     nonce: u64,
 }
 
-fn run_node(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, deadline: Instant) -> Result<RunContext, RendezvousError> {
+fn run_node(
+    kv: &dyn KvStore,
+    num_nodes: u32,
+    config: &Config,
+    me: NodeInfo,
+    deadline: Instant,
+) -> Result<RunContext, RendezvousError> {
     let started = Instant::now();
     let node = me.node;
     let my_digest = digest::config_digest(config);
@@ -252,7 +317,11 @@ fn run_node(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, dea
         if remaining(deadline).is_zero() {
             let waited_ms = started.elapsed().as_millis() as u64;
             return Err(match joined {
-                Some(j) => RendezvousError::NoContext { node, session_id: j.session_id, waited_ms },
+                Some(j) => RendezvousError::NoContext {
+                    node,
+                    session_id: j.session_id,
+                    waited_ms,
+                },
                 None => RendezvousError::NoSession {
                     node,
                     waited_ms,
@@ -293,7 +362,11 @@ fn run_node(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, dea
             continue;
         }
         let ctx_key = context_key(&ann.session_id);
-        if joined.as_ref().map(|j| j.session_id != ann.session_id).unwrap_or(true) {
+        if joined
+            .as_ref()
+            .map(|j| j.session_id != ann.session_id)
+            .unwrap_or(true)
+        {
             // Not joined yet: a round already closed without us is a finished earlier run.
             if kv.try_get(&ctx_key)?.is_some() {
                 round += 1;
@@ -319,7 +392,10 @@ fn run_node(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, dea
             if let Some(p) = problem {
                 return Err(p);
             }
-            joined = Some(Joined { session_id: ann.session_id.clone(), nonce });
+            joined = Some(Joined {
+                session_id: ann.session_id.clone(),
+                nonce,
+            });
         }
         let text = match kv.get(&ctx_key, slice) {
             Ok(t) => t,
@@ -328,7 +404,12 @@ fn run_node(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, dea
         };
         let my_nonce = joined.as_ref().map(|j| j.nonce).unwrap_or(0);
         match decode::<Envelope>(&ctx_key, &text)? {
-            Envelope::Abort { reason } => return Err(RendezvousError::Aborted { session_id: ann.session_id, reason }),
+            Envelope::Abort { reason } => {
+                return Err(RendezvousError::Aborted {
+                    session_id: ann.session_id,
+                    reason,
+                })
+            }
             Envelope::Ok { nonces, context } => {
                 if nonces.get(node as usize) != Some(&my_nonce) {
                     // Another incarnation of this node joined that round: stale.
@@ -340,7 +421,9 @@ fn run_node(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, dea
                 }
                 check_context(&ctx_key, &context, &ann, &me)?;
                 if let Err(e) = kv.set(&ack_key(&context.session_id, node), "1") {
-                    tracing::warn!("rendezvous: node {node} could not acknowledge the context: {e}");
+                    tracing::warn!(
+                        "rendezvous: node {node} could not acknowledge the context: {e}"
+                    );
                 }
                 return Ok(context);
             }
@@ -349,9 +432,19 @@ fn run_node(kv: &dyn KvStore, num_nodes: u32, config: &Config, me: NodeInfo, dea
 }
 
 /// Why this node cannot join the announced session, if it cannot.
-fn node_problem(node: NodeId, num_nodes: u32, config: &Config, my_digest: &str, ann: &Announcement) -> Option<RendezvousError> {
+fn node_problem(
+    node: NodeId,
+    num_nodes: u32,
+    config: &Config,
+    my_digest: &str,
+    ann: &Announcement,
+) -> Option<RendezvousError> {
     if ann.num_nodes != num_nodes {
-        return Some(RendezvousError::NodeCountMismatch { node, ours: num_nodes, master: ann.num_nodes });
+        return Some(RendezvousError::NodeCountMismatch {
+            node,
+            ours: num_nodes,
+            master: ann.num_nodes,
+        });
     }
     if ann.config_digest != my_digest {
         let mut fields = digest::config_diff(&ann.config, config);
@@ -369,23 +462,51 @@ fn node_problem(node: NodeId, num_nodes: u32, config: &Config, my_digest: &str, 
 }
 
 /// The context must be internally consistent and list this node as it joined.
-fn check_context(key: &str, ctx: &RunContext, ann: &Announcement, me: &NodeInfo) -> Result<(), KvError> {
+fn check_context(
+    key: &str,
+    ctx: &RunContext,
+    ann: &Announcement,
+    me: &NodeInfo,
+) -> Result<(), KvError> {
     let n = ctx.num_nodes as usize;
-    let bad = |reason: String| KvError::Malformed { key: key.to_string(), reason };
+    let bad = |reason: String| KvError::Malformed {
+        key: key.to_string(),
+        reason,
+    };
     if ctx.session_id != ann.session_id || ctx.num_nodes != ann.num_nodes {
-        return Err(bad(format!("context of session {} for {} nodes, announced {} for {}", ctx.session_id, ctx.num_nodes, ann.session_id, ann.num_nodes)));
+        return Err(bad(format!(
+            "context of session {} for {} nodes, announced {} for {}",
+            ctx.session_id, ctx.num_nodes, ann.session_id, ann.num_nodes
+        )));
     }
     if ctx.nodes.len() != n || ctx.out_edges.len() != n {
-        return Err(bad(format!("{} node entries and {} edge lists for {n} nodes", ctx.nodes.len(), ctx.out_edges.len())));
+        return Err(bad(format!(
+            "{} node entries and {} edge lists for {n} nodes",
+            ctx.nodes.len(),
+            ctx.out_edges.len()
+        )));
     }
-    if let Some((i, info)) = ctx.nodes.iter().enumerate().find(|(i, info)| info.node as usize != *i) {
+    if let Some((i, info)) = ctx
+        .nodes
+        .iter()
+        .enumerate()
+        .find(|(i, info)| info.node as usize != *i)
+    {
         return Err(bad(format!("entry {i} describes node {}", info.node)));
     }
-    if ctx.out_edges.iter().flatten().any(|&d| d as usize >= n) || ctx.reference_node as usize >= n || ctx.session_token == 0 {
-        return Err(bad("edge, reference node or session token out of range".into()));
+    if ctx.out_edges.iter().flatten().any(|&d| d as usize >= n)
+        || ctx.reference_node as usize >= n
+        || ctx.session_token == 0
+    {
+        return Err(bad(
+            "edge, reference node or session token out of range".into()
+        ));
     }
     if ctx.nodes[me.node as usize] != *me {
-        return Err(bad(format!("lists this node as {:?}, it joined as {:?}", ctx.nodes[me.node as usize], me)));
+        return Err(bad(format!(
+            "lists this node as {:?}, it joined as {:?}",
+            ctx.nodes[me.node as usize], me
+        )));
     }
     Ok(())
 }
@@ -394,9 +515,17 @@ fn check_context(key: &str, ctx: &RunContext, ann: &Announcement, me: &NodeInfo)
 /// with one thread per node on a fresh in-memory store, node i publishing
 /// `probe_addrs[i]`. Returns the contexts in node order (all equal on success) or the
 /// first node's error.
-pub fn rendezvous_local(config: &Config, probe_addrs: &[SocketAddr], hostname: &str) -> Result<Vec<RunContext>, RendezvousError> {
-    let num_nodes = u32::try_from(probe_addrs.len())
-        .map_err(|_| RendezvousError::InvalidArgument(format!("{} nodes is more than a run can have", probe_addrs.len())))?;
+pub fn rendezvous_local(
+    config: &Config,
+    probe_addrs: &[SocketAddr],
+    hostname: &str,
+) -> Result<Vec<RunContext>, RendezvousError> {
+    let num_nodes = u32::try_from(probe_addrs.len()).map_err(|_| {
+        RendezvousError::InvalidArgument(format!(
+            "{} nodes is more than a run can have",
+            probe_addrs.len()
+        ))
+    })?;
     let store = crate::kv::MemoryStore::new();
     std::thread::scope(|scope| {
         let handles: Vec<_> = probe_addrs
@@ -404,12 +533,20 @@ pub fn rendezvous_local(config: &Config, probe_addrs: &[SocketAddr], hostname: &
             .enumerate()
             .map(|(i, &addr)| {
                 let store = &store;
-                scope.spawn(move || rendezvous(store, i as NodeId, num_nodes, config, addr, hostname))
+                scope.spawn(move || {
+                    rendezvous(store, i as NodeId, num_nodes, config, addr, hostname)
+                })
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(RendezvousError::InvalidArgument("internal error: a node thread panicked".into()))))
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(RendezvousError::InvalidArgument(
+                        "internal error: a node thread panicked".into(),
+                    ))
+                })
+            })
             .collect()
     })
 }
@@ -421,7 +558,10 @@ pub fn wait_for_acks(kv: &dyn KvStore, ctx: &RunContext, timeout: Duration) -> V
     let deadline = Instant::now() + timeout;
     let mut missing = Vec::new();
     for n in 1..ctx.num_nodes {
-        if kv.get(&ack_key(&ctx.session_id, n), remaining(deadline)).is_err() {
+        if kv
+            .get(&ack_key(&ctx.session_id, n), remaining(deadline))
+            .is_err()
+        {
             missing.push(n);
         }
     }

@@ -58,9 +58,14 @@ pub fn random_u64() -> u64 {
     if rand::rngs::OsRng.try_fill_bytes(&mut bytes).is_ok() {
         return u64::from_le_bytes(bytes);
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     let local = 0u8;
-    let mut g = crate::topology::SplitMix64::new(now ^ (std::process::id() as u64) << 32 ^ (&local as *const u8 as u64));
+    let mut g = crate::topology::SplitMix64::new(
+        now ^ (std::process::id() as u64) << 32 ^ (&local as *const u8 as u64),
+    );
     g.next_u64()
 }
 
@@ -81,7 +86,10 @@ pub fn new_session_token() -> u64 {
 
 /// A session id is 32 lowercase hex digits; anything else in an announcement is garbage.
 pub fn is_valid_session_id(id: &str) -> bool {
-    id.len() == 32 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 #[cfg(test)]

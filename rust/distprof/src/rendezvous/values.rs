@@ -63,6 +63,9 @@ pub fn decode<T: DeserializeOwned>(key: &str, text: &str) -> Result<T, KvError> 
         if shown.len() < text.len() {
             shown.push('…');
         }
-        KvError::Malformed { key: key.to_string(), reason: format!("{e} (value starts `{shown}`)") }
+        KvError::Malformed {
+            key: key.to_string(),
+            reason: format!("{e} (value starts `{shown}`)"),
+        }
     })
 }

@@ -30,20 +30,37 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.nodes == 0 || args.repeat == 0 {
-        bail!("--nodes and --repeat must be at least 1 (got {} and {})", args.nodes, args.repeat);
+        bail!(
+            "--nodes and --repeat must be at least 1 (got {} and {})",
+            args.nodes,
+            args.repeat
+        );
     }
-    let config = Config { rendezvous_timeout_ms: 120_000, ..Config::default() };
+    let config = Config {
+        rendezvous_timeout_ms: 120_000,
+        ..Config::default()
+    };
     let mut times_ms = Vec::new();
     for rep in 0..args.repeat {
         let (ms, digest) = agree_once(args.nodes, &config)?;
-        println!("run {}: {} nodes agreed on context {digest} in {ms:.1} ms", rep + 1, args.nodes);
+        println!(
+            "run {}: {} nodes agreed on context {digest} in {ms:.1} ms",
+            rep + 1,
+            args.nodes
+        );
         times_ms.push(ms);
     }
     times_ms.sort_by(f64::total_cmp);
     let median = times_ms[times_ms.len() / 2];
-    println!("median over {} runs: {median:.1} ms for {} nodes", args.repeat, args.nodes);
+    println!(
+        "median over {} runs: {median:.1} ms for {} nodes",
+        args.repeat, args.nodes
+    );
     if args.json {
-        println!("{}", serde_json::json!({ "nodes": args.nodes, "agree_ms": (median * 10.0).round() / 10.0 }));
+        println!(
+            "{}",
+            serde_json::json!({ "nodes": args.nodes, "agree_ms": (median * 10.0).round() / 10.0 })
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -85,5 +102,8 @@ fn agree_once(nodes: u32, config: &Config) -> anyhow::Result<(f64, String)> {
             digest::context_digest(&contexts[0])
         );
     }
-    Ok((elapsed.as_secs_f64() * 1e3, digest::context_digest(&contexts[0])))
+    Ok((
+        elapsed.as_secs_f64() * 1e3,
+        digest::context_digest(&contexts[0]),
+    ))
 }

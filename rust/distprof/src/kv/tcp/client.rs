@@ -39,7 +39,11 @@ pub struct TcpStoreOptions {
 
 impl Default for TcpStoreOptions {
     fn default() -> Self {
-        Self { op_timeout: Duration::from_secs(30), connect_timeout: Duration::from_secs(2), reconnect_timeout: Duration::from_secs(2) }
+        Self {
+            op_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(2),
+            reconnect_timeout: Duration::from_secs(2),
+        }
     }
 }
 
@@ -68,7 +72,12 @@ impl TcpStore {
     /// Creates a client; the connection is made lazily by the first call, so a client can
     /// be created before the server is up.
     pub fn new(addr: SocketAddr, options: TcpStoreOptions) -> Self {
-        Self { addr, options, conn: Mutex::new(None), ever_connected: AtomicBool::new(false) }
+        Self {
+            addr,
+            options,
+            conn: Mutex::new(None),
+            ever_connected: AtomicBool::new(false),
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -77,30 +86,56 @@ impl TcpStore {
 
     fn connect(&self, key: &str, deadline: Instant) -> Result<Conn, Attempt> {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let timeout = self.options.connect_timeout.min(remaining).max(Duration::from_millis(1));
-        let stream = TcpStream::connect_timeout(&self.addr, timeout).map_err(|e| Attempt::Retry(format!("connect: {e}")))?;
+        let timeout = self
+            .options
+            .connect_timeout
+            .min(remaining)
+            .max(Duration::from_millis(1));
+        let stream = TcpStream::connect_timeout(&self.addr, timeout)
+            .map_err(|e| Attempt::Retry(format!("connect: {e}")))?;
         let _ = stream.set_nodelay(true);
-        let read_half = stream.try_clone().map_err(|e| Attempt::Retry(format!("clone socket: {e}")))?;
-        let mut conn = Conn { reader: BufReader::new(read_half), writer: BufWriter::new(stream) };
-        match self.exchange(&mut conn, key, &Request::Hello { version: frame::VERSION }, deadline) {
+        let read_half = stream
+            .try_clone()
+            .map_err(|e| Attempt::Retry(format!("clone socket: {e}")))?;
+        let mut conn = Conn {
+            reader: BufReader::new(read_half),
+            writer: BufWriter::new(stream),
+        };
+        match self.exchange(
+            &mut conn,
+            key,
+            &Request::Hello {
+                version: frame::VERSION,
+            },
+            deadline,
+        ) {
             Attempt::Done(Ok(Response::Ok)) => Ok(conn),
-            Attempt::Done(Ok(Response::Error(m))) => Err(Attempt::Done(Err(KvError::Unavailable(format!(
-                "store at {} refused the handshake: {m}",
-                self.addr
-            ))))),
-            Attempt::Done(Ok(other)) => Err(Attempt::Done(Err(self.malformed(key, format!("handshake answered with {other:?}"))))),
+            Attempt::Done(Ok(Response::Error(m))) => Err(Attempt::Done(Err(KvError::Unavailable(
+                format!("store at {} refused the handshake: {m}", self.addr),
+            )))),
+            Attempt::Done(Ok(other)) => Err(Attempt::Done(Err(
+                self.malformed(key, format!("handshake answered with {other:?}"))
+            ))),
             other => Err(other),
         }
     }
 
     fn malformed(&self, key: &str, reason: String) -> KvError {
-        KvError::Malformed { key: key.to_string(), reason: format!("store at {} sent a bad reply: {reason}", self.addr) }
+        KvError::Malformed {
+            key: key.to_string(),
+            reason: format!("store at {} sent a bad reply: {reason}", self.addr),
+        }
     }
 
     fn exchange(&self, conn: &mut Conn, key: &str, req: &Request, deadline: Instant) -> Attempt {
-        let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
         let stream = conn.writer.get_ref();
-        if let Err(e) = stream.set_write_timeout(Some(remaining)).and_then(|_| stream.set_read_timeout(Some(remaining))) {
+        if let Err(e) = stream
+            .set_write_timeout(Some(remaining))
+            .and_then(|_| stream.set_read_timeout(Some(remaining)))
+        {
             return Attempt::Retry(format!("socket options: {e}"));
         }
         if let Err(e) = frame::write_request(&mut conn.writer, req) {
@@ -114,7 +149,12 @@ impl TcpStore {
     }
 
     /// Sends `make_req(remaining)` until it gets a reply or `deadline` passes.
-    fn call(&self, key: &str, deadline: Instant, make_req: impl Fn(Instant) -> Request) -> Result<Response, KvError> {
+    fn call(
+        &self,
+        key: &str,
+        deadline: Instant,
+        make_req: impl Fn(Instant) -> Request,
+    ) -> Result<Response, KvError> {
         let started = Instant::now();
         let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut backoff = BACKOFF_MIN;
@@ -180,15 +220,23 @@ fn sleep_until_or(deadline: Instant, backoff: &mut Duration) {
 impl KvStore for TcpStore {
     fn get(&self, key: &str, timeout: Duration) -> Result<String, KvError> {
         let get_deadline = Instant::now() + timeout;
-        let timeout_err = || KvError::Timeout { key: key.to_string(), timeout_ms: timeout.as_millis() as u64 };
+        let timeout_err = || KvError::Timeout {
+            key: key.to_string(),
+            timeout_ms: timeout.as_millis() as u64,
+        };
         let resp = self.call(key, get_deadline + REPLY_SLACK, |_| Request::Get {
             key: key.to_string(),
-            timeout_ms: get_deadline.saturating_duration_since(Instant::now()).as_millis() as u64,
+            timeout_ms: get_deadline
+                .saturating_duration_since(Instant::now())
+                .as_millis() as u64,
         });
         match resp {
             Ok(Response::Value(v)) => Ok(v),
             Ok(Response::Timeout) => Err(timeout_err()),
-            Ok(Response::Error(m)) => Err(KvError::Unavailable(format!("store at {} failed GET `{key}`: {m}", self.addr))),
+            Ok(Response::Error(m)) => Err(KvError::Unavailable(format!(
+                "store at {} failed GET `{key}`: {m}",
+                self.addr
+            ))),
             Ok(other) => Err(self.malformed(key, format!("GET answered with {other:?}"))),
             Err(e) => Err(e),
         }
@@ -196,10 +244,15 @@ impl KvStore for TcpStore {
 
     fn try_get(&self, key: &str) -> Result<Option<String>, KvError> {
         let deadline = Instant::now() + self.options.op_timeout;
-        match self.call(key, deadline, |_| Request::TryGet { key: key.to_string() })? {
+        match self.call(key, deadline, |_| Request::TryGet {
+            key: key.to_string(),
+        })? {
             Response::Value(v) => Ok(Some(v)),
             Response::NotFound => Ok(None),
-            Response::Error(m) => Err(KvError::Unavailable(format!("store at {} failed TRY_GET `{key}`: {m}", self.addr))),
+            Response::Error(m) => Err(KvError::Unavailable(format!(
+                "store at {} failed TRY_GET `{key}`: {m}",
+                self.addr
+            ))),
             other => Err(self.malformed(key, format!("TRY_GET answered with {other:?}"))),
         }
     }
@@ -207,9 +260,15 @@ impl KvStore for TcpStore {
     fn set(&self, key: &str, value: &str) -> Result<(), KvError> {
         check_value_size(key, value.len())?;
         let deadline = Instant::now() + self.options.op_timeout;
-        match self.call(key, deadline, |_| Request::Set { key: key.to_string(), value: value.to_string() })? {
+        match self.call(key, deadline, |_| Request::Set {
+            key: key.to_string(),
+            value: value.to_string(),
+        })? {
             Response::Ok => Ok(()),
-            Response::Error(m) => Err(KvError::Unavailable(format!("store at {} failed SET `{key}`: {m}", self.addr))),
+            Response::Error(m) => Err(KvError::Unavailable(format!(
+                "store at {} failed SET `{key}`: {m}",
+                self.addr
+            ))),
             other => Err(self.malformed(key, format!("SET answered with {other:?}"))),
         }
     }

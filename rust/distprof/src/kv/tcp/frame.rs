@@ -176,20 +176,27 @@ impl<'a> Fields<'a> {
     }
 
     fn u16(&mut self, what: &str) -> Result<u16, FrameError> {
-        Ok(u16::from_le_bytes(self.take(2, what)?.try_into().expect("2 bytes")))
+        Ok(u16::from_le_bytes(
+            self.take(2, what)?.try_into().expect("2 bytes"),
+        ))
     }
 
     fn u64(&mut self, what: &str) -> Result<u64, FrameError> {
-        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8, what)?.try_into().expect("8 bytes"),
+        ))
     }
 
     fn string(&mut self, what: &str, limit: usize) -> Result<String, FrameError> {
         let n = u32::from_le_bytes(self.take(4, what)?.try_into().expect("4 bytes")) as usize;
         if n > limit {
-            return Err(FrameError::Malformed(format!("{what} is {n} bytes, over the limit of {limit}")));
+            return Err(FrameError::Malformed(format!(
+                "{what} is {n} bytes, over the limit of {limit}"
+            )));
         }
         let bytes = self.take(n, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|e| FrameError::Malformed(format!("{what} is not UTF-8: {e}")))
+        String::from_utf8(bytes.to_vec())
+            .map_err(|e| FrameError::Malformed(format!("{what} is not UTF-8: {e}")))
     }
 
     fn finish(&self) -> Result<(), FrameError> {
@@ -204,24 +211,42 @@ impl<'a> Fields<'a> {
 }
 
 pub(crate) fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameError> {
-    let Some(body) = read_frame(r)? else { return Ok(None) };
-    let mut f = Fields { body: &body, pos: 1 };
+    let Some(body) = read_frame(r)? else {
+        return Ok(None);
+    };
+    let mut f = Fields {
+        body: &body,
+        pos: 1,
+    };
     let req = match body[0] {
         OP_HELLO => {
             let magic = f.take(4, "magic")?;
             if magic != MAGIC {
-                return Err(FrameError::Malformed(format!("bad magic {magic:02x?}, expected {MAGIC:02x?}")));
+                return Err(FrameError::Malformed(format!(
+                    "bad magic {magic:02x?}, expected {MAGIC:02x?}"
+                )));
             }
-            Request::Hello { version: f.u16("version")? }
+            Request::Hello {
+                version: f.u16("version")?,
+            }
         }
-        OP_GET => Request::Get { key: f.string("key", MAX_KEY_BYTES)?, timeout_ms: f.u64("timeout")? },
-        OP_TRY_GET => Request::TryGet { key: f.string("key", MAX_KEY_BYTES)? },
+        OP_GET => Request::Get {
+            key: f.string("key", MAX_KEY_BYTES)?,
+            timeout_ms: f.u64("timeout")?,
+        },
+        OP_TRY_GET => Request::TryGet {
+            key: f.string("key", MAX_KEY_BYTES)?,
+        },
         OP_SET => {
             let key = f.string("key", MAX_KEY_BYTES)?;
             let value = f.string(&format!("value of key `{key}`"), MAX_VALUE_BYTES)?;
             Request::Set { key, value }
         }
-        op => return Err(FrameError::Malformed(format!("unknown request opcode 0x{op:02x}"))),
+        op => {
+            return Err(FrameError::Malformed(format!(
+                "unknown request opcode 0x{op:02x}"
+            )))
+        }
     };
     f.finish()?;
     Ok(Some(req))
@@ -229,16 +254,26 @@ pub(crate) fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameEr
 
 pub(crate) fn read_response(r: &mut impl Read) -> Result<Response, FrameError> {
     let Some(body) = read_frame(r)? else {
-        return Err(FrameError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "store closed the connection")));
+        return Err(FrameError::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "store closed the connection",
+        )));
     };
-    let mut f = Fields { body: &body, pos: 1 };
+    let mut f = Fields {
+        body: &body,
+        pos: 1,
+    };
     let resp = match body[0] {
         OP_OK => Response::Ok,
         OP_VALUE => Response::Value(f.string("value", MAX_VALUE_BYTES)?),
         OP_NOT_FOUND => Response::NotFound,
         OP_TIMEOUT => Response::Timeout,
         OP_ERROR => Response::Error(f.string("error message", MAX_MESSAGE_BYTES)?),
-        op => return Err(FrameError::Malformed(format!("unknown reply opcode 0x{op:02x}"))),
+        op => {
+            return Err(FrameError::Malformed(format!(
+                "unknown reply opcode 0x{op:02x}"
+            )))
+        }
     };
     f.finish()?;
     Ok(resp)
@@ -257,10 +292,22 @@ mod tests {
     #[test]
     fn requests_and_replies_roundtrip() {
         roundtrip_request(Request::Hello { version: VERSION });
-        roundtrip_request(Request::Get { key: "distprof/a".into(), timeout_ms: 1234 });
+        roundtrip_request(Request::Get {
+            key: "distprof/a".into(),
+            timeout_ms: 1234,
+        });
         roundtrip_request(Request::TryGet { key: "k".into() });
-        roundtrip_request(Request::Set { key: "k".into(), value: "välue".into() });
-        for resp in [Response::Ok, Response::Value("v".into()), Response::NotFound, Response::Timeout, Response::Error("e".into())] {
+        roundtrip_request(Request::Set {
+            key: "k".into(),
+            value: "välue".into(),
+        });
+        for resp in [
+            Response::Ok,
+            Response::Value("v".into()),
+            Response::NotFound,
+            Response::Timeout,
+            Response::Error("e".into()),
+        ] {
             let mut buf = Vec::new();
             write_response(&mut buf, &resp).unwrap();
             assert_eq!(read_response(&mut buf.as_slice()).unwrap(), resp);
@@ -284,14 +331,18 @@ mod tests {
         body.extend_from_slice(b"abc");
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(&body);
-        assert!(matches!(read_request(&mut frame.as_slice()), Err(FrameError::Malformed(m)) if m.contains("truncated reading key")));
+        assert!(
+            matches!(read_request(&mut frame.as_slice()), Err(FrameError::Malformed(m)) if m.contains("truncated reading key"))
+        );
 
         let mut body = vec![OP_TRY_GET];
         body.extend_from_slice(&2u32.to_le_bytes());
         body.extend_from_slice(&[0xc3, 0x28]);
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(&body);
-        assert!(matches!(read_request(&mut frame.as_slice()), Err(FrameError::Malformed(m)) if m.contains("not UTF-8")));
+        assert!(
+            matches!(read_request(&mut frame.as_slice()), Err(FrameError::Malformed(m)) if m.contains("not UTF-8"))
+        );
     }
 
     #[test]
@@ -301,6 +352,8 @@ mod tests {
         body.extend(std::iter::repeat_n(b'k', MAX_KEY_BYTES + 1));
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(&body);
-        assert!(matches!(read_request(&mut frame.as_slice()), Err(FrameError::Malformed(m)) if m.contains("over the limit")));
+        assert!(
+            matches!(read_request(&mut frame.as_slice()), Err(FrameError::Malformed(m)) if m.contains("over the limit"))
+        );
     }
 }

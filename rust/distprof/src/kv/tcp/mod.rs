@@ -24,7 +24,11 @@ mod tests {
     }
 
     fn quick() -> TcpStoreOptions {
-        TcpStoreOptions { op_timeout: Duration::from_millis(800), connect_timeout: Duration::from_millis(200), reconnect_timeout: Duration::from_millis(500) }
+        TcpStoreOptions {
+            op_timeout: Duration::from_millis(800),
+            connect_timeout: Duration::from_millis(200),
+            reconnect_timeout: Duration::from_millis(500),
+        }
     }
 
     #[test]
@@ -39,7 +43,10 @@ mod tests {
         assert_eq!(reader.join().unwrap().unwrap(), "hello ✓");
         assert_eq!(a.try_get("k").unwrap().as_deref(), Some("hello ✓"));
         // The host's direct view is the same map.
-        assert_eq!(server.store().try_get("k").unwrap().as_deref(), Some("hello ✓"));
+        assert_eq!(
+            server.store().try_get("k").unwrap().as_deref(),
+            Some("hello ✓")
+        );
     }
 
     #[test]
@@ -48,27 +55,52 @@ mod tests {
         let c = TcpStore::new(server.local_addr(), quick());
         let start = Instant::now();
         let err = c.get("never", Duration::from_millis(150)).unwrap_err();
-        assert_eq!(err, KvError::Timeout { key: "never".into(), timeout_ms: 150 });
+        assert_eq!(
+            err,
+            KvError::Timeout {
+                key: "never".into(),
+                timeout_ms: 150
+            }
+        );
         assert!(start.elapsed() < Duration::from_secs(2));
     }
 
     #[test]
     fn large_values_pass_and_oversized_values_are_refused() {
         let server = TcpStoreServer::bind(loopback()).unwrap();
-        let c = TcpStore::new(server.local_addr(), TcpStoreOptions { op_timeout: Duration::from_secs(10), ..quick() });
+        let c = TcpStore::new(
+            server.local_addr(),
+            TcpStoreOptions {
+                op_timeout: Duration::from_secs(10),
+                ..quick()
+            },
+        );
         let big = "y".repeat(1 << 20);
         c.set("big", &big).unwrap();
         assert_eq!(c.get("big", Duration::from_secs(5)).unwrap().len(), 1 << 20);
         let err = c.set("huge", &"z".repeat(MAX_VALUE_BYTES + 1)).unwrap_err();
-        assert!(matches!(err, KvError::TooLarge { ref key, .. } if key == "huge"), "{err}");
+        assert!(
+            matches!(err, KvError::TooLarge { ref key, .. } if key == "huge"),
+            "{err}"
+        );
     }
 
     #[test]
     fn client_started_before_the_server_connects_when_it_comes_up() {
         // Reserve a port, release it, and start the server on it a little later.
-        let port = TcpListener::bind(loopback()).unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind(loopback())
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let c = TcpStore::new(addr, TcpStoreOptions { op_timeout: Duration::from_secs(5), ..quick() });
+        let c = TcpStore::new(
+            addr,
+            TcpStoreOptions {
+                op_timeout: Duration::from_secs(5),
+                ..quick()
+            },
+        );
         let server = thread::spawn(move || {
             thread::sleep(Duration::from_millis(300));
             let s = TcpStoreServer::bind(addr).unwrap();
@@ -99,9 +131,15 @@ mod tests {
         let err = result.unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, KvError::Unavailable(_)), "{err}");
-        assert!(text.contains(&addr.to_string()) && text.contains("`never`"), "{text}");
+        assert!(
+            text.contains(&addr.to_string()) && text.contains("`never`"),
+            "{text}"
+        );
         // Bounded by the GET timeout plus the reply slack.
-        assert!(elapsed < Duration::from_millis(1500) + Duration::from_secs(3), "{elapsed:?}");
+        assert!(
+            elapsed < Duration::from_millis(1500) + Duration::from_secs(3),
+            "{elapsed:?}"
+        );
         // A later call fails within the operation timeout too.
         let start = Instant::now();
         assert!(matches!(c.try_get("x"), Err(KvError::Unavailable(_))));
@@ -122,8 +160,14 @@ mod tests {
         let c = TcpStore::new(addr, quick());
         let err = c.try_get("distprof/k").unwrap_err();
         let text = err.to_string();
-        assert!(matches!(err, KvError::Malformed { ref key, .. } if key == "distprof/k"), "{text}");
-        assert!(text.contains(&addr.to_string()) && text.contains("frame length"), "{text}");
+        assert!(
+            matches!(err, KvError::Malformed { ref key, .. } if key == "distprof/k"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&addr.to_string()) && text.contains("frame length"),
+            "{text}"
+        );
         fake.join().unwrap();
     }
 
@@ -138,7 +182,10 @@ mod tests {
         // The server answers with an error frame and closes.
         let mut reply = Vec::new();
         let _ = raw.read_to_end(&mut reply);
-        assert!(String::from_utf8_lossy(&reply).contains("bad frame"), "{reply:?}");
+        assert!(
+            String::from_utf8_lossy(&reply).contains("bad frame"),
+            "{reply:?}"
+        );
         assert_eq!(good.try_get("k").unwrap().as_deref(), Some("v"));
     }
 }

@@ -47,10 +47,16 @@ impl TcpStoreServer {
         });
         let acceptor = {
             let shared = shared.clone();
-            thread::Builder::new().name("distprof-kv-accept".into()).spawn(move || accept_loop(listener, shared))?
+            thread::Builder::new()
+                .name("distprof-kv-accept".into())
+                .spawn(move || accept_loop(listener, shared))?
         };
         tracing::debug!(%local_addr, "key-value store serving");
-        Ok(Self { local_addr, shared, acceptor: Some(acceptor) })
+        Ok(Self {
+            local_addr,
+            shared,
+            acceptor: Some(acceptor),
+        })
     }
 
     /// The bound address (with the actual port when bound to port 0).
@@ -76,8 +82,12 @@ impl TcpStoreServer {
         }
         // Wake the blocking accept with a connection of our own.
         let wake = match self.local_addr {
-            SocketAddr::V4(a) if a.ip().is_unspecified() => SocketAddr::from(([127, 0, 0, 1], a.port())),
-            SocketAddr::V6(a) if a.ip().is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, a.port())),
+            SocketAddr::V4(a) if a.ip().is_unspecified() => {
+                SocketAddr::from(([127, 0, 0, 1], a.port()))
+            }
+            SocketAddr::V6(a) if a.ip().is_unspecified() => {
+                SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, a.port()))
+            }
             a => a,
         };
         let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
@@ -115,7 +125,10 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
-        let peer = conn.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+        let peer = conn
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
         let _ = conn.set_nodelay(true);
         let id = next_id;
         next_id += 1;
@@ -123,8 +136,13 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             let mut conns = lock(&shared.connections);
             if conns.len() >= MAX_CONNECTIONS {
                 drop(conns);
-                tracing::warn!("key-value store: refusing {peer}: {MAX_CONNECTIONS} connections open");
-                let _ = frame::write_response(&mut &conn, &Response::Error(format!("server full ({MAX_CONNECTIONS} connections)")));
+                tracing::warn!(
+                    "key-value store: refusing {peer}: {MAX_CONNECTIONS} connections open"
+                );
+                let _ = frame::write_response(
+                    &mut &conn,
+                    &Response::Error(format!("server full ({MAX_CONNECTIONS} connections)")),
+                );
                 continue;
             }
             match conn.try_clone() {
@@ -166,7 +184,8 @@ fn serve_connection(conn: TcpStream, peer: &str, shared: &Shared) {
             }
             Err(FrameError::Malformed(m)) => {
                 tracing::warn!("key-value store: closing connection from {peer}: bad frame: {m}");
-                let _ = frame::write_response(&mut writer, &Response::Error(format!("bad frame: {m}")));
+                let _ =
+                    frame::write_response(&mut writer, &Response::Error(format!("bad frame: {m}")));
                 return;
             }
         };
@@ -176,16 +195,27 @@ fn serve_connection(conn: TcpStream, peer: &str, shared: &Shared) {
                 Response::Ok
             }
             (false, Request::Hello { version }) => {
-                tracing::warn!("key-value store: {peer} speaks protocol version {version}, this server {}", frame::VERSION);
+                tracing::warn!(
+                    "key-value store: {peer} speaks protocol version {version}, this server {}",
+                    frame::VERSION
+                );
                 let _ = frame::write_response(
                     &mut writer,
-                    &Response::Error(format!("protocol version {version} unsupported; server speaks {}", frame::VERSION)),
+                    &Response::Error(format!(
+                        "protocol version {version} unsupported; server speaks {}",
+                        frame::VERSION
+                    )),
                 );
                 return;
             }
             (false, _) => {
-                tracing::warn!("key-value store: closing connection from {peer}: request before handshake");
-                let _ = frame::write_response(&mut writer, &Response::Error("request before handshake".into()));
+                tracing::warn!(
+                    "key-value store: closing connection from {peer}: request before handshake"
+                );
+                let _ = frame::write_response(
+                    &mut writer,
+                    &Response::Error("request before handshake".into()),
+                );
                 return;
             }
             (true, Request::Hello { .. }) => Response::Ok,
