@@ -10,5 +10,7 @@ pub mod context;
 pub mod kv;
 pub mod logging;
 pub mod model;
+pub mod rendezvous;
+pub mod topology;
 pub mod record;
 pub mod report;
