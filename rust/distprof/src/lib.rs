@@ -9,4 +9,5 @@ pub mod config;
 pub mod context;
 pub mod kv;
 pub mod model;
+pub mod plugin;
 pub mod record;
