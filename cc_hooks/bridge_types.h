@@ -8,8 +8,24 @@
 
 #include "rust/cxx.h"
 
+// The plugin's state byte, defined in Rust (rust/distprof-ffi/src/lib.rs); values as
+// distprof::plugin::STATE_* in rust/distprof/src/plugin.rs.
+extern "C" uint8_t distprof_plugin_state;
+
 namespace distprof {
 namespace bridge {
+
+constexpr uint8_t kPluginDisabled = 1;
+
+// The whole cost of a disabled hook: one relaxed load. Until the first hook has loaded
+// the configuration the state is "unknown" and the call goes on into Rust.
+// The expectation makes "disabled -> return" the fall-through path: with a taken branch
+// instead, the disabled hook measured 1.9-5 ns against 1.56 ns for an empty call,
+// depending on code placement; with it, 1.56 ns, the same as the empty call.
+inline bool PluginOff() {
+  return __builtin_expect(
+      __atomic_load_n(&distprof_plugin_state, __ATOMIC_RELAXED) == kPluginDisabled, 1);
+}
 
 // Status codes of KvHandle methods (mirrored in rust/distprof-ffi/src/kv.rs).
 constexpr int32_t kKvOk = 0;

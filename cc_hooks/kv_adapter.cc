@@ -89,6 +89,7 @@ class XlaKvHandle final : public bridge::KvHandle {
 
 void OnGpuClientCreated(int node_id, int num_nodes,
                         std::shared_ptr<xla::KeyValueStoreInterface> kv_store) {
+  if (bridge::PluginOff()) return;
   std::unique_ptr<bridge::KvHandle> handle;
   if (kv_store != nullptr) handle = std::make_unique<XlaKvHandle>(std::move(kv_store));
   bridge::on_client_created(node_id, num_nodes, std::move(handle));

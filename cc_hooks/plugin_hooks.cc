@@ -1,6 +1,6 @@
 // The hooks that need no XLA type: they forward to the Rust plugin through the cxx
 // bridge. Each returns within microseconds and never throws; when the plugin is disabled
-// the Rust side does one atomic load and returns.
+// it returns after one atomic load, without entering Rust.
 #include <memory>
 
 #include "cc_hooks/bridge_types.h"
@@ -10,16 +10,23 @@
 namespace distprof {
 
 void OnTraceStart(TracerClockFn tracer_clock) {
+  if (bridge::PluginOff()) return;
   // Once per profiling session, so the allocation is not on any hot path.
   bridge::on_trace_start(tracer_clock == nullptr
                              ? nullptr
                              : std::make_unique<bridge::TracerClock>(tracer_clock));
 }
 
-void OnTraceStop() { bridge::on_trace_stop(); }
+void OnTraceStop() {
+  if (bridge::PluginOff()) return;
+  bridge::on_trace_stop();
+}
 
-void OnAgentConnected(int task_id) { bridge::on_agent_connected(task_id); }
+void OnAgentConnected(int task_id) {
+  if (bridge::PluginOff()) return;
+  bridge::on_agent_connected(task_id);
+}
 
-bool IsEnabled() { return bridge::is_enabled(); }
+bool IsEnabled() { return !bridge::PluginOff() && bridge::is_enabled(); }
 
 }  // namespace distprof

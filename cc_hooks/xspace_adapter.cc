@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cc_hooks/bridge_types.h"
 #include "cc_hooks/distprof_hooks.h"
 #include "distprof-ffi/src/lib.rs.h"
 
@@ -17,7 +18,7 @@
 namespace distprof {
 
 void OnTraceExport(tensorflow::profiler::XSpace* space) {
-  if (space == nullptr) return;
+  if (space == nullptr || bridge::PluginOff()) return;
   rust::Vec<uint8_t> planes;
   if (!bridge::on_trace_export(planes)) return;
   // A parse failure leaves `space` with whatever merged before the error; the bytes come

@@ -20,7 +20,8 @@ mod test_switch;
 #[cfg(feature = "cc-hooks")]
 pub mod bench;
 
-use distprof::plugin::{Plugin, TracerClock};
+use distprof::plugin::{Plugin, TracerClock, STATE_UNINIT};
+use std::sync::atomic::AtomicU8;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use test_switch::Hook;
 
@@ -68,8 +69,14 @@ unsafe impl Send for ffi::KvHandle {}
 unsafe impl Sync for ffi::KvHandle {}
 unsafe impl Send for ffi::TracerClock {}
 
+/// The plugin's state byte (`distprof::plugin::STATE_*`), read by the C++ hooks so that a
+/// disabled hook returns after one relaxed load without crossing the bridge.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static distprof_plugin_state: AtomicU8 = AtomicU8::new(STATE_UNINIT);
+
 /// The plugin of this copy of the Rust runtime (one per DSO that links the staticlib).
-static PLUGIN: Plugin = Plugin::new(config_seam::load_config);
+static PLUGIN: Plugin = Plugin::new(&distprof_plugin_state, config_seam::load_config);
 
 /// Runs one hook: the disabled check first, then the body inside `catch_unwind`.
 #[inline(always)]

@@ -64,21 +64,28 @@ pub fn make_backend(config: Config) -> Box<dyn Backend> {
 pub type ConfigLoader = fn() -> Result<Config, String>;
 
 // `state` values. UNINIT: no hook has run yet; the first one loads the configuration.
-const UNINIT: u8 = 0;
-const DISABLED: u8 = 1;
-const ENABLED: u8 = 2;
+// The C++ hooks read the same byte (cc_hooks/bridge_types.h mirrors these values).
+pub const STATE_UNINIT: u8 = 0;
+pub const STATE_DISABLED: u8 = 1;
+pub const STATE_ENABLED: u8 = 2;
+const UNINIT: u8 = STATE_UNINIT;
+const DISABLED: u8 = STATE_DISABLED;
+const ENABLED: u8 = STATE_ENABLED;
 
 /// One per process (per copy of the Rust runtime). All methods are safe to call from any
 /// thread in any order; calls out of XLA's order are tolerated by the backend.
 pub struct Plugin {
-    state: AtomicU8,
+    /// Outside the struct so the FFI can export it to C++, whose hooks then return after
+    /// one load without crossing the bridge.
+    state: &'static AtomicU8,
     load_config: ConfigLoader,
     backend: Mutex<Option<Box<dyn Backend>>>,
 }
 
 impl Plugin {
-    pub const fn new(load_config: ConfigLoader) -> Self {
-        Self { state: AtomicU8::new(UNINIT), load_config, backend: Mutex::new(None) }
+    /// `state` must start at [`STATE_UNINIT`] and belong to this plugin alone.
+    pub const fn new(state: &'static AtomicU8, load_config: ConfigLoader) -> Self {
+        Self { state, load_config, backend: Mutex::new(None) }
     }
 
     /// The hot path of every hook: true once the plugin is known to be off. Relaxed is
@@ -194,7 +201,8 @@ mod tests {
 
     #[test]
     fn disabled_loads_config_once_and_does_nothing() {
-        let plugin = Plugin::new(disabled_config);
+        static STATE: AtomicU8 = AtomicU8::new(STATE_UNINIT);
+        let plugin = Plugin::new(&STATE, disabled_config);
         let before = LOADS.load(Ordering::SeqCst);
         assert!(!plugin.is_off(), "nothing is known before the first hook");
         plugin.on_client_created(0, 1, None);
@@ -209,7 +217,8 @@ mod tests {
 
     #[test]
     fn bad_config_disables() {
-        let plugin = Plugin::new(broken_config);
+        static STATE: AtomicU8 = AtomicU8::new(STATE_UNINIT);
+        let plugin = Plugin::new(&STATE, broken_config);
         assert!(!plugin.is_enabled());
         assert!(plugin.is_off());
     }
@@ -221,7 +230,8 @@ mod tests {
 
     #[test]
     fn backend_error_disables_for_good() {
-        let plugin = Plugin::new(enabled_config);
+        static STATE: AtomicU8 = AtomicU8::new(STATE_UNINIT);
+        let plugin = Plugin::new(&STATE, enabled_config);
         assert!(plugin.is_enabled());
         // num_nodes > 1 without a store is a contract violation by the caller.
         plugin.on_client_created(0, 2, None);
