@@ -22,8 +22,11 @@ void OnTraceExport(tensorflow::profiler::XSpace* space) {
   rust::Vec<uint8_t> planes;
   if (!bridge::on_trace_export(planes)) return;
   // A parse failure leaves `space` with whatever merged before the error; the bytes come
-  // from our own encoder, so it is not expected.
-  space->MergeFromString(std::string(reinterpret_cast<const char*>(planes.data()), planes.size()));
+  // from our own encoder, so it is not expected. The result is consumed explicitly because
+  // protobuf marks it must-use.
+  const bool merged = space->MergeFromString(
+      std::string(reinterpret_cast<const char*>(planes.data()), planes.size()));
+  (void)merged;
 }
 
 }  // namespace distprof

@@ -9,7 +9,7 @@ namespace tensorflow {
 namespace profiler {
 class XSpace {
  public:
-  bool MergeFromString(const std::string& data) {
+  [[nodiscard]] bool MergeFromString(const std::string& data) {
     fragments_.push_back(data);
     return true;
   }
