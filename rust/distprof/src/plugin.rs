@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::context::NodeId;
 use crate::kv::KvStore;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Reads the GPU tracer's clock R in nanoseconds (the profiler hook supplies it).
 pub trait TracerClock: Send {
@@ -54,10 +54,14 @@ pub trait Backend: Send {
     fn agent_connected(&mut self, task_id: i32) -> Result<(), PluginError>;
 }
 
+/// How a backend's own threads report a failure: the plugin turns off with one log line
+/// naming `what` failed and why.
+pub type OnFailure = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
 /// Seam: the backend an enabled plugin drives. The lead connects the rendezvous and probe
 /// engine here; the hooks and the FFI stay as they are.
-pub fn make_backend(config: Config) -> Box<dyn Backend> {
-    Box::new(hello::HelloBackend::new(config))
+pub fn make_backend(config: Config, on_failure: OnFailure) -> Box<dyn Backend> {
+    Box::new(hello::HelloBackend::new(config, on_failure))
 }
 
 /// Loads the effective configuration; an error string names the input and the fix.
@@ -72,8 +76,9 @@ const UNINIT: u8 = STATE_UNINIT;
 const DISABLED: u8 = STATE_DISABLED;
 const ENABLED: u8 = STATE_ENABLED;
 
-/// One per process (per copy of the Rust runtime). All methods are safe to call from any
-/// thread in any order; calls out of XLA's order are tolerated by the backend.
+/// One per process (per copy of the Rust runtime), in a `static`: the backend's threads
+/// hold `&'static` to it to report failures. All methods are safe to call from any thread
+/// in any order; calls out of XLA's order are tolerated by the backend.
 pub struct Plugin {
     /// Outside the struct so the FFI can export it to C++, whose hooks then return after
     /// one load without crossing the bridge.
@@ -96,7 +101,7 @@ impl Plugin {
         self.state.load(Ordering::Relaxed) == DISABLED
     }
 
-    pub fn is_enabled(&self) -> bool {
+    pub fn is_enabled(&'static self) -> bool {
         if self.is_off() {
             return false;
         }
@@ -104,23 +109,23 @@ impl Plugin {
         self.state.load(Ordering::Acquire) == ENABLED
     }
 
-    pub fn on_client_created(&self, node: NodeId, num_nodes: u32, kv: Option<Box<dyn KvStore>>) {
+    pub fn on_client_created(&'static self, node: NodeId, num_nodes: u32, kv: Option<Box<dyn KvStore>>) {
         self.with_backend("client created", |b| b.client_created(node, num_nodes, kv));
     }
 
-    pub fn on_trace_start(&self, tracer_clock: Option<Box<dyn TracerClock>>) {
+    pub fn on_trace_start(&'static self, tracer_clock: Option<Box<dyn TracerClock>>) {
         self.with_backend("trace start", |b| b.trace_start(tracer_clock));
     }
 
-    pub fn on_trace_stop(&self) {
+    pub fn on_trace_stop(&'static self) {
         self.with_backend("trace stop", |b| b.trace_stop());
     }
 
-    pub fn on_trace_export(&self) -> Vec<u8> {
+    pub fn on_trace_export(&'static self) -> Vec<u8> {
         self.with_backend("trace export", |b| b.export()).unwrap_or_default()
     }
 
-    pub fn on_agent_connected(&self, task_id: i32) {
+    pub fn on_agent_connected(&'static self, task_id: i32) {
         self.with_backend("agent connected", |b| b.agent_connected(task_id));
     }
 
@@ -140,7 +145,7 @@ impl Plugin {
     }
 
     fn with_backend<R>(
-        &self,
+        &'static self,
         hook: &str,
         f: impl FnOnce(&mut dyn Backend) -> Result<R, PluginError>,
     ) -> Option<R> {
@@ -160,7 +165,7 @@ impl Plugin {
     }
 
     /// Locks the backend slot, loading the configuration first if no hook ran yet.
-    fn lock_initialised(&self) -> MutexGuard<'_, Option<Box<dyn Backend>>> {
+    fn lock_initialised(&'static self) -> MutexGuard<'static, Option<Box<dyn Backend>>> {
         let mut guard = match self.backend.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
@@ -169,7 +174,8 @@ impl Plugin {
             match (self.load_config)() {
                 Ok(config) if config.enabled => {
                     tracing::info!(output_dir = %config.output_dir, "distprof enabled");
-                    *guard = Some(make_backend(config));
+                    let on_failure: OnFailure = Arc::new(|what, why| self.disable(what, why));
+                    *guard = Some(make_backend(config, on_failure));
                     self.state.store(ENABLED, Ordering::Release);
                 }
                 Ok(_) => self.state.store(DISABLED, Ordering::Release),
@@ -202,7 +208,8 @@ mod tests {
     #[test]
     fn disabled_loads_config_once_and_does_nothing() {
         static STATE: AtomicU8 = AtomicU8::new(STATE_UNINIT);
-        let plugin = Plugin::new(&STATE, disabled_config);
+        static PLUGIN: Plugin = Plugin::new(&STATE, disabled_config);
+        let plugin = &PLUGIN;
         let before = LOADS.load(Ordering::SeqCst);
         assert!(!plugin.is_off(), "nothing is known before the first hook");
         plugin.on_client_created(0, 1, None);
@@ -218,7 +225,8 @@ mod tests {
     #[test]
     fn bad_config_disables() {
         static STATE: AtomicU8 = AtomicU8::new(STATE_UNINIT);
-        let plugin = Plugin::new(&STATE, broken_config);
+        static PLUGIN: Plugin = Plugin::new(&STATE, broken_config);
+        let plugin = &PLUGIN;
         assert!(!plugin.is_enabled());
         assert!(plugin.is_off());
     }
@@ -231,12 +239,46 @@ mod tests {
     #[test]
     fn backend_error_disables_for_good() {
         static STATE: AtomicU8 = AtomicU8::new(STATE_UNINIT);
-        let plugin = Plugin::new(&STATE, enabled_config);
+        static PLUGIN: Plugin = Plugin::new(&STATE, enabled_config);
+        let plugin = &PLUGIN;
         assert!(plugin.is_enabled());
         // num_nodes > 1 without a store is a contract violation by the caller.
         plugin.on_client_created(0, 2, None);
         assert!(plugin.is_off());
         assert!(!plugin.is_enabled());
         assert!(plugin.on_trace_export().is_empty());
+    }
+
+    /// A store where node 0 never shows up.
+    struct EmptyKv;
+    impl KvStore for EmptyKv {
+        fn get(&self, key: &str, timeout: std::time::Duration) -> Result<String, crate::kv::KvError> {
+            std::thread::sleep(timeout);
+            Err(crate::kv::KvError::Timeout { key: key.into(), timeout_ms: timeout.as_millis() as u64 })
+        }
+        fn try_get(&self, _key: &str) -> Result<Option<String>, crate::kv::KvError> {
+            Ok(None)
+        }
+        fn set(&self, _key: &str, _value: &str) -> Result<(), crate::kv::KvError> {
+            Ok(())
+        }
+    }
+
+    fn short_rendezvous_config() -> Result<Config, String> {
+        Ok(Config { enabled: true, rendezvous_timeout_ms: 50, ..Config::default() })
+    }
+
+    #[test]
+    fn a_failed_background_rendezvous_disables_the_plugin() {
+        static STATE: AtomicU8 = AtomicU8::new(STATE_UNINIT);
+        static PLUGIN: Plugin = Plugin::new(&STATE, short_rendezvous_config);
+        PLUGIN.on_client_created(1, 2, Some(Box::new(EmptyKv)));
+        assert!(PLUGIN.is_enabled(), "the hook itself must not wait for the rendezvous");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !PLUGIN.is_off() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(PLUGIN.is_off());
+        assert!(PLUGIN.backend.lock().unwrap().is_none(), "the backend is dropped");
     }
 }

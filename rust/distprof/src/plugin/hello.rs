@@ -7,7 +7,7 @@
 //! - trace stop: one JSONL `meta` line per node in `output_dir`;
 //! - export: one `/distprof/node:<id>` XPlane per node with those facts as plane stats.
 
-use super::{Backend, PluginError, TracerClock};
+use super::{Backend, OnFailure, PluginError, TracerClock};
 use crate::config::Config;
 use crate::context::NodeId;
 use crate::kv::KvStore;
@@ -62,6 +62,8 @@ struct NodeSession {
 
 pub struct HelloBackend {
     config: Config,
+    /// A failed hello exchange turns the plugin off through this (one log line).
+    on_failure: OnFailure,
     nodes: Vec<NodeSession>,
     tracer_clock: Option<Box<dyn TracerClock>>,
     trace_start: Option<SnapshotPair>,
@@ -70,9 +72,10 @@ pub struct HelloBackend {
 }
 
 impl HelloBackend {
-    pub fn new(config: Config) -> Self {
+    pub fn new(config: Config, on_failure: OnFailure) -> Self {
         Self {
             config,
+            on_failure,
             nodes: Vec::new(),
             tracer_clock: None,
             trace_start: None,
@@ -153,6 +156,7 @@ impl Backend for HelloBackend {
                 let slot = Arc::new(Mutex::new(Rendezvous::Pending));
                 let out = Arc::clone(&slot);
                 let timeout = Duration::from_millis(self.config.rendezvous_timeout_ms);
+                let on_failure = Arc::clone(&self.on_failure);
                 let thread = std::thread::Builder::new()
                     .name(format!("distprof-hello-{node}"))
                     .spawn(move || {
@@ -165,13 +169,17 @@ impl Backend for HelloBackend {
                                 tracing::info!(node = me.node, "distprof: hello exchange done: {done:?}");
                                 done
                             }
-                            Err(reason) => {
-                                tracing::error!(node = me.node, "distprof: hello exchange failed: {reason}");
-                                Rendezvous::Failed { reason }
-                            }
+                            Err(reason) => Rendezvous::Failed { reason },
+                        };
+                        let failure = match &outcome {
+                            Rendezvous::Failed { reason } => Some(reason.clone()),
+                            _ => None,
                         };
                         if let Ok(mut s) = out.lock() {
                             *s = outcome;
+                        }
+                        if let Some(reason) = failure {
+                            on_failure(&format!("hello exchange of node {}", me.node), &reason);
                         }
                     })
                     .map_err(|e| PluginError::new(format!("cannot start the hello thread: {e}")))?;
@@ -371,6 +379,16 @@ mod tests {
         }
     }
 
+    type Failures = Arc<Mutex<Vec<String>>>;
+
+    fn backend(config: Config) -> (HelloBackend, Failures) {
+        let failures: Failures = Arc::default();
+        let sink = Arc::clone(&failures);
+        let on_failure: OnFailure =
+            Arc::new(move |what, why| sink.lock().unwrap().push(format!("{what}: {why}")));
+        (HelloBackend::new(config, on_failure), failures)
+    }
+
     fn wait_done(b: &HelloBackend, i: usize) -> Rendezvous {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -387,7 +405,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = Config { enabled: true, output_dir: dir.path().to_string_lossy().into(), ..Config::default() };
         let kv = MemKv::default();
-        let mut b = HelloBackend::new(config);
+        let (mut b, failures) = backend(config);
         // Node 2 and 1 before node 0: they must wait for node 0's hello.
         for node in [2, 1, 0] {
             b.client_created(node, 3, Some(Box::new(kv.clone()))).unwrap();
@@ -403,6 +421,7 @@ mod tests {
             }
         }
         assert!(kv.try_get(&hello_key(1)).unwrap().is_some());
+        assert!(failures.lock().unwrap().is_empty());
 
         b.trace_start(Some(Box::new(FixedClock(1234)))).unwrap();
         b.trace_stop().unwrap();
@@ -430,7 +449,7 @@ mod tests {
     #[test]
     fn missing_node0_times_out_within_the_bound() {
         let config = Config { enabled: true, rendezvous_timeout_ms: 100, ..Config::default() };
-        let mut b = HelloBackend::new(config);
+        let (mut b, failures) = backend(config);
         let started = Instant::now();
         b.client_created(1, 2, Some(Box::new(MemKv::default()))).unwrap();
         assert!(started.elapsed() < Duration::from_millis(50), "the hook must not wait");
@@ -438,11 +457,19 @@ mod tests {
             Rendezvous::Failed { reason } => assert!(reason.contains("distprof/hello/0"), "{reason}"),
             other => panic!("{other:?}"),
         }
+        // The failure reaches the plugin (which turns off), once, naming the node.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while failures.lock().unwrap().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let failures = failures.lock().unwrap();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(failures[0].starts_with("hello exchange of node 1: "), "{}", failures[0]);
     }
 
     #[test]
     fn invalid_node_id_is_an_error_naming_both_numbers() {
-        let mut b = HelloBackend::new(Config::default());
+        let (mut b, _) = backend(Config::default());
         let err = b.client_created(4, 4, None).unwrap_err();
         assert!(err.0.contains("node id 4 of 4"), "{err}");
     }
