@@ -20,6 +20,9 @@ fn main() {
         .std("c++17")
         // As XLA compiles: proves the bridge code needs no exceptions.
         .flag("-fno-exceptions")
+        // XLA compiles the hooks optimized; so do we even in debug builds, so that
+        // `distprof bench hooks` from a debug CLI measures the code XLA would run.
+        .opt_level(2)
         .warnings(true);
     if with_hooks {
         build
