@@ -10,6 +10,7 @@ pub mod context;
 pub mod kv;
 pub mod logging;
 pub mod model;
+pub mod plugin;
 pub mod rendezvous;
 pub mod topology;
 pub mod record;
