@@ -7,6 +7,9 @@
 
 pub mod config;
 pub mod context;
+// Entry points of the fuzz targets (fuzz/) and their property tests; not an API.
+#[doc(hidden)]
+pub mod fuzz;
 pub mod kv;
 pub mod logging;
 pub mod model;

@@ -117,6 +117,15 @@ pub fn check_file(path: &Path) -> Result<Config, ConfigErrors> {
     builder.finish(errors).map(|effective| effective.config)
 }
 
+/// Like `check_file`, on text already read; `path` only names the source in messages
+/// (the fuzz targets and property tests drive the file parser through it).
+pub fn check_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    let mut builder = Builder::defaults();
+    let mut errors = ConfigErrors::default();
+    file::apply_text(path, text, &mut builder, &mut errors);
+    builder.finish(errors).map(|effective| effective.config)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

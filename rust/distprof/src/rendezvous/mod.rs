@@ -462,7 +462,7 @@ fn node_problem(
 }
 
 /// The context must be internally consistent and list this node as it joined.
-fn check_context(
+pub(crate) fn check_context(
     key: &str,
     ctx: &RunContext,
     ann: &Announcement,

@@ -3,7 +3,8 @@
 //! of PyTorch's c10d `TCPStore` that torchrun users know: one address, known to all.
 
 mod client;
-mod frame;
+// pub(crate) for the fuzz entry points (`crate::fuzz`).
+pub(crate) mod frame;
 mod server;
 
 pub use client::{TcpStore, TcpStoreOptions};

@@ -1,0 +1,360 @@
+//! Entry points for fuzzing: each takes arbitrary bytes, drives one parser of untrusted
+//! input exactly as distprof does, and checks what the parser promises. They never panic
+//! on any input; a panic here is a bug (libFuzzer reports it as a crash).
+//!
+//! Two callers share them, so that one definition of "the target" exists: the libFuzzer
+//! targets in `fuzz/fuzz_targets/` (`cargo fuzz run <target>`, docs/fuzzing.md), and the
+//! seeded property tests below, which replay the committed corpus plus mutations of it
+//! under `cargo nextest` without libFuzzer.
+
+use crate::config::{self, fields, Config};
+use crate::context::{NodeInfo, RunContext};
+use crate::kv::tcp::frame::{self, FrameError};
+use crate::rendezvous::values::{self, Announcement, Envelope, Join};
+use crate::report::{self, ReportInput};
+use std::path::Path;
+
+/// Every fuzz target by name (the names of `fuzz/fuzz_targets/*.rs` and of the corpus
+/// directories `fuzz/corpus/<name>/`).
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("config_file", config_file),
+    ("config_env", config_env),
+    ("kv_frame", kv_frame),
+    ("rendezvous_values", rendezvous_values),
+    ("report_input", report_input),
+];
+
+/// The JSON configuration file (`XLA_DIST_PROF_CONFIG`, `distprof config check`).
+/// Bytes that are not UTF-8 are read lossily: the file reader itself refuses them earlier
+/// with an I/O error, so the parser only ever sees text.
+pub fn config_file(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    match config::check_text(Path::new("fuzz.json"), &text) {
+        Ok(config) => accepted_config_round_trips(&config),
+        Err(errors) => {
+            // Every refusal says what and how to fix it.
+            assert!(!errors.is_empty());
+            for e in errors.iter() {
+                assert!(!e.to_string().is_empty());
+            }
+        }
+    }
+}
+
+/// The environment layer: each line is one variable, its first byte picking which of the
+/// configuration's variables (modulo their count), the rest its value. The config-file
+/// variable is never set (it would make the target read arbitrary paths).
+pub fn config_env(data: &[u8]) {
+    let vars: Vec<&str> = fields::FIELDS.iter().map(|f| f.env).collect();
+    let mut env: Vec<(&str, String)> = Vec::new();
+    for line in data.split(|&b| b == b'\n') {
+        let Some((&pick, value)) = line.split_first() else {
+            continue;
+        };
+        let var = vars[pick as usize % vars.len()];
+        // A variable set twice keeps its last value, as in a real environment.
+        env.retain(|(v, _)| *v != var);
+        env.push((var, String::from_utf8_lossy(value).into_owned()));
+    }
+    let lookup = |name: &str| {
+        env.iter()
+            .find(|(v, _)| *v == name)
+            .map(|(_, value)| value.clone())
+    };
+    match config::load(&lookup) {
+        Ok(effective) => {
+            // Every field has a source, and a variable that was set is the source of its field.
+            assert_eq!(effective.sources.len(), fields::FIELDS.len());
+            for (var, _) in &env {
+                let spec = fields::by_env(var).expect("var comes from the table");
+                assert_eq!(
+                    effective.sources[spec.name],
+                    config::ValueSource::Env(var.to_string())
+                );
+            }
+            accepted_config_round_trips(&effective.config);
+        }
+        Err(errors) => {
+            assert!(!errors.is_empty());
+            for e in errors.iter() {
+                assert!(!e.to_string().is_empty());
+            }
+        }
+    }
+}
+
+/// A configuration the loader accepted, written out as a file, is accepted again and
+/// equal, except that a float may move by its last digit through the JSON text.
+fn accepted_config_round_trips(config: &Config) {
+    let text = serde_json::to_string(&config.to_json_map()).expect("a map serializes");
+    let again = config::check_text(Path::new("roundtrip.json"), &text)
+        .unwrap_or_else(|e| panic!("accepted config {text} refused as a file: {e}"));
+    for field in config.diff_fields(&again) {
+        let kind = fields::by_name(&field).map(|f| f.kind);
+        assert!(
+            matches!(kind, Some(fields::FieldKind::Float { .. })),
+            "field {field} changed through a file round trip: {text}"
+        );
+    }
+}
+
+/// The TCP key-value store's frames, read as a stream the way the server (requests) and the
+/// client (replies) read a connection. A decoded frame re-encodes to exactly the bytes it
+/// was read from: the format has one encoding per message.
+pub fn kv_frame(data: &[u8]) {
+    let Some((&which, stream)) = data.split_first() else {
+        return;
+    };
+    let mut rest = stream;
+    // At most as many frames as bytes: every frame consumes at least five.
+    while !rest.is_empty() {
+        let before = rest;
+        let mut encoded = Vec::new();
+        let outcome = if which & 1 == 0 {
+            match frame::read_request(&mut rest) {
+                Ok(Some(req)) => Ok(frame::write_request(&mut encoded, &req)),
+                Ok(None) => break,
+                Err(e) => Err(e),
+            }
+        } else {
+            frame::read_response(&mut rest)
+                .map(|resp| frame::write_response(&mut encoded, &resp))
+        };
+        match outcome {
+            Ok(written) => {
+                written.expect("writing to a Vec cannot fail");
+                let consumed = &before[..before.len() - rest.len()];
+                assert_eq!(encoded, consumed, "re-encoding differs from the frame read");
+            }
+            // A refused frame ends the connection, as in the server and the client.
+            Err(FrameError::Malformed(m)) => {
+                assert!(!m.is_empty());
+                break;
+            }
+            Err(FrameError::Io(_)) => break,
+        }
+    }
+}
+
+/// The JSON values the rendezvous reads from the key-value store: the first byte picks
+/// the key (announcement, join, context), the rest is the value. A context that decodes
+/// is checked the way a joining node checks it, against an announcement that matches it.
+pub fn rendezvous_values(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    match which % 3 {
+        0 => {
+            if let Ok(ann) = values::decode::<Announcement>("distprof/round/0", &text) {
+                // A node compares the master's shared config with its own.
+                let _ = crate::rendezvous::digest::config_diff(&ann.config, &Config::default());
+                let again: Announcement =
+                    values::decode("distprof/round/0", &values::encode(&ann))
+                        .expect("an encoded announcement decodes");
+                assert_eq!(again.session_id, ann.session_id);
+            }
+        }
+        1 => {
+            if let Ok(join) = values::decode::<Join>("distprof/s/x/node/0", &text) {
+                let again: Join = values::decode("k", &values::encode(&join))
+                    .expect("an encoded join decodes");
+                assert_eq!(again, join);
+            }
+        }
+        _ => match values::decode::<Envelope>("distprof/s/x/context", &text) {
+            Ok(Envelope::Ok { nonces, context }) => {
+                let again: Envelope = values::decode("k", &values::encode(&Envelope::Ok {
+                    nonces,
+                    context: context.clone(),
+                }))
+                .expect("an encoded context decodes");
+                assert!(matches!(again, Envelope::Ok { context: c, .. } if c == context));
+                check_context_as_each_node(&context);
+            }
+            Ok(Envelope::Abort { reason }) => {
+                let _ = reason.len();
+            }
+            Err(e) => assert!(!e.to_string().is_empty()),
+        },
+    }
+}
+
+/// Runs the joining node's consistency check on `context` as each node it lists (and as
+/// one node it does not), and checks that an accepted context is safe to index.
+fn check_context_as_each_node(context: &RunContext) {
+    let ann = Announcement {
+        version: values::PROTOCOL_VERSION,
+        session_id: context.session_id.clone(),
+        num_nodes: context.num_nodes,
+        config_digest: context.config_digest.clone(),
+        config: serde_json::Value::Null,
+    };
+    let stranger = NodeInfo {
+        node: 0,
+        probe_addr: "127.0.0.1:9".parse().expect("literal address"),
+        hostname: "\u{0}stranger".into(),
+    };
+    // A joining node only checks contexts with its own index below num_nodes (the
+    // rendezvous checks its arguments first); at most a few nodes keep the target fast.
+    let mut candidates: Vec<NodeInfo> = context.nodes.iter().take(4).cloned().collect();
+    if context.num_nodes > 0 {
+        candidates.push(stranger);
+    }
+    for me in candidates.iter().filter(|me| me.node < context.num_nodes) {
+        if crate::rendezvous::check_context("k", context, &ann, me).is_ok() {
+            let n = context.num_nodes as usize;
+            assert_eq!(context.nodes.len(), n);
+            assert_eq!(context.nodes[me.node as usize], *me);
+            assert!((context.reference_node as usize) < n);
+            for (i, peers) in context.out_edges.iter().enumerate() {
+                assert!(i < n && peers.iter().all(|&p| (p as usize) < n));
+            }
+            let _ = crate::rendezvous::digest::context_digest(context);
+        }
+    }
+}
+
+/// The report input (`distprof report --input FILE.json`): parsed as the command parses it,
+/// then rendered. Rendering must finish on anything that parses and give one HTML page.
+pub fn report_input(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(input) = serde_json::from_str::<ReportInput>(text) else {
+        return;
+    };
+    let page = report::render(&input);
+    assert!(page.starts_with("<!DOCTYPE html>"), "page starts {:?}", &page[..page.len().min(40)]);
+}
+
+#[cfg(test)]
+mod tests {
+    //! Seeded property tests: every committed corpus file, then mutations of them (bit
+    //! flips, byte insertions and deletions, splices, interesting integers) and random
+    //! bytes, through the same entry points as the libFuzzer targets. Deterministic, and
+    //! quick enough for every `cargo nextest` run.
+
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::path::PathBuf;
+
+    /// Mutated inputs per target; a debug build runs them in about a second.
+    const CASES: usize = 3_000;
+
+    fn corpus(target: &str) -> Vec<Vec<u8>> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus")
+            .join(target);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+    }
+
+    fn mutate(rng: &mut StdRng, seeds: &[Vec<u8>]) -> Vec<u8> {
+        let mut data = if seeds.is_empty() || rng.gen_ratio(1, 10) {
+            (0..rng.gen_range(0..64)).map(|_| rng.gen()).collect()
+        } else {
+            seeds[rng.gen_range(0..seeds.len())].clone()
+        };
+        for _ in 0..rng.gen_range(1..=4) {
+            let len = data.len();
+            match rng.gen_range(0..6) {
+                0 if len > 0 => {
+                    let i = rng.gen_range(0..len);
+                    data[i] ^= 1 << rng.gen_range(0..8);
+                }
+                1 => {
+                    let i = rng.gen_range(0..=len);
+                    data.insert(i, rng.gen());
+                }
+                2 if len > 0 => {
+                    let i = rng.gen_range(0..len);
+                    let n = rng.gen_range(1..=(len - i).min(8));
+                    data.drain(i..i + n);
+                }
+                3 if !seeds.is_empty() => {
+                    // Splice: a prefix of this input, a suffix of another.
+                    let other = &seeds[rng.gen_range(0..seeds.len())];
+                    let cut = rng.gen_range(0..=len);
+                    let from = rng.gen_range(0..=other.len());
+                    data.truncate(cut);
+                    data.extend_from_slice(&other[from..]);
+                }
+                4 if len >= 4 => {
+                    // Integers that break length and range checks.
+                    let values: [u32; 6] = [0, 1, 0x7f, 0xffff, 0x7fff_ffff, u32::MAX];
+                    let i = rng.gen_range(0..=len - 4);
+                    let v = values[rng.gen_range(0..values.len())];
+                    data[i..i + 4].copy_from_slice(&v.to_le_bytes());
+                }
+                _ if len > 0 => {
+                    // Digits and JSON punctuation, which text parsers branch on.
+                    let alphabet = b"0123456789-+.eE\"{}[]:,ntf \\u";
+                    let i = rng.gen_range(0..len);
+                    data[i] = alphabet[rng.gen_range(0..alphabet.len())];
+                }
+                _ => data.push(rng.gen()),
+            }
+        }
+        data
+    }
+
+    fn run(target: &str) {
+        let (_, entry) = TARGETS.iter().find(|(name, _)| *name == target).unwrap();
+        let seeds = corpus(target);
+        assert!(seeds.len() >= 5, "{target}: corpus has {} files", seeds.len());
+        for seed in &seeds {
+            entry(seed);
+        }
+        let mut rng = StdRng::seed_from_u64(0x00d1_5790_f);
+        for _ in 0..CASES {
+            entry(&mutate(&mut rng, &seeds));
+        }
+    }
+
+    #[test]
+    fn config_file_survives_corpus_and_mutations() {
+        run("config_file");
+    }
+
+    #[test]
+    fn config_env_survives_corpus_and_mutations() {
+        run("config_env");
+    }
+
+    #[test]
+    fn kv_frame_survives_corpus_and_mutations() {
+        run("kv_frame");
+    }
+
+    #[test]
+    fn rendezvous_values_survive_corpus_and_mutations() {
+        run("rendezvous_values");
+    }
+
+    #[test]
+    fn report_input_survives_corpus_and_mutations() {
+        run("report_input");
+    }
+
+    #[test]
+    fn every_target_has_a_libfuzzer_target_and_a_corpus() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+        for (name, _) in TARGETS {
+            let src = root.join("fuzz_targets").join(format!("{name}.rs"));
+            let text = std::fs::read_to_string(&src)
+                .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+            assert!(
+                text.contains(&format!("distprof::fuzz::{name}(")),
+                "{} does not call distprof::fuzz::{name}",
+                src.display()
+            );
+            assert!(root.join("corpus").join(name).is_dir(), "no corpus for {name}");
+        }
+    }
+}
