@@ -10,3 +10,5 @@ pub mod context;
 pub mod kv;
 pub mod model;
 pub mod record;
+pub mod snapshot;
+pub mod xplane;
