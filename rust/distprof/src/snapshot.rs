@@ -244,7 +244,9 @@ mod tests {
             let s_true = s_start + k * 100_000_000 + 37;
             let r = s_true + r_offset + ((s_true - s_start) as f64 * rate_ppb * 1e-9) as i64;
             let s_est = r + fit.s_minus_r_ns(r).round() as i64;
-            assert!((s_est - s_true).abs() <= 40, "k={k}: error {} ns", s_est - s_true);
+            // A least-squares line through 16 points with +-40 ns noise can err by up to about
+            // twice the noise at the ends of a piece.
+            assert!((s_est - s_true).abs() <= 80, "k={k}: error {} ns", s_est - s_true);
         }
         assert!(fit.max_residual_ns() <= 80.0 && fit.max_residual_ns() >= 10.0);
     }
