@@ -129,10 +129,11 @@ pub struct FitSegment {
 }
 
 impl FitSegment {
-    /// S - R at tracer time `r_ns` (small, so the caller can keep absolute times integral).
-    fn delta_ns(&self, r_ns: i64) -> f64 {
-        let dr = (r_ns - self.r0_ns) as f64;
-        (self.s0_ns - self.r0_ns) as f64 + (self.slope - 1.0) * dr
+    /// S at tracer time `r_ps`, in ps. S - R is not small (R may count from boot), so the
+    /// integral part stays in i64 and only the slope term goes through f64.
+    fn s_ps(&self, r_ps: i64) -> i64 {
+        let dr_ps = (r_ps - self.r0_ns * 1000) as f64;
+        self.s0_ns * 1000 + (self.slope * dr_ps).round() as i64
     }
 }
 
@@ -166,24 +167,25 @@ impl SnapshotFit {
         Some(Self { segments })
     }
 
-    /// S - R at tracer time `r_ns`, in ns (f64 of a small number; add to `r_ns`).
-    pub fn s_minus_r_ns(&self, r_ns: i64) -> f64 {
+    /// Maps tracer time to host time, in ps.
+    pub fn r_to_s_ps(&self, r_ps: i64) -> i64 {
+        let r_ns = r_ps.div_euclid(1000);
         let i = self.segments.partition_point(|s| s.r_last_ns < r_ns).min(self.segments.len() - 1);
         let seg = &self.segments[i];
         if r_ns < seg.r_first_ns && i > 0 {
             // Between two pieces: interpolate so the map stays continuous and monotone.
             let prev = &self.segments[i - 1];
-            let (a, b) = (prev.delta_ns(prev.r_last_ns), seg.delta_ns(seg.r_first_ns));
-            let w = (r_ns - prev.r_last_ns) as f64 / (seg.r_first_ns - prev.r_last_ns).max(1) as f64;
-            return a + (b - a) * w;
+            let (a_r, b_r) = (prev.r_last_ns * 1000, seg.r_first_ns * 1000);
+            let (a, b) = (prev.s_ps(a_r), seg.s_ps(b_r));
+            let w = (r_ps - a_r) as f64 / (b_r - a_r).max(1) as f64;
+            return a + ((b - a) as f64 * w).round() as i64;
         }
-        seg.delta_ns(r_ns)
+        seg.s_ps(r_ps)
     }
 
-    /// Maps tracer time to host time, rounded to ps.
-    pub fn r_to_s_ps(&self, r_ps: i64) -> i64 {
-        let r_ns = r_ps.div_euclid(1000);
-        r_ps + (self.s_minus_r_ns(r_ns) * 1000.0).round() as i64
+    /// Maps tracer time to host time, in ns.
+    pub fn r_to_s_ns(&self, r_ns: i64) -> i64 {
+        self.r_to_s_ps(r_ns * 1000).div_euclid(1000)
     }
 
     /// Largest residual over all pieces, ns.
@@ -229,7 +231,7 @@ mod tests {
     fn fit_recovers_known_offset_and_rate() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let s_start: i64 = 1_763_000_000_000_000_000;
-        let r_offset: i64 = -1_762_999_000_000_000_000; // R counts from boot-ish zero
+        let r_offset: i64 = -1_762_999_000_000_000_000; // R counts from about boot
         let rate_ppb = 35_000.0; // R runs 35 ppm fast
         let mut pairs = Vec::new();
         for k in 0..100 {
@@ -243,7 +245,7 @@ mod tests {
         for k in [0i64, 13, 50, 99, 120] {
             let s_true = s_start + k * 100_000_000 + 37;
             let r = s_true + r_offset + ((s_true - s_start) as f64 * rate_ppb * 1e-9) as i64;
-            let s_est = r + fit.s_minus_r_ns(r).round() as i64;
+            let s_est = fit.r_to_s_ns(r);
             // A least-squares line through 16 points with +-40 ns noise can err by up to about
             // twice the noise at the ends of a piece.
             assert!((s_est - s_true).abs() <= 80, "k={k}: error {} ns", s_est - s_true);
