@@ -129,11 +129,12 @@ pub struct FitSegment {
 }
 
 impl FitSegment {
-    /// S at tracer time `r_ps`, in ps. S - R is not small (R may count from boot), so the
-    /// integral part stays in i64 and only the slope term goes through f64.
-    fn s_ps(&self, r_ps: i64) -> i64 {
-        let dr_ps = (r_ps - self.r0_ns * 1000) as f64;
-        self.s0_ns * 1000 + (self.slope * dr_ps).round() as i64
+    /// S at tracer time `r_ps`, in ps (epoch ps need i128). S - R is not small (R may
+    /// count from boot), so the integral part stays integral and only the slope term goes
+    /// through f64.
+    fn s_ps(&self, r_ps: i128) -> i128 {
+        let dr_ps = (r_ps - self.r0_ns as i128 * 1000) as f64;
+        self.s0_ns as i128 * 1000 + (self.slope * dr_ps).round() as i128
     }
 }
 
@@ -168,24 +169,24 @@ impl SnapshotFit {
     }
 
     /// Maps tracer time to host time, in ps.
-    pub fn r_to_s_ps(&self, r_ps: i64) -> i64 {
-        let r_ns = r_ps.div_euclid(1000);
+    pub fn r_to_s_ps(&self, r_ps: i128) -> i128 {
+        let r_ns = r_ps.div_euclid(1000) as i64;
         let i = self.segments.partition_point(|s| s.r_last_ns < r_ns).min(self.segments.len() - 1);
         let seg = &self.segments[i];
         if r_ns < seg.r_first_ns && i > 0 {
             // Between two pieces: interpolate so the map stays continuous and monotone.
             let prev = &self.segments[i - 1];
-            let (a_r, b_r) = (prev.r_last_ns * 1000, seg.r_first_ns * 1000);
+            let (a_r, b_r) = (prev.r_last_ns as i128 * 1000, seg.r_first_ns as i128 * 1000);
             let (a, b) = (prev.s_ps(a_r), seg.s_ps(b_r));
             let w = (r_ps - a_r) as f64 / (b_r - a_r).max(1) as f64;
-            return a + ((b - a) as f64 * w).round() as i64;
+            return a + ((b - a) as f64 * w).round() as i128;
         }
         seg.s_ps(r_ps)
     }
 
     /// Maps tracer time to host time, in ns.
     pub fn r_to_s_ns(&self, r_ns: i64) -> i64 {
-        self.r_to_s_ps(r_ns * 1000).div_euclid(1000)
+        self.r_to_s_ps(r_ns as i128 * 1000).div_euclid(1000) as i64
     }
 
     /// Largest residual over all pieces, ns.
