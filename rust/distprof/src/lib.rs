@@ -9,6 +9,7 @@ pub mod config;
 pub mod context;
 pub mod kv;
 pub mod model;
+pub mod distprof_plane;
 pub mod record;
 pub mod snapshot;
 pub mod xplane;
