@@ -8,6 +8,7 @@
 pub mod config;
 pub mod context;
 pub mod kv;
+pub mod merge;
 pub mod model;
 pub mod distprof_plane;
 pub mod record;

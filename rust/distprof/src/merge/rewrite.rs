@@ -1,0 +1,465 @@
+//! Streams one node's XSpace onto the global timeline.
+//!
+//! Every event of every plane is mapped (device planes R -> S -> G, all others S -> G) and
+//! re-encoded with its new offset and duration; all other bytes (names, metadata, stats) are
+//! copied verbatim. Each plane is visited twice, once to size each line (protobuf needs
+//! lengths up front) and once to write it, so memory stays at the input buffer plus one
+//! plane's line index.
+
+use super::chrome::ChromeWriter;
+use super::timemap::NodeTimeMap;
+use super::wire::{self, Field, Fields, WireError};
+use crate::distprof_plane::DISTPROF_PLANE;
+use crate::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
+use prost::Message;
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+// Field numbers of xplane.proto.
+const SPACE_PLANES: u32 = 1;
+const SPACE_HOSTNAMES: u32 = 4;
+const PLANE_ID: u32 = 1;
+const PLANE_NAME: u32 = 2;
+const PLANE_LINES: u32 = 3;
+const PLANE_EVENT_METADATA: u32 = 4;
+const LINE_ID: u32 = 1;
+const LINE_NAME: u32 = 2;
+const LINE_DISPLAY_NAME: u32 = 11;
+const LINE_TIMESTAMP: u32 = 3;
+const LINE_DURATION: u32 = 9;
+const LINE_EVENTS: u32 = 4;
+const EVENT_OFFSET: u32 = 2;
+const EVENT_DURATION: u32 = 3;
+const EVENT_NUM_OCCURRENCES: u32 = 5;
+
+/// Line timestamps below this are relative to `profile_start_time` (normalised on disk);
+/// above it they are absolute epoch ns. 1e17 ns is 1973: no real profile starts earlier,
+/// and no profile lasts 3 years.
+const RELATIVE_LIMIT_NS: i64 = 100_000_000_000_000_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RewriteError {
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error("writing output: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// What the prescan learns about a node's XSpace without touching its events.
+#[derive(Debug, Clone, Default)]
+pub struct SpaceInfo {
+    /// `Task Environment` profile start/stop, epoch ns in S.
+    pub profile_start_ns: Option<i64>,
+    pub profile_stop_ns: Option<i64>,
+    /// The decoded distprof plane, if the node wrote one.
+    pub distprof: Option<XPlane>,
+    pub hostnames: Vec<String>,
+    pub planes: usize,
+}
+
+/// Name of a plane: field 2, which encoders write right after the id.
+fn plane_name(plane: &[u8]) -> Result<&[u8], WireError> {
+    let mut f = Fields::new(plane, 0);
+    while let Some(x) = f.next_field()? {
+        if x.number == PLANE_NAME && x.wire_type == wire::LEN {
+            return Ok(x.bytes);
+        }
+    }
+    Ok(b"")
+}
+
+pub fn prescan(buf: &[u8]) -> Result<SpaceInfo, WireError> {
+    let mut info = SpaceInfo::default();
+    let mut f = Fields::new(buf, 0);
+    while let Some(x) = f.next_field()? {
+        match (x.number, x.wire_type) {
+            (SPACE_PLANES, wire::LEN) => {
+                info.planes += 1;
+                let name = plane_name(x.bytes)?;
+                if name == TASK_ENV_PLANE.as_bytes() {
+                    let p = XPlane::decode(x.bytes).map_err(|_| WireError { at: f.offset_of(x.bytes), what: "undecodable Task Environment plane" })?;
+                    info.profile_start_ns = p.stat_u64(PROFILE_START_STAT).map(|v| v as i64);
+                    info.profile_stop_ns = p.stat_u64(PROFILE_STOP_STAT).map(|v| v as i64);
+                } else if name == DISTPROF_PLANE.as_bytes() {
+                    let p = XPlane::decode(x.bytes).map_err(|_| WireError { at: f.offset_of(x.bytes), what: "undecodable distprof plane" })?;
+                    info.distprof = Some(p);
+                }
+            }
+            (SPACE_HOSTNAMES, wire::LEN) => info.hostnames.push(String::from_utf8_lossy(x.bytes).into_owned()),
+            _ => {}
+        }
+    }
+    Ok(info)
+}
+
+/// Counts of one node's rewrite.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RewriteStats {
+    pub planes: u64,
+    pub lines: u64,
+    pub events: u64,
+    /// Device events mapped without an R -> S fit (no tracer start pair or no snapshots).
+    pub device_events_without_fit: u64,
+}
+
+/// Where one node's output goes and what it is called.
+pub struct NodeOutput<'a> {
+    pub node: u32,
+    /// Host name written into the XSpace (distinct per node).
+    pub hostname: &'a str,
+    /// Global timeline origin, epoch ns in G: output line timestamps are relative to it.
+    pub g0_ns: i64,
+    /// Next free plane id; incremented per plane so ids are unique across nodes.
+    pub next_plane_id: &'a mut i64,
+    /// Next free device plane id (device ids become trace pids, keep them small).
+    pub next_device_id: &'a mut i64,
+    pub chrome: Option<&'a mut ChromeWriter>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Host,
+    Device,
+    /// Copied verbatim except its id: the distprof plane keeps the node's raw model.
+    Verbatim,
+    TaskEnv,
+}
+
+struct Mapper<'a> {
+    map: &'a NodeTimeMap,
+    device: bool,
+    profile_start_ns: i64,
+}
+
+impl Mapper<'_> {
+    fn line_base_ns(&self, ts_ns: i64) -> i64 {
+        if ts_ns < RELATIVE_LIMIT_NS { ts_ns + self.profile_start_ns } else { ts_ns }
+    }
+    fn map_ps(&self, abs_ps: i128) -> i128 {
+        if self.device { self.map.device_to_g_ps(abs_ps) } else { self.map.host_to_g_ps(abs_ps) }
+    }
+}
+
+/// Rewrites one XSpace from `buf` into `out`. Returns the counts.
+pub fn rewrite_space(
+    buf: &[u8],
+    info: &SpaceInfo,
+    map: &NodeTimeMap,
+    out: &mut dyn Write,
+    mut o: NodeOutput<'_>,
+) -> Result<RewriteStats, RewriteError> {
+    let mut stats = RewriteStats::default();
+    let mut f = Fields::new(buf, 0);
+    let mut scratch = Vec::with_capacity(1 << 16);
+    while let Some(x) = f.next_field()? {
+        match (x.number, x.wire_type) {
+            (SPACE_PLANES, wire::LEN) => rewrite_plane(x.bytes, f.offset_of(x.bytes), info, map, out, &mut o, &mut stats, &mut scratch)?,
+            (SPACE_HOSTNAMES, _) => {}
+            _ => out.write_all(x.raw)?,
+        }
+    }
+    scratch.clear();
+    wire::put_len_header(&mut scratch, SPACE_HOSTNAMES, o.hostname.len());
+    scratch.extend_from_slice(o.hostname.as_bytes());
+    out.write_all(&scratch)?;
+    Ok(stats)
+}
+
+struct LineInfo<'a> {
+    fields: Vec<Field<'a>>,
+    new_ts_ns: i64,
+    new_dur_ps: i64,
+    events_len: Vec<usize>,
+    size: usize,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rewrite_plane(
+    plane: &[u8],
+    base: usize,
+    info: &SpaceInfo,
+    map: &NodeTimeMap,
+    out: &mut dyn Write,
+    o: &mut NodeOutput<'_>,
+    stats: &mut RewriteStats,
+    scratch: &mut Vec<u8>,
+) -> Result<(), RewriteError> {
+    let mut fields = Vec::new();
+    let mut f = Fields::new(plane, base);
+    let mut name: &[u8] = b"";
+    while let Some(x) = f.next_field()? {
+        if x.number == PLANE_NAME && x.wire_type == wire::LEN {
+            name = x.bytes;
+        }
+        fields.push(x);
+    }
+    let name_str = String::from_utf8_lossy(name).into_owned();
+    let kind = if name == TASK_ENV_PLANE.as_bytes() {
+        Kind::TaskEnv
+    } else if name == DISTPROF_PLANE.as_bytes() {
+        Kind::Verbatim
+    } else if name.starts_with(b"/device:") {
+        Kind::Device
+    } else {
+        Kind::Host
+    };
+    let new_id = if kind == Kind::Device {
+        *o.next_device_id += 1;
+        *o.next_device_id - 1
+    } else {
+        *o.next_plane_id += 1;
+        *o.next_plane_id - 1
+    };
+    stats.planes += 1;
+    let mapper = Mapper { map, device: kind == Kind::Device, profile_start_ns: info.profile_start_ns.unwrap_or(0) };
+    if kind == Kind::Device && map.device.is_none() {
+        stats.device_events_without_fit += count_events(&fields)?;
+    }
+
+    if kind == Kind::TaskEnv {
+        let mut p = XPlane::decode(plane).map_err(|_| WireError { at: base, what: "undecodable Task Environment plane" })?;
+        p.id = new_id;
+        let start = p.intern_stat(PROFILE_START_STAT);
+        let stop = p.intern_stat(PROFILE_STOP_STAT);
+        let g_stop = info.profile_stop_ns.map(|s| (map.host_to_g_ps(s as i128 * 1000).div_euclid(1000)) as u64);
+        for s in &mut p.stats {
+            if s.metadata_id == start {
+                s.value = Some(XStatValue::Uint64Value(o.g0_ns as u64));
+            } else if s.metadata_id == stop {
+                if let Some(v) = g_stop {
+                    s.value = Some(XStatValue::Uint64Value(v));
+                }
+            }
+        }
+        let body = p.encode_to_vec();
+        scratch.clear();
+        wire::put_len_header(scratch, SPACE_PLANES, body.len());
+        out.write_all(scratch)?;
+        out.write_all(&body)?;
+        return Ok(());
+    }
+
+    // Pass 1: size every line.
+    let mut lines: Vec<LineInfo> = Vec::new();
+    let mut size = wire::int_field_len(PLANE_ID, new_id);
+    for x in &fields {
+        match x.number {
+            PLANE_ID => {}
+            PLANE_LINES if kind != Kind::Verbatim => {
+                let li = size_line(x.bytes, x.bytes.as_ptr() as usize - plane.as_ptr() as usize + base, &mapper, o.g0_ns)?;
+                size += wire::len_field_len(PLANE_LINES, li.size);
+                lines.push(li);
+            }
+            _ => size += x.raw.len(),
+        }
+    }
+
+    let mut chrome_pid = None;
+    let mut names: HashMap<i64, String> = HashMap::new();
+    if let (Some(ch), true) = (o.chrome.as_deref_mut(), kind != Kind::Verbatim) {
+        names = event_names(&fields)?;
+        chrome_pid = Some(ch.begin_process(&format!("node {} {} {}", o.node, o.hostname, name_str))?);
+    }
+
+    // Pass 2: write.
+    scratch.clear();
+    wire::put_len_header(scratch, SPACE_PLANES, size);
+    wire::put_int_field(scratch, PLANE_ID, new_id);
+    out.write_all(scratch)?;
+    let mut li_iter = lines.iter();
+    for x in &fields {
+        match x.number {
+            PLANE_ID => {}
+            PLANE_LINES if kind != Kind::Verbatim => {
+                let li = li_iter.next().expect("one LineInfo per line field");
+                write_line(li, &mapper, o.g0_ns, out, scratch, chrome_pid.map(|p| (p, o.chrome.as_deref_mut().expect("chrome"), &names)))?;
+                stats.lines += 1;
+                stats.events += li.events_len.len() as u64;
+            }
+            _ => out.write_all(x.raw)?,
+        }
+    }
+    Ok(())
+}
+
+fn count_events(fields: &[Field<'_>]) -> Result<u64, WireError> {
+    let mut n = 0;
+    for x in fields.iter().filter(|x| x.number == PLANE_LINES) {
+        let mut f = Fields::new(x.bytes, 0);
+        while let Some(y) = f.next_field()? {
+            n += (y.number == LINE_EVENTS) as u64;
+        }
+    }
+    Ok(n)
+}
+
+/// Event metadata id -> display name (or name), for the Chrome output.
+fn event_names(fields: &[Field<'_>]) -> Result<HashMap<i64, String>, WireError> {
+    let mut names = HashMap::new();
+    for x in fields.iter().filter(|x| x.number == PLANE_EVENT_METADATA) {
+        let (mut key, mut name, mut display) = (0i64, &b""[..], &b""[..]);
+        let mut f = Fields::new(x.bytes, 0);
+        while let Some(y) = f.next_field()? {
+            match y.number {
+                1 => key = y.int as i64,
+                2 => {
+                    let mut g = Fields::new(y.bytes, 0);
+                    while let Some(z) = g.next_field()? {
+                        match z.number {
+                            2 => name = z.bytes,
+                            4 => display = z.bytes,
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let n = if display.is_empty() { name } else { display };
+        names.insert(key, String::from_utf8_lossy(n).into_owned());
+    }
+    Ok(names)
+}
+
+/// The event's (start, end) in absolute ps on its own clock, or None for aggregated events.
+fn event_span(ev: &[u8], line_base_ps: i128) -> Result<(Option<(i128, i128)>, usize), WireError> {
+    let (mut off, mut dur, mut aggregated, mut kept) = (0i64, 0i64, false, 0usize);
+    let mut f = Fields::new(ev, 0);
+    while let Some(x) = f.next_field()? {
+        match x.number {
+            EVENT_OFFSET => off = x.int as i64,
+            EVENT_DURATION => dur = x.int as i64,
+            EVENT_NUM_OCCURRENCES => {
+                aggregated = true;
+                kept += x.raw.len();
+            }
+            _ => kept += x.raw.len(),
+        }
+    }
+    if aggregated {
+        // No position to map: keep the duration as it is.
+        return Ok((None, kept + wire::int_field_len(EVENT_DURATION, dur)));
+    }
+    let start = line_base_ps + off as i128;
+    Ok((Some((start, start + dur as i128)), kept))
+}
+
+fn new_offset_dur(span: (i128, i128), m: &Mapper<'_>, ref_ps: i128) -> (i64, i64) {
+    let s = m.map_ps(span.0);
+    let e = m.map_ps(span.1);
+    // The map is monotone, so s >= ref_ps up to rounding; clamp the rounding away.
+    (((s - ref_ps).max(0)) as i64, ((e - s).max(0)) as i64)
+}
+
+fn size_line<'a>(line: &'a [u8], base: usize, m: &Mapper<'_>, g0_ns: i64) -> Result<LineInfo<'a>, WireError> {
+    let mut fields = Vec::new();
+    let (mut ts, mut dur) = (0i64, 0i64);
+    let mut f = Fields::new(line, base);
+    while let Some(x) = f.next_field()? {
+        match x.number {
+            LINE_TIMESTAMP => ts = x.int as i64,
+            LINE_DURATION => dur = x.int as i64,
+            _ => {}
+        }
+        fields.push(x);
+    }
+    let base_ps = m.line_base_ns(ts) as i128 * 1000;
+    let mapped_base = m.map_ps(base_ps);
+    let new_ts_ns = mapped_base.div_euclid(1000) as i64 - g0_ns;
+    let ref_ps = (g0_ns as i128 + new_ts_ns as i128) * 1000;
+    let new_dur_ps = if dur > 0 { (m.map_ps(base_ps + dur as i128) - mapped_base) as i64 } else { 0 };
+    let mut size = wire::int_field_len(LINE_TIMESTAMP, new_ts_ns) + wire::int_field_len(LINE_DURATION, new_dur_ps);
+    let mut events_len = Vec::new();
+    for x in &fields {
+        match x.number {
+            LINE_TIMESTAMP | LINE_DURATION => {}
+            LINE_EVENTS => {
+                let (span, kept) = event_span(x.bytes, base_ps)?;
+                let len = match span {
+                    Some(sp) => {
+                        let (off, d) = new_offset_dur(sp, m, ref_ps);
+                        kept + wire::int_field_len(EVENT_OFFSET, off) + wire::int_field_len(EVENT_DURATION, d)
+                    }
+                    None => kept,
+                };
+                events_len.push(len);
+                size += wire::len_field_len(LINE_EVENTS, len);
+            }
+            _ => size += x.raw.len(),
+        }
+    }
+    Ok(LineInfo { fields, new_ts_ns, new_dur_ps, events_len, size })
+}
+
+fn write_line(
+    li: &LineInfo<'_>,
+    m: &Mapper<'_>,
+    g0_ns: i64,
+    out: &mut dyn Write,
+    scratch: &mut Vec<u8>,
+    mut chrome: Option<(u64, &mut ChromeWriter, &HashMap<i64, String>)>,
+) -> Result<(), RewriteError> {
+    let mut ts = 0i64;
+    let (mut line_id, mut line_name, mut display) = (0i64, &b""[..], &b""[..]);
+    for x in &li.fields {
+        match x.number {
+            LINE_TIMESTAMP => ts = x.int as i64,
+            LINE_ID => line_id = x.int as i64,
+            LINE_NAME => line_name = x.bytes,
+            LINE_DISPLAY_NAME => display = x.bytes,
+            _ => {}
+        }
+    }
+    if let Some((pid, ch, _)) = chrome.as_mut() {
+        let n = if display.is_empty() { line_name } else { display };
+        ch.thread(*pid, line_id, &String::from_utf8_lossy(n))?;
+    }
+    let base_ps = m.line_base_ns(ts) as i128 * 1000;
+    let ref_ps = (g0_ns as i128 + li.new_ts_ns as i128) * 1000;
+    scratch.clear();
+    wire::put_len_header(scratch, PLANE_LINES, li.size);
+    wire::put_int_field(scratch, LINE_TIMESTAMP, li.new_ts_ns);
+    wire::put_int_field(scratch, LINE_DURATION, li.new_dur_ps);
+    let mut k = 0;
+    for x in &li.fields {
+        match x.number {
+            LINE_TIMESTAMP | LINE_DURATION => {}
+            LINE_EVENTS => {
+                wire::put_len_header(scratch, LINE_EVENTS, li.events_len[k]);
+                k += 1;
+                let (span, _) = event_span(x.bytes, base_ps)?;
+                let mapped = span.map(|sp| new_offset_dur(sp, m, ref_ps));
+                let mut meta = 0i64;
+                let mut f = Fields::new(x.bytes, 0);
+                while let Some(y) = f.next_field()? {
+                    match y.number {
+                        EVENT_OFFSET => {}
+                        EVENT_DURATION if mapped.is_some() => {}
+                        _ => {
+                            if y.number == 1 {
+                                meta = y.int as i64;
+                            }
+                            scratch.extend_from_slice(y.raw);
+                        }
+                    }
+                }
+                if let Some((off, d)) = mapped {
+                    wire::put_int_field(scratch, EVENT_OFFSET, off);
+                    wire::put_int_field(scratch, EVENT_DURATION, d);
+                    if let Some((pid, ch, names)) = chrome.as_mut() {
+                        let name = names.get(&meta).map(String::as_str).unwrap_or("");
+                        ch.complete(*pid, line_id, name, li.new_ts_ns as i128 * 1000 + off as i128, d as i128)?;
+                    }
+                }
+                if scratch.len() >= 1 << 16 {
+                    out.write_all(scratch)?;
+                    scratch.clear();
+                }
+            }
+            _ => scratch.extend_from_slice(x.raw),
+        }
+    }
+    out.write_all(scratch)?;
+    scratch.clear();
+    Ok(())
+}
