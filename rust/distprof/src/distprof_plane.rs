@@ -19,6 +19,9 @@ use serde::{Deserialize, Serialize};
 
 /// Name of the plane; starts with `/host:` like XLA's own auxiliary planes.
 pub const DISTPROF_PLANE: &str = "/host:distprof";
+/// The name merge gives the plane in its outputs: the events there are already on G, and the
+/// plane is kept as a record of the model that was applied.
+pub const DISTPROF_APPLIED_PLANE: &str = "/host:distprof-applied";
 /// Bumped when the plane's layout changes incompatibly; readers reject newer versions.
 pub const FORMAT_VERSION: u64 = 1;
 

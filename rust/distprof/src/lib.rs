@@ -13,4 +13,5 @@ pub mod model;
 pub mod distprof_plane;
 pub mod record;
 pub mod snapshot;
+pub mod validate;
 pub mod xplane;

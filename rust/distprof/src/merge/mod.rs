@@ -131,6 +131,7 @@ pub fn load_node(path: &Path, index: u32, allow_uncorrected: bool) -> Result<Loa
         None => None,
     };
     let map = match &plane {
+        _ if info.already_merged => NodeTimeMap::identity(),
         Some(d) => NodeTimeMap::from_plane(d, allow_uncorrected).map_err(|e| MergeError::Map { path: path.into(), source: e })?,
         None if allow_uncorrected => NodeTimeMap::identity(),
         None => return Err(MergeError::NoModel { path: path.into() }),

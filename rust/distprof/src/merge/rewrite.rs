@@ -9,7 +9,7 @@
 use super::chrome::ChromeWriter;
 use super::timemap::NodeTimeMap;
 use super::wire::{self, Field, Fields, WireError};
-use crate::distprof_plane::DISTPROF_PLANE;
+use crate::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
 use crate::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
 use prost::Message;
 use std::collections::HashMap;
@@ -55,10 +55,17 @@ pub struct SpaceInfo {
     pub distprof: Option<XPlane>,
     pub hostnames: Vec<String>,
     pub planes: usize,
+    /// The file is a merge output: its events are on G already.
+    pub already_merged: bool,
+}
+
+/// True for planes whose events merge maps (not the distprof plane, not Task Environment).
+pub fn is_event_plane(name: &[u8]) -> bool {
+    name != TASK_ENV_PLANE.as_bytes() && name != DISTPROF_PLANE.as_bytes() && name != DISTPROF_APPLIED_PLANE.as_bytes()
 }
 
 /// Name of a plane: field 2, which encoders write right after the id.
-fn plane_name(plane: &[u8]) -> Result<&[u8], WireError> {
+pub fn plane_name(plane: &[u8]) -> Result<&[u8], WireError> {
     let mut f = Fields::new(plane, 0);
     while let Some(x) = f.next_field()? {
         if x.number == PLANE_NAME && x.wire_type == wire::LEN {
@@ -83,6 +90,8 @@ pub fn prescan(buf: &[u8]) -> Result<SpaceInfo, WireError> {
                 } else if name == DISTPROF_PLANE.as_bytes() {
                     let p = XPlane::decode(x.bytes).map_err(|_| WireError { at: f.offset_of(x.bytes), what: "undecodable distprof plane" })?;
                     info.distprof = Some(p);
+                } else if name == DISTPROF_APPLIED_PLANE.as_bytes() {
+                    info.already_merged = true;
                 }
             }
             (SPACE_HOSTNAMES, wire::LEN) => info.hostnames.push(String::from_utf8_lossy(x.bytes).into_owned()),
@@ -245,6 +254,7 @@ fn rewrite_plane(
     for x in &fields {
         match x.number {
             PLANE_ID => {}
+            PLANE_NAME if kind == Kind::Verbatim => size += wire::len_field_len(PLANE_NAME, DISTPROF_APPLIED_PLANE.len()),
             PLANE_LINES if kind != Kind::Verbatim => {
                 let li = size_line(x.bytes, x.bytes.as_ptr() as usize - plane.as_ptr() as usize + base, &mapper, o.g0_ns)?;
                 size += wire::len_field_len(PLANE_LINES, li.size);
@@ -270,6 +280,12 @@ fn rewrite_plane(
     for x in &fields {
         match x.number {
             PLANE_ID => {}
+            PLANE_NAME if kind == Kind::Verbatim => {
+                scratch.clear();
+                wire::put_len_header(scratch, PLANE_NAME, DISTPROF_APPLIED_PLANE.len());
+                scratch.extend_from_slice(DISTPROF_APPLIED_PLANE.as_bytes());
+                out.write_all(scratch)?;
+            }
             PLANE_LINES if kind != Kind::Verbatim => {
                 let li = li_iter.next().expect("one LineInfo per line field");
                 write_line(li, &mapper, o.g0_ns, out, scratch, chrome_pid.map(|p| (p, o.chrome.as_deref_mut().expect("chrome"), &names)))?;
