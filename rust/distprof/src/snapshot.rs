@@ -170,7 +170,9 @@ impl SnapshotFit {
 
     /// Maps tracer time to host time, in ps.
     pub fn r_to_s_ps(&self, r_ps: i128) -> i128 {
-        let r_ns = r_ps.div_euclid(1000) as i64;
+        // Only chooses the piece: f64 rounding (256 ns at epoch scale) cannot matter there
+        // because neighbouring pieces are joined continuously. Avoids an i128 division.
+        let r_ns = (r_ps as f64 * 1e-3) as i64;
         let i = self.segments.partition_point(|s| s.r_last_ns < r_ns).min(self.segments.len() - 1);
         let seg = &self.segments[i];
         if r_ns < seg.r_first_ns && i > 0 {

@@ -13,13 +13,14 @@
 
 pub mod chrome;
 pub mod rewrite;
+pub mod sink;
 pub mod timemap;
 pub mod wire;
 
 use crate::distprof_plane::{DistprofPlaneData, PlaneError};
 use chrome::ChromeWriter;
 use rewrite::{NodeOutput, RewriteStats, SpaceInfo};
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use timemap::{MapError, NodeTimeMap};
 
@@ -199,12 +200,11 @@ pub fn merge(inputs: &[PathBuf], opts: &MergeOptions, progress: &mut dyn FnMut(&
         let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
         let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io { path: n.path.clone(), source: e })?;
         let file = std::fs::File::create(&out_path).map_err(|e| MergeError::Io { path: out_path.clone(), source: e })?;
-        let mut w = CountingWriter { inner: BufWriter::with_capacity(1 << 20, file), n: 0 };
+        let mut w = sink::PatchWriter::new(file);
         let o = NodeOutput { node: n.node, hostname: &hostname, g0_ns, next_plane_id: &mut next_plane_id, next_device_id: &mut next_device_id, chrome: chrome.as_mut() };
         let st: RewriteStats = rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| MergeError::Rewrite { path: n.path.clone(), source: e })?;
-        w.flush().map_err(|e| MergeError::Io { path: out_path.clone(), source: e })?;
+        bytes_out += w.finish().map_err(|e| MergeError::Io { path: out_path.clone(), source: e })?;
         bytes_in += buf.len() as u64;
-        bytes_out += w.n;
         drop(buf);
         progress(&format!("node {}: {} events on {} planes -> {}", n.node, st.events, st.planes, out_path.display()));
         summaries.push(NodeSummary {
@@ -224,21 +224,6 @@ pub fn merge(inputs: &[PathBuf], opts: &MergeOptions, progress: &mut dyn FnMut(&
         c.finish().map_err(|e| MergeError::Io { path: p, source: e })?;
     }
     Ok(MergeReport { run_dir, chrome: opts.chrome.clone(), g0_ns, bytes_in, bytes_out, nodes: summaries })
-}
-
-struct CountingWriter<W: Write> {
-    inner: W,
-    n: u64,
-}
-impl<W: Write> Write for CountingWriter<W> {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        let k = self.inner.write(b)?;
-        self.n += k as u64;
-        Ok(k)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 #[cfg(test)]

@@ -2,18 +2,19 @@
 //!
 //! Every event of every plane is mapped (device planes R -> S -> G, all others S -> G) and
 //! re-encoded with its new offset and duration; all other bytes (names, metadata, stats) are
-//! copied verbatim. Each plane is visited twice, once to size each line (protobuf needs
-//! lengths up front) and once to write it, so memory stays at the input buffer plus one
-//! plane's line index.
+//! copied verbatim. One pass: each event is parsed once and mapped once per end; plane and
+//! line lengths are patched afterwards (see `sink`), so memory stays at the input buffer plus
+//! the output buffer.
 
 use super::chrome::ChromeWriter;
 use super::timemap::NodeTimeMap;
+use super::sink::PatchWriter;
 use super::wire::{self, Field, Fields, WireError};
 use crate::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
 use crate::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
 use prost::Message;
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io;
 
 // Field numbers of xplane.proto.
 const SPACE_PLANES: u32 = 1;
@@ -129,7 +130,7 @@ pub struct NodeOutput<'a> {
 enum Kind {
     Host,
     Device,
-    /// Copied verbatim except its id: the distprof plane keeps the node's raw model.
+    /// Copied verbatim except its id and name: the distprof plane keeps the node's raw model.
     Verbatim,
     TaskEnv,
 }
@@ -144,6 +145,7 @@ impl Mapper<'_> {
     fn line_base_ns(&self, ts_ns: i64) -> i64 {
         if ts_ns < RELATIVE_LIMIT_NS { ts_ns + self.profile_start_ns } else { ts_ns }
     }
+    #[inline]
     fn map_ps(&self, abs_ps: i128) -> i128 {
         if self.device { self.map.device_to_g_ps(abs_ps) } else { self.map.host_to_g_ps(abs_ps) }
     }
@@ -154,44 +156,32 @@ pub fn rewrite_space(
     buf: &[u8],
     info: &SpaceInfo,
     map: &NodeTimeMap,
-    out: &mut dyn Write,
+    out: &mut PatchWriter,
     mut o: NodeOutput<'_>,
 ) -> Result<RewriteStats, RewriteError> {
     let mut stats = RewriteStats::default();
     let mut f = Fields::new(buf, 0);
-    let mut scratch = Vec::with_capacity(1 << 16);
     while let Some(x) = f.next_field()? {
         match (x.number, x.wire_type) {
-            (SPACE_PLANES, wire::LEN) => rewrite_plane(x.bytes, f.offset_of(x.bytes), info, map, out, &mut o, &mut stats, &mut scratch)?,
+            (SPACE_PLANES, wire::LEN) => rewrite_plane(x.bytes, f.offset_of(x.bytes), info, map, out, &mut o, &mut stats)?,
             (SPACE_HOSTNAMES, _) => {}
-            _ => out.write_all(x.raw)?,
+            _ => out.buf().extend_from_slice(x.raw),
         }
+        out.maybe_flush()?;
     }
-    scratch.clear();
-    wire::put_len_header(&mut scratch, SPACE_HOSTNAMES, o.hostname.len());
-    scratch.extend_from_slice(o.hostname.as_bytes());
-    out.write_all(&scratch)?;
+    wire::put_len_header(out.buf(), SPACE_HOSTNAMES, o.hostname.len());
+    out.buf().extend_from_slice(o.hostname.as_bytes());
     Ok(stats)
 }
 
-struct LineInfo<'a> {
-    fields: Vec<Field<'a>>,
-    new_ts_ns: i64,
-    new_dur_ps: i64,
-    events_len: Vec<usize>,
-    size: usize,
-}
-
-#[allow(clippy::too_many_arguments)]
 fn rewrite_plane(
     plane: &[u8],
     base: usize,
     info: &SpaceInfo,
     map: &NodeTimeMap,
-    out: &mut dyn Write,
+    out: &mut PatchWriter,
     o: &mut NodeOutput<'_>,
     stats: &mut RewriteStats,
-    scratch: &mut Vec<u8>,
 ) -> Result<(), RewriteError> {
     let mut fields = Vec::new();
     let mut f = Fields::new(plane, base);
@@ -200,9 +190,11 @@ fn rewrite_plane(
         if x.number == PLANE_NAME && x.wire_type == wire::LEN {
             name = x.bytes;
         }
-        fields.push(x);
+        // Lines are the bulk; they are walked in place below, not collected.
+        if x.number != PLANE_LINES {
+            fields.push(x);
+        }
     }
-    let name_str = String::from_utf8_lossy(name).into_owned();
     let kind = if name == TASK_ENV_PLANE.as_bytes() {
         Kind::TaskEnv
     } else if name == DISTPROF_PLANE.as_bytes() {
@@ -220,10 +212,6 @@ fn rewrite_plane(
         *o.next_plane_id - 1
     };
     stats.planes += 1;
-    let mapper = Mapper { map, device: kind == Kind::Device, profile_start_ns: info.profile_start_ns.unwrap_or(0) };
-    if kind == Kind::Device && map.device.is_none() {
-        stats.device_events_without_fit += count_events(&fields)?;
-    }
 
     if kind == Kind::TaskEnv {
         let mut p = XPlane::decode(plane).map_err(|_| WireError { at: base, what: "undecodable Task Environment plane" })?;
@@ -241,72 +229,47 @@ fn rewrite_plane(
             }
         }
         let body = p.encode_to_vec();
-        scratch.clear();
-        wire::put_len_header(scratch, SPACE_PLANES, body.len());
-        out.write_all(scratch)?;
-        out.write_all(&body)?;
+        wire::put_len_header(out.buf(), SPACE_PLANES, body.len());
+        out.buf().extend_from_slice(&body);
         return Ok(());
     }
 
-    // Pass 1: size every line.
-    let mut lines: Vec<LineInfo> = Vec::new();
-    let mut size = wire::int_field_len(PLANE_ID, new_id);
-    for x in &fields {
-        match x.number {
-            PLANE_ID => {}
-            PLANE_NAME if kind == Kind::Verbatim => size += wire::len_field_len(PLANE_NAME, DISTPROF_APPLIED_PLANE.len()),
-            PLANE_LINES if kind != Kind::Verbatim => {
-                let li = size_line(x.bytes, x.bytes.as_ptr() as usize - plane.as_ptr() as usize + base, &mapper, o.g0_ns)?;
-                size += wire::len_field_len(PLANE_LINES, li.size);
-                lines.push(li);
-            }
-            _ => size += x.raw.len(),
+    let mapper = Mapper { map, device: kind == Kind::Device, profile_start_ns: info.profile_start_ns.unwrap_or(0) };
+    let mut chrome = None;
+    if kind != Kind::Verbatim {
+        if let Some(ch) = o.chrome.as_deref_mut() {
+            let names = event_names(&fields)?;
+            let pid = ch.begin_process(&format!("node {} {} {}", o.node, o.hostname, String::from_utf8_lossy(name)))?;
+            chrome = Some((pid, ch, names));
         }
     }
 
-    let mut chrome_pid = None;
-    let mut names: HashMap<i64, String> = HashMap::new();
-    if let (Some(ch), true) = (o.chrome.as_deref_mut(), kind != Kind::Verbatim) {
-        names = event_names(&fields)?;
-        chrome_pid = Some(ch.begin_process(&format!("node {} {} {}", o.node, o.hostname, name_str))?);
-    }
-
-    // Pass 2: write.
-    scratch.clear();
-    wire::put_len_header(scratch, SPACE_PLANES, size);
-    wire::put_int_field(scratch, PLANE_ID, new_id);
-    out.write_all(scratch)?;
-    let mut li_iter = lines.iter();
-    for x in &fields {
+    wire::put_key(out.buf(), SPACE_PLANES, wire::LEN);
+    let at = out.placeholder();
+    wire::put_int_field(out.buf(), PLANE_ID, new_id);
+    let mut f = Fields::new(plane, base);
+    while let Some(x) = f.next_field()? {
         match x.number {
             PLANE_ID => {}
             PLANE_NAME if kind == Kind::Verbatim => {
-                scratch.clear();
-                wire::put_len_header(scratch, PLANE_NAME, DISTPROF_APPLIED_PLANE.len());
-                scratch.extend_from_slice(DISTPROF_APPLIED_PLANE.as_bytes());
-                out.write_all(scratch)?;
+                wire::put_len_header(out.buf(), PLANE_NAME, DISTPROF_APPLIED_PLANE.len());
+                out.buf().extend_from_slice(DISTPROF_APPLIED_PLANE.as_bytes());
             }
             PLANE_LINES if kind != Kind::Verbatim => {
-                let li = li_iter.next().expect("one LineInfo per line field");
-                write_line(li, &mapper, o.g0_ns, out, scratch, chrome_pid.map(|p| (p, o.chrome.as_deref_mut().expect("chrome"), &names)))?;
+                let ch = chrome.as_mut().map(|(p, c, n)| (*p, &mut **c, &*n));
+                let (events, without_fit) = write_line(x.bytes, f.offset_of(x.bytes), &mapper, o.g0_ns, out, ch)?;
                 stats.lines += 1;
-                stats.events += li.events_len.len() as u64;
+                stats.events += events;
+                if kind == Kind::Device && map.device.is_none() {
+                    stats.device_events_without_fit += without_fit;
+                }
             }
-            _ => out.write_all(x.raw)?,
+            _ => out.buf().extend_from_slice(x.raw),
         }
+        out.maybe_flush()?;
     }
+    out.patch_len(at)?;
     Ok(())
-}
-
-fn count_events(fields: &[Field<'_>]) -> Result<u64, WireError> {
-    let mut n = 0;
-    for x in fields.iter().filter(|x| x.number == PLANE_LINES) {
-        let mut f = Fields::new(x.bytes, 0);
-        while let Some(y) = f.next_field()? {
-            n += (y.number == LINE_EVENTS) as u64;
-        }
-    }
-    Ok(n)
 }
 
 /// Event metadata id -> display name (or name), for the Chrome output.
@@ -337,89 +300,24 @@ fn event_names(fields: &[Field<'_>]) -> Result<HashMap<i64, String>, WireError> 
     Ok(names)
 }
 
-/// The event's (start, end) in absolute ps on its own clock, or None for aggregated events.
-fn event_span(ev: &[u8], line_base_ps: i128) -> Result<(Option<(i128, i128)>, usize), WireError> {
-    let (mut off, mut dur, mut aggregated, mut kept) = (0i64, 0i64, false, 0usize);
-    let mut f = Fields::new(ev, 0);
-    while let Some(x) = f.next_field()? {
-        match x.number {
-            EVENT_OFFSET => off = x.int as i64,
-            EVENT_DURATION => dur = x.int as i64,
-            EVENT_NUM_OCCURRENCES => {
-                aggregated = true;
-                kept += x.raw.len();
-            }
-            _ => kept += x.raw.len(),
-        }
-    }
-    if aggregated {
-        // No position to map: keep the duration as it is.
-        return Ok((None, kept + wire::int_field_len(EVENT_DURATION, dur)));
-    }
-    let start = line_base_ps + off as i128;
-    Ok((Some((start, start + dur as i128)), kept))
-}
+/// Fields of an event kept verbatim, collected in one parse (events have 2-6 fields).
+const MAX_KEPT: usize = 8;
 
-fn new_offset_dur(span: (i128, i128), m: &Mapper<'_>, ref_ps: i128) -> (i64, i64) {
-    let s = m.map_ps(span.0);
-    let e = m.map_ps(span.1);
-    // The map is monotone, so s >= ref_ps up to rounding; clamp the rounding away.
-    (((s - ref_ps).max(0)) as i64, ((e - s).max(0)) as i64)
-}
-
-fn size_line<'a>(line: &'a [u8], base: usize, m: &Mapper<'_>, g0_ns: i64) -> Result<LineInfo<'a>, WireError> {
-    let mut fields = Vec::new();
-    let (mut ts, mut dur) = (0i64, 0i64);
+/// Writes one line; returns (events written, events mapped).
+fn write_line(
+    line: &[u8],
+    base: usize,
+    m: &Mapper<'_>,
+    g0_ns: i64,
+    out: &mut PatchWriter,
+    mut chrome: Option<(u64, &mut ChromeWriter, &HashMap<i64, String>)>,
+) -> Result<(u64, u64), RewriteError> {
+    let (mut ts, mut dur, mut line_id, mut line_name, mut display) = (0i64, 0i64, 0i64, &b""[..], &b""[..]);
     let mut f = Fields::new(line, base);
     while let Some(x) = f.next_field()? {
         match x.number {
             LINE_TIMESTAMP => ts = x.int as i64,
             LINE_DURATION => dur = x.int as i64,
-            _ => {}
-        }
-        fields.push(x);
-    }
-    let base_ps = m.line_base_ns(ts) as i128 * 1000;
-    let mapped_base = m.map_ps(base_ps);
-    let new_ts_ns = mapped_base.div_euclid(1000) as i64 - g0_ns;
-    let ref_ps = (g0_ns as i128 + new_ts_ns as i128) * 1000;
-    let new_dur_ps = if dur > 0 { (m.map_ps(base_ps + dur as i128) - mapped_base) as i64 } else { 0 };
-    let mut size = wire::int_field_len(LINE_TIMESTAMP, new_ts_ns) + wire::int_field_len(LINE_DURATION, new_dur_ps);
-    let mut events_len = Vec::new();
-    for x in &fields {
-        match x.number {
-            LINE_TIMESTAMP | LINE_DURATION => {}
-            LINE_EVENTS => {
-                let (span, kept) = event_span(x.bytes, base_ps)?;
-                let len = match span {
-                    Some(sp) => {
-                        let (off, d) = new_offset_dur(sp, m, ref_ps);
-                        kept + wire::int_field_len(EVENT_OFFSET, off) + wire::int_field_len(EVENT_DURATION, d)
-                    }
-                    None => kept,
-                };
-                events_len.push(len);
-                size += wire::len_field_len(LINE_EVENTS, len);
-            }
-            _ => size += x.raw.len(),
-        }
-    }
-    Ok(LineInfo { fields, new_ts_ns, new_dur_ps, events_len, size })
-}
-
-fn write_line(
-    li: &LineInfo<'_>,
-    m: &Mapper<'_>,
-    g0_ns: i64,
-    out: &mut dyn Write,
-    scratch: &mut Vec<u8>,
-    mut chrome: Option<(u64, &mut ChromeWriter, &HashMap<i64, String>)>,
-) -> Result<(), RewriteError> {
-    let mut ts = 0i64;
-    let (mut line_id, mut line_name, mut display) = (0i64, &b""[..], &b""[..]);
-    for x in &li.fields {
-        match x.number {
-            LINE_TIMESTAMP => ts = x.int as i64,
             LINE_ID => line_id = x.int as i64,
             LINE_NAME => line_name = x.bytes,
             LINE_DISPLAY_NAME => display = x.bytes,
@@ -431,51 +329,104 @@ fn write_line(
         ch.thread(*pid, line_id, &String::from_utf8_lossy(n))?;
     }
     let base_ps = m.line_base_ns(ts) as i128 * 1000;
-    let ref_ps = (g0_ns as i128 + li.new_ts_ns as i128) * 1000;
-    scratch.clear();
-    wire::put_len_header(scratch, PLANE_LINES, li.size);
-    wire::put_int_field(scratch, LINE_TIMESTAMP, li.new_ts_ns);
-    wire::put_int_field(scratch, LINE_DURATION, li.new_dur_ps);
-    let mut k = 0;
-    for x in &li.fields {
+    let mapped_base = m.map_ps(base_ps);
+    let new_ts_ns = mapped_base.div_euclid(1000) as i64 - g0_ns;
+    let ref_ps = (g0_ns as i128 + new_ts_ns as i128) * 1000;
+    let new_dur_ps = if dur > 0 { (m.map_ps(base_ps + dur as i128) - mapped_base) as i64 } else { 0 };
+
+    wire::put_key(out.buf(), PLANE_LINES, wire::LEN);
+    let at = out.placeholder();
+    wire::put_int_field(out.buf(), LINE_TIMESTAMP, new_ts_ns);
+    wire::put_int_field(out.buf(), LINE_DURATION, new_dur_ps);
+    let mut events = 0u64;
+    let mut f = Fields::new(line, base);
+    while let Some(x) = f.next_field()? {
         match x.number {
             LINE_TIMESTAMP | LINE_DURATION => {}
             LINE_EVENTS => {
-                wire::put_len_header(scratch, LINE_EVENTS, li.events_len[k]);
-                k += 1;
-                let (span, _) = event_span(x.bytes, base_ps)?;
-                let mapped = span.map(|sp| new_offset_dur(sp, m, ref_ps));
-                let mut meta = 0i64;
-                let mut f = Fields::new(x.bytes, 0);
-                while let Some(y) = f.next_field()? {
-                    match y.number {
-                        EVENT_OFFSET => {}
-                        EVENT_DURATION if mapped.is_some() => {}
-                        _ => {
-                            if y.number == 1 {
-                                meta = y.int as i64;
-                            }
-                            scratch.extend_from_slice(y.raw);
-                        }
-                    }
-                }
-                if let Some((off, d)) = mapped {
-                    wire::put_int_field(scratch, EVENT_OFFSET, off);
-                    wire::put_int_field(scratch, EVENT_DURATION, d);
-                    if let Some((pid, ch, names)) = chrome.as_mut() {
-                        let name = names.get(&meta).map(String::as_str).unwrap_or("");
-                        ch.complete(*pid, line_id, name, li.new_ts_ns as i128 * 1000 + off as i128, d as i128)?;
-                    }
-                }
-                if scratch.len() >= 1 << 16 {
-                    out.write_all(scratch)?;
-                    scratch.clear();
-                }
+                events += 1;
+                write_event(x.bytes, base_ps, m, ref_ps, out.buf(), chrome.as_mut().map(|(p, c, n)| (*p, line_id, &mut **c, &**n)), new_ts_ns)?;
+                out.maybe_flush()?;
             }
-            _ => scratch.extend_from_slice(x.raw),
+            _ => out.buf().extend_from_slice(x.raw),
         }
     }
-    out.write_all(scratch)?;
-    scratch.clear();
+    out.patch_len(at)?;
+    Ok((events, events))
+}
+
+#[inline]
+fn write_event(
+    ev: &[u8],
+    base_ps: i128,
+    m: &Mapper<'_>,
+    ref_ps: i128,
+    out: &mut Vec<u8>,
+    chrome: Option<(u64, i64, &mut ChromeWriter, &HashMap<i64, String>)>,
+    new_ts_ns: i64,
+) -> Result<(), RewriteError> {
+    let (mut off, mut dur, mut aggregated, mut meta) = (0i64, 0i64, false, 0i64);
+    let mut kept: [&[u8]; MAX_KEPT] = [&[]; MAX_KEPT];
+    let (mut nkept, mut kept_len) = (0usize, 0usize);
+    let mut dur_raw: &[u8] = &[];
+    let mut f = Fields::new(ev, 0);
+    while let Some(x) = f.next_field()? {
+        match x.number {
+            EVENT_OFFSET => off = x.int as i64,
+            EVENT_DURATION => {
+                dur = x.int as i64;
+                dur_raw = x.raw;
+            }
+            n => {
+                if n == EVENT_NUM_OCCURRENCES {
+                    aggregated = true;
+                } else if n == 1 {
+                    meta = x.int as i64;
+                }
+                if nkept < MAX_KEPT {
+                    kept[nkept] = x.raw;
+                }
+                nkept += 1;
+                kept_len += x.raw.len();
+            }
+        }
+    }
+    let put_kept = |out: &mut Vec<u8>| -> Result<(), WireError> {
+        if nkept <= MAX_KEPT {
+            for k in &kept[..nkept] {
+                out.extend_from_slice(k);
+            }
+        } else {
+            let mut f = Fields::new(ev, 0);
+            while let Some(x) = f.next_field()? {
+                if x.number != EVENT_OFFSET && x.number != EVENT_DURATION {
+                    out.extend_from_slice(x.raw);
+                }
+            }
+        }
+        Ok(())
+    };
+    if aggregated {
+        // No position to map: keep the event as it is.
+        wire::put_len_header(out, LINE_EVENTS, kept_len + dur_raw.len());
+        put_kept(out)?;
+        out.extend_from_slice(dur_raw);
+        return Ok(());
+    }
+    let start = base_ps + off as i128;
+    let s = m.map_ps(start);
+    let e = m.map_ps(start + dur as i128);
+    // The map is monotone, so s >= ref_ps up to rounding; clamp the rounding away.
+    let new_off = (s - ref_ps).max(0) as i64;
+    let new_dur = (e - s).max(0) as i64;
+    let len = kept_len + wire::int_field_len(EVENT_OFFSET, new_off) + wire::int_field_len(EVENT_DURATION, new_dur);
+    wire::put_len_header(out, LINE_EVENTS, len);
+    put_kept(out)?;
+    wire::put_int_field(out, EVENT_OFFSET, new_off);
+    wire::put_int_field(out, EVENT_DURATION, new_dur);
+    if let Some((pid, tid, ch, names)) = chrome {
+        let name = names.get(&meta).map(String::as_str).unwrap_or("");
+        ch.complete(pid, tid, name, new_ts_ns as i128 * 1000 + new_off as i128, new_dur as i128)?;
+    }
     Ok(())
 }
