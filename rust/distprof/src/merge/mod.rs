@@ -125,8 +125,10 @@ pub fn find_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
 /// Reads one node's metadata and clock model. `index` is the node id used when the trace
 /// has no distprof plane.
 pub fn load_node(path: &Path, index: u32, allow_uncorrected: bool) -> Result<LoadedNode, MergeError> {
-    let buf = std::fs::read(path).map_err(|e| MergeError::Io { path: path.into(), source: e })?;
-    let info = rewrite::prescan(&buf).map_err(|e| MergeError::Wire { path: path.into(), source: e })?;
+    let bytes = std::fs::metadata(path).map_err(|e| MergeError::Io { path: path.into(), source: e })?.len();
+    let info = rewrite::prescan_file(path)
+        .map_err(|e| MergeError::Io { path: path.into(), source: e })?
+        .map_err(|e| MergeError::Wire { path: path.into(), source: e })?;
     let plane = match &info.distprof {
         Some(p) => Some(DistprofPlaneData::from_xplane(p).map_err(|e| MergeError::Plane { path: path.into(), source: e })?),
         None => None,
@@ -144,7 +146,7 @@ pub fn load_node(path: &Path, index: u32, allow_uncorrected: bool) -> Result<Loa
         .cloned()
         .or_else(|| plane.as_ref().map(|p| p.hostname.clone()).filter(|h| !h.is_empty()))
         .unwrap_or_else(|| path.file_name().map(|f| f.to_string_lossy().trim_end_matches(".xplane.pb").to_string()).unwrap_or_default());
-    Ok(LoadedNode { path: path.into(), node, hostname, info, plane, map, bytes: buf.len() as u64 })
+    Ok(LoadedNode { path: path.into(), node, hostname, info, plane, map, bytes })
 }
 
 /// `YYYY_MM_DD_HH_MM_SS` (UTC) of an epoch time, the run-directory name XProf uses.

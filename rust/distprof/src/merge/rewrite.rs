@@ -7,7 +7,7 @@
 //! the output buffer.
 
 use super::chrome::ChromeWriter;
-use super::timemap::NodeTimeMap;
+use super::timemap::{CorrectionPiece, NodeTimeMap};
 use super::sink::PatchWriter;
 use super::wire::{self, Field, Fields, WireError};
 use crate::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
@@ -102,6 +102,109 @@ pub fn prescan(buf: &[u8]) -> Result<SpaceInfo, WireError> {
     Ok(info)
 }
 
+/// [`prescan`] without reading the whole file: top-level fields are skipped by seeking and only
+/// the small planes it needs are read. Keeps merge at one full read per input.
+pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, WireError>> {
+    use std::io::{BufRead, Read};
+    let mut r = io::BufReader::with_capacity(1 << 16, std::fs::File::open(path)?);
+    let mut pos = 0u64;
+    fn varint(r: &mut impl BufRead, pos: &mut u64) -> io::Result<Option<u64>> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let mut b = [0u8; 1];
+            if r.read(&mut b)? == 0 {
+                return if shift == 0 { Ok(None) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
+            }
+            *pos += 1;
+            v |= ((b[0] & 0x7f) as u64) << shift;
+            if b[0] < 0x80 {
+                return Ok(Some(v));
+            }
+        }
+        Err(io::Error::new(io::ErrorKind::InvalidData, "varint longer than 10 bytes"))
+    }
+    let bad = |at: u64, what: &'static str| Ok(Err(WireError { at: at as usize, what }));
+    let mut info = SpaceInfo::default();
+    loop {
+        let at = pos;
+        let key = match varint(&mut r, &mut pos) {
+            Ok(Some(k)) => k,
+            Ok(None) => break,
+            Err(_) => return bad(at, "truncated field key"),
+        };
+        let (number, wt) = ((key >> 3) as u32, (key & 7) as u8);
+        match wt {
+            wire::VARINT => {
+                if varint(&mut r, &mut pos).ok().flatten().is_none() {
+                    return bad(at, "truncated varint");
+                }
+            }
+            wire::FIXED64 | wire::FIXED32 => {
+                let n = if wt == wire::FIXED64 { 8 } else { 4 };
+                r.seek_relative(n)?;
+                pos += n as u64;
+            }
+            wire::LEN => {
+                let len = match varint(&mut r, &mut pos) {
+                    Ok(Some(l)) => l,
+                    _ => return bad(at, "truncated length"),
+                };
+                if number == SPACE_PLANES || number == SPACE_HOSTNAMES {
+                    let head_len = len.min(512) as usize;
+                    let mut body = vec![0u8; head_len];
+                    if r.read_exact(&mut body).is_err() {
+                        return bad(pos, "length past end of file");
+                    }
+                    let name = if number == SPACE_PLANES {
+                        let mut f = Fields::new(&body, pos as usize);
+                        let mut name = Vec::new();
+                        while let Ok(Some(x)) = f.next_field() {
+                            if x.number == PLANE_NAME && x.wire_type == wire::LEN {
+                                name = x.bytes.to_vec();
+                                break;
+                            }
+                        }
+                        name
+                    } else {
+                        Vec::new()
+                    };
+                    let wanted = number == SPACE_HOSTNAMES
+                        || name == TASK_ENV_PLANE.as_bytes()
+                        || name == DISTPROF_PLANE.as_bytes()
+                        || name == DISTPROF_APPLIED_PLANE.as_bytes();
+                    if wanted {
+                        body.resize(len as usize, 0);
+                        if r.read_exact(&mut body[head_len..]).is_err() {
+                            return bad(pos, "length past end of file");
+                        }
+                        // Re-encode as a one-field XSpace and reuse the in-memory prescan.
+                        let mut one = Vec::with_capacity(body.len() + 12);
+                        wire::put_len_header(&mut one, number, body.len());
+                        one.extend_from_slice(&body);
+                        let sub = match prescan(&one) {
+                            Ok(s) => s,
+                            Err(e) => return Ok(Err(e)),
+                        };
+                        info.profile_start_ns = info.profile_start_ns.or(sub.profile_start_ns);
+                        info.profile_stop_ns = info.profile_stop_ns.or(sub.profile_stop_ns);
+                        info.distprof = info.distprof.take().or(sub.distprof);
+                        info.already_merged |= sub.already_merged;
+                        info.hostnames.extend(sub.hostnames);
+                    } else {
+                        r.seek_relative(len as i64 - head_len as i64)?;
+                    }
+                    info.planes += (number == SPACE_PLANES) as usize;
+                } else {
+                    r.seek_relative(len as i64)?;
+                }
+                pos += len;
+            }
+            _ => return bad(at, "unsupported wire type"),
+        }
+    }
+    Ok(Ok(info))
+}
+
 /// Counts of one node's rewrite.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RewriteStats {
@@ -139,6 +242,7 @@ struct Mapper<'a> {
     map: &'a NodeTimeMap,
     device: bool,
     profile_start_ns: i64,
+    cache: std::cell::Cell<CorrectionPiece>,
 }
 
 impl Mapper<'_> {
@@ -147,7 +251,11 @@ impl Mapper<'_> {
     }
     #[inline]
     fn map_ps(&self, abs_ps: i128) -> i128 {
-        if self.device { self.map.device_to_g_ps(abs_ps) } else { self.map.host_to_g_ps(abs_ps) }
+        if self.device {
+            self.map.device_to_g_ps_cached(abs_ps, &self.cache)
+        } else {
+            self.map.host_to_g_ps_cached(abs_ps, &self.cache)
+        }
     }
 }
 
@@ -234,7 +342,7 @@ fn rewrite_plane(
         return Ok(());
     }
 
-    let mapper = Mapper { map, device: kind == Kind::Device, profile_start_ns: info.profile_start_ns.unwrap_or(0) };
+    let mapper = Mapper { map, device: kind == Kind::Device, profile_start_ns: info.profile_start_ns.unwrap_or(0), cache: std::cell::Cell::new(CorrectionPiece::EMPTY) };
     let mut chrome = None;
     if kind != Kind::Verbatim {
         if let Some(ch) = o.chrome.as_deref_mut() {

@@ -39,23 +39,27 @@ impl GlobalMap {
         Self { segments }
     }
 
-    /// Correction c(S) in ns at host time `s_ns`.
-    pub fn correction_ns(&self, s_ns: i64) -> f64 {
+    /// The linear piece of the correction that holds at host time `s_ns`.
+    pub fn piece(&self, s_ns: i64) -> CorrectionPiece {
         let segs = &self.segments;
         if segs.is_empty() {
-            return 0.0;
+            return CorrectionPiece { lo_ns: i64::MIN, hi_ns: i64::MAX, x0_ns: 0, c0_ns: 0.0, slope: 0.0 };
         }
         let i = segs.partition_point(|g| g.mid_local_ns <= s_ns);
-        let own = |g: &ClockSegment| g.offset_ns + g.drift_ppb * 1e-9 * (s_ns - g.mid_local_ns) as f64;
-        if i == 0 {
-            return own(&segs[0]);
-        }
-        if i == segs.len() {
-            return own(&segs[segs.len() - 1]);
+        if i == 0 || i == segs.len() {
+            // Outside the midpoints the nearest window's own drift extrapolates.
+            let g = &segs[if i == 0 { 0 } else { segs.len() - 1 }];
+            let (lo_ns, hi_ns) = if i == 0 { (i64::MIN, g.mid_local_ns) } else { (g.mid_local_ns, i64::MAX) };
+            return CorrectionPiece { lo_ns, hi_ns, x0_ns: g.mid_local_ns, c0_ns: g.offset_ns, slope: g.drift_ppb * 1e-9 };
         }
         let (a, b) = (&segs[i - 1], &segs[i]);
-        let w = (s_ns - a.mid_local_ns) as f64 / (b.mid_local_ns - a.mid_local_ns).max(1) as f64;
-        a.offset_ns + (b.offset_ns - a.offset_ns) * w
+        let slope = (b.offset_ns - a.offset_ns) / (b.mid_local_ns - a.mid_local_ns).max(1) as f64;
+        CorrectionPiece { lo_ns: a.mid_local_ns, hi_ns: b.mid_local_ns, x0_ns: a.mid_local_ns, c0_ns: a.offset_ns, slope }
+    }
+
+    /// Correction c(S) in ns at host time `s_ns`.
+    pub fn correction_ns(&self, s_ns: i64) -> f64 {
+        self.piece(s_ns).at(s_ns)
     }
 
     /// Error bound in ns at host time `s_ns`: the larger bound of the windows it lies between.
@@ -78,6 +82,44 @@ impl GlobalMap {
         // an f64's rounding of epoch ns: exact enough, and avoids an i128 division per event.
         let s_ns = approx_ns(s_ps);
         s_ps - (self.correction_ns(s_ns) * 1000.0).round() as i128
+    }
+
+    /// [`Self::s_to_g_ps`] with a caller-held piece cache.
+    #[inline]
+    pub fn s_to_g_ps_cached(&self, s_ps: i128, cache: &std::cell::Cell<CorrectionPiece>) -> i128 {
+        let s_ns = approx_ns(s_ps);
+        let mut p = cache.get();
+        if !p.contains(s_ns) {
+            p = self.piece(s_ns);
+            cache.set(p);
+        }
+        s_ps - (p.at(s_ns) * 1000.0).round() as i128
+    }
+}
+
+/// One linear piece of the correction: `c(S) = c0 + slope * (S - x0)` for S in [lo, hi).
+/// Events of a line are close together, so callers cache the piece and skip the lookup.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CorrectionPiece {
+    pub lo_ns: i64,
+    pub hi_ns: i64,
+    pub x0_ns: i64,
+    pub c0_ns: f64,
+    pub slope: f64,
+}
+
+impl CorrectionPiece {
+    /// A piece that holds nowhere, to start a cache.
+    pub const EMPTY: Self = Self { lo_ns: 1, hi_ns: 0, x0_ns: 0, c0_ns: 0.0, slope: 0.0 };
+
+    #[inline]
+    pub fn contains(&self, s_ns: i64) -> bool {
+        self.lo_ns <= s_ns && s_ns < self.hi_ns
+    }
+
+    #[inline]
+    pub fn at(&self, s_ns: i64) -> f64 {
+        self.c0_ns + self.slope * (s_ns - self.x0_ns) as f64
     }
 }
 
@@ -143,6 +185,17 @@ impl NodeTimeMap {
 
     pub fn host_to_g_ps(&self, s_ps: i128) -> i128 {
         self.global.s_to_g_ps(s_ps)
+    }
+
+    pub fn host_to_g_ps_cached(&self, s_ps: i128, cache: &std::cell::Cell<CorrectionPiece>) -> i128 {
+        self.global.s_to_g_ps_cached(s_ps, cache)
+    }
+
+    pub fn device_to_g_ps_cached(&self, disk_ps: i128, cache: &std::cell::Cell<CorrectionPiece>) -> i128 {
+        match &self.device {
+            Some(d) => self.global.s_to_g_ps_cached(d.disk_to_s_ps(disk_ps), cache),
+            None => self.global.s_to_g_ps_cached(disk_ps, cache),
+        }
     }
 
     pub fn device_to_g_ps(&self, disk_ps: i128) -> i128 {
