@@ -262,6 +262,16 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     assert!(names.contains("node 1 node1.vm /device:GPU:0"), "{names:?}");
     let pids: std::collections::HashSet<_> = evs.iter().filter(|e| e["name"] == "process_name").map(|e| e["pid"].as_u64().unwrap()).collect();
     assert_eq!(pids.len(), names.len());
+
+    // tests/steps/40-xprof.sh checks these outputs with XProf's own converter.
+    if let Some(keep) = std::env::var_os("DISTPROF_MERGE_TEST_OUT") {
+        let keep = Path::new(&keep);
+        std::fs::create_dir_all(keep).unwrap();
+        for n in &report.nodes {
+            std::fs::copy(&n.output, keep.join(n.output.file_name().unwrap())).unwrap();
+        }
+        std::fs::copy(&chrome, keep.join("merged.trace.json")).unwrap();
+    }
 }
 
 #[test]
