@@ -138,6 +138,29 @@ impl FitSegment {
     }
 }
 
+/// One linear piece of the R -> S map: `S = s0 + slope * (R - r0)` for R in [lo, hi) ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RPiece {
+    pub lo_ns: i64,
+    pub hi_ns: i64,
+    pub r0_ps: i128,
+    pub s0_ps: i128,
+    pub slope: f64,
+}
+
+impl RPiece {
+    pub const EMPTY: Self = Self { lo_ns: 1, hi_ns: 0, r0_ps: 0, s0_ps: 0, slope: 1.0 };
+
+    #[inline]
+    pub fn contains(&self, r_ns: i64) -> bool {
+        self.lo_ns <= r_ns && r_ns < self.hi_ns
+    }
+
+    pub fn s_ps(&self, r_ps: i128) -> i128 {
+        self.s0_ps + (self.slope * (r_ps - self.r0_ps) as f64).round() as i128
+    }
+}
+
 /// Piecewise-linear R -> S map.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotFit {
@@ -168,22 +191,29 @@ impl SnapshotFit {
         Some(Self { segments })
     }
 
-    /// Maps tracer time to host time, in ps.
-    pub fn r_to_s_ps(&self, r_ps: i128) -> i128 {
-        // Only chooses the piece: f64 rounding (256 ns at epoch scale) cannot matter there
-        // because neighbouring pieces are joined continuously. Avoids an i128 division.
-        let r_ns = (r_ps as f64 * 1e-3) as i64;
+    /// The linear piece of the map that holds at tracer time `r_ns`.
+    pub fn piece(&self, r_ns: i64) -> RPiece {
         let i = self.segments.partition_point(|s| s.r_last_ns < r_ns).min(self.segments.len() - 1);
         let seg = &self.segments[i];
         if r_ns < seg.r_first_ns && i > 0 {
-            // Between two pieces: interpolate so the map stays continuous and monotone.
+            // Between two pieces: the straight line from the end of one to the start of the
+            // next keeps the map continuous and monotone.
             let prev = &self.segments[i - 1];
             let (a_r, b_r) = (prev.r_last_ns as i128 * 1000, seg.r_first_ns as i128 * 1000);
             let (a, b) = (prev.s_ps(a_r), seg.s_ps(b_r));
-            let w = (r_ps - a_r) as f64 / (b_r - a_r).max(1) as f64;
-            return a + ((b - a) as f64 * w).round() as i128;
+            let slope = (b - a) as f64 / (b_r - a_r).max(1) as f64;
+            return RPiece { lo_ns: prev.r_last_ns, hi_ns: seg.r_first_ns, r0_ps: a_r, s0_ps: a, slope };
         }
-        seg.s_ps(r_ps)
+        let lo_ns = if i == 0 { i64::MIN } else { seg.r_first_ns };
+        let hi_ns = if i + 1 == self.segments.len() { i64::MAX } else { seg.r_last_ns + 1 };
+        RPiece { lo_ns, hi_ns, r0_ps: seg.r0_ns as i128 * 1000, s0_ps: seg.s0_ns as i128 * 1000, slope: seg.slope }
+    }
+
+    /// Maps tracer time to host time, in ps.
+    pub fn r_to_s_ps(&self, r_ps: i128) -> i128 {
+        // The ns value only chooses the piece: f64 rounding (256 ns at epoch scale) cannot
+        // matter there because neighbouring pieces join continuously.
+        self.piece((r_ps as f64 * 1e-3) as i64).s_ps(r_ps)
     }
 
     /// Maps tracer time to host time, in ns.

@@ -8,6 +8,7 @@
 
 use super::chrome::ChromeWriter;
 use super::timemap::{CorrectionPiece, NodeTimeMap};
+use crate::snapshot::RPiece;
 use super::sink::PatchWriter;
 use super::wire::{self, Field, Fields, WireError};
 use crate::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
@@ -259,6 +260,74 @@ impl Mapper<'_> {
     }
 }
 
+/// f64 -> nearest i64 (ties away from zero, like `f64::round`) without a libm call.
+#[inline(always)]
+fn round_i64(x: f64) -> i64 {
+    (x + 0.5f64.copysign(x)) as i64
+}
+
+/// Maps the events of one line in i64 ps relative to the line's output reference: the i128
+/// epoch arithmetic happens once per line and once per change of linear piece, not per event.
+struct LineMapper<'a, 'm> {
+    m: &'a Mapper<'m>,
+    ref_ns: i64,
+    /// Host: S - ref of the line base, ps.
+    k_ps: i64,
+    /// Device with a fit: R of the line base, ps, and its ns floor.
+    r_base_ps: i128,
+    r_base_ns: i64,
+    ref_ps: i128,
+    /// Cached R piece with its line-relative constants (s0 - ref, r_base - r0).
+    rp: std::cell::Cell<(RPiece, i64, i64)>,
+    fit: Option<&'a crate::snapshot::SnapshotFit>,
+}
+
+impl<'a, 'm> LineMapper<'a, 'm> {
+    fn new(m: &'a Mapper<'m>, base_ps: i128, ref_ps: i128) -> Self {
+        let dev = if m.device { m.map.device.as_ref() } else { None };
+        let r_base_ps = match dev {
+            Some(d) => base_ps - (d.start.s_ns as i128 - d.start.r_ns as i128) * 1000,
+            None => 0,
+        };
+        Self {
+            m,
+            ref_ns: (ref_ps / 1000) as i64,
+            k_ps: (base_ps - ref_ps) as i64,
+            r_base_ps,
+            r_base_ns: r_base_ps.div_euclid(1000) as i64,
+            ref_ps,
+            rp: std::cell::Cell::new((RPiece::EMPTY, 0, 0)),
+            fit: dev.map(|d| &d.fit),
+        }
+    }
+
+    /// Mapped time of the event at `off_ps` after the line base, minus the reference, ps.
+    #[inline]
+    fn rel(&self, off_ps: i64) -> i64 {
+        let s_rel = match self.fit {
+            Some(fit) => {
+                let r_ns = self.r_base_ns + off_ps.div_euclid(1000);
+                let (mut p, mut a, mut b) = self.rp.get();
+                if !p.contains(r_ns) {
+                    p = fit.piece(r_ns);
+                    a = (p.s0_ps - self.ref_ps) as i64;
+                    b = (self.r_base_ps - p.r0_ps) as i64;
+                    self.rp.set((p, a, b));
+                }
+                a + round_i64(p.slope * (b + off_ps) as f64)
+            }
+            None => self.k_ps + off_ps,
+        };
+        let s_ns = self.ref_ns + s_rel.div_euclid(1000);
+        let mut c = self.m.cache.get();
+        if !c.contains(s_ns) {
+            c = self.m.map.global.piece(s_ns);
+            self.m.cache.set(c);
+        }
+        s_rel - round_i64(c.at(s_ns) * 1000.0)
+    }
+}
+
 /// Rewrites one XSpace from `buf` into `out`. Returns the counts.
 pub fn rewrite_space(
     buf: &[u8],
@@ -447,13 +516,14 @@ fn write_line(
     wire::put_int_field(out.buf(), LINE_TIMESTAMP, new_ts_ns);
     wire::put_int_field(out.buf(), LINE_DURATION, new_dur_ps);
     let mut events = 0u64;
+    let lm = LineMapper::new(m, base_ps, ref_ps);
     let mut f = Fields::new(line, base);
     while let Some(x) = f.next_field()? {
         match x.number {
             LINE_TIMESTAMP | LINE_DURATION => {}
             LINE_EVENTS => {
                 events += 1;
-                write_event(x.bytes, base_ps, m, ref_ps, out.buf(), chrome.as_mut().map(|(p, c, n)| (*p, line_id, &mut **c, &**n)), new_ts_ns)?;
+                write_event(x.bytes, &lm, out.buf(), chrome.as_mut().map(|(p, c, n)| (*p, line_id, &mut **c, &**n)), new_ts_ns)?;
                 out.maybe_flush()?;
             }
             _ => out.buf().extend_from_slice(x.raw),
@@ -466,9 +536,7 @@ fn write_line(
 #[inline]
 fn write_event(
     ev: &[u8],
-    base_ps: i128,
-    m: &Mapper<'_>,
-    ref_ps: i128,
+    lm: &LineMapper<'_, '_>,
     out: &mut Vec<u8>,
     chrome: Option<(u64, i64, &mut ChromeWriter, &HashMap<i64, String>)>,
     new_ts_ns: i64,
@@ -521,12 +589,11 @@ fn write_event(
         out.extend_from_slice(dur_raw);
         return Ok(());
     }
-    let start = base_ps + off as i128;
-    let s = m.map_ps(start);
-    let e = m.map_ps(start + dur as i128);
-    // The map is monotone, so s >= ref_ps up to rounding; clamp the rounding away.
-    let new_off = (s - ref_ps).max(0) as i64;
-    let new_dur = (e - s).max(0) as i64;
+    let s = lm.rel(off);
+    let e = lm.rel(off + dur);
+    // The map is monotone, so s >= 0 up to rounding; clamp the rounding away.
+    let new_off = s.max(0);
+    let new_dur = (e - s).max(0);
     let len = kept_len + wire::int_field_len(EVENT_OFFSET, new_off) + wire::int_field_len(EVENT_DURATION, new_dur);
     wire::put_len_header(out, LINE_EVENTS, len);
     put_kept(out)?;

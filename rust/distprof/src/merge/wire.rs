@@ -52,7 +52,20 @@ impl<'a> Fields<'a> {
         WireError { at: self.base + self.pos, what }
     }
 
+    #[inline(always)]
     fn varint(&mut self) -> Result<u64, WireError> {
+        // Most keys and many values are one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b as u64);
+            }
+        }
+        self.varint_slow()
+    }
+
+    #[inline(never)]
+    fn varint_slow(&mut self) -> Result<u64, WireError> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
             let b = *self.buf.get(self.pos).ok_or_else(|| self.err("truncated varint"))?;
@@ -65,6 +78,7 @@ impl<'a> Fields<'a> {
         Err(self.err("varint longer than 10 bytes"))
     }
 
+    #[inline]
     pub fn next_field(&mut self) -> Result<Option<Field<'a>>, WireError> {
         if self.pos >= self.buf.len() {
             return Ok(None);
