@@ -533,6 +533,85 @@ fn write_line(
     Ok((events, events))
 }
 
+/// Reads a varint at `*pos`; None when truncated or overlong.
+#[inline(always)]
+fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift >= 64 {
+            return None;
+        }
+    }
+}
+
+/// The common event shape (metadata id, offset, duration, stats), parsed in one tight loop
+/// with kept bytes as at most 4 contiguous ranges. None for anything else (aggregated
+/// events, unknown fields, malformed input): the general path handles those and reports errors.
+#[inline(always)]
+fn write_event_fast(
+    ev: &[u8],
+    lm: &LineMapper<'_, '_>,
+    out: &mut Vec<u8>,
+) -> Option<(i64, i64, i64)> {
+    let (mut off, mut dur, mut meta) = (0i64, 0i64, 0i64);
+    let mut ranges = [(0usize, 0usize); 4];
+    let mut nr = 0usize;
+    let mut kept_len = 0usize;
+    let mut pos = 0usize;
+    while pos < ev.len() {
+        let start = pos;
+        let key = ev[pos];
+        pos += 1;
+        match key {
+            0x08 => meta = read_varint(ev, &mut pos)? as i64,
+            0x10 => {
+                off = read_varint(ev, &mut pos)? as i64;
+                continue;
+            }
+            0x18 => {
+                dur = read_varint(ev, &mut pos)? as i64;
+                continue;
+            }
+            0x22 => {
+                let len = read_varint(ev, &mut pos)? as usize;
+                pos = pos.checked_add(len).filter(|&e| e <= ev.len())?;
+            }
+            _ => return None,
+        }
+        // Kept field [start, pos): extend the last range when contiguous.
+        if nr > 0 && ranges[nr - 1].1 == start {
+            ranges[nr - 1].1 = pos;
+        } else {
+            if nr == ranges.len() {
+                return None;
+            }
+            ranges[nr] = (start, pos);
+            nr += 1;
+        }
+        kept_len += pos - start;
+    }
+    let s = lm.rel(off);
+    let e = lm.rel(off + dur);
+    let new_off = s.max(0);
+    let new_dur = (e - s).max(0);
+    let len = kept_len + wire::int_field_len(EVENT_OFFSET, new_off) + wire::int_field_len(EVENT_DURATION, new_dur);
+    wire::put_len_header(out, LINE_EVENTS, len);
+    for &(a, b) in &ranges[..nr] {
+        out.extend_from_slice(&ev[a..b]);
+    }
+    wire::put_int_field(out, EVENT_OFFSET, new_off);
+    wire::put_int_field(out, EVENT_DURATION, new_dur);
+    Some((meta, new_off, new_dur))
+}
+
 #[inline]
 fn write_event(
     ev: &[u8],
@@ -541,6 +620,15 @@ fn write_event(
     chrome: Option<(u64, i64, &mut ChromeWriter, &HashMap<i64, String>)>,
     new_ts_ns: i64,
 ) -> Result<(), RewriteError> {
+    let mark = out.len();
+    if let Some((meta, new_off, new_dur)) = write_event_fast(ev, lm, out) {
+        if let Some((pid, tid, ch, names)) = chrome {
+            let name = names.get(&meta).map(String::as_str).unwrap_or("");
+            ch.complete(pid, tid, name, new_ts_ns as i128 * 1000 + new_off as i128, new_dur as i128)?;
+        }
+        return Ok(());
+    }
+    out.truncate(mark);
     let (mut off, mut dur, mut aggregated, mut meta) = (0i64, 0i64, false, 0i64);
     let mut kept: [&[u8]; MAX_KEPT] = [&[]; MAX_KEPT];
     let (mut nkept, mut kept_len) = (0usize, 0usize);
