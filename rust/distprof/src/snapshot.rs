@@ -35,7 +35,9 @@ pub fn host_clock_ns() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec we own; CLOCK_REALTIME always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    #[allow(clippy::unnecessary_cast)] // time_t is not i64 on every target
+    let ns = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
+    ns
 }
 
 /// Takes one pair: `best_of` bracketed reads (at least 1), keeping the narrowest.

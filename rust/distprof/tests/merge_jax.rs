@@ -33,7 +33,10 @@ fn profile_start(space: &XSpace) -> i64 {
 }
 
 /// True absolute time (ps) of every event, in plane/line/event order, per plane name.
-fn true_times(space: &XSpace) -> Vec<(String, Vec<Vec<(i128, i64)>>)> {
+/// Per plane: name and, per line, (start ps, duration ps) of every event.
+type PlaneTimes = Vec<(String, Vec<Vec<(i128, i64)>>)>;
+
+fn true_times(space: &XSpace) -> PlaneTimes {
     let start = profile_start(space);
     space
         .planes
@@ -185,7 +188,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     let inputs = tmp.path().join("in");
     let originals = write_skewed(&inputs);
 
-    let v = validate(&[inputs.clone()], false).unwrap();
+    let v = validate(std::slice::from_ref(&inputs), false).unwrap();
     eprintln!("validate on skewed inputs: {v:?}");
     assert_eq!(v.nodes, 3);
     // 10 all-reduces and 10 all-gathers per node; node 1's GPU plane adds all-reduce participants.
@@ -248,7 +251,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     assert!(total_events > 1000);
 
     // Merged outputs are on G: validate sees no violations there.
-    let v2 = validate(&[report.run_dir.clone()], false).unwrap();
+    let v2 = validate(std::slice::from_ref(&report.run_dir), false).unwrap();
     assert_eq!((v2.before.violations, v2.after.violations), (0, 0), "{v2:?}");
 
     // The Chrome JSON parses, starts with displayTimeUnit, and has one X event per mapped event.
@@ -279,7 +282,7 @@ fn merge_refuses_traces_without_a_model_and_names_the_fix() {
     let tmp = tempfile::tempdir().unwrap();
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jax/node0.xplane.pb");
     let opts = MergeOptions { out_dir: tmp.path().into(), chrome: None, allow_uncorrected: false };
-    let err = merge(&[p.clone()], &opts, &mut |_| {}).unwrap_err().to_string();
+    let err = merge(std::slice::from_ref(&p), &opts, &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("node0.xplane.pb") && err.contains("--allow-uncorrected"), "{err}");
     let opts = MergeOptions { allow_uncorrected: true, ..opts };
     let r = merge(&[p], &opts, &mut |_| {}).unwrap();

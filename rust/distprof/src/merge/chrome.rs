@@ -36,9 +36,9 @@ fn micros(ps: i128) -> String {
 impl ChromeWriter {
     /// Starts the document. `base_ns` is the global origin (epoch ns on G).
     pub fn new(mut out: Box<dyn Write>, base_ns: i64) -> io::Result<Self> {
-        write!(
+        writeln!(
             out,
-            "{{\"displayTimeUnit\":\"ns\",\"metadata\":{{\"baseTimeNanoseconds\":{base_ns},\"producer\":\"distprof merge\",\"highres-ticks\":true}},\"traceEvents\":[\n"
+            "{{\"displayTimeUnit\":\"ns\",\"metadata\":{{\"baseTimeNanoseconds\":{base_ns},\"producer\":\"distprof merge\",\"highres-ticks\":true}},\"traceEvents\":["
         )?;
         Ok(Self { out, next_pid: 1, first: true, events: 0 })
     }
@@ -58,7 +58,7 @@ impl ChromeWriter {
         let mut n = String::new();
         escape(name, &mut n);
         self.sep()?;
-        write!(self.out, "{{\"ph\":\"M\",\"pid\":{pid},\"name\":\"process_name\",\"args\":{{\"name\":\"{n}\"}}}},\n")?;
+        writeln!(self.out, "{{\"ph\":\"M\",\"pid\":{pid},\"name\":\"process_name\",\"args\":{{\"name\":\"{n}\"}}}},")?;
         write!(self.out, "{{\"ph\":\"M\",\"pid\":{pid},\"name\":\"process_sort_index\",\"args\":{{\"sort_index\":{pid}}}}}")?;
         Ok(pid)
     }

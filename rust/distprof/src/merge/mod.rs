@@ -203,7 +203,18 @@ pub fn merge(inputs: &[PathBuf], opts: &MergeOptions, progress: &mut dyn FnMut(&
         let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io { path: n.path.clone(), source: e })?;
         let file = std::fs::File::create(&out_path).map_err(|e| MergeError::Io { path: out_path.clone(), source: e })?;
         let mut w = sink::PatchWriter::new(file);
-        let o = NodeOutput { node: n.node, hostname: &hostname, g0_ns, next_plane_id: &mut next_plane_id, next_device_id: &mut next_device_id, chrome: chrome.as_mut() };
+        let total_mb = buf.len() / 1_000_000;
+        let node = n.node;
+        let mut plane_progress = |done: usize| progress(&format!("node {node}: {} of {total_mb} MB", done / 1_000_000));
+        let o = NodeOutput {
+            node: n.node,
+            hostname: &hostname,
+            g0_ns,
+            next_plane_id: &mut next_plane_id,
+            next_device_id: &mut next_device_id,
+            chrome: chrome.as_mut(),
+            progress: &mut plane_progress,
+        };
         let st: RewriteStats = rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| MergeError::Rewrite { path: n.path.clone(), source: e })?;
         bytes_out += w.finish().map_err(|e| MergeError::Io { path: out_path.clone(), source: e })?;
         bytes_in += buf.len() as u64;

@@ -228,7 +228,12 @@ pub struct NodeOutput<'a> {
     /// Next free device plane id (device ids become trace pids, keep them small).
     pub next_device_id: &'a mut i64,
     pub chrome: Option<&'a mut ChromeWriter>,
+    /// Called with the input bytes done, about every [`PROGRESS_BYTES`].
+    pub progress: &'a mut dyn FnMut(usize),
 }
+
+/// Input bytes between two progress calls.
+pub const PROGRESS_BYTES: usize = 256 << 20;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -338,7 +343,13 @@ pub fn rewrite_space(
 ) -> Result<RewriteStats, RewriteError> {
     let mut stats = RewriteStats::default();
     let mut f = Fields::new(buf, 0);
+    let mut next_report = PROGRESS_BYTES;
     while let Some(x) = f.next_field()? {
+        let done = f.offset_of(x.raw) + x.raw.len();
+        if done >= next_report {
+            (o.progress)(done);
+            next_report = done + PROGRESS_BYTES;
+        }
         match (x.number, x.wire_type) {
             (SPACE_PLANES, wire::LEN) => rewrite_plane(x.bytes, f.offset_of(x.bytes), info, map, out, &mut o, &mut stats)?,
             (SPACE_HOSTNAMES, _) => {}
