@@ -357,6 +357,17 @@ pub fn rewrite_space(
         }
         out.maybe_flush()?;
     }
+    if info.distprof.is_none() && !info.already_merged {
+        // Mark the output as merged even without a model, so later merges and validate
+        // take its times as they are; the stat says no correction was applied.
+        let mut p = XPlane { id: *o.next_plane_id, name: DISTPROF_APPLIED_PLANE.into(), ..Default::default() };
+        *o.next_plane_id += 1;
+        let id = p.intern_stat("uncorrected");
+        p.stats.push(crate::xplane::XStat { metadata_id: id, value: Some(XStatValue::Uint64Value(1)) });
+        let body = p.encode_to_vec();
+        wire::put_len_header(out.buf(), SPACE_PLANES, body.len());
+        out.buf().extend_from_slice(&body);
+    }
     wire::put_len_header(out.buf(), SPACE_HOSTNAMES, o.hostname.len());
     out.buf().extend_from_slice(o.hostname.as_bytes());
     Ok(stats)
