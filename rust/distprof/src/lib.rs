@@ -11,6 +11,7 @@ pub mod kv;
 pub mod merge;
 pub mod model;
 pub mod distprof_plane;
+pub mod gpu;
 pub mod record;
 pub mod snapshot;
 pub mod validate;
