@@ -12,9 +12,11 @@ pub struct ChromeWriter {
     next_pid: u64,
     first: bool,
     pub events: u64,
+    line: Vec<u8>,
 }
 
-fn escape(s: &str, out: &mut String) {
+/// JSON string escaping (without the quotes).
+pub fn escape(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -25,12 +27,37 @@ fn escape(s: &str, out: &mut String) {
     }
 }
 
-/// ps -> "µs.nnn" (truncated to ns), correct for negative values too.
-fn micros(ps: i128) -> String {
+/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too.
+fn put_micros(out: &mut Vec<u8>, ps: i64) {
     let ns = ps.div_euclid(1000);
-    let sign = if ns < 0 { "-" } else { "" };
+    if ns < 0 {
+        out.push(b'-');
+    }
     let a = ns.unsigned_abs();
-    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+    put_u64(out, a / 1000);
+    let f = a % 1000;
+    out.extend_from_slice(&[b'.', b'0' + (f / 100) as u8, b'0' + (f / 10 % 10) as u8, b'0' + (f % 10) as u8]);
+}
+
+fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&tmp[i..]);
+}
+
+fn put_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    put_u64(out, v.unsigned_abs());
 }
 
 impl ChromeWriter {
@@ -40,7 +67,7 @@ impl ChromeWriter {
             out,
             "{{\"displayTimeUnit\":\"ns\",\"metadata\":{{\"baseTimeNanoseconds\":{base_ns},\"producer\":\"distprof merge\",\"highres-ticks\":true}},\"traceEvents\":["
         )?;
-        Ok(Self { out, next_pid: 1, first: true, events: 0 })
+        Ok(Self { out, next_pid: 1, first: true, events: 0, line: Vec::with_capacity(256) })
     }
 
     fn sep(&mut self) -> io::Result<()> {
@@ -70,18 +97,28 @@ impl ChromeWriter {
         write!(self.out, "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":\"{n}\"}}}}")
     }
 
-    /// One complete ("X") event; `ts_ps` relative to the origin.
-    pub fn complete(&mut self, pid: u64, tid: i64, name: &str, ts_ps: i128, dur_ps: i128) -> io::Result<()> {
-        let mut n = String::with_capacity(name.len());
-        escape(name, &mut n);
-        self.sep()?;
+    /// One complete ("X") event; `ts_ps` relative to the origin; `name_escaped` already
+    /// JSON-escaped (see [`escape`]), since names repeat and are escaped once per plane.
+    pub fn complete(&mut self, pid: u64, tid: i64, name_escaped: &str, ts_ps: i64, dur_ps: i64) -> io::Result<()> {
+        let b = &mut self.line;
+        b.clear();
+        if !self.first {
+            b.extend_from_slice(b",\n");
+        }
+        self.first = false;
         self.events += 1;
-        write!(
-            self.out,
-            "{{\"ph\":\"X\",\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"name\":\"{n}\"}}",
-            micros(ts_ps),
-            micros(dur_ps)
-        )
+        b.extend_from_slice(b"{\"ph\":\"X\",\"pid\":");
+        put_u64(b, pid);
+        b.extend_from_slice(b",\"tid\":");
+        put_i64(b, tid);
+        b.extend_from_slice(b",\"ts\":");
+        put_micros(b, ts_ps);
+        b.extend_from_slice(b",\"dur\":");
+        put_micros(b, dur_ps);
+        b.extend_from_slice(b",\"name\":\"");
+        b.extend_from_slice(name_escaped.as_bytes());
+        b.extend_from_slice(b"\"}");
+        self.out.write_all(b)
     }
 
     pub fn finish(mut self) -> io::Result<()> {
@@ -114,6 +151,7 @@ mod tests {
         let pid = w.begin_process("node 1 \"h\" /host:CPU").unwrap();
         w.thread(pid, 7, "python").unwrap();
         w.complete(pid, 7, "all-reduce", 1_234_567_891, 999).unwrap();
+        w.complete(pid, 7, "x", 5_000, 2_000_001).unwrap();
         w.complete(pid, 7, "early", -1_500_000, 0).unwrap();
         w.finish().unwrap();
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
@@ -122,7 +160,8 @@ mod tests {
         let ev = &v["traceEvents"];
         assert_eq!(ev[3]["ts"].as_f64().unwrap(), 1234.567);
         assert_eq!(ev[3]["dur"].as_f64().unwrap(), 0.0);
-        assert_eq!(ev[4]["ts"].as_f64().unwrap(), -1.5);
+        assert_eq!(ev[4]["dur"].as_f64().unwrap(), 2.0);
+        assert_eq!(ev[5]["ts"].as_f64().unwrap(), -1.5);
         assert_eq!(ev[0]["args"]["name"], "node 1 \"h\" /host:CPU");
     }
 }

@@ -471,7 +471,7 @@ fn rewrite_plane(
     Ok(())
 }
 
-/// Event metadata id -> display name (or name), for the Chrome output.
+/// Event metadata id -> display name (or name), JSON-escaped, for the Chrome output.
 fn event_names(fields: &[Field<'_>]) -> Result<HashMap<i64, String>, WireError> {
     let mut names = HashMap::new();
     for x in fields.iter().filter(|x| x.number == PLANE_EVENT_METADATA) {
@@ -494,7 +494,9 @@ fn event_names(fields: &[Field<'_>]) -> Result<HashMap<i64, String>, WireError> 
             }
         }
         let n = if display.is_empty() { name } else { display };
-        names.insert(key, String::from_utf8_lossy(n).into_owned());
+        let mut escaped = String::with_capacity(n.len());
+        super::chrome::escape(&String::from_utf8_lossy(n), &mut escaped);
+        names.insert(key, escaped);
     }
     Ok(names)
 }
@@ -646,7 +648,7 @@ fn write_event(
     if let Some((meta, new_off, new_dur)) = write_event_fast(ev, lm, out) {
         if let Some((pid, tid, ch, names)) = chrome {
             let name = names.get(&meta).map(String::as_str).unwrap_or("");
-            ch.complete(pid, tid, name, new_ts_ns as i128 * 1000 + new_off as i128, new_dur as i128)?;
+            ch.complete(pid, tid, name, new_ts_ns * 1000 + new_off, new_dur)?;
         }
         return Ok(());
     }
@@ -711,7 +713,7 @@ fn write_event(
     wire::put_int_field(out, EVENT_DURATION, new_dur);
     if let Some((pid, tid, ch, names)) = chrome {
         let name = names.get(&meta).map(String::as_str).unwrap_or("");
-        ch.complete(pid, tid, name, new_ts_ns as i128 * 1000 + new_off as i128, new_dur as i128)?;
+        ch.complete(pid, tid, name, new_ts_ns * 1000 + new_off, new_dur)?;
     }
     Ok(())
 }
