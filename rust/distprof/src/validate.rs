@@ -91,11 +91,12 @@ pub struct ValidateReport {
 }
 
 /// Reads every input, extracts collectives, and counts violations before and after correction.
-pub fn validate(inputs: &[PathBuf], allow_uncorrected: bool) -> Result<ValidateReport, MergeError> {
+/// `models` as in [`crate::merge::MergeOptions::models`].
+pub fn validate(inputs: &[PathBuf], allow_uncorrected: bool, models: &[crate::model::NodeClockModel]) -> Result<ValidateReport, MergeError> {
     let paths = find_inputs(inputs)?;
     let (mut before, mut after) = (Collectives::new(), Collectives::new());
     for (i, p) in paths.iter().enumerate() {
-        let n = load_node(p, i as u32, allow_uncorrected)?;
+        let n = load_node(p, i as u32, allow_uncorrected, models)?;
         let buf = std::fs::read(p).map_err(|e| MergeError::Io { path: p.clone(), source: e })?;
         let info = prescan(&buf).map_err(|e| MergeError::Wire { path: p.clone(), source: e })?;
         scan(&buf, n.node, info.profile_start_ns.unwrap_or(0), &NodeTimeMap::identity(), &mut before)

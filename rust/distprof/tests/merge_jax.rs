@@ -188,7 +188,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     let inputs = tmp.path().join("in");
     let originals = write_skewed(&inputs);
 
-    let v = validate(std::slice::from_ref(&inputs), false).unwrap();
+    let v = validate(std::slice::from_ref(&inputs), false, &[]).unwrap();
     eprintln!("validate on skewed inputs: {v:?}");
     assert_eq!(v.nodes, 3);
     // 10 all-reduces and 10 all-gathers per node; node 1's GPU plane adds all-reduce participants.
@@ -199,7 +199,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
 
     let out = tmp.path().join("out");
     let chrome = tmp.path().join("merged.trace.json");
-    let opts = MergeOptions { out_dir: out.clone(), chrome: Some(chrome.clone()), allow_uncorrected: false };
+    let opts = MergeOptions { out_dir: out.clone(), chrome: Some(chrome.clone()), allow_uncorrected: false, models: vec![] };
     let report = merge(&[inputs], &opts, &mut |l| eprintln!("{l}")).unwrap();
     assert_eq!(report.nodes.len(), 3);
 
@@ -251,7 +251,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     assert!(total_events > 1000);
 
     // Merged outputs are on G: validate sees no violations there.
-    let v2 = validate(std::slice::from_ref(&report.run_dir), false).unwrap();
+    let v2 = validate(std::slice::from_ref(&report.run_dir), false, &[]).unwrap();
     assert_eq!((v2.before.violations, v2.after.violations), (0, 0), "{v2:?}");
 
     // The Chrome JSON parses, starts with displayTimeUnit, and has one X event per mapped event.
@@ -281,10 +281,28 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
 fn merge_refuses_traces_without_a_model_and_names_the_fix() {
     let tmp = tempfile::tempdir().unwrap();
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jax/node0.xplane.pb");
-    let opts = MergeOptions { out_dir: tmp.path().into(), chrome: None, allow_uncorrected: false };
+    let opts = MergeOptions { out_dir: tmp.path().into(), chrome: None, allow_uncorrected: false, models: vec![] };
     let err = merge(std::slice::from_ref(&p), &opts, &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("node0.xplane.pb") && err.contains("--allow-uncorrected"), "{err}");
     let opts = MergeOptions { allow_uncorrected: true, ..opts };
     let r = merge(&[p], &opts, &mut |_| {}).unwrap();
     assert!(!r.nodes[0].corrected);
+}
+
+#[test]
+fn given_models_take_precedence_over_the_planes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = tmp.path().join("in");
+    write_skewed(&inputs);
+    // A model that claims node 1 is exactly on G: its 37 ms offset stays, so collectives break.
+    let t = profile_start(&fixture(1));
+    let wrong = NodeClockModel {
+        node: 1,
+        reachable: true,
+        segments: vec![ClockSegment { window_id: 0, start_local_ns: t, end_local_ns: t + 1, mid_local_ns: t, offset_ns: 0.0, drift_ppb: 0.0, bound_ns: 1.0, flagged: false }],
+    };
+    let v = validate(std::slice::from_ref(&inputs), false, &[wrong]).unwrap();
+    assert_eq!(v.before.violations, 20);
+    assert!(v.after.violations >= 18, "{v:?}");
+    assert!(v.after.worst_gap_ns > 10_000_000.0, "{v:?}");
 }

@@ -21,6 +21,10 @@ pub struct Args {
     /// Merge nodes without a usable clock model (no distprof plane, unreachable) as they are.
     #[arg(long)]
     allow_uncorrected: bool,
+    /// JSON array of clock models (`distprof::model::NodeClockModel`) to apply instead of
+    /// the ones in the traces' distprof planes, for the nodes it lists.
+    #[arg(long)]
+    models: Option<PathBuf>,
     /// Print the merge report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -29,7 +33,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let chrome = if args.no_chrome { None } else { Some(args.chrome.unwrap_or_else(|| args.out.join("merged.trace.json"))) };
     std::fs::create_dir_all(&args.out).map_err(|e| anyhow::anyhow!("{}: cannot create output directory: {e}", args.out.display()))?;
-    let opts = MergeOptions { out_dir: args.out, chrome, allow_uncorrected: args.allow_uncorrected };
+    let models = super::validate::read_models(args.models.as_deref())?;
+    let opts = MergeOptions { out_dir: args.out, chrome, allow_uncorrected: args.allow_uncorrected, models };
     let start = std::time::Instant::now();
     let report = merge(&args.inputs, &opts, &mut |line| eprintln!("distprof merge: {line}"))?;
     let secs = start.elapsed().as_secs_f64();

@@ -12,14 +12,27 @@ pub struct Args {
     /// Check traces without a usable clock model as they are.
     #[arg(long)]
     allow_uncorrected: bool,
+    /// JSON array of clock models to apply instead of the traces' own (as for merge).
+    #[arg(long)]
+    models: Option<PathBuf>,
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     json: bool,
 }
 
+/// Reads a `--models` file: a JSON array of `NodeClockModel`.
+pub fn read_models(path: Option<&std::path::Path>) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {
+    let Some(p) = path else { return Ok(Vec::new()) };
+    let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("--models {}: {e}", p.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!("--models {}: not a JSON array of clock models ({e}); expected [{{\"node\":1,\"reachable\":true,\"segments\":[...]}}]", p.display())
+    })
+}
+
 /// Exit 0 when no violation remains after correction, 1 otherwise.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let r = validate(&args.inputs, args.allow_uncorrected)?;
+    let models = read_models(args.models.as_deref())?;
+    let r = validate(&args.inputs, args.allow_uncorrected, &models)?;
     if args.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {

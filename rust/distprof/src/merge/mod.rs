@@ -18,6 +18,7 @@ pub mod timemap;
 pub mod wire;
 
 use crate::distprof_plane::{DistprofPlaneData, PlaneError};
+use crate::model::NodeClockModel;
 use chrome::ChromeWriter;
 use rewrite::{NodeOutput, RewriteStats, SpaceInfo};
 use std::io::BufWriter;
@@ -52,6 +53,9 @@ pub struct MergeOptions {
     pub chrome: Option<PathBuf>,
     /// Merge nodes without a usable clock model with their clocks as they are.
     pub allow_uncorrected: bool,
+    /// Clock models given outside the traces (e.g. from the estimator's output); for their
+    /// nodes they take precedence over the model in the distprof plane.
+    pub models: Vec<NodeClockModel>,
 }
 
 /// One node as loaded by [`load_node`].
@@ -124,7 +128,7 @@ pub fn find_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
 
 /// Reads one node's metadata and clock model. `index` is the node id used when the trace
 /// has no distprof plane.
-pub fn load_node(path: &Path, index: u32, allow_uncorrected: bool) -> Result<LoadedNode, MergeError> {
+pub fn load_node(path: &Path, index: u32, allow_uncorrected: bool, models: &[NodeClockModel]) -> Result<LoadedNode, MergeError> {
     let bytes = std::fs::metadata(path).map_err(|e| MergeError::Io { path: path.into(), source: e })?.len();
     let info = rewrite::prescan_file(path)
         .map_err(|e| MergeError::Io { path: path.into(), source: e })?
@@ -133,13 +137,16 @@ pub fn load_node(path: &Path, index: u32, allow_uncorrected: bool) -> Result<Loa
         Some(p) => Some(DistprofPlaneData::from_xplane(p).map_err(|e| MergeError::Plane { path: path.into(), source: e })?),
         None => None,
     };
+    let node = plane.as_ref().map(|p| p.node).unwrap_or(index);
+    let given = models.iter().find(|m| m.node == node);
     let map = match &plane {
         _ if info.already_merged => NodeTimeMap::identity(),
+        _ if given.is_some() => NodeTimeMap::from_parts(given.expect("checked"), plane.as_ref(), allow_uncorrected)
+            .map_err(|e| MergeError::Map { path: path.into(), source: e })?,
         Some(d) => NodeTimeMap::from_plane(d, allow_uncorrected).map_err(|e| MergeError::Map { path: path.into(), source: e })?,
         None if allow_uncorrected => NodeTimeMap::identity(),
         None => return Err(MergeError::NoModel { path: path.into() }),
     };
-    let node = plane.as_ref().map(|p| p.node).unwrap_or(index);
     let hostname = info
         .hostnames
         .first()
@@ -147,6 +154,11 @@ pub fn load_node(path: &Path, index: u32, allow_uncorrected: bool) -> Result<Loa
         .or_else(|| plane.as_ref().map(|p| p.hostname.clone()).filter(|h| !h.is_empty()))
         .unwrap_or_else(|| path.file_name().map(|f| f.to_string_lossy().trim_end_matches(".xplane.pb").to_string()).unwrap_or_default());
     Ok(LoadedNode { path: path.into(), node, hostname, info, plane, map, bytes })
+}
+
+/// The model merge applies to a node: the one given, else the plane's.
+fn model_of<'a>(n: &'a LoadedNode, models: &'a [NodeClockModel]) -> Option<&'a NodeClockModel> {
+    models.iter().find(|m| m.node == n.node).or(n.plane.as_ref().map(|p| &p.model))
 }
 
 /// `YYYY_MM_DD_HH_MM_SS` (UTC) of an epoch time, the run-directory name XProf uses.
@@ -171,7 +183,7 @@ pub fn merge(inputs: &[PathBuf], opts: &MergeOptions, progress: &mut dyn FnMut(&
     let paths = find_inputs(inputs)?;
     let mut nodes = Vec::new();
     for (i, p) in paths.iter().enumerate() {
-        let n = load_node(p, i as u32, opts.allow_uncorrected)?;
+        let n = load_node(p, i as u32, opts.allow_uncorrected, &opts.models)?;
         if let Some(prev) = nodes.iter().find(|m: &&LoadedNode| m.node == n.node) {
             return Err(MergeError::DuplicateNode { node: n.node, a: prev.path.clone(), b: n.path.clone() });
         }
@@ -225,10 +237,10 @@ pub fn merge(inputs: &[PathBuf], opts: &MergeOptions, progress: &mut dyn FnMut(&
             input: n.path.clone(),
             output: out_path,
             hostname,
-            corrected: n.plane.as_ref().is_some_and(|p| p.model.reachable && !p.model.segments.is_empty()),
+            corrected: !n.info.already_merged && model_of(n, &opts.models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
             events: st.events,
             device_events_without_fit: st.device_events_without_fit,
-            max_bound_ns: n.plane.as_ref().map(|p| p.model.segments.iter().map(|s| s.bound_ns).fold(0.0, f64::max)).unwrap_or(f64::NAN),
+            max_bound_ns: model_of(n, &opts.models).map(|m| m.segments.iter().map(|s| s.bound_ns).fold(0.0, f64::max)).unwrap_or(f64::NAN),
             timestamp_mode: n.plane.as_ref().map(|p| p.timestamp_mode.clone()).unwrap_or_default(),
         });
     }

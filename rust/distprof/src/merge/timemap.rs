@@ -9,7 +9,7 @@
 //! corrections, which are small, pass through f64.
 
 use crate::distprof_plane::{DistprofPlaneData, TracerStart};
-use crate::model::ClockSegment;
+use crate::model::{ClockSegment, NodeClockModel};
 use crate::snapshot::SnapshotFit;
 
 /// Why a node cannot be placed on the global timeline.
@@ -162,22 +162,28 @@ impl NodeTimeMap {
     /// Builds the map from a node's distprof plane. `allow_uncorrected` turns a node without
     /// a usable model into an identity map instead of an error.
     pub fn from_plane(data: &DistprofPlaneData, allow_uncorrected: bool) -> Result<Self, MapError> {
-        let node = data.node;
-        let global = if !data.model.reachable {
+        Self::from_parts(&data.model, Some(data), allow_uncorrected)
+    }
+
+    /// Builds the map from a clock model (from the plane or given separately) and, when
+    /// present, the plane's tracer start pair and snapshot pairs.
+    pub fn from_parts(model: &NodeClockModel, data: Option<&DistprofPlaneData>, allow_uncorrected: bool) -> Result<Self, MapError> {
+        let node = model.node;
+        let global = if !model.reachable {
             if !allow_uncorrected {
                 return Err(MapError::Unreachable { node });
             }
             GlobalMap::identity()
-        } else if data.model.segments.is_empty() {
+        } else if model.segments.is_empty() {
             if !allow_uncorrected {
                 return Err(MapError::Empty { node });
             }
             GlobalMap::identity()
         } else {
-            GlobalMap::new(&data.model.segments)
+            GlobalMap::new(&model.segments)
         };
-        let device = match (data.tracer_start, SnapshotFit::fit(&data.snapshots)) {
-            (Some(start), Some(fit)) => Some(DeviceMap { start, fit }),
+        let device = match data.map(|d| (d.tracer_start, SnapshotFit::fit(&d.snapshots))) {
+            Some((Some(start), Some(fit))) => Some(DeviceMap { start, fit }),
             _ => None,
         };
         Ok(Self { global, device })

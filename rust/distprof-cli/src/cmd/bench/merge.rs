@@ -111,7 +111,7 @@ fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
     let start = std::time::Instant::now();
     match side {
         "merge" => {
-            let opts = MergeOptions { out_dir: out.clone(), chrome: chrome.then(|| out.join("merged.trace.json")), allow_uncorrected: false };
+            let opts = MergeOptions { out_dir: out.clone(), chrome: chrome.then(|| out.join("merged.trace.json")), allow_uncorrected: false, models: vec![] };
             merge(&[inputs], &opts, &mut |l| eprintln!("{l}"))?;
         }
         "baseline" => {
