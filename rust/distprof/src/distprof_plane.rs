@@ -69,7 +69,9 @@ pub struct DistprofPlaneData {
 /// Why a plane could not be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum PlaneError {
-    #[error("distprof plane: stat `{0}` is missing; the plane was not written by distprof's exporter")]
+    #[error(
+        "distprof plane: stat `{0}` is missing; the plane was not written by distprof's exporter"
+    )]
     Missing(&'static str),
     #[error("distprof plane: format version {0} is newer than this distprof reads ({FORMAT_VERSION}); upgrade distprof")]
     Version(u64),
@@ -109,23 +111,37 @@ mod stat {
 }
 
 fn int(id: i64, v: i64) -> XStat {
-    XStat { metadata_id: id, value: Some(XStatValue::Int64Value(v)) }
+    XStat {
+        metadata_id: id,
+        value: Some(XStatValue::Int64Value(v)),
+    }
 }
 fn uint(id: i64, v: u64) -> XStat {
-    XStat { metadata_id: id, value: Some(XStatValue::Uint64Value(v)) }
+    XStat {
+        metadata_id: id,
+        value: Some(XStatValue::Uint64Value(v)),
+    }
 }
 fn dbl(id: i64, v: f64) -> XStat {
-    XStat { metadata_id: id, value: Some(XStatValue::DoubleValue(v)) }
+    XStat {
+        metadata_id: id,
+        value: Some(XStatValue::DoubleValue(v)),
+    }
 }
 fn text(id: i64, v: &str) -> XStat {
-    XStat { metadata_id: id, value: Some(XStatValue::StrValue(v.to_string())) }
+    XStat {
+        metadata_id: id,
+        value: Some(XStatValue::StrValue(v.to_string())),
+    }
 }
 
 /// Events of one line placed at host times relative to the line's first.
 fn place(line: &mut XLine, events: Vec<(i64, i64, XEvent)>) {
     line.timestamp_ns = events.first().map(|e| e.0).unwrap_or(0);
     for (t_ns, dur_ns, mut e) in events {
-        e.data = Some(XEventData::OffsetPs((t_ns - line.timestamp_ns).saturating_mul(1000)));
+        e.data = Some(XEventData::OffsetPs(
+            (t_ns - line.timestamp_ns).saturating_mul(1000),
+        ));
         e.duration_ps = dur_ns.max(0).saturating_mul(1000);
         line.events.push(e);
     }
@@ -133,11 +149,21 @@ fn place(line: &mut XLine, events: Vec<(i64, i64, XEvent)>) {
 
 impl DistprofPlaneData {
     pub fn to_xplane(&self) -> XPlane {
-        let mut p = XPlane { name: DISTPROF_PLANE.to_string(), ..Default::default() };
+        let mut p = XPlane {
+            name: DISTPROF_PLANE.to_string(),
+            ..Default::default()
+        };
         let mut s = |name: &str| p.intern_stat(name);
         let ids = [
-            s(stat::VERSION), s(stat::NODE), s(stat::REFERENCE), s(stat::HOSTNAME), s(stat::TS_MODE),
-            s(stat::TRACER_CLOCK), s(stat::REACHABLE), s(stat::TRACER_START_S), s(stat::TRACER_START_R),
+            s(stat::VERSION),
+            s(stat::NODE),
+            s(stat::REFERENCE),
+            s(stat::HOSTNAME),
+            s(stat::TS_MODE),
+            s(stat::TRACER_CLOCK),
+            s(stat::REACHABLE),
+            s(stat::TRACER_START_S),
+            s(stat::TRACER_START_R),
         ];
         let mut stats = vec![
             uint(ids[0], FORMAT_VERSION),
@@ -155,39 +181,113 @@ impl DistprofPlaneData {
         p.stats = stats;
 
         let (w, st, en, mi, of, dr, bo, fl) = (
-            p.intern_stat(stat::WINDOW), p.intern_stat(stat::START), p.intern_stat(stat::END), p.intern_stat(stat::MID),
-            p.intern_stat(stat::OFFSET), p.intern_stat(stat::DRIFT), p.intern_stat(stat::BOUND), p.intern_stat(stat::FLAGGED),
+            p.intern_stat(stat::WINDOW),
+            p.intern_stat(stat::START),
+            p.intern_stat(stat::END),
+            p.intern_stat(stat::MID),
+            p.intern_stat(stat::OFFSET),
+            p.intern_stat(stat::DRIFT),
+            p.intern_stat(stat::BOUND),
+            p.intern_stat(stat::FLAGGED),
         );
         let ev = p.intern_event("clock window");
-        let mut line = XLine { id: LINE_MODEL, display_id: LINE_MODEL, name: "Clock model".into(), ..Default::default() };
+        let mut line = XLine {
+            id: LINE_MODEL,
+            display_id: LINE_MODEL,
+            name: "Clock model".into(),
+            ..Default::default()
+        };
         let events = self.model.segments.iter().map(|g| {
             let stats = vec![
-                uint(w, g.window_id), int(st, g.start_local_ns), int(en, g.end_local_ns), int(mi, g.mid_local_ns),
-                dbl(of, g.offset_ns), dbl(dr, g.drift_ppb), dbl(bo, g.bound_ns), uint(fl, g.flagged as u64),
+                uint(w, g.window_id),
+                int(st, g.start_local_ns),
+                int(en, g.end_local_ns),
+                int(mi, g.mid_local_ns),
+                dbl(of, g.offset_ns),
+                dbl(dr, g.drift_ppb),
+                dbl(bo, g.bound_ns),
+                uint(fl, g.flagged as u64),
             ];
-            (g.start_local_ns, g.end_local_ns - g.start_local_ns, XEvent { metadata_id: ev, stats, ..Default::default() })
+            (
+                g.start_local_ns,
+                g.end_local_ns - g.start_local_ns,
+                XEvent {
+                    metadata_id: ev,
+                    stats,
+                    ..Default::default()
+                },
+            )
         });
         place(&mut line, events.collect());
         p.lines.push(line);
 
-        let (sid, rid, wid) = (p.intern_stat(stat::S), p.intern_stat(stat::R), p.intern_stat(stat::READ_WINDOW));
+        let (sid, rid, wid) = (
+            p.intern_stat(stat::S),
+            p.intern_stat(stat::R),
+            p.intern_stat(stat::READ_WINDOW),
+        );
         let ev = p.intern_event("snapshot");
-        let mut line = XLine { id: LINE_SNAPSHOTS, display_id: LINE_SNAPSHOTS, name: "Snapshot pairs".into(), ..Default::default() };
+        let mut line = XLine {
+            id: LINE_SNAPSHOTS,
+            display_id: LINE_SNAPSHOTS,
+            name: "Snapshot pairs".into(),
+            ..Default::default()
+        };
         let events = self.snapshots.iter().map(|q| {
-            let stats = vec![int(sid, q.s_ns), int(rid, q.r_ns), int(wid, q.read_window_ns)];
-            (q.s_ns, q.read_window_ns, XEvent { metadata_id: ev, stats, ..Default::default() })
+            let stats = vec![
+                int(sid, q.s_ns),
+                int(rid, q.r_ns),
+                int(wid, q.read_window_ns),
+            ];
+            (
+                q.s_ns,
+                q.read_window_ns,
+                XEvent {
+                    metadata_id: ev,
+                    stats,
+                    ..Default::default()
+                },
+            )
         });
         place(&mut line, events.collect());
         p.lines.push(line);
 
-        let (peer, used, lost, rtt) =
-            (p.intern_stat(stat::PEER), p.intern_stat(stat::USED), p.intern_stat(stat::LOST), p.intern_stat(stat::RTT));
+        let (peer, used, lost, rtt) = (
+            p.intern_stat(stat::PEER),
+            p.intern_stat(stat::USED),
+            p.intern_stat(stat::LOST),
+            p.intern_stat(stat::RTT),
+        );
         let ev = p.intern_event("edge window");
-        let mut line = XLine { id: LINE_PROBES, display_id: LINE_PROBES, name: "Probe statistics".into(), ..Default::default() };
+        let mut line = XLine {
+            id: LINE_PROBES,
+            display_id: LINE_PROBES,
+            name: "Probe statistics".into(),
+            ..Default::default()
+        };
         let events = self.probe_stats.iter().map(|e| {
-            let at = self.model.segments.iter().find(|g| g.window_id == e.window_id).map(|g| g.start_local_ns);
-            let stats = vec![uint(w, e.window_id), uint(peer, e.peer as u64), uint(used, e.pairs_used), uint(lost, e.pairs_lost), int(rtt, e.min_rtt_ns)];
-            (at.unwrap_or(0), 0, XEvent { metadata_id: ev, stats, ..Default::default() })
+            let at = self
+                .model
+                .segments
+                .iter()
+                .find(|g| g.window_id == e.window_id)
+                .map(|g| g.start_local_ns);
+            let stats = vec![
+                uint(w, e.window_id),
+                uint(peer, e.peer as u64),
+                uint(used, e.pairs_used),
+                uint(lost, e.pairs_lost),
+                int(rtt, e.min_rtt_ns),
+            ];
+            (
+                at.unwrap_or(0),
+                0,
+                XEvent {
+                    metadata_id: ev,
+                    stats,
+                    ..Default::default()
+                },
+            )
         });
         let mut events: Vec<_> = events.collect();
         events.sort_by_key(|e| e.0);
@@ -200,18 +300,36 @@ impl DistprofPlaneData {
     pub fn from_xplane(p: &XPlane) -> Result<Self, PlaneError> {
         let ids = StatIds::new(p);
         let plane_stat = |name: &'static str| ids.find(&p.stats, name);
-        let version = plane_stat(stat::VERSION).and_then(as_u64).ok_or(PlaneError::Missing(stat::VERSION))?;
+        let version = plane_stat(stat::VERSION)
+            .and_then(as_u64)
+            .ok_or(PlaneError::Missing(stat::VERSION))?;
         if version > FORMAT_VERSION {
             return Err(PlaneError::Version(version));
         }
-        let node = plane_stat(stat::NODE).and_then(as_u64).ok_or(PlaneError::Missing(stat::NODE))? as NodeId;
-        let reference_node = plane_stat(stat::REFERENCE).and_then(as_u64).ok_or(PlaneError::Missing(stat::REFERENCE))? as NodeId;
-        let reachable = plane_stat(stat::REACHABLE).and_then(as_u64).ok_or(PlaneError::Missing(stat::REACHABLE))? != 0;
-        let tracer_start = match (plane_stat(stat::TRACER_START_S).and_then(as_i64), plane_stat(stat::TRACER_START_R).and_then(as_i64)) {
+        let node = plane_stat(stat::NODE)
+            .and_then(as_u64)
+            .ok_or(PlaneError::Missing(stat::NODE))? as NodeId;
+        let reference_node = plane_stat(stat::REFERENCE)
+            .and_then(as_u64)
+            .ok_or(PlaneError::Missing(stat::REFERENCE))? as NodeId;
+        let reachable = plane_stat(stat::REACHABLE)
+            .and_then(as_u64)
+            .ok_or(PlaneError::Missing(stat::REACHABLE))?
+            != 0;
+        let tracer_start = match (
+            plane_stat(stat::TRACER_START_S).and_then(as_i64),
+            plane_stat(stat::TRACER_START_R).and_then(as_i64),
+        ) {
             (Some(s_ns), Some(r_ns)) => Some(TracerStart { s_ns, r_ns }),
             _ => None,
         };
-        let line = |id: i64| p.lines.iter().find(|l| l.id == id).map(|l| l.events.as_slice()).unwrap_or(&[]);
+        let line = |id: i64| {
+            p.lines
+                .iter()
+                .find(|l| l.id == id)
+                .map(|l| l.events.as_slice())
+                .unwrap_or(&[])
+        };
         let mut segments = Vec::new();
         for e in line(LINE_MODEL) {
             let g = |n: &'static str| ids.find(&e.stats, n).ok_or(PlaneError::Missing(n));
@@ -229,12 +347,24 @@ impl DistprofPlaneData {
         segments.sort_by_key(|g| g.start_local_ns);
         let mut snapshots = Vec::new();
         for e in line(LINE_SNAPSHOTS) {
-            let g = |n: &'static str| ids.find(&e.stats, n).and_then(as_i64).ok_or(PlaneError::Missing(n));
-            snapshots.push(SnapshotPair { s_ns: g(stat::S)?, r_ns: g(stat::R)?, read_window_ns: g(stat::READ_WINDOW)? });
+            let g = |n: &'static str| {
+                ids.find(&e.stats, n)
+                    .and_then(as_i64)
+                    .ok_or(PlaneError::Missing(n))
+            };
+            snapshots.push(SnapshotPair {
+                s_ns: g(stat::S)?,
+                r_ns: g(stat::R)?,
+                read_window_ns: g(stat::READ_WINDOW)?,
+            });
         }
         let mut probe_stats = Vec::new();
         for e in line(LINE_PROBES) {
-            let g = |n: &'static str| ids.find(&e.stats, n).and_then(as_i64).ok_or(PlaneError::Missing(n));
+            let g = |n: &'static str| {
+                ids.find(&e.stats, n)
+                    .and_then(as_i64)
+                    .ok_or(PlaneError::Missing(n))
+            };
             probe_stats.push(ProbeEdgeStats {
                 window_id: g(stat::WINDOW)? as u64,
                 peer: g(stat::PEER)? as NodeId,
@@ -254,7 +384,11 @@ impl DistprofPlaneData {
             timestamp_mode: text_stat(stat::TS_MODE),
             tracer_clock: text_stat(stat::TRACER_CLOCK),
             tracer_start,
-            model: NodeClockModel { node, reachable, segments },
+            model: NodeClockModel {
+                node,
+                reachable,
+                segments,
+            },
             snapshots,
             probe_stats,
         })
@@ -271,7 +405,10 @@ impl<'a> StatIds<'a> {
     }
     fn find<'s>(&self, stats: &'s [XStat], name: &str) -> Option<&'s XStatValue> {
         let id = self.plane.stat_id(name)?;
-        stats.iter().find(|s| s.metadata_id == id).and_then(|s| s.value.as_ref())
+        stats
+            .iter()
+            .find(|s| s.metadata_id == id)
+            .and_then(|s| s.value.as_ref())
     }
 }
 
@@ -309,7 +446,10 @@ mod tests {
             hostname: "gpu-node-2".into(),
             timestamp_mode: "kernel".into(),
             tracer_clock: "rocm".into(),
-            tracer_start: Some(TracerStart { s_ns: t0, r_ns: 5_000_000_000 }),
+            tracer_start: Some(TracerStart {
+                s_ns: t0,
+                r_ns: 5_000_000_000,
+            }),
             model: NodeClockModel {
                 node: 2,
                 reachable: true,
@@ -326,8 +466,20 @@ mod tests {
                     })
                     .collect(),
             },
-            snapshots: (0..5).map(|k| SnapshotPair { s_ns: t0 + k * 100_000_000, r_ns: 5_000_000_000 + k * 100_000_007, read_window_ns: 60 + k }).collect(),
-            probe_stats: vec![ProbeEdgeStats { window_id: 1, peer: 0, pairs_used: 412, pairs_lost: 3, min_rtt_ns: 23_456 }],
+            snapshots: (0..5)
+                .map(|k| SnapshotPair {
+                    s_ns: t0 + k * 100_000_000,
+                    r_ns: 5_000_000_000 + k * 100_000_007,
+                    read_window_ns: 60 + k,
+                })
+                .collect(),
+            probe_stats: vec![ProbeEdgeStats {
+                window_id: 1,
+                peer: 0,
+                pairs_used: 412,
+                pairs_lost: 3,
+                min_rtt_ns: 23_456,
+            }],
         }
     }
 
@@ -336,8 +488,16 @@ mod tests {
         let data = sample();
         let bytes = distprof_plane_bytes(&data);
         // The C++ side appends the plane to an XSpace; read it back from a whole space.
-        let space = XSpace { planes: vec![XPlane::decode(bytes.as_slice()).unwrap()], ..Default::default() };
-        let back = DistprofPlaneData::from_xplane(&XSpace::decode(space.encode_to_vec().as_slice()).unwrap().planes[0]).unwrap();
+        let space = XSpace {
+            planes: vec![XPlane::decode(bytes.as_slice()).unwrap()],
+            ..Default::default()
+        };
+        let back = DistprofPlaneData::from_xplane(
+            &XSpace::decode(space.encode_to_vec().as_slice())
+                .unwrap()
+                .planes[0],
+        )
+        .unwrap();
         assert_eq!(back, data);
     }
 
@@ -353,8 +513,13 @@ mod tests {
 
     #[test]
     fn rejects_a_plane_without_version() {
-        let plane = XPlane { name: DISTPROF_PLANE.into(), ..Default::default() };
-        let err = DistprofPlaneData::from_xplane(&plane).unwrap_err().to_string();
+        let plane = XPlane {
+            name: DISTPROF_PLANE.into(),
+            ..Default::default()
+        };
+        let err = DistprofPlaneData::from_xplane(&plane)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("distprof_format_version"), "{err}");
     }
 }

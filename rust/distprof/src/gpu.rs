@@ -49,30 +49,55 @@ pub fn discover() -> GpuReport {
         use ffi::*;
         let mut version = 0i32;
         // SAFETY: each call writes only through the out-pointers we pass, sized as declared.
-        let runtime_version = (unsafe { hipRuntimeGetVersion(&mut version) } == HIP_SUCCESS).then_some(version);
+        let runtime_version =
+            (unsafe { hipRuntimeGetVersion(&mut version) } == HIP_SUCCESS).then_some(version);
         let mut count = 0i32;
         let rc = unsafe { hipGetDeviceCount(&mut count) };
         if rc != HIP_SUCCESS {
-            return GpuReport { runtime_version, count_error: Some(rc), devices: Vec::new() };
+            return GpuReport {
+                runtime_version,
+                count_error: Some(rc),
+                devices: Vec::new(),
+            };
         }
         let devices = (0..count)
             .map(|ordinal| {
                 let mut buf = [0 as std::os::raw::c_char; 256];
-                let name = if unsafe { hipDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, ordinal) } == HIP_SUCCESS {
-                    // SAFETY: HIP NUL-terminates within the length we gave it.
-                    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
-                } else {
-                    String::new()
-                };
+                let name =
+                    if unsafe { hipDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, ordinal) }
+                        == HIP_SUCCESS
+                    {
+                        // SAFETY: HIP NUL-terminates within the length we gave it.
+                        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+                            .to_string_lossy()
+                            .into_owned()
+                    } else {
+                        String::new()
+                    };
                 let mut khz = 0i32;
-                let clock_rate_khz = (unsafe { hipDeviceGetAttribute(&mut khz, ATTR_CLOCK_RATE, ordinal) } == HIP_SUCCESS).then_some(khz);
-                GpuInfo { ordinal, name, clock_rate_khz }
+                let clock_rate_khz =
+                    (unsafe { hipDeviceGetAttribute(&mut khz, ATTR_CLOCK_RATE, ordinal) }
+                        == HIP_SUCCESS)
+                        .then_some(khz);
+                GpuInfo {
+                    ordinal,
+                    name,
+                    clock_rate_khz,
+                }
             })
             .collect();
-        GpuReport { runtime_version, count_error: None, devices }
+        GpuReport {
+            runtime_version,
+            count_error: None,
+            devices,
+        }
     }
     #[cfg(not(feature = "rocm"))]
-    GpuReport { runtime_version: None, count_error: None, devices: Vec::new() }
+    GpuReport {
+        runtime_version: None,
+        count_error: None,
+        devices: Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -84,7 +109,10 @@ mod tests {
         // This machine has no AMD GPU: either no HIP at all (feature off) or HIP reporting
         // hipErrorNoDevice (100) / zero devices. A GPU machine lists named devices.
         if r.devices.is_empty() {
-            assert!(r.count_error.is_none() || r.count_error == Some(100), "{r:?}");
+            assert!(
+                r.count_error.is_none() || r.count_error == Some(100),
+                "{r:?}"
+            );
         } else {
             assert!(r.devices.iter().all(|d| !d.name.is_empty()), "{r:?}");
         }

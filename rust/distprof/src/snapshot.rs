@@ -32,7 +32,10 @@ pub struct SnapshotPair {
 /// Current CLOCK_REALTIME in ns: the host clock S, the clock XLA's profiler stamps host
 /// events with (`EnvTime::NowNanos`).
 pub fn host_clock_ns() -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec we own; CLOCK_REALTIME always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     #[allow(clippy::unnecessary_cast)] // time_t is not i64 on every target
@@ -41,7 +44,11 @@ pub fn host_clock_ns() -> i64 {
 }
 
 /// Takes one pair: `best_of` bracketed reads (at least 1), keeping the narrowest.
-pub fn sample_pair(best_of: u32, read_s: &dyn Fn() -> i64, read_r: &dyn Fn() -> u64) -> SnapshotPair {
+pub fn sample_pair(
+    best_of: u32,
+    read_s: &dyn Fn() -> i64,
+    read_r: &dyn Fn() -> u64,
+) -> SnapshotPair {
     let mut best: Option<SnapshotPair> = None;
     for _ in 0..best_of.max(1) {
         let s0 = read_s();
@@ -52,14 +59,22 @@ pub fn sample_pair(best_of: u32, read_s: &dyn Fn() -> i64, read_r: &dyn Fn() -> 
             // The host clock stepped backwards between the reads: the pair is meaningless.
             continue;
         }
-        let pair = SnapshotPair { s_ns: s0 + window / 2, r_ns: r, read_window_ns: window };
+        let pair = SnapshotPair {
+            s_ns: s0 + window / 2,
+            r_ns: r,
+            read_window_ns: window,
+        };
         if best.is_none_or(|b| window < b.read_window_ns) {
             best = Some(pair);
         }
     }
     best.unwrap_or_else(|| {
         let s = read_s();
-        SnapshotPair { s_ns: s, r_ns: read_r() as i64, read_window_ns: i64::MAX }
+        SnapshotPair {
+            s_ns: s,
+            r_ns: read_r() as i64,
+            read_window_ns: i64::MAX,
+        }
     })
 }
 
@@ -79,16 +94,22 @@ impl SnapshotSampler {
         let pairs = Arc::new(Mutex::new(Vec::new()));
         let (stop2, pairs2) = (stop.clone(), pairs.clone());
         let period = Duration::from_millis(period_ms.max(1));
-        let thread = std::thread::Builder::new().name("distprof-snapshot".into()).spawn(move || {
-            while !stop2.load(Ordering::Acquire) {
-                let p = sample_pair(best_of, &host_clock_ns, &read_r);
-                if let Ok(mut v) = pairs2.lock() {
-                    v.push(p);
+        let thread = std::thread::Builder::new()
+            .name("distprof-snapshot".into())
+            .spawn(move || {
+                while !stop2.load(Ordering::Acquire) {
+                    let p = sample_pair(best_of, &host_clock_ns, &read_r);
+                    if let Ok(mut v) = pairs2.lock() {
+                        v.push(p);
+                    }
+                    std::thread::park_timeout(period);
                 }
-                std::thread::park_timeout(period);
-            }
-        })?;
-        Ok(Self { stop, pairs, thread: Some(thread) })
+            })?;
+        Ok(Self {
+            stop,
+            pairs,
+            thread: Some(thread),
+        })
     }
 
     /// Stops the thread, takes a final pair (so the fit covers the profile's end) and
@@ -151,7 +172,13 @@ pub struct RPiece {
 }
 
 impl RPiece {
-    pub const EMPTY: Self = Self { lo_ns: 1, hi_ns: 0, r0_ps: 0, s0_ps: 0, slope: 1.0 };
+    pub const EMPTY: Self = Self {
+        lo_ns: 1,
+        hi_ns: 0,
+        r0_ps: 0,
+        s0_ps: 0,
+        slope: 1.0,
+    };
 
     #[inline]
     pub fn contains(&self, r_ns: i64) -> bool {
@@ -173,7 +200,11 @@ impl SnapshotFit {
     /// Fits `pairs` (any order). Returns `None` for fewer than one pair. With a single pair
     /// the map is a pure offset.
     pub fn fit(pairs: &[SnapshotPair]) -> Option<Self> {
-        let mut sorted: Vec<SnapshotPair> = pairs.iter().copied().filter(|p| p.read_window_ns != i64::MAX).collect();
+        let mut sorted: Vec<SnapshotPair> = pairs
+            .iter()
+            .copied()
+            .filter(|p| p.read_window_ns != i64::MAX)
+            .collect();
         sorted.sort_by_key(|p| p.r_ns);
         if sorted.is_empty() {
             return None;
@@ -195,7 +226,10 @@ impl SnapshotFit {
 
     /// The linear piece of the map that holds at tracer time `r_ns`.
     pub fn piece(&self, r_ns: i64) -> RPiece {
-        let i = self.segments.partition_point(|s| s.r_last_ns < r_ns).min(self.segments.len() - 1);
+        let i = self
+            .segments
+            .partition_point(|s| s.r_last_ns < r_ns)
+            .min(self.segments.len() - 1);
         let seg = &self.segments[i];
         if r_ns < seg.r_first_ns && i > 0 {
             // Between two pieces: the straight line from the end of one to the start of the
@@ -204,11 +238,27 @@ impl SnapshotFit {
             let (a_r, b_r) = (prev.r_last_ns as i128 * 1000, seg.r_first_ns as i128 * 1000);
             let (a, b) = (prev.s_ps(a_r), seg.s_ps(b_r));
             let slope = (b - a) as f64 / (b_r - a_r).max(1) as f64;
-            return RPiece { lo_ns: prev.r_last_ns, hi_ns: seg.r_first_ns, r0_ps: a_r, s0_ps: a, slope };
+            return RPiece {
+                lo_ns: prev.r_last_ns,
+                hi_ns: seg.r_first_ns,
+                r0_ps: a_r,
+                s0_ps: a,
+                slope,
+            };
         }
         let lo_ns = if i == 0 { i64::MIN } else { seg.r_first_ns };
-        let hi_ns = if i + 1 == self.segments.len() { i64::MAX } else { seg.r_last_ns + 1 };
-        RPiece { lo_ns, hi_ns, r0_ps: seg.r0_ns as i128 * 1000, s0_ps: seg.s0_ns as i128 * 1000, slope: seg.slope }
+        let hi_ns = if i + 1 == self.segments.len() {
+            i64::MAX
+        } else {
+            seg.r_last_ns + 1
+        };
+        RPiece {
+            lo_ns,
+            hi_ns,
+            r0_ps: seg.r0_ns as i128 * 1000,
+            s0_ps: seg.s0_ns as i128 * 1000,
+            slope: seg.slope,
+        }
     }
 
     /// Maps tracer time to host time, in ps.
@@ -225,7 +275,10 @@ impl SnapshotFit {
 
     /// Largest residual over all pieces, ns.
     pub fn max_residual_ns(&self) -> f64 {
-        self.segments.iter().map(|s| s.max_residual_ns).fold(0.0, f64::max)
+        self.segments
+            .iter()
+            .map(|s| s.max_residual_ns)
+            .fold(0.0, f64::max)
     }
 }
 
@@ -241,7 +294,11 @@ fn fit_piece(p: &[SnapshotPair]) -> FitSegment {
     let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
     let slope = if sxx > 0.0 { sxy / sxx } else { 1.0 };
     let intercept = my - slope * mx;
-    let res: Vec<f64> = xs.iter().zip(&ys).map(|(x, y)| y - (intercept + slope * x)).collect();
+    let res: Vec<f64> = xs
+        .iter()
+        .zip(&ys)
+        .map(|(x, y)| y - (intercept + slope * x))
+        .collect();
     let max_residual_ns = res.iter().map(|r| r.abs()).fold(0.0, f64::max);
     let rms_residual_ns = (res.iter().map(|r| r * r).sum::<f64>() / n).sqrt();
     FitSegment {
@@ -273,7 +330,11 @@ mod tests {
             let s = s_start + k * 100_000_000;
             let r = s + r_offset + ((s - s_start) as f64 * rate_ppb * 1e-9) as i64;
             let noise: i64 = rng.gen_range(-40..=40);
-            pairs.push(SnapshotPair { s_ns: s + noise, r_ns: r, read_window_ns: 80 });
+            pairs.push(SnapshotPair {
+                s_ns: s + noise,
+                r_ns: r,
+                read_window_ns: 80,
+            });
         }
         let fit = SnapshotFit::fit(&pairs).expect("fit");
         assert_eq!(fit.segments.len(), 100 / PAIRS_PER_SEGMENT);
@@ -283,7 +344,11 @@ mod tests {
             let s_est = fit.r_to_s_ns(r);
             // A least-squares line through 16 points with +-40 ns noise can err by up to about
             // twice the noise at the ends of a piece.
-            assert!((s_est - s_true).abs() <= 80, "k={k}: error {} ns", s_est - s_true);
+            assert!(
+                (s_est - s_true).abs() <= 80,
+                "k={k}: error {} ns",
+                s_est - s_true
+            );
         }
         assert!(fit.max_residual_ns() <= 80.0 && fit.max_residual_ns() >= 10.0);
     }
@@ -300,7 +365,14 @@ mod tests {
             v
         };
         let pair = sample_pair(3, &read_s, &|| 42);
-        assert_eq!(pair, SnapshotPair { s_ns: 2005, r_ns: 42, read_window_ns: 10 });
+        assert_eq!(
+            pair,
+            SnapshotPair {
+                s_ns: 2005,
+                r_ns: 42,
+                read_window_ns: 10
+            }
+        );
     }
 
     #[test]
@@ -311,7 +383,11 @@ mod tests {
         let sampler = SnapshotSampler::start(5, 5, host_as_tracer).expect("spawn");
         std::thread::sleep(Duration::from_millis(60));
         let pairs = sampler.stop(5, host_as_tracer);
-        assert!(pairs.len() >= 5 && pairs.len() <= 20, "{} pairs", pairs.len());
+        assert!(
+            pairs.len() >= 5 && pairs.len() <= 20,
+            "{} pairs",
+            pairs.len()
+        );
         // R is the host clock itself, so S - R must be within the read window.
         for p in &pairs {
             assert!((p.s_ns - p.r_ns).abs() <= p.read_window_ns / 2 + 1, "{p:?}");

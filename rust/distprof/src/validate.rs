@@ -21,13 +21,20 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 const COLLECTIVE_OPS: &[&str] = &[
-    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "collective-broadcast",
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+    "collective-broadcast",
 ];
 
 /// True when an HLO op or kernel name is a cross-device collective.
 pub fn is_collective(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    COLLECTIVE_OPS.iter().any(|op| n.starts_with(op) || n.contains(&format!("%{op}")))
+    COLLECTIVE_OPS
+        .iter()
+        .any(|op| n.starts_with(op) || n.contains(&format!("%{op}")))
         || n.contains("nccl")
         || n.contains("rccl")
 }
@@ -55,7 +62,10 @@ pub struct Violations {
 }
 
 pub fn count_violations(c: &Collectives) -> Violations {
-    let mut v = Violations { min_overlap_ns: f64::INFINITY, ..Default::default() };
+    let mut v = Violations {
+        min_overlap_ns: f64::INFINITY,
+        ..Default::default()
+    };
     for parts in c.values() {
         if parts.len() < 2 {
             continue;
@@ -92,16 +102,45 @@ pub struct ValidateReport {
 
 /// Reads every input, extracts collectives, and counts violations before and after correction.
 /// `models` as in [`crate::merge::MergeOptions::models`].
-pub fn validate(inputs: &[PathBuf], allow_uncorrected: bool, models: &[crate::model::NodeClockModel]) -> Result<ValidateReport, MergeError> {
+pub fn validate(
+    inputs: &[PathBuf],
+    allow_uncorrected: bool,
+    models: &[crate::model::NodeClockModel],
+) -> Result<ValidateReport, MergeError> {
     let paths = find_inputs(inputs)?;
     let (mut before, mut after) = (Collectives::new(), Collectives::new());
     for (i, p) in paths.iter().enumerate() {
         let n = load_node(p, i as u32, allow_uncorrected, models)?;
-        let buf = std::fs::read(p).map_err(|e| MergeError::Io { path: p.clone(), source: e })?;
-        let info = prescan(&buf).map_err(|e| MergeError::Wire { path: p.clone(), source: e })?;
-        scan(&buf, n.node, info.profile_start_ns.unwrap_or(0), &NodeTimeMap::identity(), &mut before)
-            .map_err(|e| MergeError::Wire { path: p.clone(), source: e })?;
-        scan(&buf, n.node, info.profile_start_ns.unwrap_or(0), &n.map, &mut after).map_err(|e| MergeError::Wire { path: p.clone(), source: e })?;
+        let buf = std::fs::read(p).map_err(|e| MergeError::Io {
+            path: p.clone(),
+            source: e,
+        })?;
+        let info = prescan(&buf).map_err(|e| MergeError::Wire {
+            path: p.clone(),
+            source: e,
+        })?;
+        scan(
+            &buf,
+            n.node,
+            info.profile_start_ns.unwrap_or(0),
+            &NodeTimeMap::identity(),
+            &mut before,
+        )
+        .map_err(|e| MergeError::Wire {
+            path: p.clone(),
+            source: e,
+        })?;
+        scan(
+            &buf,
+            n.node,
+            info.profile_start_ns.unwrap_or(0),
+            &n.map,
+            &mut after,
+        )
+        .map_err(|e| MergeError::Wire {
+            path: p.clone(),
+            source: e,
+        })?;
     }
     for c in [&mut before, &mut after] {
         for parts in c.values_mut() {
@@ -110,13 +149,24 @@ pub fn validate(inputs: &[PathBuf], allow_uncorrected: bool, models: &[crate::mo
             }
         }
     }
-    Ok(ValidateReport { nodes: paths.len(), collective_kinds: before.len(), before: count_violations(&before), after: count_violations(&after) })
+    Ok(ValidateReport {
+        nodes: paths.len(),
+        collective_kinds: before.len(),
+        before: count_violations(&before),
+        after: count_violations(&after),
+    })
 }
 
 const RELATIVE_LIMIT_NS: i64 = 100_000_000_000_000_000;
 
 /// Adds one node's collectives, mapped by `map`, to `out`.
-pub fn scan(buf: &[u8], node: u32, profile_start_ns: i64, map: &NodeTimeMap, out: &mut Collectives) -> Result<(), WireError> {
+pub fn scan(
+    buf: &[u8],
+    node: u32,
+    profile_start_ns: i64,
+    map: &NodeTimeMap,
+    out: &mut Collectives,
+) -> Result<(), WireError> {
     let mut f = Fields::new(buf, 0);
     while let Some(x) = f.next_field()? {
         if x.number != 1 || x.wire_type != LEN {
@@ -139,12 +189,21 @@ pub fn scan(buf: &[u8], node: u32, profile_start_ns: i64, map: &NodeTimeMap, out
                 4 | 5 => {
                     let (k, v) = map_entry(y.bytes)?;
                     let name = String::from_utf8_lossy(v).into_owned();
-                    if y.number == 4 { event_names.insert(k, name) } else { stat_names.insert(k, name) };
+                    if y.number == 4 {
+                        event_names.insert(k, name)
+                    } else {
+                        stat_names.insert(k, name)
+                    };
                 }
                 _ => {}
             }
         }
-        let id_of = |n: &str| stat_names.iter().find(|(_, v)| v.as_str() == n).map(|(k, _)| *k);
+        let id_of = |n: &str| {
+            stat_names
+                .iter()
+                .find(|(_, v)| v.as_str() == n)
+                .map(|(k, _)| *k)
+        };
         let (hlo_op, hlo_module) = (id_of("hlo_op"), id_of("hlo_module"));
         for line in lines {
             let (mut ts, mut events) = (0i64, Vec::new());
@@ -156,9 +215,14 @@ pub fn scan(buf: &[u8], node: u32, profile_start_ns: i64, map: &NodeTimeMap, out
                     _ => {}
                 }
             }
-            let base_ns = if ts < RELATIVE_LIMIT_NS { ts + profile_start_ns } else { ts };
+            let base_ns = if ts < RELATIVE_LIMIT_NS {
+                ts + profile_start_ns
+            } else {
+                ts
+            };
             for ev in events {
-                let (mut meta, mut off, mut dur, mut op, mut module) = (0i64, 0i64, 0i64, None::<String>, String::new());
+                let (mut meta, mut off, mut dur, mut op, mut module) =
+                    (0i64, 0i64, 0i64, None::<String>, String::new());
                 let mut ef = Fields::new(ev, 0);
                 while let Some(z) = ef.next_field()? {
                     match z.number {
@@ -187,8 +251,19 @@ pub fn scan(buf: &[u8], node: u32, profile_start_ns: i64, map: &NodeTimeMap, out
                 }
                 let s = base_ns as i128 * 1000 + off as i128;
                 let e = s + dur as i128;
-                let (s, e) = if device { (map.device_to_g_ps(s), map.device_to_g_ps(e)) } else { (map.host_to_g_ps(s), map.host_to_g_ps(e)) };
-                out.entry((module, name)).or_default().entry((node, plane.clone())).or_default().push(Span { start_ps: s, end_ps: e });
+                let (s, e) = if device {
+                    (map.device_to_g_ps(s), map.device_to_g_ps(e))
+                } else {
+                    (map.host_to_g_ps(s), map.host_to_g_ps(e))
+                };
+                out.entry((module, name))
+                    .or_default()
+                    .entry((node, plane.clone()))
+                    .or_default()
+                    .push(Span {
+                        start_ps: s,
+                        end_ps: e,
+                    });
             }
         }
     }
@@ -217,7 +292,10 @@ fn map_entry(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
 }
 
 /// (metadata id, string value) of an XStat; ref values resolve through the stat names.
-fn stat_value(stat: &[u8], names: &HashMap<i64, String>) -> Result<(i64, Option<String>), WireError> {
+fn stat_value(
+    stat: &[u8],
+    names: &HashMap<i64, String>,
+) -> Result<(i64, Option<String>), WireError> {
     let (mut id, mut val) = (0i64, None);
     let mut f = Fields::new(stat, 0);
     while let Some(x) = f.next_field()? {
@@ -237,10 +315,22 @@ mod tests {
 
     #[test]
     fn names_collectives() {
-        for n in ["all-reduce", "all-gather.3", "reduce-scatter-start", "ncclDevKernel_AllReduce", "rccl_kernel", "all-to-all"] {
+        for n in [
+            "all-reduce",
+            "all-gather.3",
+            "reduce-scatter-start",
+            "ncclDevKernel_AllReduce",
+            "rccl_kernel",
+            "all-to-all",
+        ] {
             assert!(is_collective(n), "{n}");
         }
-        for n in ["end: all-reduce", "fusion.2", "wrapped_reduce", "broadcast_multiply_fusion"] {
+        for n in [
+            "end: all-reduce",
+            "fusion.2",
+            "wrapped_reduce",
+            "broadcast_multiply_fusion",
+        ] {
             assert!(!is_collective(n), "{n}");
         }
     }
@@ -249,10 +339,27 @@ mod tests {
     fn counts_overlap_violations_and_gaps() {
         let mut c = Collectives::new();
         let key = (String::from("m"), String::from("all-reduce"));
-        let sp = |s: i128, e: i128| Span { start_ps: s * 1000, end_ps: e * 1000 };
-        c.entry(key.clone()).or_default().insert((0, "p".into()), vec![sp(0, 100), sp(200, 300), sp(400, 500)]);
-        c.entry(key).or_default().insert((1, "p".into()), vec![sp(50, 150), sp(310, 400), sp(450, 460)]);
+        let sp = |s: i128, e: i128| Span {
+            start_ps: s * 1000,
+            end_ps: e * 1000,
+        };
+        c.entry(key.clone()).or_default().insert(
+            (0, "p".into()),
+            vec![sp(0, 100), sp(200, 300), sp(400, 500)],
+        );
+        c.entry(key).or_default().insert(
+            (1, "p".into()),
+            vec![sp(50, 150), sp(310, 400), sp(450, 460)],
+        );
         let v = count_violations(&c);
-        assert_eq!(v, Violations { checked: 3, violations: 1, worst_gap_ns: 10.0, min_overlap_ns: -10.0 });
+        assert_eq!(
+            v,
+            Violations {
+                checked: 3,
+                violations: 1,
+                worst_gap_ns: 10.0,
+                min_overlap_ns: -10.0
+            }
+        );
     }
 }

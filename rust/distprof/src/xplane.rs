@@ -149,17 +149,23 @@ pub const PROFILE_STOP_STAT: &str = "profile_stop_time";
 impl XPlane {
     /// Id of the stat metadata named `name`, if the plane declares one.
     pub fn stat_id(&self, name: &str) -> Option<i64> {
-        self.stat_metadata.values().find(|m| m.name == name).map(|m| m.id)
+        self.stat_metadata
+            .values()
+            .find(|m| m.name == name)
+            .map(|m| m.id)
     }
 
     /// Plane-level stat `name` as an integer, if present.
     pub fn stat_u64(&self, name: &str) -> Option<u64> {
         let id = self.stat_id(name)?;
-        self.stats.iter().find(|s| s.metadata_id == id).and_then(|s| match s.value {
-            Some(XStatValue::Uint64Value(v)) => Some(v),
-            Some(XStatValue::Int64Value(v)) => u64::try_from(v).ok(),
-            _ => None,
-        })
+        self.stats
+            .iter()
+            .find(|s| s.metadata_id == id)
+            .and_then(|s| match s.value {
+                Some(XStatValue::Uint64Value(v)) => Some(v),
+                Some(XStatValue::Int64Value(v)) => u64::try_from(v).ok(),
+                _ => None,
+            })
     }
 
     /// Returns the id of stat metadata `name`, adding it when missing.
@@ -168,7 +174,14 @@ impl XPlane {
             return id;
         }
         let id = self.stat_metadata.keys().copied().max().unwrap_or(0) + 1;
-        self.stat_metadata.insert(id, XStatMetadata { id, name: name.to_string(), description: String::new() });
+        self.stat_metadata.insert(
+            id,
+            XStatMetadata {
+                id,
+                name: name.to_string(),
+                description: String::new(),
+            },
+        );
         id
     }
 
@@ -178,7 +191,14 @@ impl XPlane {
             return m.id;
         }
         let id = self.event_metadata.keys().copied().max().unwrap_or(0) + 1;
-        self.event_metadata.insert(id, XEventMetadata { id, name: name.to_string(), ..Default::default() });
+        self.event_metadata.insert(
+            id,
+            XEventMetadata {
+                id,
+                name: name.to_string(),
+                ..Default::default()
+            },
+        );
         id
     }
 }
@@ -190,7 +210,11 @@ mod tests {
 
     #[test]
     fn round_trips_every_field() {
-        let mut plane = XPlane { id: 7, name: "/device:GPU:0".into(), ..Default::default() };
+        let mut plane = XPlane {
+            id: 7,
+            name: "/device:GPU:0".into(),
+            ..Default::default()
+        };
         let sid = plane.intern_stat("correlation_id");
         let eid = plane.intern_event("kernel");
         plane.lines.push(XLine {
@@ -205,13 +229,29 @@ mod tests {
                     metadata_id: eid,
                     data: Some(XEventData::OffsetPs(1_500)),
                     duration_ps: 2_000,
-                    stats: vec![XStat { metadata_id: sid, value: Some(XStatValue::RefValue(sid as u64)) }],
+                    stats: vec![XStat {
+                        metadata_id: sid,
+                        value: Some(XStatValue::RefValue(sid as u64)),
+                    }],
                 },
-                XEvent { metadata_id: eid, data: Some(XEventData::NumOccurrences(5)), duration_ps: 1, stats: vec![] },
+                XEvent {
+                    metadata_id: eid,
+                    data: Some(XEventData::NumOccurrences(5)),
+                    duration_ps: 1,
+                    stats: vec![],
+                },
             ],
         });
-        plane.stats.push(XStat { metadata_id: sid, value: Some(XStatValue::DoubleValue(-0.5)) });
-        let space = XSpace { planes: vec![plane], errors: vec!["e".into()], warnings: vec!["w".into()], hostnames: vec!["h".into()] };
+        plane.stats.push(XStat {
+            metadata_id: sid,
+            value: Some(XStatValue::DoubleValue(-0.5)),
+        });
+        let space = XSpace {
+            planes: vec![plane],
+            errors: vec!["e".into()],
+            warnings: vec!["w".into()],
+            hostnames: vec!["h".into()],
+        };
         let bytes = space.encode_to_vec();
         let back = XSpace::decode(bytes.as_slice()).expect("decode");
         assert_eq!(back, space);

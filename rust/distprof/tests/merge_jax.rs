@@ -17,19 +17,29 @@ use prost::Message;
 use std::path::Path;
 
 /// (offset_ns, drift_ppb) per node; node 0 is the reference.
-const TRUTH: [(f64, f64); 3] = [(0.0, 0.0), (37_000_123.0, 40_000.0), (-21_500_456.0, -25_000.0)];
+const TRUTH: [(f64, f64); 3] = [
+    (0.0, 0.0),
+    (37_000_123.0, 40_000.0),
+    (-21_500_456.0, -25_000.0),
+];
 /// Node 1's GPU tracer clock: R = R0 + (t - t_ref)·(1 + rate).
 const R0_NS: i64 = 5_000_000_000;
 const R_RATE_PPB: f64 = 50_000.0;
 const BOUND_NS: f64 = 1_000.0;
 
 fn fixture(k: usize) -> XSpace {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/jax/node{k}.xplane.pb"));
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../tests/fixtures/jax/node{k}.xplane.pb"));
     XSpace::decode(std::fs::read(&p).unwrap().as_slice()).unwrap()
 }
 
 fn profile_start(space: &XSpace) -> i64 {
-    space.planes.iter().find(|p| p.name == TASK_ENV_PLANE).and_then(|p| p.stat_u64(PROFILE_START_STAT)).unwrap() as i64
+    space
+        .planes
+        .iter()
+        .find(|p| p.name == TASK_ENV_PLANE)
+        .and_then(|p| p.stat_u64(PROFILE_START_STAT))
+        .unwrap() as i64
 }
 
 /// True absolute time (ps) of every event, in plane/line/event order, per plane name.
@@ -46,7 +56,17 @@ fn true_times(space: &XSpace) -> PlaneTimes {
             let lines = p
                 .lines
                 .iter()
-                .map(|l| l.events.iter().map(|e| (((start + l.timestamp_ns) as i128) * 1000 + e.offset_ps() as i128, e.duration_ps)).collect())
+                .map(|l| {
+                    l.events
+                        .iter()
+                        .map(|e| {
+                            (
+                                ((start + l.timestamp_ns) as i128) * 1000 + e.offset_ps() as i128,
+                                e.duration_ps,
+                            )
+                        })
+                        .collect()
+                })
                 .collect();
             (p.name.clone(), lines)
         })
@@ -74,7 +94,9 @@ fn skew_plane(p: &mut XPlane, start: i64, new_start: i64, f: &dyn Fn(i128) -> i1
         for e in &mut l.events {
             let t = base + e.offset_ps() as i128;
             let (s, s_end) = (f(t), f(t + e.duration_ps as i128));
-            e.data = Some(XEventData::OffsetPs((s - new_base_ns as i128 * 1000) as i64));
+            e.data = Some(XEventData::OffsetPs(
+                (s - new_base_ns as i128 * 1000) as i64,
+            ));
             e.duration_ps = (s_end - s) as i64;
         }
         l.timestamp_ns = new_base_ns - new_start;
@@ -88,28 +110,63 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
     for (k, orig) in originals.iter().enumerate() {
         let mut space = orig.clone();
         let start = profile_start(orig);
-        let sk = Skew { off: TRUTH[k].0, d: TRUTH[k].1 * 1e-9, t_ref };
+        let sk = Skew {
+            off: TRUTH[k].0,
+            d: TRUTH[k].1 * 1e-9,
+            t_ref,
+        };
         let new_start = (sk.s_ps(start as i128 * 1000) / 1000) as i64;
-        let stop = space.planes.iter().find(|p| p.name == TASK_ENV_PLANE).unwrap().stat_u64(PROFILE_STOP_STAT).unwrap() as i64;
+        let stop = space
+            .planes
+            .iter()
+            .find(|p| p.name == TASK_ENV_PLANE)
+            .unwrap()
+            .stat_u64(PROFILE_STOP_STAT)
+            .unwrap() as i64;
         // Node 1 gets a GPU plane: copies of its all-reduce events.
         if k == 1 {
-            let cpu = space.planes.iter().find(|p| p.name == HOST_THREADS_PLANE).unwrap();
-            let ar = cpu.event_metadata.values().find(|m| m.name == "all-reduce").unwrap().id;
-            let mut gpu = XPlane { id: 0, name: "/device:GPU:0".into(), ..Default::default() };
+            let cpu = space
+                .planes
+                .iter()
+                .find(|p| p.name == HOST_THREADS_PLANE)
+                .unwrap();
+            let ar = cpu
+                .event_metadata
+                .values()
+                .find(|m| m.name == "all-reduce")
+                .unwrap()
+                .id;
+            let mut gpu = XPlane {
+                id: 0,
+                name: "/device:GPU:0".into(),
+                ..Default::default()
+            };
             let gid = gpu.intern_event("all-reduce");
             let op = gpu.intern_stat("hlo_op");
             let module = gpu.intern_stat("hlo_module");
-            let mut line = XLine { id: 1, name: "Stream #1".into(), timestamp_ns: cpu.lines[0].timestamp_ns, ..Default::default() };
+            let mut line = XLine {
+                id: 1,
+                name: "Stream #1".into(),
+                timestamp_ns: cpu.lines[0].timestamp_ns,
+                ..Default::default()
+            };
             for l in &cpu.lines {
                 for e in l.events.iter().filter(|e| e.metadata_id == ar) {
-                    let t = (l.timestamp_ns as i128 - line.timestamp_ns as i128) * 1000 + e.offset_ps() as i128;
+                    let t = (l.timestamp_ns as i128 - line.timestamp_ns as i128) * 1000
+                        + e.offset_ps() as i128;
                     line.events.push(XEvent {
                         metadata_id: gid,
                         data: Some(XEventData::OffsetPs(t as i64 + 2_000_000)),
                         duration_ps: e.duration_ps - 3_000_000,
                         stats: vec![
-                            XStat { metadata_id: op, value: Some(XStatValue::StrValue("all-reduce".into())) },
-                            XStat { metadata_id: module, value: Some(XStatValue::StrValue("jit_step".into())) },
+                            XStat {
+                                metadata_id: op,
+                                value: Some(XStatValue::StrValue("all-reduce".into())),
+                            },
+                            XStat {
+                                metadata_id: module,
+                                value: Some(XStatValue::StrValue("jit_step".into())),
+                            },
                         ],
                     });
                 }
@@ -120,17 +177,26 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
         }
         for p in &mut space.planes {
             if p.name == TASK_ENV_PLANE {
-                let (a, b) = (p.stat_id(PROFILE_START_STAT).unwrap(), p.stat_id(PROFILE_STOP_STAT).unwrap());
+                let (a, b) = (
+                    p.stat_id(PROFILE_START_STAT).unwrap(),
+                    p.stat_id(PROFILE_STOP_STAT).unwrap(),
+                );
                 for s in &mut p.stats {
                     if s.metadata_id == a {
                         s.value = Some(XStatValue::Uint64Value(new_start as u64));
                     } else if s.metadata_id == b {
-                        s.value = Some(XStatValue::Uint64Value((sk.s_ps(stop as i128 * 1000) / 1000) as u64));
+                        s.value = Some(XStatValue::Uint64Value(
+                            (sk.s_ps(stop as i128 * 1000) / 1000) as u64,
+                        ));
                     }
                 }
             } else if p.name.starts_with("/device:") {
                 // Disk time = R - r0 + s0 with the collector's start pair taken at profile start.
-                let r = |t: i128| R0_NS as i128 * 1000 + t - t_ref as i128 * 1000 + (((t / 1000 - t_ref as i128) as f64) * R_RATE_PPB * 1e-9 * 1000.0).round() as i128;
+                let r = |t: i128| {
+                    R0_NS as i128 * 1000 + t - t_ref as i128 * 1000
+                        + (((t / 1000 - t_ref as i128) as f64) * R_RATE_PPB * 1e-9 * 1000.0).round()
+                            as i128
+                };
                 let (s0, r0) = (new_start as i128 * 1000, r(start as i128 * 1000));
                 skew_plane(p, start, new_start, &|t| r(t) - r0 + s0);
             } else {
@@ -156,11 +222,17 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
                 }
             })
             .collect();
-        let r_of = |t_ns: i64| R0_NS + (t_ns - t_ref) + ((t_ns - t_ref) as f64 * R_RATE_PPB * 1e-9).round() as i64;
+        let r_of = |t_ns: i64| {
+            R0_NS + (t_ns - t_ref) + ((t_ns - t_ref) as f64 * R_RATE_PPB * 1e-9).round() as i64
+        };
         let snapshots: Vec<SnapshotPair> = (0..60)
             .map(|j| {
                 let t = start - 100_000_000 + j * 10_000_000;
-                SnapshotPair { s_ns: (sk.s_ps(t as i128 * 1000) / 1000) as i64, r_ns: r_of(t), read_window_ns: 50 }
+                SnapshotPair {
+                    s_ns: (sk.s_ps(t as i128 * 1000) / 1000) as i64,
+                    r_ns: r_of(t),
+                    read_window_ns: 50,
+                }
             })
             .collect();
         let data = DistprofPlaneData {
@@ -169,12 +241,21 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
             hostname: "vm".into(),
             timestamp_mode: "kernel".into(),
             tracer_clock: if k == 1 { "rocm".into() } else { "host".into() },
-            tracer_start: (k == 1).then(|| TracerStart { s_ns: new_start, r_ns: r_of(start) }),
-            model: NodeClockModel { node: k as u32, reachable: true, segments },
+            tracer_start: (k == 1).then(|| TracerStart {
+                s_ns: new_start,
+                r_ns: r_of(start),
+            }),
+            model: NodeClockModel {
+                node: k as u32,
+                reachable: true,
+                segments,
+            },
             snapshots,
             probe_stats: vec![],
         };
-        space.planes.push(XPlane::decode(distprof_plane_bytes(&data).as_slice()).unwrap());
+        space
+            .planes
+            .push(XPlane::decode(distprof_plane_bytes(&data).as_slice()).unwrap());
         let d = dir.join(format!("node{k}/plugins/profile/2026_01_01_00_00_00"));
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("vm.xplane.pb"), space.encode_to_vec()).unwrap();
@@ -193,13 +274,21 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     assert_eq!(v.nodes, 3);
     // 10 all-reduces and 10 all-gathers per node; node 1's GPU plane adds all-reduce participants.
     assert_eq!(v.before.checked, 20);
-    assert!(v.before.violations >= 18, "skew of tens of ms must break nearly every collective: {v:?}");
+    assert!(
+        v.before.violations >= 18,
+        "skew of tens of ms must break nearly every collective: {v:?}"
+    );
     assert!(v.before.worst_gap_ns > 10_000_000.0);
     assert_eq!(v.after.violations, 0, "{v:?}");
 
     let out = tmp.path().join("out");
     let chrome = tmp.path().join("merged.trace.json");
-    let opts = MergeOptions { out_dir: out.clone(), chrome: Some(chrome.clone()), allow_uncorrected: false, models: vec![] };
+    let opts = MergeOptions {
+        out_dir: out.clone(),
+        chrome: Some(chrome.clone()),
+        allow_uncorrected: false,
+        models: vec![],
+    };
     let report = merge(&[inputs], &opts, &mut |l| eprintln!("{l}")).unwrap();
     assert_eq!(report.nodes.len(), 3);
 
@@ -209,41 +298,89 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     let mut total_events = 0u64;
     for (k, s) in report.nodes.iter().enumerate() {
         let merged = XSpace::decode(std::fs::read(&s.output).unwrap().as_slice()).unwrap();
-        assert_eq!(profile_start(&merged), report.g0_ns, "every node's output shares the origin");
-        assert!(hosts.insert(merged.hostnames.clone()), "host names must be distinct: {:?}", merged.hostnames);
+        assert_eq!(
+            profile_start(&merged),
+            report.g0_ns,
+            "every node's output shares the origin"
+        );
+        assert!(
+            hosts.insert(merged.hostnames.clone()),
+            "host names must be distinct: {:?}",
+            merged.hostnames
+        );
         for p in &merged.planes {
             assert!(ids.insert(p.id), "plane id {} repeated", p.id);
         }
-        assert!(merged.planes.iter().any(|p| p.name == distprof::distprof_plane::DISTPROF_APPLIED_PLANE));
+        assert!(merged
+            .planes
+            .iter()
+            .any(|p| p.name == distprof::distprof_plane::DISTPROF_APPLIED_PLANE));
         let got = true_times(&merged);
         let want = true_times(&originals[k]);
         for (plane, lines) in &want {
-            let g = &got.iter().find(|(n, _)| n == plane).unwrap_or_else(|| panic!("node {k}: plane {plane} missing")).1;
+            let g = &got
+                .iter()
+                .find(|(n, _)| n == plane)
+                .unwrap_or_else(|| panic!("node {k}: plane {plane} missing"))
+                .1;
             assert_eq!(g.len(), lines.len());
             for (gl, wl) in g.iter().zip(lines) {
                 assert_eq!(gl.len(), wl.len());
                 for ((gt, gd), (wt, wd)) in gl.iter().zip(wl) {
                     worst_ps = worst_ps.max((gt - wt).abs());
-                    assert!((gt - wt).abs() <= (BOUND_NS * 1000.0) as i128, "node {k} {plane}: event off by {} ps", gt - wt);
-                    assert!((gd - wd).abs() <= 2_000, "node {k} {plane}: duration off by {} ps", gd - wd);
+                    assert!(
+                        (gt - wt).abs() <= (BOUND_NS * 1000.0) as i128,
+                        "node {k} {plane}: event off by {} ps",
+                        gt - wt
+                    );
+                    assert!(
+                        (gd - wd).abs() <= 2_000,
+                        "node {k} {plane}: duration off by {} ps",
+                        gd - wd
+                    );
                     total_events += 1;
                 }
             }
         }
         // Node 1's GPU events: R -> S -> G must land them at their true times (CPU time + 2 µs).
         if k == 1 {
-            let cpu = merged.planes.iter().find(|p| p.name == HOST_THREADS_PLANE).unwrap();
-            let ar = cpu.event_metadata.values().find(|m| m.name == "all-reduce").unwrap().id;
-            let mut cpu_ar: Vec<i128> = cpu.lines.iter().flat_map(|l| l.events.iter().filter(|e| e.metadata_id == ar).map(move |e| l.timestamp_ns as i128 * 1000 + e.offset_ps() as i128)).collect();
+            let cpu = merged
+                .planes
+                .iter()
+                .find(|p| p.name == HOST_THREADS_PLANE)
+                .unwrap();
+            let ar = cpu
+                .event_metadata
+                .values()
+                .find(|m| m.name == "all-reduce")
+                .unwrap()
+                .id;
+            let mut cpu_ar: Vec<i128> = cpu
+                .lines
+                .iter()
+                .flat_map(|l| {
+                    l.events
+                        .iter()
+                        .filter(|e| e.metadata_id == ar)
+                        .map(move |e| l.timestamp_ns as i128 * 1000 + e.offset_ps() as i128)
+                })
+                .collect();
             cpu_ar.sort();
-            let gpu = merged.planes.iter().find(|p| p.name == "/device:GPU:0").unwrap();
+            let gpu = merged
+                .planes
+                .iter()
+                .find(|p| p.name == "/device:GPU:0")
+                .unwrap();
             let l = &gpu.lines[0];
             assert_eq!(l.events.len(), cpu_ar.len());
             for (e, c) in l.events.iter().zip(&cpu_ar) {
                 let t = l.timestamp_ns as i128 * 1000 + e.offset_ps() as i128;
                 let err = t - (c + 2_000_000);
                 worst_ps = worst_ps.max(err.abs());
-                assert!(err.abs() <= (BOUND_NS * 1000.0) as i128, "GPU event off by {err} ps");
+                assert!(
+                    err.abs() <= (BOUND_NS * 1000.0) as i128,
+                    "GPU event off by {err} ps"
+                );
             }
         }
     }
@@ -252,7 +389,11 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
 
     // Merged outputs are on G: validate sees no violations there.
     let v2 = validate(std::slice::from_ref(&report.run_dir), false, &[]).unwrap();
-    assert_eq!((v2.before.violations, v2.after.violations), (0, 0), "{v2:?}");
+    assert_eq!(
+        (v2.before.violations, v2.after.violations),
+        (0, 0),
+        "{v2:?}"
+    );
 
     // The Chrome JSON parses, starts with displayTimeUnit, and has one X event per mapped event.
     let text = std::fs::read_to_string(&chrome).unwrap();
@@ -261,9 +402,17 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     let evs = j["traceEvents"].as_array().unwrap();
     let xs = evs.iter().filter(|e| e["ph"] == "X").count() as u64;
     assert_eq!(xs, report.nodes.iter().map(|n| n.events).sum::<u64>());
-    let names: std::collections::HashSet<_> = evs.iter().filter(|e| e["name"] == "process_name").map(|e| e["args"]["name"].as_str().unwrap().to_string()).collect();
+    let names: std::collections::HashSet<_> = evs
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        .collect();
     assert!(names.contains("node 1 node1.vm /device:GPU:0"), "{names:?}");
-    let pids: std::collections::HashSet<_> = evs.iter().filter(|e| e["name"] == "process_name").map(|e| e["pid"].as_u64().unwrap()).collect();
+    let pids: std::collections::HashSet<_> = evs
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect();
     assert_eq!(pids.len(), names.len());
 
     // tests/steps/40-xprof.sh checks these outputs with XProf's own converter.
@@ -281,10 +430,23 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
 fn merge_refuses_traces_without_a_model_and_names_the_fix() {
     let tmp = tempfile::tempdir().unwrap();
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jax/node0.xplane.pb");
-    let opts = MergeOptions { out_dir: tmp.path().into(), chrome: None, allow_uncorrected: false, models: vec![] };
-    let err = merge(std::slice::from_ref(&p), &opts, &mut |_| {}).unwrap_err().to_string();
-    assert!(err.contains("node0.xplane.pb") && err.contains("--allow-uncorrected"), "{err}");
-    let opts = MergeOptions { allow_uncorrected: true, ..opts };
+    let opts = MergeOptions {
+        out_dir: tmp.path().into(),
+        chrome: None,
+        allow_uncorrected: false,
+        models: vec![],
+    };
+    let err = merge(std::slice::from_ref(&p), &opts, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("node0.xplane.pb") && err.contains("--allow-uncorrected"),
+        "{err}"
+    );
+    let opts = MergeOptions {
+        allow_uncorrected: true,
+        ..opts
+    };
     let r = merge(&[p], &opts, &mut |_| {}).unwrap();
     assert!(!r.nodes[0].corrected);
 }
@@ -299,7 +461,16 @@ fn given_models_take_precedence_over_the_planes() {
     let wrong = NodeClockModel {
         node: 1,
         reachable: true,
-        segments: vec![ClockSegment { window_id: 0, start_local_ns: t, end_local_ns: t + 1, mid_local_ns: t, offset_ns: 0.0, drift_ppb: 0.0, bound_ns: 1.0, flagged: false }],
+        segments: vec![ClockSegment {
+            window_id: 0,
+            start_local_ns: t,
+            end_local_ns: t + 1,
+            mid_local_ns: t,
+            offset_ns: 0.0,
+            drift_ppb: 0.0,
+            bound_ns: 1.0,
+            flagged: false,
+        }],
     };
     let v = validate(std::slice::from_ref(&inputs), false, &[wrong]).unwrap();
     assert_eq!(v.before.violations, 20);

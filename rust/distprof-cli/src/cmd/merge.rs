@@ -31,20 +31,57 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let chrome = if args.no_chrome { None } else { Some(args.chrome.unwrap_or_else(|| args.out.join("merged.trace.json"))) };
-    std::fs::create_dir_all(&args.out).map_err(|e| anyhow::anyhow!("{}: cannot create output directory: {e}", args.out.display()))?;
+    let chrome = if args.no_chrome {
+        None
+    } else {
+        Some(
+            args.chrome
+                .unwrap_or_else(|| args.out.join("merged.trace.json")),
+        )
+    };
+    std::fs::create_dir_all(&args.out).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: cannot create output directory: {e}",
+            args.out.display()
+        )
+    })?;
     let models = super::validate::read_models(args.models.as_deref())?;
-    let opts = MergeOptions { out_dir: args.out, chrome, allow_uncorrected: args.allow_uncorrected, models };
+    let opts = MergeOptions {
+        out_dir: args.out,
+        chrome,
+        allow_uncorrected: args.allow_uncorrected,
+        models,
+    };
     let start = std::time::Instant::now();
-    let report = merge(&args.inputs, &opts, &mut |line| eprintln!("distprof merge: {line}"))?;
+    let report = merge(&args.inputs, &opts, &mut |line| {
+        eprintln!("distprof merge: {line}")
+    })?;
     let secs = start.elapsed().as_secs_f64();
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
-        println!("merged {} nodes ({:.1} MB in, {:.1} MB out) in {secs:.2} s", report.nodes.len(), report.bytes_in as f64 / 1e6, report.bytes_out as f64 / 1e6);
+        println!(
+            "merged {} nodes ({:.1} MB in, {:.1} MB out) in {secs:.2} s",
+            report.nodes.len(),
+            report.bytes_in as f64 / 1e6,
+            report.bytes_out as f64 / 1e6
+        );
         for n in &report.nodes {
-            let model = if n.corrected { format!("corrected, bound <= {:.0} ns, timestamps {}", n.max_bound_ns, n.timestamp_mode) } else { "UNCORRECTED".to_string() };
-            println!("  node {}: {} events, {} -> {}", n.node, n.events, model, n.output.display());
+            let model = if n.corrected {
+                format!(
+                    "corrected, bound <= {:.0} ns, timestamps {}",
+                    n.max_bound_ns, n.timestamp_mode
+                )
+            } else {
+                "UNCORRECTED".to_string()
+            };
+            println!(
+                "  node {}: {} events, {} -> {}",
+                n.node,
+                n.events,
+                model,
+                n.output.display()
+            );
             if n.device_events_without_fit > 0 {
                 println!("    {} device events had no R->S fit (no tracer start pair or snapshots); taken as host time", n.device_events_without_fit);
             }

@@ -21,9 +21,12 @@ pub struct Args {
 }
 
 /// Reads a `--models` file: a JSON array of `NodeClockModel`.
-pub fn read_models(path: Option<&std::path::Path>) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {
+pub fn read_models(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {
     let Some(p) = path else { return Ok(Vec::new()) };
-    let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("--models {}: {e}", p.display()))?;
+    let text =
+        std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("--models {}: {e}", p.display()))?;
     serde_json::from_str(&text).map_err(|e| {
         anyhow::anyhow!("--models {}: not a JSON array of clock models ({e}); expected [{{\"node\":1,\"reachable\":true,\"segments\":[...]}}]", p.display())
     })
@@ -36,8 +39,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
-        println!("{} nodes, {} collective kinds, {} occurrences compared", r.nodes, r.collective_kinds, r.before.checked);
-        for (label, v) in [("before correction", &r.before), ("after correction", &r.after)] {
+        println!(
+            "{} nodes, {} collective kinds, {} occurrences compared",
+            r.nodes, r.collective_kinds, r.before.checked
+        );
+        for (label, v) in [
+            ("before correction", &r.before),
+            ("after correction", &r.after),
+        ] {
             println!(
                 "  {label:<18} {:>6} violations, worst gap {:>14.3} us, smallest overlap {:>14.3} us",
                 v.violations,
@@ -49,5 +58,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("  no collective was seen on two or more nodes: nothing to check");
         }
     }
-    Ok(if r.after.violations == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if r.after.violations == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -36,7 +36,12 @@ fn put_micros(out: &mut Vec<u8>, ps: i64) {
     let a = ns.unsigned_abs();
     put_u64(out, a / 1000);
     let f = a % 1000;
-    out.extend_from_slice(&[b'.', b'0' + (f / 100) as u8, b'0' + (f / 10 % 10) as u8, b'0' + (f % 10) as u8]);
+    out.extend_from_slice(&[
+        b'.',
+        b'0' + (f / 100) as u8,
+        b'0' + (f / 10 % 10) as u8,
+        b'0' + (f % 10) as u8,
+    ]);
 }
 
 fn put_u64(out: &mut Vec<u8>, mut v: u64) {
@@ -67,7 +72,13 @@ impl ChromeWriter {
             out,
             "{{\"displayTimeUnit\":\"ns\",\"metadata\":{{\"baseTimeNanoseconds\":{base_ns},\"producer\":\"distprof merge\",\"highres-ticks\":true}},\"traceEvents\":["
         )?;
-        Ok(Self { out, next_pid: 1, first: true, events: 0, line: Vec::with_capacity(256) })
+        Ok(Self {
+            out,
+            next_pid: 1,
+            first: true,
+            events: 0,
+            line: Vec::with_capacity(256),
+        })
     }
 
     fn sep(&mut self) -> io::Result<()> {
@@ -99,7 +110,14 @@ impl ChromeWriter {
 
     /// One complete ("X") event; `ts_ps` relative to the origin; `name_escaped` already
     /// JSON-escaped (see [`escape`]), since names repeat and are escaped once per plane.
-    pub fn complete(&mut self, pid: u64, tid: i64, name_escaped: &str, ts_ps: i64, dur_ps: i64) -> io::Result<()> {
+    pub fn complete(
+        &mut self,
+        pid: u64,
+        tid: i64,
+        name_escaped: &str,
+        ts_ps: i64,
+        dur_ps: i64,
+    ) -> io::Result<()> {
         let b = &mut self.line;
         b.clear();
         if !self.first {
@@ -150,7 +168,8 @@ mod tests {
         let mut w = ChromeWriter::new(Box::new(buf.clone()), 1_763_000_000_000_000_000).unwrap();
         let pid = w.begin_process("node 1 \"h\" /host:CPU").unwrap();
         w.thread(pid, 7, "python").unwrap();
-        w.complete(pid, 7, "all-reduce", 1_234_567_891, 999).unwrap();
+        w.complete(pid, 7, "all-reduce", 1_234_567_891, 999)
+            .unwrap();
         w.complete(pid, 7, "x", 5_000, 2_000_001).unwrap();
         w.complete(pid, 7, "early", -1_500_000, 0).unwrap();
         w.finish().unwrap();

@@ -29,9 +29,15 @@ use timemap::{MapError, NodeTimeMap};
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: not a valid XSpace ({source}); pass the .xplane.pb files the profiler wrote")]
-    Wire { path: PathBuf, source: wire::WireError },
+    Wire {
+        path: PathBuf,
+        source: wire::WireError,
+    },
     #[error("{path}: {source}")]
     Plane { path: PathBuf, source: PlaneError },
     #[error("{path}: {source}")]
@@ -43,7 +49,10 @@ pub enum MergeError {
     #[error("node {node} appears twice: {a} and {b}; pass each node's trace once")]
     DuplicateNode { node: u32, a: PathBuf, b: PathBuf },
     #[error("{path}: {source}")]
-    Rewrite { path: PathBuf, source: rewrite::RewriteError },
+    Rewrite {
+        path: PathBuf,
+        source: rewrite::RewriteError,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -97,9 +106,17 @@ pub struct MergeReport {
 /// Every `.xplane.pb` named by `inputs` (files as given, directories searched), sorted.
 pub fn find_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), MergeError> {
-        let rd = std::fs::read_dir(dir).map_err(|e| MergeError::Io { path: dir.to_path_buf(), source: e })?;
+        let rd = std::fs::read_dir(dir).map_err(|e| MergeError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
         for e in rd {
-            let p = e.map_err(|e| MergeError::Io { path: dir.to_path_buf(), source: e })?.path();
+            let p = e
+                .map_err(|e| MergeError::Io {
+                    path: dir.to_path_buf(),
+                    source: e,
+                })?
+                .path();
             if p.is_dir() {
                 walk(&p, out)?;
             } else if p.to_string_lossy().ends_with(".xplane.pb") {
@@ -117,33 +134,74 @@ pub fn find_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
         } else if i.exists() {
             out.push(i.clone());
         } else {
-            return Err(MergeError::Io { path: i.clone(), source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory") });
+            return Err(MergeError::Io {
+                path: i.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file or directory",
+                ),
+            });
         }
     }
     if out.is_empty() {
-        return Err(MergeError::NoInputs(inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")));
+        return Err(MergeError::NoInputs(
+            inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
     }
     Ok(out)
 }
 
 /// Reads one node's metadata and clock model. `index` is the node id used when the trace
 /// has no distprof plane.
-pub fn load_node(path: &Path, index: u32, allow_uncorrected: bool, models: &[NodeClockModel]) -> Result<LoadedNode, MergeError> {
-    let bytes = std::fs::metadata(path).map_err(|e| MergeError::Io { path: path.into(), source: e })?.len();
+pub fn load_node(
+    path: &Path,
+    index: u32,
+    allow_uncorrected: bool,
+    models: &[NodeClockModel],
+) -> Result<LoadedNode, MergeError> {
+    let bytes = std::fs::metadata(path)
+        .map_err(|e| MergeError::Io {
+            path: path.into(),
+            source: e,
+        })?
+        .len();
     let info = rewrite::prescan_file(path)
-        .map_err(|e| MergeError::Io { path: path.into(), source: e })?
-        .map_err(|e| MergeError::Wire { path: path.into(), source: e })?;
+        .map_err(|e| MergeError::Io {
+            path: path.into(),
+            source: e,
+        })?
+        .map_err(|e| MergeError::Wire {
+            path: path.into(),
+            source: e,
+        })?;
     let plane = match &info.distprof {
-        Some(p) => Some(DistprofPlaneData::from_xplane(p).map_err(|e| MergeError::Plane { path: path.into(), source: e })?),
+        Some(p) => Some(
+            DistprofPlaneData::from_xplane(p).map_err(|e| MergeError::Plane {
+                path: path.into(),
+                source: e,
+            })?,
+        ),
         None => None,
     };
     let node = plane.as_ref().map(|p| p.node).unwrap_or(index);
     let given = models.iter().find(|m| m.node == node);
     let map = match &plane {
         _ if info.already_merged => NodeTimeMap::identity(),
-        _ if given.is_some() => NodeTimeMap::from_parts(given.expect("checked"), plane.as_ref(), allow_uncorrected)
-            .map_err(|e| MergeError::Map { path: path.into(), source: e })?,
-        Some(d) => NodeTimeMap::from_plane(d, allow_uncorrected).map_err(|e| MergeError::Map { path: path.into(), source: e })?,
+        _ if given.is_some() => {
+            NodeTimeMap::from_parts(given.expect("checked"), plane.as_ref(), allow_uncorrected)
+                .map_err(|e| MergeError::Map {
+                    path: path.into(),
+                    source: e,
+                })?
+        }
+        Some(d) => NodeTimeMap::from_plane(d, allow_uncorrected).map_err(|e| MergeError::Map {
+            path: path.into(),
+            source: e,
+        })?,
         None if allow_uncorrected => NodeTimeMap::identity(),
         None => return Err(MergeError::NoModel { path: path.into() }),
     };
@@ -151,14 +209,38 @@ pub fn load_node(path: &Path, index: u32, allow_uncorrected: bool, models: &[Nod
         .hostnames
         .first()
         .cloned()
-        .or_else(|| plane.as_ref().map(|p| p.hostname.clone()).filter(|h| !h.is_empty()))
-        .unwrap_or_else(|| path.file_name().map(|f| f.to_string_lossy().trim_end_matches(".xplane.pb").to_string()).unwrap_or_default());
-    Ok(LoadedNode { path: path.into(), node, hostname, info, plane, map, bytes })
+        .or_else(|| {
+            plane
+                .as_ref()
+                .map(|p| p.hostname.clone())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| {
+            path.file_name()
+                .map(|f| {
+                    f.to_string_lossy()
+                        .trim_end_matches(".xplane.pb")
+                        .to_string()
+                })
+                .unwrap_or_default()
+        });
+    Ok(LoadedNode {
+        path: path.into(),
+        node,
+        hostname,
+        info,
+        plane,
+        map,
+        bytes,
+    })
 }
 
 /// The model merge applies to a node: the one given, else the plane's.
 fn model_of<'a>(n: &'a LoadedNode, models: &'a [NodeClockModel]) -> Option<&'a NodeClockModel> {
-    models.iter().find(|m| m.node == n.node).or(n.plane.as_ref().map(|p| &p.model))
+    models
+        .iter()
+        .find(|m| m.node == n.node)
+        .or(n.plane.as_ref().map(|p| &p.model))
 }
 
 /// `YYYY_MM_DD_HH_MM_SS` (UTC) of an epoch time, the run-directory name XProf uses.
@@ -175,34 +257,73 @@ pub fn run_name(epoch_ns: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + (m <= 2) as i64;
-    format!("{y:04}_{m:02}_{d:02}_{:02}_{:02}_{:02}", sod / 3600, sod % 3600 / 60, sod % 60)
+    format!(
+        "{y:04}_{m:02}_{d:02}_{:02}_{:02}_{:02}",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
 }
 
 /// Merges `inputs` into `opts.out_dir`. `progress` receives one human-readable line per step.
-pub fn merge(inputs: &[PathBuf], opts: &MergeOptions, progress: &mut dyn FnMut(&str)) -> Result<MergeReport, MergeError> {
+pub fn merge(
+    inputs: &[PathBuf],
+    opts: &MergeOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<MergeReport, MergeError> {
     let paths = find_inputs(inputs)?;
     let mut nodes = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         let n = load_node(p, i as u32, opts.allow_uncorrected, &opts.models)?;
         if let Some(prev) = nodes.iter().find(|m: &&LoadedNode| m.node == n.node) {
-            return Err(MergeError::DuplicateNode { node: n.node, a: prev.path.clone(), b: n.path.clone() });
+            return Err(MergeError::DuplicateNode {
+                node: n.node,
+                a: prev.path.clone(),
+                b: n.path.clone(),
+            });
         }
-        progress(&format!("loaded node {} from {} ({} MB)", n.node, p.display(), n.bytes / 1_000_000));
+        progress(&format!(
+            "loaded node {} from {} ({} MB)",
+            n.node,
+            p.display(),
+            n.bytes / 1_000_000
+        ));
         nodes.push(n);
     }
     nodes.sort_by_key(|n| n.node);
     // The global origin: the earliest profile start, mapped onto G.
     let g0_ns = nodes
         .iter()
-        .filter_map(|n| n.info.profile_start_ns.map(|s| n.map.host_to_g_ps(s as i128 * 1000).div_euclid(1000) as i64))
+        .filter_map(|n| {
+            n.info
+                .profile_start_ns
+                .map(|s| n.map.host_to_g_ps(s as i128 * 1000).div_euclid(1000) as i64)
+        })
         .min()
         .unwrap_or(0);
-    let run_dir = opts.out_dir.join("plugins").join("profile").join(run_name(g0_ns));
-    std::fs::create_dir_all(&run_dir).map_err(|e| MergeError::Io { path: run_dir.clone(), source: e })?;
+    let run_dir = opts
+        .out_dir
+        .join("plugins")
+        .join("profile")
+        .join(run_name(g0_ns));
+    std::fs::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
+        path: run_dir.clone(),
+        source: e,
+    })?;
     let mut chrome = match &opts.chrome {
         Some(p) => {
-            let f = std::fs::File::create(p).map_err(|e| MergeError::Io { path: p.clone(), source: e })?;
-            Some(ChromeWriter::new(Box::new(BufWriter::with_capacity(1 << 20, f)), g0_ns).map_err(|e| MergeError::Io { path: p.clone(), source: e })?)
+            let f = std::fs::File::create(p).map_err(|e| MergeError::Io {
+                path: p.clone(),
+                source: e,
+            })?;
+            Some(
+                ChromeWriter::new(Box::new(BufWriter::with_capacity(1 << 20, f)), g0_ns).map_err(
+                    |e| MergeError::Io {
+                        path: p.clone(),
+                        source: e,
+                    },
+                )?,
+            )
         }
         None => None,
     };
@@ -212,12 +333,23 @@ pub fn merge(inputs: &[PathBuf], opts: &MergeOptions, progress: &mut dyn FnMut(&
     for n in &nodes {
         let hostname = format!("node{}.{}", n.node, n.hostname);
         let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
-        let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io { path: n.path.clone(), source: e })?;
-        let file = std::fs::File::create(&out_path).map_err(|e| MergeError::Io { path: out_path.clone(), source: e })?;
+        let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io {
+            path: n.path.clone(),
+            source: e,
+        })?;
+        let file = std::fs::File::create(&out_path).map_err(|e| MergeError::Io {
+            path: out_path.clone(),
+            source: e,
+        })?;
         let mut w = sink::PatchWriter::new(file);
         let total_mb = buf.len() / 1_000_000;
         let node = n.node;
-        let mut plane_progress = |done: usize| progress(&format!("node {node}: {} of {total_mb} MB", done / 1_000_000));
+        let mut plane_progress = |done: usize| {
+            progress(&format!(
+                "node {node}: {} of {total_mb} MB",
+                done / 1_000_000
+            ))
+        };
         let o = NodeOutput {
             node: n.node,
             hostname: &hostname,
@@ -227,28 +359,58 @@ pub fn merge(inputs: &[PathBuf], opts: &MergeOptions, progress: &mut dyn FnMut(&
             chrome: chrome.as_mut(),
             progress: &mut plane_progress,
         };
-        let st: RewriteStats = rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| MergeError::Rewrite { path: n.path.clone(), source: e })?;
-        bytes_out += w.finish().map_err(|e| MergeError::Io { path: out_path.clone(), source: e })?;
+        let st: RewriteStats =
+            rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| {
+                MergeError::Rewrite {
+                    path: n.path.clone(),
+                    source: e,
+                }
+            })?;
+        bytes_out += w.finish().map_err(|e| MergeError::Io {
+            path: out_path.clone(),
+            source: e,
+        })?;
         bytes_in += buf.len() as u64;
         drop(buf);
-        progress(&format!("node {}: {} events on {} planes -> {}", n.node, st.events, st.planes, out_path.display()));
+        progress(&format!(
+            "node {}: {} events on {} planes -> {}",
+            n.node,
+            st.events,
+            st.planes,
+            out_path.display()
+        ));
         summaries.push(NodeSummary {
             node: n.node,
             input: n.path.clone(),
             output: out_path,
             hostname,
-            corrected: !n.info.already_merged && model_of(n, &opts.models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
+            corrected: !n.info.already_merged
+                && model_of(n, &opts.models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
             events: st.events,
             device_events_without_fit: st.device_events_without_fit,
-            max_bound_ns: model_of(n, &opts.models).map(|m| m.segments.iter().map(|s| s.bound_ns).fold(0.0, f64::max)).unwrap_or(f64::NAN),
-            timestamp_mode: n.plane.as_ref().map(|p| p.timestamp_mode.clone()).unwrap_or_default(),
+            max_bound_ns: model_of(n, &opts.models)
+                .map(|m| m.segments.iter().map(|s| s.bound_ns).fold(0.0, f64::max))
+                .unwrap_or(f64::NAN),
+            timestamp_mode: n
+                .plane
+                .as_ref()
+                .map(|p| p.timestamp_mode.clone())
+                .unwrap_or_default(),
         });
     }
     if let Some(c) = chrome {
         let p = opts.chrome.clone().unwrap_or_default();
-        c.finish().map_err(|e| MergeError::Io { path: p, source: e })?;
+        c.finish()
+            .map_err(|e| MergeError::Io { path: p, source: e })?;
     }
-    Ok(MergeReport { run_dir, chrome: opts.chrome.clone(), g0_ns, bytes_in, bytes_out, nodes: summaries })
+    Ok(MergeReport {
+        run_dir,
+        chrome: opts.chrome.clone(),
+        g0_ns,
+        bytes_in,
+        bytes_out,
+        nodes: summaries,
+    })
 }
 
 #[cfg(test)]
@@ -256,7 +418,10 @@ mod tests {
     #[test]
     fn run_name_is_utc_calendar_time() {
         // 2026-11-22 03:42:48 UTC
-        assert_eq!(super::run_name(1_795_318_968_000_000_000), "2026_11_22_03_42_48");
+        assert_eq!(
+            super::run_name(1_795_318_968_000_000_000),
+            "2026_11_22_03_42_48"
+        );
         assert_eq!(super::run_name(0), "1970_01_01_00_00_00");
     }
 }

@@ -7,11 +7,11 @@
 //! the output buffer.
 
 use super::chrome::ChromeWriter;
-use super::timemap::{CorrectionPiece, NodeTimeMap};
-use crate::snapshot::RPiece;
 use super::sink::PatchWriter;
+use super::timemap::{CorrectionPiece, NodeTimeMap};
 use super::wire::{self, Field, Fields, WireError};
 use crate::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
+use crate::snapshot::RPiece;
 use crate::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
 use prost::Message;
 use std::collections::HashMap;
@@ -63,7 +63,9 @@ pub struct SpaceInfo {
 
 /// True for planes whose events merge maps (not the distprof plane, not Task Environment).
 pub fn is_event_plane(name: &[u8]) -> bool {
-    name != TASK_ENV_PLANE.as_bytes() && name != DISTPROF_PLANE.as_bytes() && name != DISTPROF_APPLIED_PLANE.as_bytes()
+    name != TASK_ENV_PLANE.as_bytes()
+        && name != DISTPROF_PLANE.as_bytes()
+        && name != DISTPROF_APPLIED_PLANE.as_bytes()
 }
 
 /// Name of a plane: field 2, which encoders write right after the id.
@@ -86,17 +88,25 @@ pub fn prescan(buf: &[u8]) -> Result<SpaceInfo, WireError> {
                 info.planes += 1;
                 let name = plane_name(x.bytes)?;
                 if name == TASK_ENV_PLANE.as_bytes() {
-                    let p = XPlane::decode(x.bytes).map_err(|_| WireError { at: f.offset_of(x.bytes), what: "undecodable Task Environment plane" })?;
+                    let p = XPlane::decode(x.bytes).map_err(|_| WireError {
+                        at: f.offset_of(x.bytes),
+                        what: "undecodable Task Environment plane",
+                    })?;
                     info.profile_start_ns = p.stat_u64(PROFILE_START_STAT).map(|v| v as i64);
                     info.profile_stop_ns = p.stat_u64(PROFILE_STOP_STAT).map(|v| v as i64);
                 } else if name == DISTPROF_PLANE.as_bytes() {
-                    let p = XPlane::decode(x.bytes).map_err(|_| WireError { at: f.offset_of(x.bytes), what: "undecodable distprof plane" })?;
+                    let p = XPlane::decode(x.bytes).map_err(|_| WireError {
+                        at: f.offset_of(x.bytes),
+                        what: "undecodable distprof plane",
+                    })?;
                     info.distprof = Some(p);
                 } else if name == DISTPROF_APPLIED_PLANE.as_bytes() {
                     info.already_merged = true;
                 }
             }
-            (SPACE_HOSTNAMES, wire::LEN) => info.hostnames.push(String::from_utf8_lossy(x.bytes).into_owned()),
+            (SPACE_HOSTNAMES, wire::LEN) => info
+                .hostnames
+                .push(String::from_utf8_lossy(x.bytes).into_owned()),
             _ => {}
         }
     }
@@ -114,7 +124,11 @@ pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, Wire
         for shift in (0..64).step_by(7) {
             let mut b = [0u8; 1];
             if r.read(&mut b)? == 0 {
-                return if shift == 0 { Ok(None) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
+                return if shift == 0 {
+                    Ok(None)
+                } else {
+                    Err(io::ErrorKind::UnexpectedEof.into())
+                };
             }
             *pos += 1;
             v |= ((b[0] & 0x7f) as u64) << shift;
@@ -122,9 +136,17 @@ pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, Wire
                 return Ok(Some(v));
             }
         }
-        Err(io::Error::new(io::ErrorKind::InvalidData, "varint longer than 10 bytes"))
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "varint longer than 10 bytes",
+        ))
     }
-    let bad = |at: u64, what: &'static str| Ok(Err(WireError { at: at as usize, what }));
+    let bad = |at: u64, what: &'static str| {
+        Ok(Err(WireError {
+            at: at as usize,
+            what,
+        }))
+    };
     let mut info = SpaceInfo::default();
     loop {
         let at = pos;
@@ -253,7 +275,11 @@ struct Mapper<'a> {
 
 impl Mapper<'_> {
     fn line_base_ns(&self, ts_ns: i64) -> i64 {
-        if ts_ns < RELATIVE_LIMIT_NS { ts_ns + self.profile_start_ns } else { ts_ns }
+        if ts_ns < RELATIVE_LIMIT_NS {
+            ts_ns + self.profile_start_ns
+        } else {
+            ts_ns
+        }
     }
     #[inline]
     fn map_ps(&self, abs_ps: i128) -> i128 {
@@ -289,7 +315,11 @@ struct LineMapper<'a, 'm> {
 
 impl<'a, 'm> LineMapper<'a, 'm> {
     fn new(m: &'a Mapper<'m>, base_ps: i128, ref_ps: i128) -> Self {
-        let dev = if m.device { m.map.device.as_ref() } else { None };
+        let dev = if m.device {
+            m.map.device.as_ref()
+        } else {
+            None
+        };
         let r_base_ps = match dev {
             Some(d) => base_ps - (d.start.s_ns as i128 - d.start.r_ns as i128) * 1000,
             None => 0,
@@ -351,7 +381,15 @@ pub fn rewrite_space(
             next_report = done + PROGRESS_BYTES;
         }
         match (x.number, x.wire_type) {
-            (SPACE_PLANES, wire::LEN) => rewrite_plane(x.bytes, f.offset_of(x.bytes), info, map, out, &mut o, &mut stats)?,
+            (SPACE_PLANES, wire::LEN) => rewrite_plane(
+                x.bytes,
+                f.offset_of(x.bytes),
+                info,
+                map,
+                out,
+                &mut o,
+                &mut stats,
+            )?,
             (SPACE_HOSTNAMES, _) => {}
             _ => out.buf().extend_from_slice(x.raw),
         }
@@ -360,10 +398,17 @@ pub fn rewrite_space(
     if info.distprof.is_none() && !info.already_merged {
         // Mark the output as merged even without a model, so later merges and validate
         // take its times as they are; the stat says no correction was applied.
-        let mut p = XPlane { id: *o.next_plane_id, name: DISTPROF_APPLIED_PLANE.into(), ..Default::default() };
+        let mut p = XPlane {
+            id: *o.next_plane_id,
+            name: DISTPROF_APPLIED_PLANE.into(),
+            ..Default::default()
+        };
         *o.next_plane_id += 1;
         let id = p.intern_stat("uncorrected");
-        p.stats.push(crate::xplane::XStat { metadata_id: id, value: Some(XStatValue::Uint64Value(1)) });
+        p.stats.push(crate::xplane::XStat {
+            metadata_id: id,
+            value: Some(XStatValue::Uint64Value(1)),
+        });
         let body = p.encode_to_vec();
         wire::put_len_header(out.buf(), SPACE_PLANES, body.len());
         out.buf().extend_from_slice(&body);
@@ -413,11 +458,16 @@ fn rewrite_plane(
     stats.planes += 1;
 
     if kind == Kind::TaskEnv {
-        let mut p = XPlane::decode(plane).map_err(|_| WireError { at: base, what: "undecodable Task Environment plane" })?;
+        let mut p = XPlane::decode(plane).map_err(|_| WireError {
+            at: base,
+            what: "undecodable Task Environment plane",
+        })?;
         p.id = new_id;
         let start = p.intern_stat(PROFILE_START_STAT);
         let stop = p.intern_stat(PROFILE_STOP_STAT);
-        let g_stop = info.profile_stop_ns.map(|s| (map.host_to_g_ps(s as i128 * 1000).div_euclid(1000)) as u64);
+        let g_stop = info
+            .profile_stop_ns
+            .map(|s| (map.host_to_g_ps(s as i128 * 1000).div_euclid(1000)) as u64);
         for s in &mut p.stats {
             if s.metadata_id == start {
                 s.value = Some(XStatValue::Uint64Value(o.g0_ns as u64));
@@ -433,12 +483,22 @@ fn rewrite_plane(
         return Ok(());
     }
 
-    let mapper = Mapper { map, device: kind == Kind::Device, profile_start_ns: info.profile_start_ns.unwrap_or(0), cache: std::cell::Cell::new(CorrectionPiece::EMPTY) };
+    let mapper = Mapper {
+        map,
+        device: kind == Kind::Device,
+        profile_start_ns: info.profile_start_ns.unwrap_or(0),
+        cache: std::cell::Cell::new(CorrectionPiece::EMPTY),
+    };
     let mut chrome = None;
     if kind != Kind::Verbatim {
         if let Some(ch) = o.chrome.as_deref_mut() {
             let names = event_names(&fields)?;
-            let pid = ch.begin_process(&format!("node {} {} {}", o.node, o.hostname, String::from_utf8_lossy(name)))?;
+            let pid = ch.begin_process(&format!(
+                "node {} {} {}",
+                o.node,
+                o.hostname,
+                String::from_utf8_lossy(name)
+            ))?;
             chrome = Some((pid, ch, names));
         }
     }
@@ -452,11 +512,13 @@ fn rewrite_plane(
             PLANE_ID => {}
             PLANE_NAME if kind == Kind::Verbatim => {
                 wire::put_len_header(out.buf(), PLANE_NAME, DISTPROF_APPLIED_PLANE.len());
-                out.buf().extend_from_slice(DISTPROF_APPLIED_PLANE.as_bytes());
+                out.buf()
+                    .extend_from_slice(DISTPROF_APPLIED_PLANE.as_bytes());
             }
             PLANE_LINES if kind != Kind::Verbatim => {
                 let ch = chrome.as_mut().map(|(p, c, n)| (*p, &mut **c, &*n));
-                let (events, without_fit) = write_line(x.bytes, f.offset_of(x.bytes), &mapper, o.g0_ns, out, ch)?;
+                let (events, without_fit) =
+                    write_line(x.bytes, f.offset_of(x.bytes), &mapper, o.g0_ns, out, ch)?;
                 stats.lines += 1;
                 stats.events += events;
                 if kind == Kind::Device && map.device.is_none() {
@@ -513,7 +575,8 @@ fn write_line(
     out: &mut PatchWriter,
     mut chrome: Option<(u64, &mut ChromeWriter, &HashMap<i64, String>)>,
 ) -> Result<(u64, u64), RewriteError> {
-    let (mut ts, mut dur, mut line_id, mut line_name, mut display) = (0i64, 0i64, 0i64, &b""[..], &b""[..]);
+    let (mut ts, mut dur, mut line_id, mut line_name, mut display) =
+        (0i64, 0i64, 0i64, &b""[..], &b""[..]);
     let mut f = Fields::new(line, base);
     while let Some(x) = f.next_field()? {
         match x.number {
@@ -526,14 +589,22 @@ fn write_line(
         }
     }
     if let Some((pid, ch, _)) = chrome.as_mut() {
-        let n = if display.is_empty() { line_name } else { display };
+        let n = if display.is_empty() {
+            line_name
+        } else {
+            display
+        };
         ch.thread(*pid, line_id, &String::from_utf8_lossy(n))?;
     }
     let base_ps = m.line_base_ns(ts) as i128 * 1000;
     let mapped_base = m.map_ps(base_ps);
     let new_ts_ns = mapped_base.div_euclid(1000) as i64 - g0_ns;
     let ref_ps = (g0_ns as i128 + new_ts_ns as i128) * 1000;
-    let new_dur_ps = if dur > 0 { (m.map_ps(base_ps + dur as i128) - mapped_base) as i64 } else { 0 };
+    let new_dur_ps = if dur > 0 {
+        (m.map_ps(base_ps + dur as i128) - mapped_base) as i64
+    } else {
+        0
+    };
 
     wire::put_key(out.buf(), PLANE_LINES, wire::LEN);
     let at = out.placeholder();
@@ -547,7 +618,15 @@ fn write_line(
             LINE_TIMESTAMP | LINE_DURATION => {}
             LINE_EVENTS => {
                 events += 1;
-                write_event(x.bytes, &lm, out.buf(), chrome.as_mut().map(|(p, c, n)| (*p, line_id, &mut **c, &**n)), new_ts_ns)?;
+                write_event(
+                    x.bytes,
+                    &lm,
+                    out.buf(),
+                    chrome
+                        .as_mut()
+                        .map(|(p, c, n)| (*p, line_id, &mut **c, &**n)),
+                    new_ts_ns,
+                )?;
                 out.maybe_flush()?;
             }
             _ => out.buf().extend_from_slice(x.raw),
@@ -626,7 +705,9 @@ fn write_event_fast(
     let e = lm.rel(off + dur);
     let new_off = s.max(0);
     let new_dur = (e - s).max(0);
-    let len = kept_len + wire::int_field_len(EVENT_OFFSET, new_off) + wire::int_field_len(EVENT_DURATION, new_dur);
+    let len = kept_len
+        + wire::int_field_len(EVENT_OFFSET, new_off)
+        + wire::int_field_len(EVENT_DURATION, new_dur);
     wire::put_len_header(out, LINE_EVENTS, len);
     for &(a, b) in &ranges[..nr] {
         out.extend_from_slice(&ev[a..b]);
@@ -706,7 +787,9 @@ fn write_event(
     // The map is monotone, so s >= 0 up to rounding; clamp the rounding away.
     let new_off = s.max(0);
     let new_dur = (e - s).max(0);
-    let len = kept_len + wire::int_field_len(EVENT_OFFSET, new_off) + wire::int_field_len(EVENT_DURATION, new_dur);
+    let len = kept_len
+        + wire::int_field_len(EVENT_OFFSET, new_off)
+        + wire::int_field_len(EVENT_DURATION, new_dur);
     wire::put_len_header(out, LINE_EVENTS, len);
     put_kept(out)?;
     wire::put_int_field(out, EVENT_OFFSET, new_off);

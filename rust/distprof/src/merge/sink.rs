@@ -23,7 +23,11 @@ pub struct PatchWriter {
 
 impl PatchWriter {
     pub fn new(file: File) -> Self {
-        Self { file, buf: Vec::with_capacity(BUFFER_BYTES + (64 << 10)), flushed: 0 }
+        Self {
+            file,
+            buf: Vec::with_capacity(BUFFER_BYTES + (64 << 10)),
+            flushed: 0,
+        }
     }
 
     /// Absolute output position of the next byte.
@@ -63,7 +67,10 @@ impl PatchWriter {
     pub fn patch_len(&mut self, at: u64) -> io::Result<()> {
         let len = self.pos() - at - PLACEHOLDER_LEN as u64;
         if len >= 1 << 35 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "message longer than 32 GiB"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "message longer than 32 GiB",
+            ));
         }
         let mut v = [0u8; PLACEHOLDER_LEN];
         for (i, b) in v.iter_mut().enumerate() {
@@ -107,7 +114,12 @@ mod tests {
             let at = w.placeholder();
             crate::merge::wire::put_int_field(w.buf(), 1, id);
             for l in 0..lines {
-                let line = XLine { id: l as i64, name: name.clone(), ..Default::default() }.encode_to_vec();
+                let line = XLine {
+                    id: l as i64,
+                    name: name.clone(),
+                    ..Default::default()
+                }
+                .encode_to_vec();
                 crate::merge::wire::put_len_header(w.buf(), 3, line.len());
                 w.buf().extend_from_slice(&line);
                 w.maybe_flush().unwrap();
@@ -117,6 +129,13 @@ mod tests {
         let n = w.finish().unwrap();
         assert!(n > BUFFER_BYTES as u64);
         let space = XSpace::decode(std::fs::read(&path).unwrap().as_slice()).unwrap();
-        assert_eq!(space.planes.iter().map(|p: &XPlane| (p.id, p.lines.len())).collect::<Vec<_>>(), vec![(1, 2), (2, 20_000)]);
+        assert_eq!(
+            space
+                .planes
+                .iter()
+                .map(|p: &XPlane| (p.id, p.lines.len()))
+                .collect::<Vec<_>>(),
+            vec![(1, 2), (2, 20_000)]
+        );
     }
 }

@@ -30,7 +30,9 @@ pub struct GlobalMap {
 impl GlobalMap {
     /// The identity: used for uncorrected nodes and the "before" side of validate.
     pub fn identity() -> Self {
-        Self { segments: Vec::new() }
+        Self {
+            segments: Vec::new(),
+        }
     }
 
     pub fn new(segments: &[ClockSegment]) -> Self {
@@ -43,18 +45,40 @@ impl GlobalMap {
     pub fn piece(&self, s_ns: i64) -> CorrectionPiece {
         let segs = &self.segments;
         if segs.is_empty() {
-            return CorrectionPiece { lo_ns: i64::MIN, hi_ns: i64::MAX, x0_ns: 0, c0_ns: 0.0, slope: 0.0 };
+            return CorrectionPiece {
+                lo_ns: i64::MIN,
+                hi_ns: i64::MAX,
+                x0_ns: 0,
+                c0_ns: 0.0,
+                slope: 0.0,
+            };
         }
         let i = segs.partition_point(|g| g.mid_local_ns <= s_ns);
         if i == 0 || i == segs.len() {
             // Outside the midpoints the nearest window's own drift extrapolates.
             let g = &segs[if i == 0 { 0 } else { segs.len() - 1 }];
-            let (lo_ns, hi_ns) = if i == 0 { (i64::MIN, g.mid_local_ns) } else { (g.mid_local_ns, i64::MAX) };
-            return CorrectionPiece { lo_ns, hi_ns, x0_ns: g.mid_local_ns, c0_ns: g.offset_ns, slope: g.drift_ppb * 1e-9 };
+            let (lo_ns, hi_ns) = if i == 0 {
+                (i64::MIN, g.mid_local_ns)
+            } else {
+                (g.mid_local_ns, i64::MAX)
+            };
+            return CorrectionPiece {
+                lo_ns,
+                hi_ns,
+                x0_ns: g.mid_local_ns,
+                c0_ns: g.offset_ns,
+                slope: g.drift_ppb * 1e-9,
+            };
         }
         let (a, b) = (&segs[i - 1], &segs[i]);
         let slope = (b.offset_ns - a.offset_ns) / (b.mid_local_ns - a.mid_local_ns).max(1) as f64;
-        CorrectionPiece { lo_ns: a.mid_local_ns, hi_ns: b.mid_local_ns, x0_ns: a.mid_local_ns, c0_ns: a.offset_ns, slope }
+        CorrectionPiece {
+            lo_ns: a.mid_local_ns,
+            hi_ns: b.mid_local_ns,
+            x0_ns: a.mid_local_ns,
+            c0_ns: a.offset_ns,
+            slope,
+        }
     }
 
     /// Correction c(S) in ns at host time `s_ns`.
@@ -110,7 +134,13 @@ pub struct CorrectionPiece {
 
 impl CorrectionPiece {
     /// A piece that holds nowhere, to start a cache.
-    pub const EMPTY: Self = Self { lo_ns: 1, hi_ns: 0, x0_ns: 0, c0_ns: 0.0, slope: 0.0 };
+    pub const EMPTY: Self = Self {
+        lo_ns: 1,
+        hi_ns: 0,
+        x0_ns: 0,
+        c0_ns: 0.0,
+        slope: 0.0,
+    };
 
     #[inline]
     pub fn contains(&self, s_ns: i64) -> bool {
@@ -156,7 +186,10 @@ pub struct NodeTimeMap {
 
 impl NodeTimeMap {
     pub fn identity() -> Self {
-        Self { global: GlobalMap::identity(), device: None }
+        Self {
+            global: GlobalMap::identity(),
+            device: None,
+        }
     }
 
     /// Builds the map from a node's distprof plane. `allow_uncorrected` turns a node without
@@ -167,7 +200,11 @@ impl NodeTimeMap {
 
     /// Builds the map from a clock model (from the plane or given separately) and, when
     /// present, the plane's tracer start pair and snapshot pairs.
-    pub fn from_parts(model: &NodeClockModel, data: Option<&DistprofPlaneData>, allow_uncorrected: bool) -> Result<Self, MapError> {
+    pub fn from_parts(
+        model: &NodeClockModel,
+        data: Option<&DistprofPlaneData>,
+        allow_uncorrected: bool,
+    ) -> Result<Self, MapError> {
         let node = model.node;
         let global = if !model.reachable {
             if !allow_uncorrected {
@@ -193,11 +230,19 @@ impl NodeTimeMap {
         self.global.s_to_g_ps(s_ps)
     }
 
-    pub fn host_to_g_ps_cached(&self, s_ps: i128, cache: &std::cell::Cell<CorrectionPiece>) -> i128 {
+    pub fn host_to_g_ps_cached(
+        &self,
+        s_ps: i128,
+        cache: &std::cell::Cell<CorrectionPiece>,
+    ) -> i128 {
         self.global.s_to_g_ps_cached(s_ps, cache)
     }
 
-    pub fn device_to_g_ps_cached(&self, disk_ps: i128, cache: &std::cell::Cell<CorrectionPiece>) -> i128 {
+    pub fn device_to_g_ps_cached(
+        &self,
+        disk_ps: i128,
+        cache: &std::cell::Cell<CorrectionPiece>,
+    ) -> i128 {
         match &self.device {
             Some(d) => self.global.s_to_g_ps_cached(d.disk_to_s_ps(disk_ps), cache),
             None => self.global.s_to_g_ps_cached(disk_ps, cache),
@@ -245,7 +290,13 @@ mod tests {
             })
             .collect();
         let map = GlobalMap::new(&segs);
-        for g in [g0 - 1_000_000_000, g0, g0 + 3_100_000_000, g0 + 7_000_000_123, g0 + 13_000_000_000] {
+        for g in [
+            g0 - 1_000_000_000,
+            g0,
+            g0 + 3_100_000_000,
+            g0 + 7_000_000_123,
+            g0 + 13_000_000_000,
+        ] {
             let s = g as f64 + 5_000_000.0 + drift_ppb * 1e-9 * (g - g0) as f64;
             let s_ps = (s * 1000.0).round() as i128;
             let back = map.s_to_g_ps(s_ps);
@@ -257,7 +308,11 @@ mod tests {
 
     #[test]
     fn map_is_monotone_across_window_jumps() {
-        let map = GlobalMap::new(&[seg(0, 0.0, 0.0), seg(1, 1_000_000.0, -50_000.0), seg(2, -3_000.0, 0.0)]);
+        let map = GlobalMap::new(&[
+            seg(0, 0.0, 0.0),
+            seg(1, 1_000_000.0, -50_000.0),
+            seg(2, -3_000.0, 0.0),
+        ]);
         let mut prev = i128::MIN;
         for t in (0..16_000).map(|k| (1_000_000_000_000i64 + k * 1_000_000) as i128 * 1000) {
             let g = map.s_to_g_ps(t);

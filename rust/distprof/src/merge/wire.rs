@@ -49,7 +49,10 @@ impl<'a> Fields<'a> {
     }
 
     fn err(&self, what: &'static str) -> WireError {
-        WireError { at: self.base + self.pos, what }
+        WireError {
+            at: self.base + self.pos,
+            what,
+        }
     }
 
     #[inline(always)]
@@ -68,7 +71,10 @@ impl<'a> Fields<'a> {
     fn varint_slow(&mut self) -> Result<u64, WireError> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
-            let b = *self.buf.get(self.pos).ok_or_else(|| self.err("truncated varint"))?;
+            let b = *self
+                .buf
+                .get(self.pos)
+                .ok_or_else(|| self.err("truncated varint"))?;
             self.pos += 1;
             v |= ((b & 0x7f) as u64) << shift;
             if b < 0x80 {
@@ -92,7 +98,10 @@ impl<'a> Fields<'a> {
             VARINT => int = self.varint()?,
             FIXED64 | FIXED32 => {
                 let n = if wire_type == FIXED64 { 8 } else { 4 };
-                let s = self.buf.get(self.pos..self.pos + n).ok_or_else(|| self.err("truncated fixed field"))?;
+                let s = self
+                    .buf
+                    .get(self.pos..self.pos + n)
+                    .ok_or_else(|| self.err("truncated fixed field"))?;
                 let mut b = [0u8; 8];
                 b[..n].copy_from_slice(s);
                 int = u64::from_le_bytes(b);
@@ -100,13 +109,25 @@ impl<'a> Fields<'a> {
             }
             LEN => {
                 let len = self.varint()? as usize;
-                let end = self.pos.checked_add(len).filter(|&e| e <= self.buf.len()).ok_or_else(|| self.err("length past end of message"))?;
+                let end = self
+                    .pos
+                    .checked_add(len)
+                    .filter(|&e| e <= self.buf.len())
+                    .ok_or_else(|| self.err("length past end of message"))?;
                 bytes = &self.buf[self.pos..end];
                 self.pos = end;
             }
-            _ => return Err(self.err("unsupported wire type (groups are not used by xplane.proto)")),
+            _ => {
+                return Err(self.err("unsupported wire type (groups are not used by xplane.proto)"))
+            }
         }
-        Ok(Some(Field { number, wire_type, int, bytes, raw: &self.buf[start..self.pos] }))
+        Ok(Some(Field {
+            number,
+            wire_type,
+            int,
+            bytes,
+            raw: &self.buf[start..self.pos],
+        }))
     }
 }
 
@@ -164,7 +185,12 @@ mod tests {
             id: 5,
             name: "n".into(),
             timestamp_ns: -7,
-            events: vec![XEvent { metadata_id: 300, data: Some(XEventData::OffsetPs(1 << 40)), duration_ps: 1, stats: vec![] }],
+            events: vec![XEvent {
+                metadata_id: 300,
+                data: Some(XEventData::OffsetPs(1 << 40)),
+                duration_ps: 1,
+                stats: vec![],
+            }],
             ..Default::default()
         };
         let buf = line.encode_to_vec();
@@ -186,7 +212,12 @@ mod tests {
 
     #[test]
     fn truncated_input_is_an_error_not_a_panic() {
-        let line = XLine { id: 5, name: "name".into(), ..Default::default() }.encode_to_vec();
+        let line = XLine {
+            id: 5,
+            name: "name".into(),
+            ..Default::default()
+        }
+        .encode_to_vec();
         for cut in 1..line.len() {
             let mut f = Fields::new(&line[..cut], 0);
             let mut r = Ok(None);

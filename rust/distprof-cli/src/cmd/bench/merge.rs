@@ -45,7 +45,10 @@ const T0_NS: i64 = 1_763_000_000_000_000_000;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(side) = &args.child {
-        let dir = args.dir.clone().ok_or_else(|| anyhow::anyhow!("--child needs --dir"))?;
+        let dir = args
+            .dir
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("--child needs --dir"))?;
         return child(side, &dir, args.chrome);
     }
     let tmp;
@@ -63,7 +66,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut total = 0u64;
     for k in 0..args.nodes {
         let p = inputs.join(format!("node{k}.xplane.pb"));
-        let n = if p.exists() && std::fs::metadata(&p)?.len() >= per_node { std::fs::metadata(&p)?.len() } else { generate(&p, k, per_node)? };
+        let n = if p.exists() && std::fs::metadata(&p)?.len() >= per_node {
+            std::fs::metadata(&p)?.len()
+        } else {
+            generate(&p, k, per_node)?
+        };
         largest = largest.max(n);
         total += n;
         eprintln!("bench merge: input node {k}: {:.1} MB", n as f64 / 1e6);
@@ -71,16 +78,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe()?;
     let side = |name: &str| -> anyhow::Result<(f64, f64, u64)> {
         let mut cmd = std::process::Command::new(&exe);
-        cmd.args(["bench", "merge", "--child", name, "--dir"]).arg(&dir);
+        cmd.args(["bench", "merge", "--child", name, "--dir"])
+            .arg(&dir);
         if args.chrome {
             cmd.arg("--chrome");
         }
         let out = cmd.output()?;
         if !out.status.success() {
-            anyhow::bail!("bench child `{name}` failed: {}", String::from_utf8_lossy(&out.stderr));
+            anyhow::bail!(
+                "bench child `{name}` failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-        Ok((v["cpu_secs"].as_f64().unwrap_or(f64::NAN), v["wall_secs"].as_f64().unwrap_or(f64::NAN), v["peak_rss_bytes"].as_u64().unwrap_or(0)))
+        Ok((
+            v["cpu_secs"].as_f64().unwrap_or(f64::NAN),
+            v["wall_secs"].as_f64().unwrap_or(f64::NAN),
+            v["peak_rss_bytes"].as_u64().unwrap_or(0),
+        ))
     };
     let (base_s, base_wall, base_rss) = side("baseline")?;
     let (merge_s, merge_wall, merge_rss) = side("merge")?;
@@ -89,13 +104,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let base_mbps = mb / base_s;
     let ratio = merge_rss as f64 / largest as f64;
     if args.json {
-        println!("{}", serde_json::json!({"side": "baseline", "cpu_secs": base_s, "wall_secs": base_wall, "mb_per_s": base_mbps, "wall_mb_per_s": mb / base_wall, "peak_rss_bytes": base_rss, "peak_rss_ratio": base_rss as f64 / largest as f64}));
-        println!("{}", serde_json::json!({"side": "merge", "cpu_secs": merge_s, "wall_secs": merge_wall, "mb_per_s": merge_mbps, "wall_mb_per_s": mb / merge_wall, "peak_rss_bytes": merge_rss, "input_bytes": total, "largest_input_bytes": largest, "chrome": args.chrome}));
-        println!("{}", serde_json::json!({"mb_per_s_per_core": round2(merge_mbps), "peak_rss_ratio": round2(ratio), "baseline_mb_per_s": round2(base_mbps)}));
+        println!(
+            "{}",
+            serde_json::json!({"side": "baseline", "cpu_secs": base_s, "wall_secs": base_wall, "mb_per_s": base_mbps, "wall_mb_per_s": mb / base_wall, "peak_rss_bytes": base_rss, "peak_rss_ratio": base_rss as f64 / largest as f64})
+        );
+        println!(
+            "{}",
+            serde_json::json!({"side": "merge", "cpu_secs": merge_s, "wall_secs": merge_wall, "mb_per_s": merge_mbps, "wall_mb_per_s": mb / merge_wall, "peak_rss_bytes": merge_rss, "input_bytes": total, "largest_input_bytes": largest, "chrome": args.chrome})
+        );
+        println!(
+            "{}",
+            serde_json::json!({"mb_per_s_per_core": round2(merge_mbps), "peak_rss_ratio": round2(ratio), "baseline_mb_per_s": round2(base_mbps)})
+        );
     } else {
-        println!("input: {} nodes, {mb:.1} MB (largest {:.1} MB)", args.nodes, largest as f64 / 1e6);
+        println!(
+            "input: {} nodes, {mb:.1} MB (largest {:.1} MB)",
+            args.nodes,
+            largest as f64 / 1e6
+        );
         println!("merge:    {merge_mbps:>8.1} MB/s per core (CPU time; {:.1} MB/s wall), peak RSS {:.1} MB ({ratio:.2} x largest input)", mb / merge_wall, merge_rss as f64 / 1e6);
-        println!("baseline: {base_mbps:>8.1} MB/s (decode all + re-encode), peak RSS {:.1} MB ({:.2} x)", base_rss as f64 / 1e6, base_rss as f64 / largest as f64);
+        println!(
+            "baseline: {base_mbps:>8.1} MB/s (decode all + re-encode), peak RSS {:.1} MB ({:.2} x)",
+            base_rss as f64 / 1e6,
+            base_rss as f64 / largest as f64
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -111,23 +143,36 @@ fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
     let start = std::time::Instant::now();
     match side {
         "merge" => {
-            let opts = MergeOptions { out_dir: out.clone(), chrome: chrome.then(|| out.join("merged.trace.json")), allow_uncorrected: false, models: vec![] };
+            let opts = MergeOptions {
+                out_dir: out.clone(),
+                chrome: chrome.then(|| out.join("merged.trace.json")),
+                allow_uncorrected: false,
+                models: vec![],
+            };
             merge(&[inputs], &opts, &mut |l| eprintln!("{l}"))?;
         }
         "baseline" => {
-            let mut paths: Vec<_> = std::fs::read_dir(&inputs)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            let mut paths: Vec<_> = std::fs::read_dir(&inputs)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
             paths.sort();
             for p in paths {
                 let bytes = std::fs::read(&p)?;
                 let space = XSpace::decode(bytes.as_slice())?;
                 drop(bytes);
-                std::fs::write(out.join(p.file_name().unwrap_or_default()), space.encode_to_vec())?;
+                std::fs::write(
+                    out.join(p.file_name().unwrap_or_default()),
+                    space.encode_to_vec(),
+                )?;
             }
         }
         other => anyhow::bail!("unknown bench side `{other}`"),
     }
     let wall_secs = start.elapsed().as_secs_f64();
-    println!("{}", serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes()}));
+    println!(
+        "{}",
+        serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes()})
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -155,38 +200,70 @@ fn peak_rss_bytes() -> u64 {
 fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     let mut written = 0u64;
-    let put_plane = |f: &mut std::io::BufWriter<std::fs::File>, p: &XPlane| -> anyhow::Result<u64> {
-        // XSpace field 1, length-delimited.
-        let body = p.encode_to_vec();
-        let mut head = Vec::new();
-        prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut head);
-        prost::encoding::encode_varint(body.len() as u64, &mut head);
-        f.write_all(&head)?;
-        f.write_all(&body)?;
-        Ok((head.len() + body.len()) as u64)
-    };
+    let put_plane =
+        |f: &mut std::io::BufWriter<std::fs::File>, p: &XPlane| -> anyhow::Result<u64> {
+            // XSpace field 1, length-delimited.
+            let body = p.encode_to_vec();
+            let mut head = Vec::new();
+            prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut head);
+            prost::encoding::encode_varint(body.len() as u64, &mut head);
+            f.write_all(&head)?;
+            f.write_all(&body)?;
+            Ok((head.len() + body.len()) as u64)
+        };
     let events_per_line = 20_000usize;
     let mut line_no = 0i64;
     // Planes of about 16 MB keep the generator's own memory modest.
     while written + 1_000_000 < target {
         let device = line_no % 2 == 1;
-        let mut p = XPlane { name: if device { format!("/device:GPU:{}", line_no / 2) } else { HOST_THREADS_PLANE.into() }, ..Default::default() };
-        let kernel = p.intern_event(if device { "ncclDevKernel_AllReduce_Sum_f32" } else { "ThunkExecutor::Execute" });
-        let other = p.intern_event(if device { "fusion.123" } else { "PjitFunction(step)" });
+        let mut p = XPlane {
+            name: if device {
+                format!("/device:GPU:{}", line_no / 2)
+            } else {
+                HOST_THREADS_PLANE.into()
+            },
+            ..Default::default()
+        };
+        let kernel = p.intern_event(if device {
+            "ncclDevKernel_AllReduce_Sum_f32"
+        } else {
+            "ThunkExecutor::Execute"
+        });
+        let other = p.intern_event(if device {
+            "fusion.123"
+        } else {
+            "PjitFunction(step)"
+        });
         let corr = p.intern_stat("correlation_id");
         let op = p.intern_stat("hlo_op");
         let op_name = p.intern_stat("all-reduce.1");
         let mut plane_bytes = 0u64;
         while plane_bytes < 16_000_000 && written + plane_bytes + 1_000_000 < target {
-            let mut l = XLine { id: line_no, name: format!("stream {line_no}"), timestamp_ns: 1_000 + line_no, ..Default::default() };
+            let mut l = XLine {
+                id: line_no,
+                name: format!("stream {line_no}"),
+                timestamp_ns: 1_000 + line_no,
+                ..Default::default()
+            };
             let mut t_ps = 0i64;
             for i in 0..events_per_line {
                 let dur = 1_000_000 + (i as i64 * 7919 % 5_000_000);
-                let mut stats = vec![XStat { metadata_id: corr, value: Some(XStatValue::Uint64Value(i as u64 * 31 + 7)) }];
+                let mut stats = vec![XStat {
+                    metadata_id: corr,
+                    value: Some(XStatValue::Uint64Value(i as u64 * 31 + 7)),
+                }];
                 if i % 4 == 0 {
-                    stats.push(XStat { metadata_id: op, value: Some(XStatValue::RefValue(op_name as u64)) });
+                    stats.push(XStat {
+                        metadata_id: op,
+                        value: Some(XStatValue::RefValue(op_name as u64)),
+                    });
                 }
-                l.events.push(XEvent { metadata_id: if i % 4 == 0 { kernel } else { other }, data: Some(XEventData::OffsetPs(t_ps)), duration_ps: dur, stats });
+                l.events.push(XEvent {
+                    metadata_id: if i % 4 == 0 { kernel } else { other },
+                    data: Some(XEventData::OffsetPs(t_ps)),
+                    duration_ps: dur,
+                    stats,
+                });
                 t_ps += dur + 500_000;
             }
             plane_bytes += l.encoded_len() as u64 + 4;
@@ -197,9 +274,24 @@ fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
         line_no += 1;
     }
     // Task Environment: lines are normalised to this start.
-    let mut env = XPlane { name: TASK_ENV_PLANE.into(), ..Default::default() };
-    let (a, b) = (env.intern_stat(PROFILE_START_STAT), env.intern_stat(PROFILE_STOP_STAT));
-    env.stats = vec![XStat { metadata_id: a, value: Some(XStatValue::Uint64Value(T0_NS as u64)) }, XStat { metadata_id: b, value: Some(XStatValue::Uint64Value(T0_NS as u64 + 60_000_000_000)) }];
+    let mut env = XPlane {
+        name: TASK_ENV_PLANE.into(),
+        ..Default::default()
+    };
+    let (a, b) = (
+        env.intern_stat(PROFILE_START_STAT),
+        env.intern_stat(PROFILE_STOP_STAT),
+    );
+    env.stats = vec![
+        XStat {
+            metadata_id: a,
+            value: Some(XStatValue::Uint64Value(T0_NS as u64)),
+        },
+        XStat {
+            metadata_id: b,
+            value: Some(XStatValue::Uint64Value(T0_NS as u64 + 60_000_000_000)),
+        },
+    ];
     written += put_plane(&mut f, &env)?;
     let segments = (0..15)
         .map(|j| ClockSegment {
@@ -219,9 +311,22 @@ fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
         hostname: format!("bench{node}"),
         timestamp_mode: "kernel".into(),
         tracer_clock: "rocm".into(),
-        tracer_start: Some(TracerStart { s_ns: T0_NS, r_ns: 9_000_000_000 }),
-        model: NodeClockModel { node, reachable: true, segments },
-        snapshots: (0..600).map(|j| SnapshotPair { s_ns: T0_NS + j * 100_000_000, r_ns: 9_000_000_000 + j * 100_000_003, read_window_ns: 60 }).collect(),
+        tracer_start: Some(TracerStart {
+            s_ns: T0_NS,
+            r_ns: 9_000_000_000,
+        }),
+        model: NodeClockModel {
+            node,
+            reachable: true,
+            segments,
+        },
+        snapshots: (0..600)
+            .map(|j| SnapshotPair {
+                s_ns: T0_NS + j * 100_000_000,
+                r_ns: 9_000_000_000 + j * 100_000_003,
+                read_window_ns: 60,
+            })
+            .collect(),
         probe_stats: vec![],
     };
     let plane = XPlane::decode(distprof_plane_bytes(&data).as_slice())?;
