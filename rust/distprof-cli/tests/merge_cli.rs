@@ -80,3 +80,24 @@ fn validate_names_a_missing_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/trace.xplane.pb"));
 }
+
+#[test]
+fn a_truncated_trace_is_an_error_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(fixtures().join("node1.xplane.pb")).unwrap();
+    let cut = tmp.path().join("cut.xplane.pb");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_distprof"))
+        .arg("merge")
+        .arg(&cut)
+        .args(["--allow-uncorrected", "--out"])
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cut.xplane.pb") && err.contains("not a valid XSpace"),
+        "{err}"
+    );
+}

@@ -43,6 +43,12 @@ pub fn host_clock_ns() -> i64 {
     ns
 }
 
+/// The tracer clock of standalone mode (no GPU, no XLA): the host clock itself, so the fit
+/// is the identity up to read noise.
+pub fn host_tracer_clock() -> u64 {
+    host_clock_ns() as u64
+}
+
 /// Takes one pair: `best_of` bracketed reads (at least 1), keeping the narrowest.
 pub fn sample_pair(
     best_of: u32,
@@ -377,12 +383,9 @@ mod tests {
 
     #[test]
     fn sampler_thread_samples_at_the_period() {
-        fn host_as_tracer() -> u64 {
-            host_clock_ns() as u64
-        }
-        let sampler = SnapshotSampler::start(5, 5, host_as_tracer).expect("spawn");
+        let sampler = SnapshotSampler::start(5, 5, host_tracer_clock).expect("spawn");
         std::thread::sleep(Duration::from_millis(60));
-        let pairs = sampler.stop(5, host_as_tracer);
+        let pairs = sampler.stop(5, host_tracer_clock);
         assert!(
             pairs.len() >= 5 && pairs.len() <= 20,
             "{} pairs",

@@ -113,11 +113,11 @@ pub fn validate(
         let n = load_node(p, i as u32, allow_uncorrected, models)?;
         let buf = std::fs::read(p).map_err(|e| MergeError::Io {
             path: p.clone(),
-            source: e,
+            err: e,
         })?;
         let info = prescan(&buf).map_err(|e| MergeError::Wire {
             path: p.clone(),
-            source: e,
+            err: e,
         })?;
         scan(
             &buf,
@@ -128,7 +128,7 @@ pub fn validate(
         )
         .map_err(|e| MergeError::Wire {
             path: p.clone(),
-            source: e,
+            err: e,
         })?;
         scan(
             &buf,
@@ -139,7 +139,7 @@ pub fn validate(
         )
         .map_err(|e| MergeError::Wire {
             path: p.clone(),
-            source: e,
+            err: e,
         })?;
     }
     for c in [&mut before, &mut after] {

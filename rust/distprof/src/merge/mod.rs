@@ -25,34 +25,24 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use timemap::{MapError, NodeTimeMap};
 
-/// Merge failures, each naming the input and the fix.
+/// Merge failures, each naming the input and the fix. The cause is part of the message (the
+/// fields are not `source`, so error chains do not print it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: not a valid XSpace ({source}); pass the .xplane.pb files the profiler wrote")]
-    Wire {
-        path: PathBuf,
-        source: wire::WireError,
-    },
-    #[error("{path}: {source}")]
-    Plane { path: PathBuf, source: PlaneError },
-    #[error("{path}: {source}")]
-    Map { path: PathBuf, source: MapError },
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+    #[error("{path}: not a valid XSpace ({err}); pass the .xplane.pb files the profiler wrote")]
+    Wire { path: PathBuf, err: wire::WireError },
+    #[error("{path}: {err}")]
+    Plane { path: PathBuf, err: PlaneError },
+    #[error("{path}: {err}")]
+    Map { path: PathBuf, err: MapError },
     #[error("{path}: no distprof plane (the trace was recorded without distprof); pass --allow-uncorrected to merge it with its clock as is")]
     NoModel { path: PathBuf },
     #[error("no .xplane.pb files found under {0}; pass per-node .xplane.pb files or the directories holding them")]
     NoInputs(String),
     #[error("node {node} appears twice: {a} and {b}; pass each node's trace once")]
     DuplicateNode { node: u32, a: PathBuf, b: PathBuf },
-    #[error("{path}: {source}")]
-    Rewrite {
-        path: PathBuf,
-        source: rewrite::RewriteError,
-    },
 }
 
 #[derive(Debug, Clone)]
@@ -108,13 +98,13 @@ pub fn find_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), MergeError> {
         let rd = std::fs::read_dir(dir).map_err(|e| MergeError::Io {
             path: dir.to_path_buf(),
-            source: e,
+            err: e,
         })?;
         for e in rd {
             let p = e
                 .map_err(|e| MergeError::Io {
                     path: dir.to_path_buf(),
-                    source: e,
+                    err: e,
                 })?
                 .path();
             if p.is_dir() {
@@ -136,10 +126,7 @@ pub fn find_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
         } else {
             return Err(MergeError::Io {
                 path: i.clone(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no such file or directory",
-                ),
+                err: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
             });
         }
     }
@@ -166,23 +153,23 @@ pub fn load_node(
     let bytes = std::fs::metadata(path)
         .map_err(|e| MergeError::Io {
             path: path.into(),
-            source: e,
+            err: e,
         })?
         .len();
     let info = rewrite::prescan_file(path)
         .map_err(|e| MergeError::Io {
             path: path.into(),
-            source: e,
+            err: e,
         })?
         .map_err(|e| MergeError::Wire {
             path: path.into(),
-            source: e,
+            err: e,
         })?;
     let plane = match &info.distprof {
         Some(p) => Some(
             DistprofPlaneData::from_xplane(p).map_err(|e| MergeError::Plane {
                 path: path.into(),
-                source: e,
+                err: e,
             })?,
         ),
         None => None,
@@ -195,12 +182,12 @@ pub fn load_node(
             NodeTimeMap::from_parts(given.expect("checked"), plane.as_ref(), allow_uncorrected)
                 .map_err(|e| MergeError::Map {
                     path: path.into(),
-                    source: e,
+                    err: e,
                 })?
         }
         Some(d) => NodeTimeMap::from_plane(d, allow_uncorrected).map_err(|e| MergeError::Map {
             path: path.into(),
-            source: e,
+            err: e,
         })?,
         None if allow_uncorrected => NodeTimeMap::identity(),
         None => return Err(MergeError::NoModel { path: path.into() }),
@@ -308,19 +295,19 @@ pub fn merge(
         .join(run_name(g0_ns));
     std::fs::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
         path: run_dir.clone(),
-        source: e,
+        err: e,
     })?;
     let mut chrome = match &opts.chrome {
         Some(p) => {
             let f = std::fs::File::create(p).map_err(|e| MergeError::Io {
                 path: p.clone(),
-                source: e,
+                err: e,
             })?;
             Some(
                 ChromeWriter::new(Box::new(BufWriter::with_capacity(1 << 20, f)), g0_ns).map_err(
                     |e| MergeError::Io {
                         path: p.clone(),
-                        source: e,
+                        err: e,
                     },
                 )?,
             )
@@ -335,11 +322,11 @@ pub fn merge(
         let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
         let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io {
             path: n.path.clone(),
-            source: e,
+            err: e,
         })?;
         let file = std::fs::File::create(&out_path).map_err(|e| MergeError::Io {
             path: out_path.clone(),
-            source: e,
+            err: e,
         })?;
         let mut w = sink::PatchWriter::new(file);
         let total_mb = buf.len() / 1_000_000;
@@ -360,15 +347,19 @@ pub fn merge(
             progress: &mut plane_progress,
         };
         let st: RewriteStats =
-            rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| {
-                MergeError::Rewrite {
+            rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| match e {
+                rewrite::RewriteError::Wire(err) => MergeError::Wire {
                     path: n.path.clone(),
-                    source: e,
-                }
+                    err,
+                },
+                rewrite::RewriteError::Io(err) => MergeError::Io {
+                    path: out_path.clone(),
+                    err,
+                },
             })?;
         bytes_out += w.finish().map_err(|e| MergeError::Io {
             path: out_path.clone(),
-            source: e,
+            err: e,
         })?;
         bytes_in += buf.len() as u64;
         drop(buf);
@@ -400,8 +391,7 @@ pub fn merge(
     }
     if let Some(c) = chrome {
         let p = opts.chrome.clone().unwrap_or_default();
-        c.finish()
-            .map_err(|e| MergeError::Io { path: p, source: e })?;
+        c.finish().map_err(|e| MergeError::Io { path: p, err: e })?;
     }
     Ok(MergeReport {
         run_dir,
