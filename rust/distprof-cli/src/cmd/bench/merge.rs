@@ -33,6 +33,10 @@ pub struct Args {
     /// Work directory (default: a fresh temporary directory, removed afterwards).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Do not run the baseline (it needs about 11x the input in memory; for inputs of
+    /// several GiB); its figures are then null.
+    #[arg(long)]
+    skip_baseline: bool,
     /// Print the figures as JSON; the last line is the summary object.
     #[arg(long)]
     json: bool,
@@ -97,7 +101,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             v["peak_rss_bytes"].as_u64().unwrap_or(0),
         ))
     };
-    let (base_s, base_wall, base_rss) = side("baseline")?;
+    let (base_s, base_wall, base_rss) = if args.skip_baseline {
+        (f64::NAN, f64::NAN, 0)
+    } else {
+        side("baseline")?
+    };
     let (merge_s, merge_wall, merge_rss) = side("merge")?;
     let mb = total as f64 / 1e6;
     let merge_mbps = mb / merge_s;
