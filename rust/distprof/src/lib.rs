@@ -10,3 +10,4 @@ pub mod context;
 pub mod kv;
 pub mod model;
 pub mod record;
+pub mod estimate;

@@ -1,0 +1,196 @@
+//! The whole chain for one window: records in, fits and `ClockSegment`s out. Called per
+//! window while probing and once more at profiler stop for the open window; the same
+//! function serves a node that only has its own edges (its neighbours become reachable)
+//! and an offline pass over every edge of the run.
+//!
+//! Windows are the same local-clock interval on every node ([start, end) of each node's own
+//! host clock); the reference's midpoint M is the common instant of the network solve.
+
+use super::bound::{edge_uncertainty_ns, node_bounds_ns};
+use super::fit::fit_edge;
+use super::hull::FitError;
+use super::network::{self, EdgeObs, EdgeVerdict, NetworkSolution};
+use super::points::{build_edges, WindowBounds};
+use super::purity::{PurityCounts, PurityTolerance};
+use super::settings::{EstimatorSettings, NetworkMode};
+use crate::context::NodeId;
+use crate::model::{ClockSegment, NodeClockModel};
+use crate::record::ProbeRecord;
+use serde::Serialize;
+
+/// Edge weights are 1 / uncertainty²; below this floor two edges are equally good (the
+/// bound's allowances dominate), and it keeps a zero-width interval from taking all weight.
+const MIN_WEIGHT_SIGMA_NS: f64 = 100.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSpec {
+    pub window_id: u64,
+    /// Window bounds, in each node's own host clock.
+    pub start_local_ns: i64,
+    pub end_local_ns: i64,
+    pub num_nodes: u32,
+    pub reference: NodeId,
+}
+
+/// What one edge gave in this window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EdgeReport {
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub counts: PurityCounts,
+    /// Why the edge has no line, if it has none.
+    pub fit_error: Option<FitError>,
+    /// theta = S_dst - S_src at the window midpoint, and its rate, from this edge alone.
+    pub theta_ns: Option<f64>,
+    pub theta_rate_ppb: Option<f64>,
+    pub margin_ns: Option<f64>,
+    /// Data-derived uncertainty of theta where the network used it.
+    pub uncertainty_ns: Option<f64>,
+    pub verdict: Option<EdgeVerdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowEstimate {
+    pub window_id: u64,
+    pub counts: PurityCounts,
+    pub edges: Vec<EdgeReport>,
+    pub network: NetworkSolution,
+    /// Indexed by node; None for unreachable nodes.
+    pub segments: Vec<Option<ClockSegment>>,
+    pub unreachable: Vec<NodeId>,
+    pub flagged: Vec<NodeId>,
+}
+
+impl WindowEstimate {
+    /// Edges the network rejected, by name.
+    pub fn rejected_edges(&self) -> Vec<(NodeId, NodeId)> {
+        self.network.edges.iter().filter(|v| v.rejected.is_some()).map(|v| (v.src, v.dst)).collect()
+    }
+}
+
+pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &EstimatorSettings) -> WindowEstimate {
+    let n = spec.num_nodes as usize;
+    let window = WindowBounds { start_ns: spec.start_local_ns, end_ns: spec.end_local_ns.max(spec.start_local_ns) };
+    let tol = PurityTolerance { abs_ns: settings.purity_abs_tolerance_ns, rel: settings.purity_rel_tolerance };
+    let (points, counts) = build_edges(records, spec.num_nodes, window, tol);
+
+    let mut edges = Vec::with_capacity(points.len());
+    let mut obs = Vec::new();
+    let mut fitted = Vec::new(); // (edge index, line) per obs
+    for e in &points {
+        let mut report = EdgeReport {
+            src: e.src,
+            dst: e.dst,
+            counts: e.counts,
+            fit_error: None,
+            theta_ns: None,
+            theta_rate_ppb: None,
+            margin_ns: None,
+            uncertainty_ns: None,
+            verdict: None,
+        };
+        match fit_edge(settings.estimator, e, settings.svm_c) {
+            Ok(line) => {
+                let theta = e.y_origin_ns as f64 + line.line.intercept_ns;
+                let u0 = edge_uncertainty_ns(&line.hulls, &line.line, 0.0, e.gap_noise_ns);
+                report.theta_ns = Some(theta);
+                report.theta_rate_ppb = Some(line.line.slope * 1e9);
+                report.margin_ns = line.margin_ns.is_finite().then_some(line.margin_ns);
+                let sigma = if u0.is_finite() { u0.max(MIN_WEIGHT_SIGMA_NS) } else { 1e9 };
+                obs.push(EdgeObs {
+                    src: e.src,
+                    dst: e.dst,
+                    alpha: line.line.slope,
+                    beta_ns: theta,
+                    weight: 1.0 / (sigma * sigma),
+                });
+                fitted.push((edges.len(), line));
+            }
+            Err(err) => report.fit_error = Some(err),
+        }
+        edges.push(report);
+    }
+
+    let solution = network::solve(spec.num_nodes, spec.reference, &obs, settings.network == NetworkMode::Wls);
+    // Each edge's uncertainty where the network evaluates it: at G = M, i.e. x = o_src.
+    let uncertainty: Vec<f64> = obs
+        .iter()
+        .zip(&fitted)
+        .map(|(o, (ei, line))| {
+            let x = solution.offset_ns.get(o.src as usize).copied().flatten().unwrap_or(0.0);
+            edge_uncertainty_ns(&line.hulls, &line.line, x, points[*ei].gap_noise_ns)
+        })
+        .collect();
+    for (k, (ei, _)) in fitted.iter().enumerate() {
+        edges[*ei].uncertainty_ns = uncertainty[k].is_finite().then_some(uncertainty[k]);
+        edges[*ei].verdict = solution.edges.get(k).copied();
+    }
+    let bounds = node_bounds_ns(n, spec.reference, &obs, &uncertainty, &solution);
+
+    let mid = window.mid_ns();
+    let mut flagged = Vec::new();
+    let segments: Vec<Option<ClockSegment>> = (0..n)
+        .map(|i| {
+            let (o, r) = (solution.offset_ns[i]?, solution.rate[i]?);
+            // Drift per local time: dS_i/dG = 1 + r, so d(S_i - G)/dS_i = r / (1 + r).
+            let drift = r / (1.0 + r);
+            // S_i - G = o + drift * (S_i - (M + o)); at S_i = M (the local midpoint):
+            let offset_ns = o * (1.0 - drift);
+            let bound_ns = bounds[i].unwrap_or(f64::INFINITY);
+            let is_flagged = !(bound_ns <= settings.max_bound_ns as f64);
+            if is_flagged {
+                flagged.push(i as NodeId);
+            }
+            Some(ClockSegment {
+                window_id: spec.window_id,
+                start_local_ns: window.start_ns,
+                end_local_ns: window.end_ns,
+                mid_local_ns: mid,
+                offset_ns,
+                drift_ppb: drift * 1e9,
+                // JSON has no infinity: an unbounded segment carries f64::MAX and the flag.
+                bound_ns: if bound_ns.is_finite() { bound_ns } else { f64::MAX },
+                flagged: is_flagged,
+            })
+        })
+        .collect();
+    WindowEstimate {
+        window_id: spec.window_id,
+        counts,
+        edges,
+        unreachable: solution.unreachable.clone(),
+        network: solution,
+        segments,
+        flagged,
+    }
+}
+
+/// Collects window estimates into every node's piecewise model.
+#[derive(Debug, Clone)]
+pub struct ModelBuilder {
+    models: Vec<NodeClockModel>,
+}
+
+impl ModelBuilder {
+    pub fn new(num_nodes: u32) -> Self {
+        Self {
+            models: (0..num_nodes).map(|node| NodeClockModel { node, reachable: false, segments: Vec::new() }).collect(),
+        }
+    }
+
+    pub fn push(&mut self, w: &WindowEstimate) {
+        for (m, seg) in self.models.iter_mut().zip(&w.segments) {
+            if let Some(s) = seg {
+                m.reachable = true;
+                m.segments.push(*s);
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> Vec<NodeClockModel> {
+        for m in &mut self.models {
+            m.segments.sort_by_key(|s| s.start_local_ns);
+        }
+        self.models
+    }
+}
