@@ -1,6 +1,7 @@
 //! The probe graph the simulator uses: a ring plus chords, node i probing i + s for a fixed
-//! set of strides s spread over 1..N. Every node has the same out-degree and the graph has
-//! many short cycles, like the real topology. The lead can swap this function for
+//! set of strides s growing geometrically from 1 towards N (1, ~N^(1/D), ~N^(2/D), ...), so
+//! every node is a few hops from every other (diameter ~ log N) and the graph has many
+//! short cycles, like the real topology. The lead can swap this function for
 //! `distprof::topology` without touching anything else.
 
 use distprof::context::NodeId;
@@ -13,8 +14,17 @@ pub fn probe_graph(num_nodes: u32, out_degree: u32, _seed: u64) -> Vec<Vec<NodeI
         return vec![Vec::new(); num_nodes as usize];
     }
     let d = (out_degree as u64).clamp(1, n - 1);
-    let mut strides: Vec<u64> = (0..d).map(|j| 1 + j * (n - 1) / d).collect();
-    strides.dedup();
+    // Geometric strides, bumped to stay distinct; always d of them since d <= n - 1.
+    let mut strides: Vec<u64> = Vec::with_capacity(d as usize);
+    for j in 0..d {
+        let g = (n as f64).powf(j as f64 / d as f64).round() as u64;
+        let prev = strides.last().copied().unwrap_or(0);
+        strides.push(g.max(prev + 1));
+    }
+    // Bumping can overshoot n - 1 for small n; fall back to 1..=d there.
+    if strides.last().is_some_and(|&s| s > n - 1) {
+        strides = (1..=d).collect();
+    }
     (0..n)
         .map(|i| strides.iter().map(|s| ((i + s) % n) as NodeId).collect())
         .collect()

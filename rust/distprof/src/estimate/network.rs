@@ -30,7 +30,9 @@ const REJECT_FLOOR_DRIFT_PPB: f64 = 100.0;
 /// At most this fraction of the edges is rejected: beyond it the network, not a few
 /// edges, is wrong, and removing more would only hide that.
 const MAX_REJECT_FRACTION: f64 = 0.25;
-const CG_REL_TOL: f64 = 1e-12;
+/// The CG iterates a correction of the tree solution that is itself small (loop errors,
+/// tens to hundreds of ns), so this relative tolerance leaves far below 1 ns.
+const CG_REL_TOL: f64 = 1e-8;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EdgeObs {

@@ -96,13 +96,29 @@ pub fn build_edges(
 ) -> (Vec<EdgePoints>, PurityCounts) {
     let mut total = PurityCounts::default();
     let mut by_edge: HashMap<(NodeId, NodeId), Vec<&ProbeRecord>> = HashMap::new();
+    // Records come in runs of one edge; remember the run's list to skip most lookups.
+    let mut run: Option<((NodeId, NodeId), Vec<&ProbeRecord>)> = None;
     for r in records {
         if r.src == r.dst || r.src >= num_nodes || r.dst >= num_nodes {
             total.records += 1;
             total.misplaced += 1;
             continue;
         }
-        by_edge.entry((r.src, r.dst)).or_default().push(r);
+        let key = (r.src, r.dst);
+        match &mut run {
+            Some((k, list)) if *k == key => list.push(r),
+            _ => {
+                if let Some((k, list)) = run.take() {
+                    merge_run(&mut by_edge, k, list);
+                }
+                let mut list = Vec::with_capacity(256);
+                list.push(r);
+                run = Some((key, list));
+            }
+        }
+    }
+    if let Some((k, list)) = run.take() {
+        merge_run(&mut by_edge, k, list);
     }
     let mut keys: Vec<_> = by_edge.keys().copied().collect();
     keys.sort_unstable();
@@ -121,6 +137,19 @@ pub fn build_edges(
     (edges, total)
 }
 
+fn merge_run<'a>(
+    by_edge: &mut HashMap<(NodeId, NodeId), Vec<&'a ProbeRecord>>,
+    key: (NodeId, NodeId),
+    list: Vec<&'a ProbeRecord>,
+) {
+    match by_edge.get_mut(&key) {
+        Some(existing) => existing.extend(list),
+        None => {
+            by_edge.insert(key, list);
+        }
+    }
+}
+
 fn edge_points(
     (src, dst): (NodeId, NodeId),
     recs: &[&ProbeRecord],
@@ -131,8 +160,8 @@ fn edge_points(
     let mid = window.mid_ns();
     // The median forward y is the origin: robust against a few absurd records.
     let mut raw_y: Vec<i64> = recs.iter().filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])).collect();
-    raw_y.sort_unstable();
-    let y_origin_ns = raw_y.get(raw_y.len() / 2).copied().unwrap_or(0);
+    let half = raw_y.len() / 2;
+    let y_origin_ns = if raw_y.is_empty() { 0 } else { *raw_y.select_nth_unstable(half).1 };
     let point = |x_abs: i64, later: i64, earlier: i64| -> Option<Point> {
         let y = later.checked_sub(earlier)?.checked_sub(y_origin_ns)?;
         if y.unsigned_abs() > MAX_Y_SPREAD_NS as u64 || !window.contains(x_abs) {
@@ -144,9 +173,9 @@ fn edge_points(
         src,
         dst,
         y_origin_ns,
-        fwd: Vec::new(),
-        rev: Vec::new(),
-        probes: Vec::new(),
+        fwd: Vec::with_capacity(2 * recs.len()),
+        rev: Vec::with_capacity(2 * recs.len()),
+        probes: Vec::with_capacity(recs.len()),
         counts: PurityCounts::default(),
         gap_noise_ns: 0.0,
     };
@@ -157,10 +186,15 @@ fn edge_points(
             counts.misplaced += 1;
             continue;
         }
-        let fwd: Option<Vec<Point>> =
-            (0..2).map(|k| point(r.fwd_tx_ns[k], r.fwd_rx_ns[k], r.fwd_tx_ns[k])).collect();
-        let rev: Option<Vec<Point>> =
-            (0..2).map(|k| point(r.rev_rx_ns[k], r.rev_tx_ns[k], r.rev_rx_ns[k])).collect();
+        let both = |a: Option<Point>, b: Option<Point>| Some([a?, b?]);
+        let fwd = both(
+            point(r.fwd_tx_ns[0], r.fwd_rx_ns[0], r.fwd_tx_ns[0]),
+            point(r.fwd_tx_ns[1], r.fwd_rx_ns[1], r.fwd_tx_ns[1]),
+        );
+        let rev = both(
+            point(r.rev_rx_ns[0], r.rev_tx_ns[0], r.rev_rx_ns[0]),
+            point(r.rev_rx_ns[1], r.rev_tx_ns[1], r.rev_rx_ns[1]),
+        );
         for (pts, tx, rx, is_fwd) in
             [(&fwd, r.fwd_tx_ns, r.fwd_rx_ns, true), (&rev, r.rev_tx_ns, r.rev_rx_ns, false)]
         {
