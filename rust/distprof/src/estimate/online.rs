@@ -10,7 +10,7 @@ use super::bound::{edge_uncertainty_ns, node_bounds_ns};
 use super::fit::fit_edge;
 use super::hull::FitError;
 use super::network::{self, EdgeObs, EdgeVerdict, NetworkSolution};
-use super::points::{build_edges, WindowBounds};
+use super::points::{for_each_edge, WindowBounds};
 use super::purity::{PurityCounts, PurityTolerance};
 use super::settings::{EstimatorSettings, NetworkMode};
 use crate::context::NodeId;
@@ -72,12 +72,10 @@ pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Es
     let n = spec.num_nodes as usize;
     let window = WindowBounds { start_ns: spec.start_local_ns, end_ns: spec.end_local_ns.max(spec.start_local_ns) };
     let tol = PurityTolerance { abs_ns: settings.purity_abs_tolerance_ns, rel: settings.purity_rel_tolerance };
-    let (points, counts) = build_edges(records, spec.num_nodes, window, tol);
-
-    let mut edges = Vec::with_capacity(points.len());
+    let mut edges = Vec::new();
     let mut obs = Vec::new();
-    let mut fitted = Vec::new(); // (edge index, line) per obs
-    for e in &points {
+    let mut fitted = Vec::new(); // (edge index, line, timestamp noise) per obs
+    let counts = for_each_edge(records, spec.num_nodes, window, tol, |e| {
         let mut report = EdgeReport {
             src: e.src,
             dst: e.dst,
@@ -104,24 +102,24 @@ pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Es
                     beta_ns: theta,
                     weight: 1.0 / (sigma * sigma),
                 });
-                fitted.push((edges.len(), line));
+                fitted.push((edges.len(), line, e.gap_noise_ns));
             }
             Err(err) => report.fit_error = Some(err),
         }
         edges.push(report);
-    }
+    });
 
     let solution = network::solve(spec.num_nodes, spec.reference, &obs, settings.network == NetworkMode::Wls);
     // Each edge's uncertainty where the network evaluates it: at G = M, i.e. x = o_src.
     let uncertainty: Vec<f64> = obs
         .iter()
         .zip(&fitted)
-        .map(|(o, (ei, line))| {
+        .map(|(o, (_, line, noise_ns))| {
             let x = solution.offset_ns.get(o.src as usize).copied().flatten().unwrap_or(0.0);
-            edge_uncertainty_ns(&line.hulls, &line.line, x, points[*ei].gap_noise_ns)
+            edge_uncertainty_ns(&line.hulls, &line.line, x, *noise_ns)
         })
         .collect();
-    for (k, (ei, _)) in fitted.iter().enumerate() {
+    for (k, (ei, _, _)) in fitted.iter().enumerate() {
         edges[*ei].uncertainty_ns = uncertainty[k].is_finite().then_some(uncertainty[k]);
         edges[*ei].verdict = solution.edges.get(k).copied();
     }

@@ -86,14 +86,17 @@ impl WindowBounds {
     }
 }
 
-/// Groups one window's records by edge and turns them into points. Never panics: bad
-/// records are counted in the returned totals.
-pub fn build_edges(
+/// Groups one window's records by edge, turns each edge's into points and hands them to
+/// `visit`, in (src, dst) order. One buffer is reused for all edges: a window of 4096
+/// edges would otherwise hold ~80 MB of points at once. Never panics: bad records are
+/// counted in the returned totals.
+pub fn for_each_edge(
     records: &[ProbeRecord],
     num_nodes: u32,
     window: WindowBounds,
     tol: PurityTolerance,
-) -> (Vec<EdgePoints>, PurityCounts) {
+    mut visit: impl FnMut(&EdgePoints),
+) -> PurityCounts {
     let mut total = PurityCounts::default();
     let mut by_edge: HashMap<(NodeId, NodeId), Vec<&ProbeRecord>> = HashMap::new();
     // Records come in runs of one edge; remember the run's list to skip most lookups.
@@ -122,7 +125,16 @@ pub fn build_edges(
     }
     let mut keys: Vec<_> = by_edge.keys().copied().collect();
     keys.sort_unstable();
-    let mut edges = Vec::with_capacity(keys.len());
+    let mut buf = EdgePoints {
+        src: 0,
+        dst: 0,
+        y_origin_ns: 0,
+        fwd: Vec::new(),
+        rev: Vec::new(),
+        probes: Vec::new(),
+        counts: PurityCounts::default(),
+        gap_noise_ns: 0.0,
+    };
     for key in keys {
         let mut recs = by_edge.remove(&key).unwrap_or_default();
         recs.sort_by_key(|r| r.seq);
@@ -130,10 +142,22 @@ pub fn build_edges(
         recs.dedup_by_key(|r| r.seq);
         let duplicates = (before - recs.len()) as u64;
         let mut counts = PurityCounts { duplicates, records: duplicates, ..Default::default() };
-        let edge = edge_points(key, &recs, window, tol, &mut counts);
+        edge_points(key, &recs, window, tol, &mut counts, &mut buf);
         total.add(&counts);
-        edges.push(edge);
+        visit(&buf);
     }
+    total
+}
+
+/// The points of every edge at once (tests and tools; the online path streams).
+pub fn build_edges(
+    records: &[ProbeRecord],
+    num_nodes: u32,
+    window: WindowBounds,
+    tol: PurityTolerance,
+) -> (Vec<EdgePoints>, PurityCounts) {
+    let mut edges = Vec::new();
+    let total = for_each_edge(records, num_nodes, window, tol, |e| edges.push(e.clone()));
     (edges, total)
 }
 
@@ -156,7 +180,8 @@ fn edge_points(
     window: WindowBounds,
     tol: PurityTolerance,
     counts: &mut PurityCounts,
-) -> EdgePoints {
+    e: &mut EdgePoints,
+) {
     let mid = window.mid_ns();
     // The median forward y is the origin: robust against a few absurd records.
     let mut raw_y: Vec<i64> = recs.iter().filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])).collect();
@@ -169,16 +194,12 @@ fn edge_points(
         }
         Some(Point { x_ns: x_abs.checked_sub(mid)? as f64, y_ns: y as f64 })
     };
-    let mut e = EdgePoints {
-        src,
-        dst,
-        y_origin_ns,
-        fwd: Vec::with_capacity(2 * recs.len()),
-        rev: Vec::with_capacity(2 * recs.len()),
-        probes: Vec::with_capacity(recs.len()),
-        counts: PurityCounts::default(),
-        gap_noise_ns: 0.0,
-    };
+    e.src = src;
+    e.dst = dst;
+    e.y_origin_ns = y_origin_ns;
+    e.fwd.clear();
+    e.rev.clear();
+    e.probes.clear();
     let (mut gap_sq_sum, mut gap_n) = (0.0f64, 0u64);
     for r in recs {
         counts.records += 1;
@@ -232,5 +253,4 @@ fn edge_points(
     e.probes.sort_by(|a, b| a.fwd.x_ns.total_cmp(&b.fwd.x_ns));
     e.gap_noise_ns = if gap_n > 0 { (gap_sq_sum / gap_n as f64).sqrt() } else { 0.0 };
     e.counts = *counts;
-    e
 }
