@@ -338,3 +338,24 @@ fn network_names_a_corrupted_edge_and_reports_unreachable_nodes() {
     assert_eq!(sol.offset_ns[3], None);
     assert_eq!(sol.edges[5].rejected, Some(RejectReason::Implausible));
 }
+
+#[test]
+fn record_order_does_not_change_the_estimate() {
+    let mut g = Gen(808);
+    let zero = Clock { offset_ns: 0.0, rate: 0.0 };
+    let c1 = Clock { offset_ns: 4e5, rate: 3e-6 };
+    let c2 = Clock { offset_ns: -7e5, rate: -9e-6 };
+    let link = Link { delay_fwd_ns: 10_000.0, delay_rev_ns: 10_000.0, queue_mean_ns: 5_000.0, noise_ns: 50.0 };
+    let mut runs = records(&mut g, (0, zero), (1, c1), &link, 100);
+    runs.extend(records(&mut g, (1, c1), (2, c2), &link, 100));
+    runs.extend(records(&mut g, (2, c2), (0, zero), &link, 100));
+    // Interleaved and reversed: the grouping path instead of the in-place runs.
+    let mut mixed: Vec<ProbeRecord> = (0..100).flat_map(|i| [runs[i], runs[100 + i], runs[200 + i]]).collect();
+    mixed.reverse();
+    let s = EstimatorSettings::default();
+    let a = estimate_window(&runs, &spec(3), &s);
+    let b = estimate_window(&mixed, &spec(3), &s);
+    assert_eq!(a.segments, b.segments);
+    assert_eq!(a.counts, b.counts);
+    assert_eq!(a.counts.fwd_pure + a.counts.fwd_impure, 300);
+}

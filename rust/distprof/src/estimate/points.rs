@@ -98,11 +98,33 @@ pub fn for_each_edge(
     mut visit: impl FnMut(&EdgePoints),
 ) -> PurityCounts {
     let mut total = PurityCounts::default();
+    let mut buf = EdgePoints {
+        src: 0,
+        dst: 0,
+        y_origin_ns: 0,
+        fwd: Vec::new(),
+        rev: Vec::new(),
+        probes: Vec::new(),
+        counts: PurityCounts::default(),
+        gap_noise_ns: 0.0,
+    };
+    // Fast path: the probe engine writes each edge's records as one run in seq order; then
+    // the runs are used in place, without grouping or copying.
+    if let Some(mut runs) = contiguous_runs(records, num_nodes) {
+        runs.sort_unstable_by_key(|r| r.0);
+        for (key, lo, hi) in runs {
+            let mut counts = PurityCounts::default();
+            edge_points(key, &records[lo..hi], window, tol, &mut counts, &mut buf);
+            total.add(&counts);
+            visit(&buf);
+        }
+        return total;
+    }
     let mut by_edge: HashMap<(NodeId, NodeId), Vec<&ProbeRecord>> = HashMap::new();
     // Records come in runs of one edge; remember the run's list to skip most lookups.
     let mut run: Option<((NodeId, NodeId), Vec<&ProbeRecord>)> = None;
     for r in records {
-        if r.src == r.dst || r.src >= num_nodes || r.dst >= num_nodes {
+        if !valid_edge(r, num_nodes) {
             total.records += 1;
             total.misplaced += 1;
             continue;
@@ -125,16 +147,6 @@ pub fn for_each_edge(
     }
     let mut keys: Vec<_> = by_edge.keys().copied().collect();
     keys.sort_unstable();
-    let mut buf = EdgePoints {
-        src: 0,
-        dst: 0,
-        y_origin_ns: 0,
-        fwd: Vec::new(),
-        rev: Vec::new(),
-        probes: Vec::new(),
-        counts: PurityCounts::default(),
-        gap_noise_ns: 0.0,
-    };
     for key in keys {
         let mut recs = by_edge.remove(&key).unwrap_or_default();
         recs.sort_by_key(|r| r.seq);
@@ -161,6 +173,33 @@ pub fn build_edges(
     (edges, total)
 }
 
+fn valid_edge(r: &ProbeRecord, num_nodes: u32) -> bool {
+    r.src != r.dst && r.src < num_nodes && r.dst < num_nodes
+}
+
+/// (edge, start, end) of each run when every valid edge's records form exactly one run
+/// with strictly increasing seq (so no duplicates either); None otherwise.
+fn contiguous_runs(records: &[ProbeRecord], num_nodes: u32) -> Option<Vec<((NodeId, NodeId), usize, usize)>> {
+    let mut runs: Vec<((NodeId, NodeId), usize, usize)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, r) in records.iter().enumerate() {
+        if !valid_edge(r, num_nodes) {
+            return None;
+        }
+        let key = (r.src, r.dst);
+        match runs.last_mut() {
+            Some((k, _, end)) if *k == key && records[*end - 1].seq < r.seq => *end = i + 1,
+            _ => {
+                if !seen.insert(key) {
+                    return None;
+                }
+                runs.push((key, i, i + 1));
+            }
+        }
+    }
+    Some(runs)
+}
+
 fn merge_run<'a>(
     by_edge: &mut HashMap<(NodeId, NodeId), Vec<&'a ProbeRecord>>,
     key: (NodeId, NodeId),
@@ -174,9 +213,9 @@ fn merge_run<'a>(
     }
 }
 
-fn edge_points(
+fn edge_points<R: std::borrow::Borrow<ProbeRecord>>(
     (src, dst): (NodeId, NodeId),
-    recs: &[&ProbeRecord],
+    recs: &[R],
     window: WindowBounds,
     tol: PurityTolerance,
     counts: &mut PurityCounts,
@@ -184,7 +223,8 @@ fn edge_points(
 ) {
     let mid = window.mid_ns();
     // The median forward y is the origin: robust against a few absurd records.
-    let mut raw_y: Vec<i64> = recs.iter().filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])).collect();
+    let mut raw_y: Vec<i64> =
+        recs.iter().map(|r| r.borrow()).filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])).collect();
     let half = raw_y.len() / 2;
     let y_origin_ns = if raw_y.is_empty() { 0 } else { *raw_y.select_nth_unstable(half).1 };
     let point = |x_abs: i64, later: i64, earlier: i64| -> Option<Point> {
@@ -202,6 +242,7 @@ fn edge_points(
     e.probes.clear();
     let (mut gap_sq_sum, mut gap_n) = (0.0f64, 0u64);
     for r in recs {
+        let r: &ProbeRecord = r.borrow();
         counts.records += 1;
         if !window.contains(r.fwd_tx_ns[0]) {
             counts.misplaced += 1;
