@@ -125,7 +125,7 @@ impl Scenario {
         if self.offset_max_ns > 1e12 || self.drift_max_ppb > 1e6 {
             p.push("offset_max_ns <= 1e12 and drift_max_ppb <= 1e6 (1000 ppm) are supported".into());
         }
-        if !(self.burst_max_ns >= self.burst_min_ns) {
+        if self.burst_max_ns.is_nan() || self.burst_max_ns < self.burst_min_ns {
             p.push(format!("burst_max_ns = {}: must be >= burst_min_ns", self.burst_max_ns));
         }
         for (name, v) in [("burst_fraction", self.burst_fraction), ("loss", self.loss)] {

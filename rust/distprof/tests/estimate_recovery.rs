@@ -3,6 +3,9 @@
 //! network solve recovers known offsets, names a corrupted edge and reports unreachable
 //! nodes.
 
+// Node indices address several parallel arrays (truth, solution) at once.
+#![allow(clippy::needless_range_loop)]
+
 use distprof::config::EstimatorKind;
 use distprof::estimate::network::{self, EdgeObs, RejectReason};
 use distprof::estimate::{estimate_window, EstimatorSettings, NetworkMode, WindowSpec};

@@ -36,9 +36,9 @@ impl SimClock {
         }
         let mut phase_ns = Vec::with_capacity(n + 1);
         let mut p = 0.0;
-        for k in 0..n {
+        for r in &rate {
             phase_ns.push(p);
-            p += rate[k] * KNOT_NS;
+            p += r * KNOT_NS;
         }
         phase_ns.push(p);
         let mut c = Self { t0_ns, phase_ns, rate };

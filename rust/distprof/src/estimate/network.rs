@@ -352,7 +352,7 @@ fn conjugate_gradient(matvec: &dyn Fn(&[f64], &mut [f64]), diag: &[f64], b: &[f6
     for it in 1..=max_iter {
         matvec(&p, &mut ap);
         let pap: f64 = p.iter().zip(&ap).map(|(a, b)| a * b).sum();
-        if !(pap > 0.0) {
+        if pap.is_nan() || pap <= 0.0 {
             return (x, it);
         }
         let step = rz / pap;

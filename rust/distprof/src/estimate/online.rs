@@ -135,7 +135,7 @@ pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Es
             // S_i - G = o + drift * (S_i - (M + o)); at S_i = M (the local midpoint):
             let offset_ns = o * (1.0 - drift);
             let bound_ns = bounds[i].unwrap_or(f64::INFINITY);
-            let is_flagged = !(bound_ns <= settings.max_bound_ns as f64);
+            let is_flagged = bound_ns.is_nan() || bound_ns > settings.max_bound_ns as f64;
             if is_flagged {
                 flagged.push(i as NodeId);
             }

@@ -179,8 +179,11 @@ fn valid_edge(r: &ProbeRecord, num_nodes: u32) -> bool {
 
 /// (edge, start, end) of each run when every valid edge's records form exactly one run
 /// with strictly increasing seq (so no duplicates either); None otherwise.
-fn contiguous_runs(records: &[ProbeRecord], num_nodes: u32) -> Option<Vec<((NodeId, NodeId), usize, usize)>> {
-    let mut runs: Vec<((NodeId, NodeId), usize, usize)> = Vec::new();
+/// (edge, start, end) of one run of records.
+type Run = ((NodeId, NodeId), usize, usize);
+
+fn contiguous_runs(records: &[ProbeRecord], num_nodes: u32) -> Option<Vec<Run>> {
+    let mut runs: Vec<Run> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (i, r) in records.iter().enumerate() {
         if !valid_edge(r, num_nodes) {

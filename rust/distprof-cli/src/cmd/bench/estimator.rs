@@ -96,7 +96,7 @@ struct Row {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.sizes.iter().any(|&n| n < 8 || n > 200_000) {
+    if args.sizes.iter().any(|n| !(8..=200_000).contains(n)) {
         anyhow::bail!("--sizes {:?}: every size must be in 8..=200000", args.sizes);
     }
     let mut rows = Vec::new();
