@@ -4,13 +4,14 @@
 //! 10 µs plus exponential queueing with mean 20 µs, half the points each way). linfa-svm
 //! takes seconds to tens of seconds per fit and ~0.8 GB at 10k, so it runs once per size;
 //! the hull runs many times. Hull timings include sorting the points by x from random
-//! order (online the points arrive sorted, so this is the worst case).
+//! order (online the points arrive sorted, so this is the worst case). Times are the
+//! thread's CPU time, so a busy machine does not inflate them.
 
 use distprof::estimate::hull::{self, Line};
 use distprof::estimate::points::Point;
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Instant;
+use super::super::simulate::thread_cpu_s;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -106,13 +107,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let (fwd, rev) = window(n, args.seed, 0);
         let fit_sorted = |f: &[Point], r: &[Point]| hull::fit(&sorted(f), &sorted(r)).map(|h| h.line);
         let line = fit_sorted(&fwd, &rev).map_err(|e| anyhow::anyhow!("hull fit failed at {n} points: {e:?}"))?;
-        let started = Instant::now();
+        let started = thread_cpu_s();
         let mut fits = 0u64;
-        while started.elapsed().as_secs_f64() < HULL_TIMING_S || fits < 10 {
+        while thread_cpu_s() - started < HULL_TIMING_S || fits < 10 {
             std::hint::black_box(fit_sorted(std::hint::black_box(&fwd), &rev).ok());
             fits += 1;
         }
-        let hull_us = started.elapsed().as_secs_f64() * 1e6 / fits as f64;
+        let hull_us = (thread_cpu_s() - started) * 1e6 / fits as f64;
         let mut offs = Vec::new();
         let mut slope_max: f64 = 0.0;
         for w in 0..HULL_ACCURACY_WINDOWS {
@@ -155,7 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "hull_offset_err_ns_5k": find("hull", 5000).map(|r| r.offset_err_ns),
         "svm_offset_err_ns_5k": find("svm", 5000).map(|r| r.offset_err_ns),
         "svm_c": SVM_C,
-        "note": "svm: one fit per size (seconds each, ~0.8 GB at 10k); hull: repeated, time includes sorting",
+        "note": "times are thread CPU time; svm: one fit per size (seconds each, ~0.8 GB at 10k); hull: repeated, time includes sorting",
     });
     if args.json {
         writeln!(out, "{}", serde_json::to_string(&summary)?)?;
@@ -177,10 +178,10 @@ fn print_row(out: &mut impl Write, r: Option<&Row>) -> std::io::Result<()> {
 }
 
 fn svm_row(n: usize, fwd: &[Point], rev: &[Point]) -> anyhow::Result<Option<Row>> {
-    let started = Instant::now();
+    let started = thread_cpu_s();
     let line = distprof::estimate::svm::fit(fwd, rev, SVM_C)
         .map_err(|e| anyhow::anyhow!("linfa-svm fit failed at {n} points: {e:?}"))?;
-    let us = started.elapsed().as_secs_f64() * 1e6;
+    let us = (thread_cpu_s() - started) * 1e6;
     let (o, s) = errors(&line);
     Ok(Some(Row {
         points: n,
