@@ -68,3 +68,33 @@ fn a_node_with_only_its_own_edges_reaches_its_neighbours_only() {
     let seg = est.segments[node as usize].expect("reachable");
     assert!((seg.offset_ns - t.offset_ns).abs() <= seg.bound_ns);
 }
+
+#[test]
+fn drift_history_makes_drift_several_times_better() {
+    use distprof::estimate::{estimate_window_with_history, History};
+    let s = Scenario { nodes: 12, duration_s: 24.0, seed: 3, ..Scenario::reference() };
+    let c = Cluster::new(s).expect("valid scenario");
+    let settings = EstimatorSettings::default();
+    let mut history = History::default();
+    let (mut with_sq, mut without_sq, mut n) = (0.0, 0.0, 0);
+    for k in 0..c.num_windows() {
+        let recs = c.records(k);
+        let spec = c.window_spec(k);
+        let with = estimate_window_with_history(&recs, &spec, &settings, &mut history);
+        let without = estimate_window(&recs, &spec, &settings);
+        if k < settings.drift_history_windows as u64 {
+            continue;
+        }
+        for i in 1..12u32 {
+            let t = c.truth(i, k);
+            let w = with.segments[i as usize].expect("reachable");
+            with_sq += (w.drift_ppb - t.drift_ppb).powi(2);
+            without_sq += (without.segments[i as usize].expect("reachable").drift_ppb - t.drift_ppb).powi(2);
+            assert!((w.offset_ns - t.offset_ns).abs() <= w.bound_ns);
+            n += 1;
+        }
+    }
+    let (with_rms, without_rms) = ((with_sq / n as f64).sqrt(), (without_sq / n as f64).sqrt());
+    assert!(with_rms < 0.5 * without_rms, "with history {with_rms} ppb, without {without_rms} ppb");
+    assert!(with_rms < 30.0, "drift rms {with_rms} ppb");
+}

@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use distprof::config::{Config, EstimatorKind};
-use distprof::estimate::{estimate_window, EstimatorSettings, NetworkMode};
+use distprof::estimate::{estimate_window, estimate_window_with_history, EstimatorSettings, History, NetworkMode};
 use distprof_sim::cluster::{Cluster, Scenario};
 use std::io::Write;
 use std::process::ExitCode;
@@ -38,6 +38,9 @@ pub struct Args {
     /// Per-edge estimates only (spanning tree), no network correction.
     #[arg(long)]
     no_network: bool,
+    /// Each window on its own (no drift history).
+    #[arg(long)]
+    no_history: bool,
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
@@ -81,6 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut rejected = Vec::new();
     let mut unreachable = Vec::new();
     let mut estimate_ms = Vec::new();
+    let mut history = History::default();
     let mut out = std::io::stdout().lock();
     if !args.json {
         writeln!(out, "window node  true_offset_ns   est_offset_ns  err_ns  true_drift_ppb  est_drift_ppb  err_ppb  bound_ns flag")?;
@@ -88,7 +92,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for k in 0..cluster.num_windows() {
         let records = cluster.records(k);
         let started = thread_cpu_s();
-        let est = estimate_window(&records, &cluster.window_spec(k), &settings);
+        let spec = cluster.window_spec(k);
+        let est = if args.no_history {
+            estimate_window(&records, &spec, &settings)
+        } else {
+            estimate_window_with_history(&records, &spec, &settings, &mut history)
+        };
         estimate_ms.push((thread_cpu_s() - started) * 1e3);
         for (a, b) in est.rejected_edges() {
             rejected.push(serde_json::json!({"window": k, "src": a, "dst": b}));

@@ -60,39 +60,41 @@ fn cross(o: Point, a: Point, b: Point) -> f64 {
     (a.x_ns - o.x_ns) * (b.y_ns - o.y_ns) - (a.y_ns - o.y_ns) * (b.x_ns - o.x_ns)
 }
 
-/// Andrew's monotone chain over points sorted by x; `lower` picks the side.
-fn chain(sorted: &[Point], lower: bool) -> Vec<Point> {
-    let mut h: Vec<Point> = Vec::with_capacity(32);
+/// Andrew's monotone chain over points sorted by x; `LOWER` picks the side (a const so
+/// each side compiles to its own branch-free loop: this is the hot path of a window).
+fn chain<const LOWER: bool>(sorted: &[Point]) -> Vec<Point> {
+    // The upper hull of (x, y) is the lower hull of (x, -y).
+    let s = if LOWER { 1.0 } else { -1.0 };
+    let mut h: Vec<Point> = Vec::with_capacity(64);
     for &p in sorted {
-        // Of points sharing an x only the lowest (lower hull) or highest matters.
+        let py = s * p.y_ns;
+        // Of points sharing an x only the lowest (after the sign flip) matters.
         if let Some(last) = h.last() {
             if last.x_ns == p.x_ns {
-                let better = if lower { p.y_ns < last.y_ns } else { p.y_ns > last.y_ns };
-                if !better {
+                if py >= last.y_ns {
                     continue;
                 }
                 h.pop();
             }
         }
-        while h.len() >= 2 {
-            let c = cross(h[h.len() - 2], h[h.len() - 1], p);
-            if (lower && c <= 0.0) || (!lower && c >= 0.0) {
-                h.pop();
-            } else {
-                break;
-            }
+        let q = Point { x_ns: p.x_ns, y_ns: py };
+        while h.len() >= 2 && cross(h[h.len() - 2], h[h.len() - 1], q) <= 0.0 {
+            h.pop();
         }
-        h.push(p);
+        h.push(q);
+    }
+    if !LOWER {
+        h.iter_mut().for_each(|p| p.y_ns = -p.y_ns);
     }
     h
 }
 
 pub fn lower_hull(sorted: &[Point]) -> Vec<Point> {
-    chain(sorted, true)
+    chain::<true>(sorted)
 }
 
 pub fn upper_hull(sorted: &[Point]) -> Vec<Point> {
-    chain(sorted, false)
+    chain::<false>(sorted)
 }
 
 /// Piecewise-linear value of a hull chain at x; None outside its x range.

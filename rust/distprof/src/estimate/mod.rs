@@ -21,5 +21,5 @@ pub mod settings;
 pub mod svm;
 pub mod two_point;
 
-pub use online::{estimate_window, ModelBuilder, WindowEstimate, WindowSpec};
+pub use online::{estimate_window, estimate_window_with_history, History, ModelBuilder, WindowEstimate, WindowSpec};
 pub use settings::{EstimatorSettings, NetworkMode};

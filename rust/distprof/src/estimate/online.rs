@@ -8,11 +8,13 @@
 
 use super::bound::{edge_uncertainty_ns, node_bounds_ns};
 use super::fit::fit_edge;
-use super::hull::FitError;
+use super::hull::{self, FitError, Hulls, Line};
+use std::collections::{HashMap, VecDeque};
 use super::network::{self, EdgeObs, EdgeVerdict, NetworkSolution};
 use super::points::{for_each_edge, WindowBounds};
 use super::purity::{PurityCounts, PurityTolerance};
 use super::settings::{EstimatorSettings, NetworkMode};
+use crate::config::EstimatorKind;
 use crate::context::NodeId;
 use crate::model::{ClockSegment, NodeClockModel};
 use crate::record::ProbeRecord;
@@ -68,7 +70,70 @@ impl WindowEstimate {
     }
 }
 
+/// The hulls of an edge's last windows. The hull of a union is the hull of the union of
+/// hulls, so a few dozen vertices per window are all the history the drift fit needs.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    edges: HashMap<(NodeId, NodeId), VecDeque<PastHulls>>,
+}
+
+#[derive(Debug, Clone)]
+struct PastHulls {
+    mid_ns: i64,
+    y_origin_ns: i64,
+    hulls: Hulls,
+}
+
+/// One window on its own: offset and drift from this window's points only.
 pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &EstimatorSettings) -> WindowEstimate {
+    estimate(records, spec, settings, None)
+}
+
+/// One window of a sequence: as `estimate_window`, but with the hull estimator the drift
+/// comes from this window and the `drift_history_windows` before it (the error of an
+/// extreme-point slope falls with the square of the span), and the offset from this
+/// window's points at that slope. Call once per window, in order, with the same history.
+pub fn estimate_window_with_history(
+    records: &[ProbeRecord],
+    spec: &WindowSpec,
+    settings: &EstimatorSettings,
+    history: &mut History,
+) -> WindowEstimate {
+    estimate(records, spec, settings, Some(history))
+}
+
+/// The slope over this window's and the past windows' hulls, then the max-margin
+/// intercept of this window's hulls at that slope. None when there is no usable history.
+fn long_line(cur: &Hulls, mid_ns: i64, y_origin_ns: i64, past: &VecDeque<PastHulls>) -> Option<Line> {
+    if past.is_empty() {
+        return None;
+    }
+    let shift = |p: &PastHulls, v: &[super::points::Point]| -> Option<Vec<super::points::Point>> {
+        let dx = p.mid_ns.checked_sub(mid_ns)? as f64;
+        let dy = p.y_origin_ns.checked_sub(y_origin_ns)? as f64;
+        Some(v.iter().map(|q| super::points::Point { x_ns: q.x_ns + dx, y_ns: q.y_ns + dy }).collect())
+    };
+    let mut fwd = cur.fwd_lower.clone();
+    let mut rev = cur.rev_upper.clone();
+    for p in past {
+        fwd.extend(shift(p, &p.hulls.fwd_lower)?);
+        rev.extend(shift(p, &p.hulls.rev_upper)?);
+    }
+    fwd.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
+    rev.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
+    let b = hull::fit(&fwd, &rev).ok()?.line.slope;
+    let hi = cur.fwd_lower.iter().map(|p| p.y_ns - b * p.x_ns).fold(f64::INFINITY, f64::min);
+    let lo = cur.rev_upper.iter().map(|p| p.y_ns - b * p.x_ns).fold(f64::NEG_INFINITY, f64::max);
+    let line = Line { slope: b, intercept_ns: 0.5 * (hi + lo) };
+    (line.intercept_ns.is_finite() && line.slope.is_finite()).then_some(line)
+}
+
+fn estimate(
+    records: &[ProbeRecord],
+    spec: &WindowSpec,
+    settings: &EstimatorSettings,
+    mut history: Option<&mut History>,
+) -> WindowEstimate {
     let n = spec.num_nodes as usize;
     let window = WindowBounds { start_ns: spec.start_local_ns, end_ns: spec.end_local_ns.max(spec.start_local_ns) };
     let tol = PurityTolerance { abs_ns: settings.purity_abs_tolerance_ns, rel: settings.purity_rel_tolerance };
@@ -88,7 +153,17 @@ pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Es
             verdict: None,
         };
         match fit_edge(settings.estimator, e, settings.svm_c) {
-            Ok(line) => {
+            Ok(mut line) => {
+                if let (Some(h), EstimatorKind::Hull) = (history.as_deref_mut(), settings.estimator) {
+                    let past = h.edges.entry((e.src, e.dst)).or_default();
+                    if let Some(long) = long_line(&line.hulls, window.mid_ns(), e.y_origin_ns, past) {
+                        line.line = long;
+                    }
+                    past.push_back(PastHulls { mid_ns: window.mid_ns(), y_origin_ns: e.y_origin_ns, hulls: line.hulls.clone() });
+                    while past.len() > settings.drift_history_windows {
+                        past.pop_front();
+                    }
+                }
                 let theta = e.y_origin_ns as f64 + line.line.intercept_ns;
                 let u0 = edge_uncertainty_ns(&line.hulls, &line.line, 0.0, e.gap_noise_ns);
                 report.theta_ns = Some(theta);

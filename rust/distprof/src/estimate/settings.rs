@@ -22,6 +22,9 @@ pub struct EstimatorSettings {
     /// Segments whose bound exceeds this are flagged.
     pub max_bound_ns: u64,
     pub network: NetworkMode,
+    /// Past windows whose hulls join the current one's for the drift (hull estimator,
+    /// `online::estimate_window_with_history`). 2: the slope spans 12 s of 4 s windows.
+    pub drift_history_windows: usize,
     /// Cost parameter of the linfa-svm reference estimator (large C: close to hard margin).
     pub svm_c: f64,
 }
@@ -42,6 +45,7 @@ impl Default for EstimatorSettings {
             purity_rel_tolerance: 0.1,
             max_bound_ns: 10_000,
             network: NetworkMode::Wls,
+            drift_history_windows: 4,
             // environment.md §4: C = 1 is visibly soft (0.5 µs off); C = 100 approaches the
             // exact max-margin line the hull computes.
             svm_c: 100.0,
