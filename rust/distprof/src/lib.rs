@@ -8,6 +8,7 @@
 pub mod config;
 pub mod context;
 pub mod distprof_plane;
+pub mod estimate;
 pub mod gpu;
 pub mod kv;
 pub mod logging;
