@@ -7,14 +7,21 @@
 
 pub mod config;
 pub mod context;
+pub mod distprof_plane;
+pub mod estimate;
 // Entry points of the fuzz targets (fuzz/) and their property tests; not an API.
 #[doc(hidden)]
 pub mod fuzz;
+pub mod gpu;
 pub mod kv;
 pub mod logging;
+pub mod merge;
 pub mod model;
 pub mod plugin;
-pub mod rendezvous;
-pub mod topology;
 pub mod record;
+pub mod rendezvous;
 pub mod report;
+pub mod snapshot;
+pub mod topology;
+pub mod validate;
+pub mod xplane;
