@@ -22,6 +22,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("kv_frame", kv_frame),
     ("rendezvous_values", rendezvous_values),
     ("report_input", report_input),
+    ("xspace", xspace),
 ];
 
 /// The JSON configuration file (`XLA_DIST_PROF_CONFIG`, `distprof config check`).
@@ -117,8 +118,7 @@ pub fn kv_frame(data: &[u8]) {
                 Err(e) => Err(e),
             }
         } else {
-            frame::read_response(&mut rest)
-                .map(|resp| frame::write_response(&mut encoded, &resp))
+            frame::read_response(&mut rest).map(|resp| frame::write_response(&mut encoded, &resp))
         };
         match outcome {
             Ok(written) => {
@@ -149,25 +149,27 @@ pub fn rendezvous_values(data: &[u8]) {
             if let Ok(ann) = values::decode::<Announcement>("distprof/round/0", &text) {
                 // A node compares the master's shared config with its own.
                 let _ = crate::rendezvous::digest::config_diff(&ann.config, &Config::default());
-                let again: Announcement =
-                    values::decode("distprof/round/0", &values::encode(&ann))
-                        .expect("an encoded announcement decodes");
+                let again: Announcement = values::decode("distprof/round/0", &values::encode(&ann))
+                    .expect("an encoded announcement decodes");
                 assert_eq!(again.session_id, ann.session_id);
             }
         }
         1 => {
             if let Ok(join) = values::decode::<Join>("distprof/s/x/node/0", &text) {
-                let again: Join = values::decode("k", &values::encode(&join))
-                    .expect("an encoded join decodes");
+                let again: Join =
+                    values::decode("k", &values::encode(&join)).expect("an encoded join decodes");
                 assert_eq!(again, join);
             }
         }
         _ => match values::decode::<Envelope>("distprof/s/x/context", &text) {
             Ok(Envelope::Ok { nonces, context }) => {
-                let again: Envelope = values::decode("k", &values::encode(&Envelope::Ok {
-                    nonces,
-                    context: context.clone(),
-                }))
+                let again: Envelope = values::decode(
+                    "k",
+                    &values::encode(&Envelope::Ok {
+                        nonces,
+                        context: context.clone(),
+                    }),
+                )
                 .expect("an encoded context decodes");
                 assert!(matches!(again, Envelope::Ok { context: c, .. } if c == context));
                 check_context_as_each_node(&context);
@@ -225,7 +227,205 @@ pub fn report_input(data: &[u8]) {
         return;
     };
     let page = report::render(&input);
-    assert!(page.starts_with("<!DOCTYPE html>"), "page starts {:?}", &page[..page.len().min(40)]);
+    assert!(
+        page.starts_with("<!DOCTYPE html>"),
+        "page starts {:?}",
+        &page[..page.len().min(40)]
+    );
+}
+
+/// A node's XSpace (`.xplane.pb`) as `distprof merge` reads it: written to a file and merged
+/// for real (prescan, distprof plane, clock map, rewrite, Chrome JSON) with
+/// `--allow-uncorrected`, so that traces without a model are merged too. A merge output
+/// is itself a valid input (it is marked merged) and must merge again.
+pub fn xspace(data: &[u8]) {
+    let _ = crate::merge::rewrite::prescan(data);
+    let dir = std::env::temp_dir().join(format!("distprof-fuzz-xspace-{}", std::process::id()));
+    // A leftover from an earlier input would become a second input.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir is writable");
+    let input = dir.join("node.xplane.pb");
+    std::fs::write(&input, data).expect("temp dir is writable");
+    let opts = |out: &str| crate::merge::MergeOptions {
+        out_dir: dir.join(out),
+        chrome: Some(dir.join(format!("{out}.trace.json"))),
+        allow_uncorrected: true,
+        models: Vec::new(),
+    };
+    let first = crate::merge::merge(std::slice::from_ref(&input), &opts("out"), &mut |_| {});
+    if let Ok(report) = first {
+        assert_eq!(report.nodes.len(), 1);
+        let output = report.nodes[0].output.clone();
+        let again = crate::merge::merge(&[output], &opts("again"), &mut |_| {});
+        assert!(
+            again.is_ok(),
+            "a merge output does not merge again: {:?}",
+            again.err()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Small XSpaces for the `xspace` corpus (`cargo run -p distprof --example fuzz_seeds`
+/// writes them): host, device and distprof planes in the shapes merge handles.
+pub fn xspace_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
+    use crate::model::{ClockSegment, NodeClockModel};
+    use crate::snapshot::SnapshotPair;
+    use crate::xplane::*;
+    use prost::Message;
+
+    const START_NS: i64 = 1_790_000_000_000_000_000;
+    let task_env = || {
+        let mut p = XPlane {
+            id: 1,
+            name: TASK_ENV_PLANE.into(),
+            ..Default::default()
+        };
+        for (name, v) in [
+            (PROFILE_START_STAT, START_NS),
+            (PROFILE_STOP_STAT, START_NS + 2_000_000_000),
+        ] {
+            let id = p.intern_stat(name);
+            p.stats.push(XStat {
+                metadata_id: id,
+                value: Some(XStatValue::Uint64Value(v as u64)),
+            });
+        }
+        p
+    };
+    let events_plane = |id: i64, name: &str, line_ts_ns: i64| {
+        let mut p = XPlane {
+            id,
+            name: name.into(),
+            ..Default::default()
+        };
+        let op = p.intern_event("all-reduce");
+        let stat = p.intern_stat("hlo_op");
+        let mut line = XLine {
+            id: 1,
+            name: "Stream #1".into(),
+            timestamp_ns: line_ts_ns,
+            ..Default::default()
+        };
+        for k in 0..3i64 {
+            line.events.push(XEvent {
+                metadata_id: op,
+                data: Some(XEventData::OffsetPs(k * 250_000_000)),
+                duration_ps: 100_000_000,
+                stats: vec![XStat {
+                    metadata_id: stat,
+                    value: Some(XStatValue::StrValue("all-reduce".into())),
+                }],
+            });
+        }
+        p.lines.push(line);
+        p
+    };
+    let segment = |w: u64| ClockSegment {
+        window_id: w,
+        start_local_ns: START_NS + w as i64 * 1_000_000_000,
+        end_local_ns: START_NS + (w as i64 + 1) * 1_000_000_000,
+        mid_local_ns: START_NS + w as i64 * 1_000_000_000 + 500_000_000,
+        offset_ns: 37_000_123.0 + w as f64 * 40.0,
+        drift_ppb: 40_000.0,
+        bound_ns: 900.0,
+        flagged: w == 1,
+    };
+    let plane_data = |tracer: bool| DistprofPlaneData {
+        node: 1,
+        reference_node: 0,
+        hostname: "gpu-host-1".into(),
+        timestamp_mode: "kernel".into(),
+        tracer_clock: if tracer { "rocm" } else { "host" }.into(),
+        tracer_start: tracer.then_some(TracerStart {
+            s_ns: START_NS,
+            r_ns: 5_000_000_000,
+        }),
+        model: NodeClockModel {
+            node: 1,
+            reachable: true,
+            segments: vec![segment(0), segment(1)],
+        },
+        snapshots: if tracer {
+            (0..4)
+                .map(|k| SnapshotPair {
+                    s_ns: START_NS + k * 500_000_000,
+                    r_ns: 5_000_000_000 + k * 500_000_025,
+                    read_window_ns: 300,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        probe_stats: vec![ProbeEdgeStats {
+            window_id: 0,
+            peer: 0,
+            pairs_used: 90,
+            pairs_lost: 2,
+            min_rtt_ns: 24_000,
+        }],
+    };
+    let space = |planes: Vec<XPlane>| {
+        XSpace {
+            planes,
+            hostnames: vec!["gpu-host-1".into()],
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let mut unreachable = plane_data(false);
+    unreachable.model = NodeClockModel {
+        node: 1,
+        reachable: false,
+        segments: Vec::new(),
+    };
+    let mut applied = plane_data(false).to_xplane();
+    applied.name = crate::distprof_plane::DISTPROF_APPLIED_PLANE.into();
+    vec![
+        ("empty.xplane.pb", Vec::new()),
+        (
+            "host-only-no-model.xplane.pb",
+            space(vec![task_env(), events_plane(2, HOST_THREADS_PLANE, 1_000)]),
+        ),
+        (
+            "host-with-model.xplane.pb",
+            space(vec![
+                task_env(),
+                events_plane(2, HOST_THREADS_PLANE, 1_000),
+                plane_data(false).to_xplane(),
+            ]),
+        ),
+        (
+            "gpu-with-tracer-fit.xplane.pb",
+            space(vec![
+                task_env(),
+                events_plane(2, HOST_THREADS_PLANE, 1_000),
+                events_plane(3, "/device:GPU:0", 2_000),
+                plane_data(true).to_xplane(),
+            ]),
+        ),
+        (
+            "unreachable-node.xplane.pb",
+            space(vec![
+                task_env(),
+                events_plane(2, HOST_THREADS_PLANE, 0),
+                unreachable.to_xplane(),
+            ]),
+        ),
+        (
+            "already-merged.xplane.pb",
+            space(vec![events_plane(2, HOST_THREADS_PLANE, 5), applied]),
+        ),
+        // Absolute line timestamps (no Task Environment), as some collectors write them.
+        (
+            "absolute-times.xplane.pb",
+            space(vec![
+                events_plane(2, HOST_THREADS_PLANE, START_NS),
+                plane_data(false).to_xplane(),
+            ]),
+        ),
+    ]
 }
 
 #[cfg(test)]
@@ -238,7 +438,7 @@ mod tests {
     use super::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     /// Mutated inputs per target; a debug build runs them in about a second.
     const CASES: usize = 3_000;
@@ -305,14 +505,22 @@ mod tests {
     }
 
     fn run(target: &str) {
+        run_cases(target, CASES);
+    }
+
+    fn run_cases(target: &str, cases: usize) {
         let (_, entry) = TARGETS.iter().find(|(name, _)| *name == target).unwrap();
         let seeds = corpus(target);
-        assert!(seeds.len() >= 5, "{target}: corpus has {} files", seeds.len());
+        assert!(
+            seeds.len() >= 5,
+            "{target}: corpus has {} files",
+            seeds.len()
+        );
         for seed in &seeds {
             entry(seed);
         }
         let mut rng = StdRng::seed_from_u64(0x00d1_5790_f);
-        for _ in 0..CASES {
+        for _ in 0..cases {
             entry(&mutate(&mut rng, &seeds));
         }
     }
@@ -343,18 +551,168 @@ mod tests {
     }
 
     #[test]
+    fn xspace_survives_corpus_and_mutations() {
+        // Each case writes a file and merges it twice: fewer cases keep the test quick.
+        run_cases("xspace", CASES / 6);
+    }
+
+    #[test]
+    fn xspace_seeds_merge() {
+        // The seeds reach the deep paths only if they are valid: each merges, and all but
+        // the empty one carry events.
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in xspace_seeds() {
+            let input = dir.path().join(name);
+            std::fs::write(&input, &bytes).unwrap();
+            let opts = crate::merge::MergeOptions {
+                out_dir: dir.path().join(format!("{name}.out")),
+                chrome: None,
+                allow_uncorrected: true,
+                models: Vec::new(),
+            };
+            let report = crate::merge::merge(&[input], &opts, &mut |_| {})
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let events = report.nodes[0].events;
+            assert_eq!(events > 0, !bytes.is_empty(), "{name}: {events} events");
+        }
+    }
+
+    /// Replaces the seed's plane named `plane` by `edit(plane bytes)`, keeping the others.
+    fn edit_plane(seed: &str, plane: &str, edit: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
+        use crate::xplane::XSpace;
+        use prost::Message;
+        let (_, bytes) = xspace_seeds()
+            .into_iter()
+            .find(|(n, _)| *n == seed)
+            .unwrap();
+        let space = XSpace::decode(bytes.as_slice()).unwrap();
+        let mut out = Vec::new();
+        for p in &space.planes {
+            let mut body = p.encode_to_vec();
+            if p.name == plane {
+                body = edit(body);
+            }
+            crate::merge::wire::put_len_header(&mut out, 1, body.len());
+            out.extend_from_slice(&body);
+        }
+        out
+    }
+
+    fn merge_once(
+        dir: &Path,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<crate::merge::MergeReport, crate::merge::MergeError> {
+        let input = dir.join(format!("{name}.xplane.pb"));
+        std::fs::write(&input, bytes).unwrap();
+        let opts = crate::merge::MergeOptions {
+            out_dir: dir.join(name),
+            chrome: Some(dir.join(format!("{name}.trace.json"))),
+            allow_uncorrected: true,
+            models: Vec::new(),
+        };
+        crate::merge::merge(&[input], &opts, &mut |_| {})
+    }
+
+    /// Found by the xspace target: a distprof plane carrying a second name field was the
+    /// distprof plane to prescan (first name) but a host plane to the rewrite (last name),
+    /// so its output kept a distprof plane that no longer decoded and could not be merged
+    /// again. Both now read the first name.
+    #[test]
+    fn regression_plane_with_two_names_merges_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = edit_plane(
+            "host-with-model.xplane.pb",
+            crate::distprof_plane::DISTPROF_PLANE,
+            |mut b| {
+                b.push(0x12); // field 2 (name), length-delimited
+                b.push(9);
+                b.extend_from_slice(b"/host:CPU");
+                b
+            },
+        );
+        let first = merge_once(dir.path(), "first", &bytes).unwrap();
+        let output = std::fs::read(&first.nodes[0].output).unwrap();
+        let info = crate::merge::rewrite::prescan(&output).unwrap();
+        assert!(info.already_merged && info.distprof.is_none());
+        let again = merge_once(dir.path(), "again", &output).unwrap();
+        // As many events as the unedited trace merged twice (the second merge also counts
+        // the events of the applied plane).
+        let plain = &xspace_seeds()
+            .into_iter()
+            .find(|(n, _)| *n == "host-with-model.xplane.pb")
+            .unwrap()
+            .1;
+        let plain_first = merge_once(dir.path(), "plain", plain).unwrap();
+        assert_eq!(first.nodes[0].events, plain_first.nodes[0].events);
+        let plain_output = std::fs::read(&plain_first.nodes[0].output).unwrap();
+        let plain_again = merge_once(dir.path(), "plain-again", &plain_output).unwrap();
+        assert_eq!(again.nodes[0].events, plain_again.nodes[0].events);
+    }
+
+    /// Found by the xspace target (overflow checks on): a line timestamp near the i64 range
+    /// overflowed converting ns to ps for the Chrome output, and a model with an offset near
+    /// the f64 range overflowed the correction. Both now saturate; the merge completes.
+    #[test]
+    fn regression_extreme_times_and_models_do_not_overflow() {
+        use crate::xplane::{XLine, XPlane};
+        use prost::Message;
+        let dir = tempfile::tempdir().unwrap();
+        let far_line = edit_plane(
+            "host-with-model.xplane.pb",
+            crate::xplane::HOST_THREADS_PLANE,
+            |b| {
+                let mut p = XPlane::decode(b.as_slice()).unwrap();
+                p.lines.push(XLine {
+                    id: 9,
+                    timestamp_ns: i64::MAX - 5,
+                    ..p.lines[0].clone()
+                });
+                p.encode_to_vec()
+            },
+        );
+        let report = merge_once(dir.path(), "far-line", &far_line).unwrap();
+        assert_eq!(report.nodes[0].events, 6);
+        let json = std::fs::read_to_string(dir.path().join("far-line.trace.json")).unwrap();
+        assert!(json.contains("\"ph\":\"X\""));
+
+        let (_, seed) = xspace_seeds()
+            .into_iter()
+            .find(|(n, _)| *n == "host-with-model.xplane.pb")
+            .unwrap();
+        let plane = crate::xplane::XSpace::decode(seed.as_slice())
+            .unwrap()
+            .planes
+            .into_iter()
+            .find(|p| p.name == crate::distprof_plane::DISTPROF_PLANE)
+            .unwrap();
+        let mut data = crate::distprof_plane::DistprofPlaneData::from_xplane(&plane).unwrap();
+        data.model.segments[0].offset_ns = 1e300;
+        data.model.segments[1].drift_ppb = -1e300;
+        let huge_model = edit_plane(
+            "host-with-model.xplane.pb",
+            crate::distprof_plane::DISTPROF_PLANE,
+            |_| data.to_xplane().encode_to_vec(),
+        );
+        merge_once(dir.path(), "huge-model", &huge_model).unwrap();
+    }
+
+    #[test]
     fn every_target_has_a_libfuzzer_target_and_a_corpus() {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
         for (name, _) in TARGETS {
             let src = root.join("fuzz_targets").join(format!("{name}.rs"));
-            let text = std::fs::read_to_string(&src)
-                .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+            let text =
+                std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
             assert!(
                 text.contains(&format!("distprof::fuzz::{name}(")),
                 "{} does not call distprof::fuzz::{name}",
                 src.display()
             );
-            assert!(root.join("corpus").join(name).is_dir(), "no corpus for {name}");
+            assert!(
+                root.join("corpus").join(name).is_dir(),
+                "no corpus for {name}"
+            );
         }
     }
 }

@@ -276,7 +276,7 @@ struct Mapper<'a> {
 impl Mapper<'_> {
     fn line_base_ns(&self, ts_ns: i64) -> i64 {
         if ts_ns < RELATIVE_LIMIT_NS {
-            ts_ns + self.profile_start_ns
+            ts_ns.saturating_add(self.profile_start_ns)
         } else {
             ts_ns
         }
@@ -341,7 +341,9 @@ impl<'a, 'm> LineMapper<'a, 'm> {
     fn rel(&self, off_ps: i64) -> i64 {
         let s_rel = match self.fit {
             Some(fit) => {
-                let r_ns = self.r_base_ns + off_ps.div_euclid(1000);
+                // Saturating throughout: corrupt offsets or models near the i64 range must
+                // give clamped times, not an overflow.
+                let r_ns = self.r_base_ns.saturating_add(off_ps.div_euclid(1000));
                 let (mut p, mut a, mut b) = self.rp.get();
                 if !p.contains(r_ns) {
                     p = fit.piece(r_ns);
@@ -349,17 +351,17 @@ impl<'a, 'm> LineMapper<'a, 'm> {
                     b = (self.r_base_ps - p.r0_ps) as i64;
                     self.rp.set((p, a, b));
                 }
-                a + round_i64(p.slope * (b + off_ps) as f64)
+                a.saturating_add(round_i64(p.slope * b.saturating_add(off_ps) as f64))
             }
-            None => self.k_ps + off_ps,
+            None => self.k_ps.saturating_add(off_ps),
         };
-        let s_ns = self.ref_ns + s_rel.div_euclid(1000);
+        let s_ns = self.ref_ns.saturating_add(s_rel.div_euclid(1000));
         let mut c = self.m.cache.get();
         if !c.contains(s_ns) {
             c = self.m.map.global.piece(s_ns);
             self.m.cache.set(c);
         }
-        s_rel - round_i64(c.at(s_ns) * 1000.0)
+        s_rel.saturating_sub(round_i64(c.at(s_ns) * 1000.0))
     }
 }
 
@@ -429,16 +431,19 @@ fn rewrite_plane(
 ) -> Result<(), RewriteError> {
     let mut fields = Vec::new();
     let mut f = Fields::new(plane, base);
-    let mut name: &[u8] = b"";
+    let mut name: Option<&[u8]> = None;
     while let Some(x) = f.next_field()? {
-        if x.number == PLANE_NAME && x.wire_type == wire::LEN {
-            name = x.bytes;
+        // The first name, as `plane_name` (prescan) reads it: a corrupt plane with two
+        // names must get the same kind in both passes.
+        if x.number == PLANE_NAME && x.wire_type == wire::LEN && name.is_none() {
+            name = Some(x.bytes);
         }
         // Lines are the bulk; they are walked in place below, not collected.
         if x.number != PLANE_LINES {
             fields.push(x);
         }
     }
+    let name = name.unwrap_or(b"");
     let kind = if name == TASK_ENV_PLANE.as_bytes() {
         Kind::TaskEnv
     } else if name == DISTPROF_PLANE.as_bytes() {
@@ -598,7 +603,7 @@ fn write_line(
     }
     let base_ps = m.line_base_ns(ts) as i128 * 1000;
     let mapped_base = m.map_ps(base_ps);
-    let new_ts_ns = mapped_base.div_euclid(1000) as i64 - g0_ns;
+    let new_ts_ns = (mapped_base.div_euclid(1000) as i64).saturating_sub(g0_ns);
     let ref_ps = (g0_ns as i128 + new_ts_ns as i128) * 1000;
     let new_dur_ps = if dur > 0 {
         (m.map_ps(base_ps + dur as i128) - mapped_base) as i64
@@ -702,9 +707,9 @@ fn write_event_fast(
         kept_len += pos - start;
     }
     let s = lm.rel(off);
-    let e = lm.rel(off + dur);
+    let e = lm.rel(off.saturating_add(dur));
     let new_off = s.max(0);
-    let new_dur = (e - s).max(0);
+    let new_dur = e.saturating_sub(s).max(0);
     let len = kept_len
         + wire::int_field_len(EVENT_OFFSET, new_off)
         + wire::int_field_len(EVENT_DURATION, new_dur);
@@ -715,6 +720,13 @@ fn write_event_fast(
     wire::put_int_field(out, EVENT_OFFSET, new_off);
     wire::put_int_field(out, EVENT_DURATION, new_dur);
     Some((meta, new_off, new_dur))
+}
+
+/// `ns` in ps plus `ps`, saturating: a corrupt line timestamp near the i64 range must give
+/// a clamped time, not an overflow.
+#[inline]
+fn ns_plus_ps(ns: i64, ps: i64) -> i64 {
+    ns.saturating_mul(1000).saturating_add(ps)
 }
 
 #[inline]
@@ -729,7 +741,7 @@ fn write_event(
     if let Some((meta, new_off, new_dur)) = write_event_fast(ev, lm, out) {
         if let Some((pid, tid, ch, names)) = chrome {
             let name = names.get(&meta).map(String::as_str).unwrap_or("");
-            ch.complete(pid, tid, name, new_ts_ns * 1000 + new_off, new_dur)?;
+            ch.complete(pid, tid, name, ns_plus_ps(new_ts_ns, new_off), new_dur)?;
         }
         return Ok(());
     }
@@ -783,10 +795,10 @@ fn write_event(
         return Ok(());
     }
     let s = lm.rel(off);
-    let e = lm.rel(off + dur);
+    let e = lm.rel(off.saturating_add(dur));
     // The map is monotone, so s >= 0 up to rounding; clamp the rounding away.
     let new_off = s.max(0);
-    let new_dur = (e - s).max(0);
+    let new_dur = e.saturating_sub(s).max(0);
     let len = kept_len
         + wire::int_field_len(EVENT_OFFSET, new_off)
         + wire::int_field_len(EVENT_DURATION, new_dur);
@@ -796,7 +808,7 @@ fn write_event(
     wire::put_int_field(out, EVENT_DURATION, new_dur);
     if let Some((pid, tid, ch, names)) = chrome {
         let name = names.get(&meta).map(String::as_str).unwrap_or("");
-        ch.complete(pid, tid, name, new_ts_ns * 1000 + new_off, new_dur)?;
+        ch.complete(pid, tid, name, ns_plus_ps(new_ts_ns, new_off), new_dur)?;
     }
     Ok(())
 }

@@ -105,7 +105,8 @@ impl GlobalMap {
         // Only the correction depends on s, and it changes by at most drift x 256 ns over
         // an f64's rounding of epoch ns: exact enough, and avoids an i128 division per event.
         let s_ns = approx_ns(s_ps);
-        s_ps - (self.correction_ns(s_ns) * 1000.0).round() as i128
+        // Saturating: a garbage model (offsets near the f64 range) must not overflow.
+        s_ps.saturating_sub((self.correction_ns(s_ns) * 1000.0).round() as i128)
     }
 
     /// [`Self::s_to_g_ps`] with a caller-held piece cache.
@@ -117,7 +118,7 @@ impl GlobalMap {
             p = self.piece(s_ns);
             cache.set(p);
         }
-        s_ps - (p.at(s_ns) * 1000.0).round() as i128
+        s_ps.saturating_sub((p.at(s_ns) * 1000.0).round() as i128)
     }
 }
 
