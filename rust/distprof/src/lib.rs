@@ -10,3 +10,6 @@ pub mod context;
 pub mod kv;
 pub mod model;
 pub mod record;
+pub mod clock;
+pub mod timestamp;
+pub mod wire;
