@@ -148,7 +148,10 @@ impl StampedSocket {
                 | SOF_TIMESTAMPING_OPT_ID
                 | SOF_TIMESTAMPING_OPT_TSONLY;
             match set_timestamping(fd, flags) {
-                Ok(()) => mode = StampMode::Kernel,
+                Ok(()) => {
+                    mode = StampMode::Kernel;
+                    wait_for_rx_stamping();
+                }
                 Err(e) if requested == TimestampMode::Kernel => return Err(e),
                 Err(e) => tracing::warn!("kernel timestamping unavailable ({e}); using user-space stamps"),
             }
@@ -257,6 +260,39 @@ impl StampedSocket {
             }
         }
         Ok(())
+    }
+}
+
+/// Longest wait for the kernel to start stamping received packets.
+const RX_STAMPING_WARM_UP: Duration = Duration::from_secs(1);
+
+/// The kernel switches receive stamping on for the whole stack lazily (a static key
+/// flipped from a work queue when the first socket asks for it), so the first packets
+/// after `SO_TIMESTAMPING` may arrive unstamped; on a busy machine this lasted ~200 ms.
+/// Sends datagrams between two throw-away sockets until one arrives stamped (bounded).
+fn wait_for_rx_stamping() {
+    let attempt = || -> io::Result<bool> {
+        let rx = UdpSocket::bind("127.0.0.1:0")?;
+        let tx = UdpSocket::bind("127.0.0.1:0")?;
+        rx.set_nonblocking(true)?;
+        set_timestamping(rx.as_raw_fd(), SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)?;
+        let deadline = std::time::Instant::now() + RX_STAMPING_WARM_UP;
+        while std::time::Instant::now() < deadline {
+            tx.send_to(b"warm-up", rx.local_addr()?)?;
+            std::thread::sleep(Duration::from_millis(2));
+            let mut buf = [0u8; 16];
+            while let Ok(m) = recvmsg_stamped(rx.as_raw_fd(), &mut buf, libc::MSG_DONTWAIT, StampMode::Kernel) {
+                if m.stamp_ns.is_some() {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    };
+    match attempt() {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!("kernel receive stamps still missing after {RX_STAMPING_WARM_UP:?}; unstamped packets get user-space stamps and are counted"),
+        Err(e) => tracing::debug!("receive stamping warm-up skipped: {e}"),
     }
 }
 
