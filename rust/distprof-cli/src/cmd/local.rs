@@ -72,6 +72,9 @@ pub struct Args {
     /// Relay: probability that a datagram is held back 1 ms (reordered).
     #[arg(long, default_value_t = 0.0)]
     reorder: f64,
+    /// Silence after which a peer's edge is marked down, in milliseconds.
+    #[arg(long)]
+    down_after_ms: Option<u64>,
     /// Fault injection: SIGKILL node NODE's process after SECONDS, e.g. `2@3.5`.
     #[arg(long, value_name = "NODE@SECONDS")]
     kill: Option<String>,
@@ -344,6 +347,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         probe_window_s: args.window_s,
         probe_cadence_us: args.cadence_us.unwrap_or(defaults.probe_cadence_us),
         probe_out_degree: args.out_degree.unwrap_or(defaults.probe_out_degree),
+        handshake_timeout_ms: args.down_after_ms.unwrap_or(defaults.handshake_timeout_ms),
         ..defaults
     };
     let out_dir = match &args.output_dir {
