@@ -30,6 +30,9 @@ pub struct Meta {
     /// Timestamping in force, and the error one stamp of that mode may carry.
     pub timestamp_mode: StampMode,
     pub stamp_error_bound_ns: i64,
+    /// Why a better mode was not used (e.g. the NIC refused hardware stamping); empty if none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub timestamp_note: String,
     /// The virtual clock applied to every stamp (tests only; absent on real hosts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtual_clock: Option<VirtualClock>,

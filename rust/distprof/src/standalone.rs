@@ -139,6 +139,7 @@ pub fn run_node(
     check(ctx, node, config)?;
     let sock = StampedSocket::new(socket, config.timestamping).map_err(StandaloneError::Socket)?;
     let mode = sock.mode();
+    let timestamp_note = sock.hardware_note.clone();
     let peers = &ctx.out_edges[node as usize];
     let params = EngineParams {
         node,
@@ -176,6 +177,7 @@ pub fn run_node(
         reference_node: ctx.reference_node,
         timestamp_mode: mode,
         stamp_error_bound_ns: mode.stamp_error_bound_ns(),
+        timestamp_note,
         virtual_clock: (opts.clock != VirtualClock::IDENTITY).then_some(opts.clock),
         out_edges: peers.clone(),
         start_local_ns,

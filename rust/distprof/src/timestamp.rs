@@ -244,8 +244,8 @@ impl StampedSocket {
     }
 
     /// Waits up to `timeout` until a datagram or a transmit stamp is available. Returns
-    /// early on readiness; never waits longer than `timeout`.
-    pub fn wait(&self, timeout: Duration) -> io::Result<()> {
+    /// early on readiness (then `true`); never waits longer than `timeout`.
+    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
         let mut pfd = libc::pollfd { fd: self.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
@@ -259,7 +259,7 @@ impl StampedSocket {
                 return Err(e);
             }
         }
-        Ok(())
+        Ok(r > 0)
     }
 }
 

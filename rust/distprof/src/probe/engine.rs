@@ -5,7 +5,7 @@ use crate::clock::VirtualClock;
 use crate::context::NodeId;
 use crate::jsonl::JsonlWriter;
 use crate::record::ProbeRecord;
-use crate::timestamp::{precise_timer_slack, sleep_until, StampedSocket};
+use crate::timestamp::{precise_timer_slack, sleep_until, StampMode, StampedSocket};
 use crate::window::{ClosedWindow, WindowAccumulator};
 use crate::wire::{Packet, PacketKind, NO_STAMP, PACKET_LEN};
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,9 @@ const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 const DRAIN_GRACE: Duration = Duration::from_millis(300);
 /// Upper bound on one sleep: housekeeping (timeouts, liveness) runs at least this often.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
+/// How long to wait after a wake-up by a datagram before reading, so that the rest of its
+/// burst is served in the same wake-up (kernel and hardware stamps only).
+const BURST_LINGER: Duration = Duration::from_micros(500);
 /// Missed probe slots caught up after a stall before the schedule is reset instead.
 const MAX_CATCH_UP_PROBES: u32 = 10;
 /// UDP (8) + IPv4 (20) header bytes on top of every probe datagram, for bandwidth figures.
@@ -109,22 +112,22 @@ pub struct Engine {
     probe_timeout: Duration,
     stats: EngineStats,
     tx_buf: Vec<(u32, i64)>,
+    /// Forward pairs complete in this pass, answered together by `answer_batch`.
+    to_answer: Vec<(NodeId, u32, [i64; 2])>,
 }
 
 impl Engine {
     pub fn new(p: EngineParams, sock: StampedSocket) -> Engine {
         let now = Instant::now();
-        let n = p.out_edges.len().max(1) as u32;
-        // Spread the edges' phases over one cadence period so that their probes do not
-        // queue behind each other.
+        // All edges share one phase: their probes leave in one batch per tick (see
+        // `send_probes`), which costs one wake-up instead of one per edge.
         let edges = p
             .out_edges
             .iter()
-            .enumerate()
-            .map(|(i, &(peer, addr))| OutEdge {
+            .map(|&(peer, addr)| OutEdge {
                 peer,
                 addr,
-                next_probe: now + p.cadence * i as u32 / n,
+                next_probe: now,
                 next_seq: 0,
                 inflight: HashMap::new(),
                 last_reply: now,
@@ -145,6 +148,7 @@ impl Engine {
             probe_timeout,
             stats: EngineStats::default(),
             tx_buf: Vec::new(),
+            to_answer: Vec::new(),
         }
     }
 
@@ -178,21 +182,23 @@ impl Engine {
                 break;
             }
             if now < stop_at {
-                for e in 0..self.edges.len() {
-                    if self.edges[e].next_probe <= now {
-                        self.send_probe(e)?;
-                        let edge = &mut self.edges[e];
-                        edge.next_probe += self.p.cadence;
-                        // A short stall (a busy machine) is caught up so that the rate stays
-                        // the configured one; after a long one (a stopped process) the missed
-                        // slots are skipped rather than burst out.
-                        if edge.next_probe + self.p.cadence * MAX_CATCH_UP_PROBES < Instant::now() {
-                            edge.next_probe = Instant::now() + self.p.cadence;
-                        }
+                let due: Vec<usize> = (0..self.edges.len()).filter(|&e| self.edges[e].next_probe <= now).collect();
+                if !due.is_empty() {
+                    self.send_probes(&due);
+                }
+                for e in due {
+                    let edge = &mut self.edges[e];
+                    edge.next_probe += self.p.cadence;
+                    // A short stall (a busy machine) is caught up so that the rate stays
+                    // the configured one; after a long one (a stopped process) the missed
+                    // slots are skipped rather than burst out.
+                    if edge.next_probe + self.p.cadence * MAX_CATCH_UP_PROBES < Instant::now() {
+                        edge.next_probe = Instant::now() + self.p.cadence;
                     }
                 }
             }
             self.receive_all(&mut buf)?;
+            self.answer_batch();
             self.collect_tx_stamps()?;
             self.expire(Instant::now(), Instant::now() < stop_at);
             if Instant::now() >= next_window {
@@ -209,8 +215,12 @@ impl Engine {
                 }
             }
             let now = Instant::now();
-            if deadline > now {
-                self.sock.wait(deadline - now)?;
+            if deadline > now && self.sock.wait(deadline - now)? && self.sock.mode() != StampMode::User {
+                // Woken by a datagram: the rest of its burst (the second packet of a pair,
+                // the follow-up, other peers' probes of the same tick) is a few hundred us
+                // behind. Kernel stamps do not care when we read, so linger and serve the
+                // whole burst in one wake-up. User-space stamps do care: no linger there.
+                sleep_until((Instant::now() + BURST_LINGER).min(deadline));
             }
         }
         // Probes still unanswered now will never be: count them in the last window.
@@ -245,41 +255,47 @@ impl Engine {
         }
     }
 
-    fn send_probe(&mut self, e: usize) -> std::io::Result<()> {
-        let (peer, addr, seq) = {
-            let edge = &mut self.edges[e];
-            let seq = edge.next_seq;
-            edge.next_seq = edge.next_seq.wrapping_add(1);
-            edge.sent += 1;
-            (edge.peer, edge.addr, seq)
-        };
-        self.acc.sent(e);
-        self.stats.probes_sent += 1;
-        let started = Instant::now();
-        let id0 = self.send(PacketKind::Fwd1, peer, seq, [NO_STAMP; 2], addr);
-        // The gap runs from the end of the first send, so the kernel stamps of the pair are
-        // never closer than `pair_gap` (the first stamp is taken inside that send).
+    /// Sends one probe on each edge in `due`: every first packet, one pair gap, every
+    /// second packet. One wake-up and one gap sleep per tick, whatever the degree.
+    fn send_probes(&mut self, due: &[usize]) {
+        let mut firsts = Vec::with_capacity(due.len());
+        for &e in due {
+            let (peer, addr, seq) = {
+                let edge = &mut self.edges[e];
+                let seq = edge.next_seq;
+                edge.next_seq = edge.next_seq.wrapping_add(1);
+                edge.sent += 1;
+                (edge.peer, edge.addr, seq)
+            };
+            self.acc.sent(e);
+            self.stats.probes_sent += 1;
+            let id0 = self.send(PacketKind::Fwd1, peer, seq, [NO_STAMP; 2], addr);
+            firsts.push((e, peer, addr, seq, id0, Instant::now()));
+        }
+        // The gap runs from the end of the last first send, so the kernel stamps of every
+        // pair are never closer than `pair_gap` (a first stamp is taken inside its send).
         sleep_until(Instant::now() + self.p.pair_gap);
-        let id1 = self.send(PacketKind::Fwd2, peer, seq, [NO_STAMP; 2], addr);
-        let rec = ProbeRecord {
-            src: self.p.node,
-            dst: peer,
-            seq,
-            fwd_tx_ns: [NO_STAMP; 2],
-            fwd_rx_ns: [NO_STAMP; 2],
-            rev_tx_ns: [NO_STAMP; 2],
-            rev_rx_ns: [NO_STAMP; 2],
-        };
-        let (Some(id0), Some(id1)) = (id0, id1) else {
-            // Counted as sent and lost at once: the probe never fully left.
-            self.acc.lost(e);
-            self.stats.probes_lost += 1;
-            return Ok(());
-        };
-        self.tx_owner.insert(id0, TxOwner::Fwd { edge: e, seq, idx: 0 });
-        self.tx_owner.insert(id1, TxOwner::Fwd { edge: e, seq, idx: 1 });
-        self.edges[e].inflight.insert(seq, Pending { started, rec, have: 0, tx_ids: [id0, id1] });
-        Ok(())
+        for (e, peer, addr, seq, id0, started) in firsts {
+            let id1 = self.send(PacketKind::Fwd2, peer, seq, [NO_STAMP; 2], addr);
+            let rec = ProbeRecord {
+                src: self.p.node,
+                dst: peer,
+                seq,
+                fwd_tx_ns: [NO_STAMP; 2],
+                fwd_rx_ns: [NO_STAMP; 2],
+                rev_tx_ns: [NO_STAMP; 2],
+                rev_rx_ns: [NO_STAMP; 2],
+            };
+            let (Some(id0), Some(id1)) = (id0, id1) else {
+                // Counted as sent and lost at once: the probe never fully left.
+                self.acc.lost(e);
+                self.stats.probes_lost += 1;
+                continue;
+            };
+            self.tx_owner.insert(id0, TxOwner::Fwd { edge: e, seq, idx: 0 });
+            self.tx_owner.insert(id1, TxOwner::Fwd { edge: e, seq, idx: 1 });
+            self.edges[e].inflight.insert(seq, Pending { started, rec, have: 0, tx_ids: [id0, id1] });
+        }
     }
 
     fn receive_all(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
@@ -347,20 +363,41 @@ impl Engine {
             }
         };
         let Some(fwd1_rx) = fwd1_rx else { return };
-        let to = self.p.addrs[prober as usize];
-        let id0 = self.send(PacketKind::Rev1, prober, pkt.seq, [fwd1_rx, rx_ns], to);
-        sleep_until(Instant::now() + self.p.pair_gap);
-        let id1 = self.send(PacketKind::Rev2, prober, pkt.seq, [NO_STAMP; 2], to);
-        self.acc.answered(prober);
-        let a = self.answers.get_mut(&key).expect("inserted above");
-        a.replied = true;
-        if let (Some(id0), Some(id1)) = (id0, id1) {
-            a.tx_ids = [id0, id1];
-            self.tx_owner.insert(id0, TxOwner::Rev { prober, seq: pkt.seq, idx: 0 });
-            self.tx_owner.insert(id1, TxOwner::Rev { prober, seq: pkt.seq, idx: 1 });
-        } else {
-            self.answers.remove(&key);
+        if let Some(a) = self.answers.get_mut(&key) {
+            a.replied = true;
         }
+        self.to_answer.push((prober, pkt.seq, [fwd1_rx, rx_ns]));
+    }
+
+    /// Answers every forward pair completed in this pass: every Rev1, one pair gap,
+    /// every Rev2 (like `send_probes`). Answering a little later costs no accuracy: all
+    /// stamps are taken by the kernel, and the round trip excludes the turnaround.
+    fn answer_batch(&mut self) {
+        if self.to_answer.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.to_answer);
+        let mut firsts = Vec::with_capacity(batch.len());
+        for &(prober, seq, fwd_rx) in &batch {
+            let to = self.p.addrs[prober as usize];
+            firsts.push(self.send(PacketKind::Rev1, prober, seq, fwd_rx, to));
+        }
+        sleep_until(Instant::now() + self.p.pair_gap);
+        for (&(prober, seq, _), id0) in batch.iter().zip(firsts) {
+            let to = self.p.addrs[prober as usize];
+            let id1 = self.send(PacketKind::Rev2, prober, seq, [NO_STAMP; 2], to);
+            self.acc.answered(prober);
+            let key = (prober, seq);
+            if let (Some(id0), Some(id1), Some(a)) = (id0, id1, self.answers.get_mut(&key)) {
+                a.tx_ids = [id0, id1];
+                self.tx_owner.insert(id0, TxOwner::Rev { prober, seq, idx: 0 });
+                self.tx_owner.insert(id1, TxOwner::Rev { prober, seq, idx: 1 });
+            } else {
+                self.answers.remove(&key);
+            }
+        }
+        self.to_answer = batch;
+        self.to_answer.clear();
     }
 
     /// This node is the prober: an answer to one of its probes.
