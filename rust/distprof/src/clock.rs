@@ -110,6 +110,8 @@ fn parse_duration_ns(s: &str) -> Result<f64, String> {
 }
 
 /// Reads CLOCK_REALTIME in nanoseconds.
+// The casts are no-ops on 64-bit Linux only; time_t and c_long are 32 bits elsewhere.
+#[allow(clippy::unnecessary_cast)]
 pub fn realtime_ns() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid pointer to a timespec; CLOCK_REALTIME always exists.

@@ -112,10 +112,9 @@ pub fn solve_network(num_nodes: usize, reference: NodeId, fits: &[EdgeFit], t_ns
     }
     est[reference as usize] = Some(NodeEstimate { offset_ns: 0.0, drift_ppb: 0.0, bound_ns: 0.0, hops: 0 });
     cost[reference as usize] = 0.0;
-    loop {
-        let Some(u) = (0..num_nodes).filter(|&i| !done[i] && cost[i].is_finite()).min_by(|&a, &b| cost[a].total_cmp(&cost[b])) else {
-            break;
-        };
+    while let Some(u) =
+        (0..num_nodes).filter(|&i| !done[i] && cost[i].is_finite()).min_by(|&a, &b| cost[a].total_cmp(&cost[b]))
+    {
         done[u] = true;
         let base = est[u].expect("finite cost has an estimate");
         for f in fits {
