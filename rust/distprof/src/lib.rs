@@ -8,6 +8,7 @@
 pub mod config;
 pub mod context;
 pub mod kv;
+pub mod logging;
 pub mod model;
 pub mod record;
 pub mod clock;

@@ -1,10 +1,144 @@
-//! `distprof xla`.
+//! `distprof xla apply|check|diff --xla-dir DIR`: inserts, verifies and regenerates the hooks in
+//! an XLA source tree by anchor.
 
+use clap::Subcommand;
+use distprof_xla::{Release, Report};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`distprof xla` is not built yet")
+/// Which report `print_report` writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Apply,
+    Check,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Insert the hooks and the Bazel wiring (idempotent; writes nothing if an anchor is missing).
+    Apply(TreeArgs),
+    /// Verify a patched tree holds exactly what `apply` writes (exit 1 if not).
+    Check(TreeArgs),
+    /// Write the patch series computed from a clean tree.
+    Diff {
+        #[command(flatten)]
+        tree: TreeArgs,
+        /// Directory for the series, e.g. patches/xla/<version>/ (its *.patch files are replaced).
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct TreeArgs {
+    /// Root of the XLA source tree (the directory holding workspace2.bzl).
+    #[arg(long)]
+    xla_dir: PathBuf,
+    /// URL of the distprof release tarball written into third_party/distributed_profiling/workspace.bzl.
+    #[arg(long)]
+    release_url: Option<String>,
+    /// Hex SHA-256 of that tarball.
+    #[arg(long)]
+    release_sha256: Option<String>,
+    /// Top directory inside the tarball.
+    #[arg(long)]
+    release_strip_prefix: Option<String>,
+}
+
+impl TreeArgs {
+    fn release(&self) -> anyhow::Result<Release> {
+        let mut release = Release::default();
+        if let Some(url) = &self.release_url {
+            release.url = url.clone();
+        }
+        if let Some(sha) = &self.release_sha256 {
+            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                anyhow::bail!("--release-sha256 {sha:?} is not 64 hex digits; pass the output of `sha256sum <tarball>`");
+            }
+            release.sha256 = sha.to_ascii_lowercase();
+        }
+        if let Some(prefix) = &self.release_strip_prefix {
+            release.strip_prefix = prefix.clone();
+        }
+        Ok(release)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if !self.xla_dir.join("workspace2.bzl").is_file() {
+            anyhow::bail!(
+                "--xla-dir {}: no workspace2.bzl there; pass the root of an XLA checkout",
+                self.xla_dir.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+fn print_report(op: Op, report: &Report) {
+    let verb = if op == Op::Apply { "patched" } else { "verified" };
+    println!("{verb}: {} (coordination agent copy: {:?})", if report.changed() { "changes written" } else { "no change needed" }, report.agent);
+    for f in &report.files {
+        println!(
+            "  {:<70} {}/{} edits{}  +{} lines{}",
+            f.path,
+            if op == Op::Apply { f.edits_made } else { f.edits_total },
+            f.edits_total,
+            if op == Op::Apply { " made" } else { " present" },
+            f.added_lines,
+            if f.core { " (core)" } else { "" }
+        );
+    }
+    for w in &report.written {
+        println!("  wrote {w}");
+    }
+    println!(
+        "core files: +{} lines (budget {})",
+        report.core_added_lines(),
+        distprof_xla::CORE_ADDED_LINES_BUDGET
+    );
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.action {
+        Action::Apply(tree) => {
+            tree.validate()?;
+            let report = distprof_xla::apply(&tree.xla_dir, &tree.release()?)?;
+            print_report(Op::Apply, &report);
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Check(tree) => {
+            tree.validate()?;
+            match distprof_xla::check(&tree.xla_dir, &tree.release()?) {
+                Ok(report) => {
+                    print_report(Op::Check, &report);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(errors) => {
+                    eprintln!("distprof: {} is not patched exactly: {errors}", tree.xla_dir.display());
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        Action::Diff { tree, out } => {
+            tree.validate()?;
+            let series = distprof_xla::diff(&tree.xla_dir, &tree.release()?)?;
+            distprof_xla::write_series(&series, &out)
+                .map_err(|e| anyhow::anyhow!("--out {}: {e}", out.display()))?;
+            for p in &series.patches {
+                println!("wrote {}", out.join(&p.name).display());
+            }
+            let total: usize = series.core_added.iter().map(|(_, n)| n).sum();
+            for (path, n) in &series.core_added {
+                println!("  {path}: +{n}");
+            }
+            println!("core files: +{total} lines (budget {})", distprof_xla::CORE_ADDED_LINES_BUDGET);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }

@@ -3,9 +3,41 @@
 //! Precedence: defaults < JSON file named by `XLA_DIST_PROF_CONFIG` < environment variables.
 //! Every field is honoured by the code that its name points at; the JSON Schema under
 //! `schema/` is generated from these types.
+//!
+//! Modules: `fields` (the one table of fields, variables and ranges), `file` and `env` (the
+//! two layers), `load` (precedence), `validate` (ranges, combinations, build features),
+//! `error`, `suggest` ("did you mean"), `digest`, `schema`, `docs`.
+//!
+//! ```
+//! let effective = distprof::config::load(&|var| match var {
+//!     "XLA_PROBE_CADENCE_US" => Some("50000".to_string()),
+//!     _ => None,
+//! })
+//! .unwrap();
+//! assert_eq!(effective.config.probe_cadence_us, 50_000);
+//! assert_eq!(effective.sources["probe_cadence_us"].to_string(), "env XLA_PROBE_CADENCE_US");
+//! ```
+
+mod digest;
+pub mod docs;
+mod env;
+mod error;
+pub mod fields;
+mod file;
+mod load;
+pub mod schema;
+mod suggest;
+mod validate;
+
+pub use env::{parse_bool, unknown_env_warnings};
+pub use error::{ConfigError, ConfigErrors, Location};
+pub use load::{check_file, load, load_from_env};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
 
 /// Which timestamps the probe engine records. The mode actually in force is recorded in
 /// every output together with the error it contributes.
@@ -37,23 +69,30 @@ pub enum EstimatorKind {
     TwoPoint,
 }
 
-/// The effective configuration of one node.
+/// The configuration of one distprof node. In a file every key is optional: a missing key
+/// keeps its default, and an environment variable overrides the file.
+// Field order is the order of `fields::FIELDS` (and so of the docs and `config show`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
+#[schemars(title = "distprof configuration")]
 pub struct Config {
     /// Master switch. When false no thread, socket or file is created.
     pub enabled: bool,
-    /// Interval between two probes on one edge, in microseconds.
+    /// Interval between two probe exchanges on one edge, in microseconds. Sets the
+    /// overhead: each exchange is ~600 bytes on the wire.
     pub probe_cadence_us: u64,
-    /// Length of an estimation window, in seconds.
+    /// Length of an estimation window, in seconds: one offset/drift line per edge per window.
     pub probe_window_s: f64,
-    /// Gap between the two packets of a coded pair, in microseconds.
+    /// Gap between the two packets of a coded pair, in microseconds; must be shorter than
+    /// the cadence.
     pub packet_spacing_us: u64,
     /// Interval between two (host clock, tracer clock) snapshot pairs, in milliseconds.
     pub snapshot_period_ms: u64,
-    /// Directory for the per-node JSONL files.
+    /// Directory for the per-node JSONL files. Default: `$TMPDIR/xla_dist_prof` (the
+    /// system temporary directory).
     pub output_dir: String,
-    /// The node whose host clock is the global timeline.
+    /// The node whose host clock is the global timeline (checked against the node count at
+    /// rendezvous).
     pub reference_node: u32,
     /// How many peers each node probes (clamped to node count - 1).
     pub probe_out_degree: u32,
@@ -63,24 +102,39 @@ pub struct Config {
     pub interface: String,
     /// UDP port of the probe socket; 0 lets the kernel choose.
     pub probe_port: u16,
-    /// Timestamping mode.
+    /// Which probe timestamps to take: hardware, kernel or user space (auto picks the best
+    /// the interface offers).
     pub timestamping: TimestampMode,
-    /// Per-edge estimator.
+    /// Per-edge offset/drift estimator; `svm` needs a build with the `svm` feature.
     pub estimator: EstimatorKind,
     /// How long a peer may stay silent before its edge is marked down, in milliseconds.
     pub handshake_timeout_ms: u64,
     /// Upper bound on the rendezvous (key-value exchange), in milliseconds.
     pub rendezvous_timeout_ms: u64,
-    /// `tracing` filter directive for distprof's log, e.g. `info` or `distprof=debug`.
+    /// `tracing` filter directive for distprof's log, e.g. `info` or `distprof=debug`;
+    /// the variable `XLA_DIST_PROF_LOG` overrides it when logging starts.
     pub log_filter: String,
+    /// Absolute tolerance of the coded-pair purity test, in nanoseconds: a pair is pure when
+    /// its receive gap is within this (or the relative tolerance) of its send gap.
+    pub purity_abs_tolerance_ns: u64,
+    /// Relative tolerance of the purity test, as a fraction of the send gap (0.1 = 10%).
+    pub purity_rel_tolerance: f64,
+    /// Largest acceptable error bound of a window, in nanoseconds; windows whose bound
+    /// exceeds it are flagged in the outputs.
+    pub max_bound_ns: u64,
+    /// Each (host, tracer) snapshot is the tightest of this many bracketed reads (best of N).
+    pub snapshot_best_of: u32,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
             enabled: false,
-            // 50 probes/s per edge: ~200 pairs per 4 s window, well under 1% of a core.
-            probe_cadence_us: 20_000,
+            // 25 exchanges/s per edge, 100 per 4 s window. Measured on this machine: one UDP
+            // packet costs ~4.2 us of CPU (send + receive, loopback), so with 8 peers out and
+            // ~8 in, each node spends ~16 x 25 x 15 us = 6 ms/s = 0.6% of a core (50/s would
+            // be 1.2%, over the 1% goal); 15 kB/s per edge, far under 625 kB/s.
+            probe_cadence_us: 40_000,
             probe_window_s: 4.0,
             packet_spacing_us: 50,
             snapshot_period_ms: 100,
@@ -95,10 +149,176 @@ impl Default for Config {
             handshake_timeout_ms: 2_000,
             rendezvous_timeout_ms: 120_000,
             log_filter: "info".to_string(),
+            // Timer and interrupt noise on a loaded host is ~1 us; 2 us keeps pairs that
+            // only suffered that, 10% covers the spacing's own jitter at larger gaps.
+            purity_abs_tolerance_ns: 2_000,
+            purity_rel_tolerance: 0.1,
+            // Kernel software stamps on a datacenter LAN give bounds of a few us; 10 us
+            // flags windows that are clearly worse than the mode can do.
+            max_bound_ns: 10_000,
+            // Five bracketed reads take ~1 us and the tightest of five rarely includes a
+            // preemption.
+            snapshot_best_of: 5,
+        }
+    }
+}
+
+/// Where the effective value of a field came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueSource {
+    Default,
+    /// The JSON file named by `XLA_DIST_PROF_CONFIG` (or given to `config check`).
+    File(PathBuf),
+    /// The environment variable of that name.
+    Env(String),
+}
+
+/// `default`, `file PATH` or `env VAR`, as `distprof config show` prints it.
+impl fmt::Display for ValueSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueSource::Default => write!(f, "default"),
+            ValueSource::File(path) => write!(f, "file {}", path.display()),
+            ValueSource::Env(var) => write!(f, "env {var}"),
+        }
+    }
+}
+
+/// The configuration in force and, for every field (keyed by its JSON name), where its
+/// value came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectiveConfig {
+    pub config: Config,
+    pub sources: BTreeMap<String, ValueSource>,
+}
+
+impl Config {
+    /// Stable hex digest of the canonical JSON (keys sorted, no whitespace). Equal configs
+    /// give equal digests on every host and build; rendezvous compares them across nodes.
+    /// It covers node-local fields too (`fields::Scope::Node`); use `diff_fields` to see
+    /// which fields differ.
+    pub fn digest(&self) -> String {
+        digest::hex_digest(&self.canonical_json())
+    }
+
+    /// The canonical JSON the digest is taken over.
+    pub fn canonical_json(&self) -> String {
+        digest::canonical_json(&self.to_json_map())
+    }
+
+    /// JSON names of the fields whose values differ, in table order.
+    pub fn diff_fields(&self, other: &Config) -> Vec<String> {
+        let (a, b) = (self.to_json_map(), other.to_json_map());
+        fields::FIELDS
+            .iter()
+            .filter(|f| a.get(f.name) != b.get(f.name))
+            .map(|f| f.name.to_string())
+            .collect()
+    }
+
+    /// The config as a JSON object, one key per field.
+    pub fn to_json_map(&self) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map,
+            // A struct of plain fields always serializes to an object (serde_json turns a
+            // non-finite float into null rather than failing).
+            _ => serde_json::Map::new(),
         }
     }
 }
 
 fn default_output_dir() -> String {
-    std::env::temp_dir().join("xla_dist_prof").to_string_lossy().into_owned()
+    std::env::temp_dir()
+        .join("xla_dist_prof")
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    fn presets() -> Vec<PathBuf> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/configs");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn every_preset_is_valid_names_the_schema_and_says_what_it_is_for() {
+        let files = presets();
+        let names: Vec<String> = files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "default.json",
+                "high-accuracy.json",
+                "large-cluster.json",
+                "low-overhead.json"
+            ]
+        );
+        for file in &files {
+            let config = check_file(file).unwrap_or_else(|e| panic!("{}:\n{e}", file.display()));
+            let raw: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+            assert_eq!(
+                raw["$schema"],
+                "../../schema/distprof-config.schema.json",
+                "{}",
+                file.display()
+            );
+            assert!(
+                raw["description"].as_str().unwrap().len() > 80,
+                "{}",
+                file.display()
+            );
+            // The per-edge bandwidth goal holds for every preset.
+            let bytes_per_s = fields::PROBE_EXCHANGE_BYTES * 1_000_000 / config.probe_cadence_us;
+            assert!(
+                bytes_per_s <= fields::EDGE_BUDGET_BYTES_PER_S,
+                "{}",
+                file.display()
+            );
+        }
+    }
+
+    #[test]
+    fn default_preset_is_the_builtin_default() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/configs/default.json");
+        assert_eq!(check_file(&path).unwrap(), Config::default());
+        // It spells out every field but the machine-dependent output_dir.
+        let raw: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for f in fields::FIELDS.iter().filter(|f| f.name != "output_dir") {
+            assert!(raw.get(f.name).is_some(), "default.json lacks {}", f.name);
+        }
+    }
+
+    #[test]
+    fn presets_differ_from_the_default_where_they_say() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/configs");
+        let d = Config::default();
+        let high = check_file(&dir.join("high-accuracy.json")).unwrap();
+        let low = check_file(&dir.join("low-overhead.json")).unwrap();
+        let large = check_file(&dir.join("large-cluster.json")).unwrap();
+        assert!(high.probe_cadence_us < d.probe_cadence_us && high.max_bound_ns < d.max_bound_ns);
+        assert!(
+            low.probe_cadence_us > d.probe_cadence_us && low.probe_out_degree < d.probe_out_degree
+        );
+        assert!(large.rendezvous_timeout_ms > d.rendezvous_timeout_ms);
+        // Every preset keeps the window at 100 probes or more.
+        for c in [&d, &high, &low, &large] {
+            assert!(c.probe_window_s * 1e6 / c.probe_cadence_us as f64 >= 100.0);
+        }
+    }
 }

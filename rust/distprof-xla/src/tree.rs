@@ -1,0 +1,185 @@
+//! An XLA source tree: which files distprof edits there, and the plan for all of them.
+
+use crate::edit::{self, Change, Edit, Planned};
+use crate::error::{PatchError, PatchErrors};
+use crate::hooks::{self, AgentCopy};
+use crate::wiring::{self, Release};
+use std::path::{Path, PathBuf};
+
+/// One file distprof edits by anchor.
+#[derive(Debug, Clone)]
+pub struct FileSpec {
+    /// Relative to the XLA root.
+    pub path: &'static str,
+    /// One of the three core C++ files (counted against the 30-line budget).
+    pub core: bool,
+    pub edits: Vec<Edit>,
+    /// What the file is for, for "file not found" messages.
+    pub purpose: &'static str,
+}
+
+/// Every edited and generated file for the tree at hand.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub agent: AgentCopy,
+    pub files: Vec<FileSpec>,
+    /// Written whole: (path, content).
+    pub generated: Vec<(String, String)>,
+}
+
+/// Picks the coordination agent copy: the `xla/pjrt/...` one when the tree has it (jax >=
+/// 0.8.2 uses it), else the `xla/tsl/...` one.
+pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
+    let agent = if xla_dir.join(hooks::AGENT_PJRT).is_file() { AgentCopy::Pjrt } else { AgentCopy::Tsl };
+    let agent_build = match agent {
+        AgentCopy::Pjrt => wiring::AGENT_PJRT_BUILD,
+        AgentCopy::Tsl => wiring::AGENT_TSL_BUILD,
+    };
+    let files = vec![
+        FileSpec { path: hooks::PJRT_CLIENT, core: true, edits: hooks::pjrt_client_edits(), purpose: "hook 1" },
+        FileSpec { path: hooks::ROCM_TRACER, core: true, edits: hooks::rocm_tracer_edits(), purpose: "hook 2" },
+        FileSpec { path: agent.path(), core: true, edits: hooks::agent_edits(agent), purpose: "hook 3" },
+        FileSpec {
+            path: wiring::PJRT_CLIENT_BUILD,
+            core: false,
+            edits: wiring::owner_build_edits(PJRT_CLIENT_SRCS, None, "pjrt_hooks"),
+            purpose: "build wiring of hook 1",
+        },
+        FileSpec {
+            path: wiring::ROCM_TRACER_BUILD,
+            core: false,
+            edits: wiring::owner_build_edits(ROCM_TRACER_SRCS, Some(ROCM_TRACER_OLDER_RULE), "profiler_hooks"),
+            purpose: "build wiring of hook 2",
+        },
+        FileSpec {
+            path: agent_build,
+            core: false,
+            edits: wiring::owner_build_edits(AGENT_SRCS, None, "agent_hooks"),
+            purpose: "build wiring of hook 3",
+        },
+        FileSpec {
+            path: wiring::WORKSPACE2,
+            core: false,
+            edits: wiring::workspace2_edits(),
+            purpose: "declaration of @distributed_profiling",
+        },
+    ];
+    Layout { agent, files, generated: wiring::package_files(release) }
+}
+
+const PJRT_CLIENT_SRCS: &str = "srcs = [\"se_gpu_pjrt_client.cc\"],";
+const ROCM_TRACER_SRCS: &str = "srcs = [\"device_tracer_rocm.cc\"],";
+/// Before 0.7.2 `device_tracer_rocm.cc` was a source of `tsl_gpu_library(name = "device_tracer")`.
+const ROCM_TRACER_OLDER_RULE: &str = "name = \"device_tracer\",";
+const AGENT_SRCS: &str = "srcs = [\"coordination_service_agent.cc\"],";
+
+/// The plan for one edited file.
+#[derive(Debug, Clone)]
+pub struct FilePlan {
+    pub path: &'static str,
+    pub core: bool,
+    pub lines: Vec<String>,
+    pub planned: Vec<(Edit, Planned)>,
+}
+
+impl FilePlan {
+    pub fn pending(&self) -> Vec<Change> {
+        self.planned
+            .iter()
+            .filter_map(|(_, p)| match p {
+                Planned::Pending(c) => Some(c.clone()),
+                Planned::Present => None,
+            })
+            .collect()
+    }
+    pub fn original(&self) -> String {
+        self.lines.concat()
+    }
+    pub fn patched(&self) -> String {
+        edit::apply_changes(&self.lines, &self.pending())
+    }
+}
+
+/// State of a generated file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GeneratedState {
+    Absent,
+    Same,
+    Differs,
+}
+
+/// The plan for a whole tree; built only when every anchor was found.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub root: PathBuf,
+    pub agent: AgentCopy,
+    pub files: Vec<FilePlan>,
+    pub generated: Vec<(String, String, GeneratedState)>,
+}
+
+fn read(root: &Path, rel: &str, purpose: &'static str) -> Result<String, PatchError> {
+    let path = root.join(rel);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(PatchError::FileMissing { file: PathBuf::from(rel), purpose })
+        }
+        Err(e) => Err(PatchError::Io { file: path, message: e.to_string() }),
+    }
+}
+
+fn same_anchor(a: &PatchError, b: &PatchError) -> bool {
+    match (a, b) {
+        (
+            PatchError::AnchorMissing { file: fa, anchor: aa, .. },
+            PatchError::AnchorMissing { file: fb, anchor: ab, .. },
+        ) => fa == fb && aa == ab,
+        _ => false,
+    }
+}
+
+/// Reads every file and locates every anchor; returns all problems at once.
+pub fn plan(root: &Path, release: &Release) -> Result<Plan, PatchErrors> {
+    let layout = layout(root, release);
+    let mut errors = Vec::new();
+    let mut files = Vec::new();
+    for spec in &layout.files {
+        let text = match read(root, spec.path, spec.purpose) {
+            Ok(t) => t,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let lines = edit::split_lines(&text);
+        let mut planned = Vec::new();
+        for e in &spec.edits {
+            match edit::plan(&lines, e, Path::new(spec.path)) {
+                Ok(p) => planned.push((e.clone(), p)),
+                // Several edits may share an anchor (a BUILD rule's `srcs` line locates both
+                // `local_defines` and `deps`); one message per missing anchor is enough.
+                Err(err) if errors.iter().any(|seen| same_anchor(seen, &err)) => {}
+                Err(err) => errors.push(err),
+            }
+        }
+        files.push(FilePlan { path: spec.path, core: spec.core, lines, planned });
+    }
+    let mut generated = Vec::new();
+    for (rel, content) in layout.generated {
+        let state = match std::fs::read_to_string(root.join(&rel)) {
+            Ok(existing) if existing == content => GeneratedState::Same,
+            Ok(_) => GeneratedState::Differs,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => GeneratedState::Absent,
+            Err(e) => {
+                errors.push(PatchError::Io { file: root.join(&rel), message: e.to_string() });
+                continue;
+            }
+        };
+        generated.push((rel, content, state));
+    }
+    if errors.is_empty() {
+        Ok(Plan { root: root.to_owned(), agent: layout.agent, files, generated })
+    } else {
+        Err(PatchErrors(errors))
+    }
+}

@@ -1,0 +1,161 @@
+//! The Bazel wiring: the `third_party/distributed_profiling/` package we write into XLA's tree
+//! (modelled on `third_party/compute_library`), the repository declaration in `workspace2.bzl`,
+//! and `local_defines` + deps on the targets that own the hooked files.
+//!
+//! The `config_setting` lives in XLA's tree, not in `@distributed_profiling`: select keys are
+//! always resolved, so a key in the external repository would download it even with the feature
+//! off. Without `--define enable_distributed_profiling=true` every select below yields `[]`, the
+//! repository is never fetched, and the build equals upstream's.
+
+use crate::anchor::Anchor;
+use crate::edit::{Edit, Placement};
+
+pub const PACKAGE: &str = "third_party/distributed_profiling";
+pub const WORKSPACE2: &str = "workspace2.bzl";
+pub const PJRT_CLIENT_BUILD: &str = "xla/pjrt/gpu/BUILD";
+pub const ROCM_TRACER_BUILD: &str = "xla/backends/profiler/gpu/BUILD";
+pub const AGENT_PJRT_BUILD: &str = "xla/pjrt/distributed/coordination/BUILD";
+pub const AGENT_TSL_BUILD: &str = "xla/tsl/distributed_runtime/coordination/BUILD";
+
+/// Where `@distributed_profiling` comes from: a release tarball holding `lib/libdistprof.a`,
+/// `cc_hooks/distprof_hooks.h` and a `BUILD.bazel` with the `pjrt_hooks`, `profiler_hooks` and
+/// `agent_hooks` targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    /// Canonical URL of the tarball; `tf_mirror_urls` adds the mirror XLA's rule requires first.
+    pub url: String,
+    /// Hex SHA-256 of the tarball.
+    pub sha256: String,
+    /// Top directory inside the tarball ("" for none).
+    pub strip_prefix: String,
+}
+
+impl Default for Release {
+    /// Placeholders: no distprof release is published yet. Users pass their own with
+    /// `--release-url/--release-sha256`, or override the repository with a local directory
+    /// (`--override_repository=distributed_profiling=DIR`), which ignores these values.
+    fn default() -> Self {
+        Self {
+            url: "https://github.com/distprof/distprof/releases/download/v0.1.0/distprof-xla-0.1.0.tar.gz".into(),
+            sha256: "0000000000000000000000000000000000000000000000000000000000000000".into(),
+            strip_prefix: "distprof-xla-0.1.0".into(),
+        }
+    }
+}
+
+/// Files we write whole: path relative to the XLA root, and content.
+pub fn package_files(release: &Release) -> Vec<(String, String)> {
+    let build = r#"# Written by distprof (`distprof xla apply`). Switch for distributed profiling; see
+# build_defs.bzl. Public because config_setting visibility is enforced since Bazel 6.
+package(default_visibility = ["//visibility:public"])
+
+exports_files(["build_defs.bzl", "workspace.bzl"])
+
+config_setting(
+    name = "enabled",
+    define_values = {"enable_distributed_profiling": "true"},
+)
+"#;
+    let defs = r#"# Written by distprof (`distprof xla apply`). Macros selecting on
+# --define enable_distributed_profiling=true; without it they all return [].
+
+def if_distributed_profiling(if_true, if_false = []):
+    """Returns `if_true` when distributed profiling is enabled, else `if_false`."""
+
+    # str(Label(...)) resolves against this file's repository (`@xla` inside a jax build) and,
+    # unlike a Label key, is accepted by every Bazel from 4 to 8.
+    return select({
+        str(Label("//third_party/distributed_profiling:enabled")): if_true,
+        "//conditions:default": if_false,
+    })
+
+def distributed_profiling_defines():
+    """The macro guarding every hook; for `local_defines`, so it never leaks to dependents."""
+    return if_distributed_profiling(["XLA_ENABLE_DISTRIBUTED_PROFILING=1"])
+
+def distributed_profiling_deps(target):
+    """`@distributed_profiling//:<target>` when enabled, else nothing (nothing is fetched)."""
+    return if_distributed_profiling(["@distributed_profiling//:" + target])
+"#;
+    let workspace = format!(
+        r#"# Written by distprof (`distprof xla apply`). Declares @distributed_profiling, fetched only
+# when a target needs it, i.e. only with --define enable_distributed_profiling=true.
+# For a local build use --override_repository=distributed_profiling=<unpacked release dir>.
+
+load("//third_party:repo.bzl", "tf_http_archive", "tf_mirror_urls")
+
+def repo():
+    tf_http_archive(
+        name = "distributed_profiling",
+        sha256 = "{sha256}",
+        strip_prefix = "{strip_prefix}",
+        urls = tf_mirror_urls("{url}"),
+    )
+"#,
+        sha256 = release.sha256,
+        strip_prefix = release.strip_prefix,
+        url = release.url,
+    );
+    vec![
+        (format!("{PACKAGE}/BUILD.bazel"), build.to_owned()),
+        (format!("{PACKAGE}/build_defs.bzl"), defs.to_owned()),
+        (format!("{PACKAGE}/workspace.bzl"), workspace),
+    ]
+}
+
+pub fn workspace2_edits() -> Vec<Edit> {
+    vec![
+        Edit::Insert {
+            anchor: Anchor::unique("load(\"//third_party:repo.bzl\", \"tf_http_archive\", \"tf_mirror_urls\")"),
+            placement: Placement::After,
+            text: vec!["load(\"//third_party/distributed_profiling:workspace.bzl\", distributed_profiling = \"repo\")".into()],
+            indent: false,
+            purpose: "load of the @distributed_profiling declaration",
+        },
+        Edit::Insert {
+            anchor: Anchor::unique("def _initialize_third_party():"),
+            placement: Placement::AfterDefHeader,
+            text: vec!["    distributed_profiling()".into()],
+            indent: false,
+            purpose: "declaration of @distributed_profiling",
+        },
+    ]
+}
+
+/// Edits of the BUILD file owning `src`: the macros' load, `local_defines`, and the hooks
+/// target of `@distributed_profiling` prepended to `deps`.
+/// `srcs_line` (`srcs = ["x.cc"],`) identifies the owning rule in every version, whatever its
+/// name (`se_gpu_pjrt_client` up to 0.10.x, `se_gpu_pjrt_client_impl` after).
+/// `older_rule` names the rule that owned the file in older XLA (e.g. `device_tracer` before the
+/// ROCm tracer got its own target in 0.7.2).
+pub fn owner_build_edits(srcs_line: &'static str, older_rule: Option<&'static str>, hooks_target: &str) -> Vec<Edit> {
+    let rule = match older_rule {
+        Some(name) => Anchor::unique(srcs_line).or(name),
+        None => Anchor::unique(srcs_line),
+    };
+    vec![
+        Edit::Insert {
+            // Loads must precede other statements; before the first one is always valid.
+            anchor: Anchor::first("load("),
+            placement: Placement::Before,
+            text: vec![
+                "load(\"//third_party/distributed_profiling:build_defs.bzl\", \"distributed_profiling_defines\", \"distributed_profiling_deps\")".into(),
+            ],
+            indent: false,
+            purpose: "load of the distributed_profiling macros",
+        },
+        Edit::Insert {
+            anchor: rule,
+            placement: Placement::After,
+            text: vec!["local_defines = distributed_profiling_defines(),".into()],
+            indent: true,
+            purpose: "the hook macro on the owning target",
+        },
+        Edit::ReplaceInRule {
+            rule,
+            find: "deps = [",
+            replace: format!("deps = distributed_profiling_deps(\"{hooks_target}\") + ["),
+            purpose: "the hooks library in the owning target's deps",
+        },
+    ]
+}

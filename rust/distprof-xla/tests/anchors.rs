@@ -1,0 +1,397 @@
+//! The patch tool on a synthetic XLA tree: files written for these tests that hold only the
+//! anchor lines distprof looks for, in made-up surroundings (no XLA code).
+
+use distprof_xla::{apply, check, diff, AgentCopy, PatchError, Release};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const CLIENT: &str = "xla/pjrt/gpu/se_gpu_pjrt_client.cc";
+const TRACER: &str = "xla/backends/profiler/gpu/device_tracer_rocm.cc";
+const AGENT_TSL: &str = "xla/tsl/distributed_runtime/coordination/coordination_service_agent.cc";
+const AGENT_PJRT: &str = "xla/pjrt/distributed/coordination/coordination_service_agent.cc";
+
+const CLIENT_SRC: &str = r#"// Synthetic client: only the anchor lines matter.
+#include "synthetic/client.h"
+
+#include <memory>
+
+int MakeClient(const Opts& options) {
+  auto kv_store = options.store;
+  TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);
+  if (kv_store == nullptr) {
+    kv_store = MakeLocalStore();
+  }
+  SOME_ASSIGN_MACRO(
+      Pair pair,
+      BuildDistributedDevices(options.node_id,
+                              options.num_nodes, kv_store));
+  return Finish(pair);
+}
+"#;
+
+const CLIENT_PATCHED: &str = r#"// Synthetic client: only the anchor lines matter.
+#include "synthetic/client.h"
+#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING
+#include "cc_hooks/distprof_hooks.h"
+#endif  // XLA_ENABLE_DISTRIBUTED_PROFILING
+
+#include <memory>
+
+int MakeClient(const Opts& options) {
+  auto kv_store = options.store;
+  TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);
+  if (kv_store == nullptr) {
+    kv_store = MakeLocalStore();
+  }
+  SOME_ASSIGN_MACRO(
+      Pair pair,
+      BuildDistributedDevices(options.node_id,
+                              options.num_nodes, kv_store));
+#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING
+  distprof::OnGpuClientCreated(options.node_id, options.num_nodes, kv_store);
+#endif  // XLA_ENABLE_DISTRIBUTED_PROFILING
+  return Finish(pair);
+}
+"#;
+
+const TRACER_SRC: &str = r#"#include <cstdint>
+
+#include "synthetic/tracer.h"
+
+void Tracer::Start() {
+  if (ok) {
+    profiling_state_ = State::kStartedOk;
+  }
+}
+void Tracer::Stop() {
+  rocm_tracer_->Disable();
+}
+void Tracer::Collect(Space* space) {
+  if (rocm_trace_collector_) rocm_trace_collector_->Export(space);
+}
+"#;
+
+const AGENT_SRC: &str = r#"#include "synthetic/agent.h"
+
+void Agent::Connect() {
+  LOG(INFO) << "Coordination agent has successfully connected.";
+  StartHeartbeats();
+}
+"#;
+
+fn build_file(src: &str) -> String {
+    format!(
+        r#"# Synthetic package.
+load("//synthetic:defs.bzl", "rule_a")
+load("//synthetic:more.bzl", "rule_b")
+
+cc_library(
+    name = "other",
+    srcs = ["other.cc"],
+    deps = [":x"],
+)
+
+cc_library(
+    name = "owner",
+    srcs = ["{src}"],
+    hdrs = ["owner.h"],
+    deps = [
+        ":dep",
+    ],
+)
+"#
+    )
+}
+
+const WORKSPACE2_SRC: &str = r#"load("//third_party:repo.bzl", "tf_http_archive", "tf_mirror_urls")
+load("//third_party/a:workspace.bzl", a = "repo")
+
+def _initialize_third_party():
+    """ Synthetic docstring. """
+    a()
+"#;
+
+fn write(root: &Path, rel: &str, content: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, content).unwrap();
+}
+
+fn read(root: &Path, rel: &str) -> String {
+    fs::read_to_string(root.join(rel)).unwrap()
+}
+
+/// A clean synthetic tree with the tsl agent copy only (like XLA <= 0.8.1).
+fn tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, CLIENT, CLIENT_SRC);
+    write(root, TRACER, TRACER_SRC);
+    write(root, AGENT_TSL, AGENT_SRC);
+    write(root, "xla/pjrt/gpu/BUILD", &build_file("se_gpu_pjrt_client.cc"));
+    write(root, "xla/backends/profiler/gpu/BUILD", &build_file("device_tracer_rocm.cc"));
+    write(root, "xla/tsl/distributed_runtime/coordination/BUILD", &build_file("coordination_service_agent.cc"));
+    write(root, "workspace2.bzl", WORKSPACE2_SRC);
+    dir
+}
+
+/// Every file of the tree, for byte-exact before/after comparisons.
+fn snapshot(root: &Path) -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+        let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push((p.clone(), fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, &mut out);
+    out
+}
+
+#[test]
+fn apply_inserts_each_hook_at_its_anchor() {
+    let dir = tree();
+    let root = dir.path();
+    let report = apply(root, &Release::default()).unwrap();
+    assert_eq!(report.agent, AgentCopy::Tsl);
+    assert_eq!(read(root, CLIENT), CLIENT_PATCHED);
+
+    let tracer = read(root, TRACER);
+    let lines: Vec<&str> = tracer.lines().collect();
+    let after = |anchor: &str| lines[lines.iter().position(|l| l.contains(anchor)).unwrap() + 2];
+    assert_eq!(after("kStartedOk;"), "    distprof::OnTraceStart(&RocmTracer::GetTimestamp);");
+    assert_eq!(after("->Disable();"), "  distprof::OnTraceStop();");
+    assert_eq!(after("->Export(space);"), "  distprof::OnTraceExport(space);");
+    // The include follows the first quoted include, not the <cstdint> one.
+    assert_eq!(lines[3], "#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING");
+    assert_eq!(lines[4], "#include \"cc_hooks/distprof_hooks.h\"");
+    assert!(read(root, AGENT_TSL).contains("\n  distprof::OnAgentConnected(task_.task_id());\n"));
+
+    // Budget: 6 + 12 + 6 lines in the core files.
+    let core: Vec<usize> = report.files.iter().filter(|f| f.core).map(|f| f.added_lines).collect();
+    assert_eq!(core, vec![6, 12, 6]);
+    assert_eq!(report.core_added_lines(), 24);
+    assert!(report.core_added_lines() <= distprof_xla::CORE_ADDED_LINES_BUDGET);
+
+    // BUILD wiring: the load first, local_defines after srcs, deps of the owning rule only.
+    let build = read(root, "xla/backends/profiler/gpu/BUILD");
+    assert!(build.starts_with("# Synthetic package.\nload(\"//third_party/distributed_profiling:build_defs.bzl\""));
+    assert!(build.contains(
+        "    srcs = [\"device_tracer_rocm.cc\"],\n    local_defines = distributed_profiling_defines(),\n"
+    ));
+    assert!(build.contains("    deps = distributed_profiling_deps(\"profiler_hooks\") + [\n        \":dep\",\n"));
+    assert!(build.contains("    deps = [\":x\"],\n"), "the other rule is untouched");
+    let ws = read(root, "workspace2.bzl");
+    assert!(ws.contains("\"\"\" Synthetic docstring. \"\"\"\n    distributed_profiling()\n    a()\n"));
+    assert!(read(root, "third_party/distributed_profiling/BUILD.bazel").contains("\"enable_distributed_profiling\": \"true\""));
+}
+
+#[test]
+fn apply_twice_equals_apply_once_and_check_passes() {
+    let dir = tree();
+    let root = dir.path();
+    let before = snapshot(root);
+    assert!(apply(root, &Release::default()).unwrap().changed());
+    let once = snapshot(root);
+    assert_ne!(before, once);
+    let again = apply(root, &Release::default()).unwrap();
+    assert!(!again.changed(), "second apply made changes: {again:?}");
+    assert_eq!(snapshot(root), once);
+    let checked = check(root, &Release::default()).unwrap();
+    assert_eq!(checked.core_added_lines(), 24);
+}
+
+#[test]
+fn check_lists_every_missing_edit_of_a_clean_tree() {
+    let dir = tree();
+    let errors = check(dir.path(), &Release::default()).unwrap_err().0;
+    let not_applied = errors.iter().filter(|e| matches!(e, PatchError::NotApplied { .. })).count();
+    let generated = errors.iter().filter(|e| matches!(e, PatchError::FileMissing { .. })).count();
+    // Edits: client 2, tracer 4, agent 2, three BUILD files 3 each, workspace2 2.
+    assert_eq!(not_applied, 2 + 4 + 2 + 9 + 2);
+    // The three files of third_party/distributed_profiling/.
+    assert_eq!(generated, 3);
+}
+
+#[test]
+fn check_detects_a_hook_removed_by_hand() {
+    let dir = tree();
+    let root = dir.path();
+    apply(root, &Release::default()).unwrap();
+    let tracer = read(root, TRACER).replace("  distprof::OnTraceStop();\n", "");
+    write(root, TRACER, &tracer);
+    let errors = check(root, &Release::default()).unwrap_err().0;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(matches!(&errors[0], PatchError::NotApplied { file, anchor, .. }
+        if file == Path::new(TRACER) && anchor == "rocm_tracer_->Disable();"));
+}
+
+#[test]
+fn missing_anchor_is_named_with_its_file_and_nothing_is_written() {
+    let dir = tree();
+    let root = dir.path();
+    write(root, TRACER, &TRACER_SRC.replace("  rocm_tracer_->Disable();\n", "  rocm_tracer_->Shutdown();\n"));
+    let before = snapshot(root);
+    let errors = apply(root, &Release::default()).unwrap_err();
+    assert_eq!(
+        errors.0,
+        vec![PatchError::AnchorMissing {
+            file: PathBuf::from(TRACER),
+            anchor: "rocm_tracer_->Disable();".into(),
+            purpose: "hook 2b: profiling stopped, collector flushed",
+        }]
+    );
+    let message = errors.to_string();
+    assert!(message.contains(TRACER) && message.contains("`rocm_tracer_->Disable();`"), "{message}");
+    assert_eq!(snapshot(root), before, "a failed apply must not touch the tree");
+}
+
+#[test]
+fn missing_call_after_the_anchor_is_named() {
+    let dir = tree();
+    let root = dir.path();
+    write(root, CLIENT, &CLIENT_SRC.replace("BuildDistributedDevices(", "BuildLocalDevices("));
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(matches!(&errors[0], PatchError::AnchorMissing { file, anchor, .. }
+        if file == Path::new(CLIENT) && anchor == "BuildDistributedDevices("));
+}
+
+#[test]
+fn ambiguous_anchor_is_refused_with_the_matching_lines() {
+    let dir = tree();
+    let root = dir.path();
+    let doubled = TRACER_SRC.replace(
+        "void Tracer::Stop() {",
+        "void Tracer::Restart() {\n  profiling_state_ = State::kStartedOk;\n}\nvoid Tracer::Stop() {",
+    );
+    write(root, TRACER, &doubled);
+    let before = snapshot(root);
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(
+        errors,
+        vec![PatchError::AnchorAmbiguous {
+            file: PathBuf::from(TRACER),
+            anchor: "profiling_state_ = State::kStartedOk;".into(),
+            lines: vec![7, 11],
+            purpose: "hook 2a: profiling started (success only)",
+        }]
+    );
+    assert_eq!(snapshot(root), before);
+}
+
+#[test]
+fn missing_file_and_several_problems_are_reported_together() {
+    let dir = tree();
+    let root = dir.path();
+    fs::remove_file(root.join(CLIENT)).unwrap();
+    write(root, AGENT_TSL, &AGENT_SRC.replace("successfully connected", "connected"));
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(matches!(&errors[0], PatchError::FileMissing { file, .. } if file == Path::new(CLIENT)));
+    assert!(matches!(&errors[1], PatchError::AnchorMissing { file, .. } if file == Path::new(AGENT_TSL)));
+}
+
+#[test]
+fn pjrt_agent_copy_is_used_when_present() {
+    let dir = tree();
+    let root = dir.path();
+    write(root, AGENT_PJRT, AGENT_SRC);
+    write(root, "xla/pjrt/distributed/coordination/BUILD", &build_file("coordination_service_agent.cc"));
+    let report = apply(root, &Release::default()).unwrap();
+    assert_eq!(report.agent, AgentCopy::Pjrt);
+    assert!(read(root, AGENT_PJRT).contains("\n  distprof::OnAgentConnected(task_id_);\n"));
+    assert_eq!(read(root, AGENT_TSL), AGENT_SRC, "the unused tsl copy stays upstream");
+}
+
+#[test]
+fn release_values_land_in_the_repository_declaration() {
+    let dir = tree();
+    let root = dir.path();
+    let release = Release {
+        url: "https://example.org/distprof-xla-9.9.9.tar.gz".into(),
+        sha256: "ab".repeat(32),
+        strip_prefix: "distprof-xla-9.9.9".into(),
+    };
+    apply(root, &release).unwrap();
+    let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
+    assert!(ws.contains(&format!("sha256 = \"{}\"", "ab".repeat(32))));
+    assert!(ws.contains("urls = tf_mirror_urls(\"https://example.org/distprof-xla-9.9.9.tar.gz\")"));
+    // A tree patched with other release values fails check on exactly that file.
+    let errors = check(root, &Release::default()).unwrap_err().0;
+    assert_eq!(
+        errors,
+        vec![PatchError::GeneratedDiffers { file: PathBuf::from("third_party/distributed_profiling/workspace.bzl") }]
+    );
+}
+
+#[test]
+fn diff_series_applied_by_git_equals_the_tool_result() {
+    let by_tool = tree();
+    apply(by_tool.path(), &Release::default()).unwrap();
+
+    let by_git = tree();
+    let series = diff(by_git.path(), &Release::default()).unwrap();
+    let core: Vec<usize> = series.core_added.iter().map(|(_, n)| *n).collect();
+    assert_eq!(core, vec![6, 12, 6]);
+    let out = tempfile::tempdir().unwrap();
+    distprof_xla::write_series(&series, out.path()).unwrap();
+    let patches: Vec<PathBuf> = series.patches.iter().map(|p| out.path().join(&p.name)).collect();
+    let status = std::process::Command::new("git")
+        .arg("apply")
+        .args(&patches)
+        .current_dir(by_git.path())
+        .status()
+        .expect("git must be installed to run this test");
+    assert!(status.success());
+    let strip = |root: &Path, snap: Vec<(PathBuf, String)>| -> Vec<(PathBuf, String)> {
+        snap.into_iter().map(|(p, c)| (p.strip_prefix(root).unwrap().to_owned(), c)).collect()
+    };
+    assert_eq!(strip(by_git.path(), snapshot(by_git.path())), strip(by_tool.path(), snapshot(by_tool.path())));
+
+    // On the patched tree, diff refuses instead of producing an empty series.
+    let errors = diff(by_tool.path(), &Release::default()).unwrap_err().0;
+    assert!(errors.iter().all(|e| matches!(e, PatchError::AlreadyPatched { .. })));
+    assert_eq!(errors.len(), 7 + 3);
+}
+
+#[test]
+fn older_owner_rule_is_found_by_its_fallback_anchor() {
+    // Before XLA 0.7.2 the ROCm tracer was one source of a shared `device_tracer` rule.
+    let dir = tree();
+    let root = dir.path();
+    let older = "load(\"//synthetic:defs.bzl\", \"gpu_library\")\n\ngpu_library(\n    name = \"device_tracer\",\n    srcs = shared_tracer_srcs(),\n    deps = [\n        \":dep\",\n    ],\n)\n";
+    write(root, "xla/backends/profiler/gpu/BUILD", older);
+    apply(root, &Release::default()).unwrap();
+    let build = read(root, "xla/backends/profiler/gpu/BUILD");
+    assert!(build.contains(
+        "    name = \"device_tracer\",\n    local_defines = distributed_profiling_defines(),\n    srcs = shared_tracer_srcs(),\n    deps = distributed_profiling_deps(\"profiler_hooks\") + [\n"
+    ), "{build}");
+    assert!(!apply(root, &Release::default()).unwrap().changed());
+
+    // With neither spelling present, the message names both.
+    write(root, "xla/backends/profiler/gpu/BUILD", "load(\"//x:y.bzl\", \"z\")\n");
+    let message = apply(root, &Release::default()).unwrap_err().to_string();
+    assert!(message.contains("srcs = [\"device_tracer_rocm.cc\"],") && message.contains("name = \"device_tracer\","), "{message}");
+}
+
+#[test]
+fn a_missing_rule_anchor_is_reported_once() {
+    let dir = tree();
+    let root = dir.path();
+    write(root, "xla/pjrt/gpu/BUILD", &build_file("renamed_client.cc"));
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(
+        errors,
+        vec![PatchError::AnchorMissing {
+            file: PathBuf::from("xla/pjrt/gpu/BUILD"),
+            anchor: "srcs = [\"se_gpu_pjrt_client.cc\"],".into(),
+            purpose: "the hook macro on the owning target",
+        }]
+    );
+}

@@ -1,0 +1,270 @@
+//! Precedence: defaults < JSON file named by `XLA_DIST_PROF_CONFIG` < environment variables.
+//!
+//! Each layer writes type-checked JSON values over the one below and records the source;
+//! the merged object becomes a `Config`, which `validate` then judges as a whole (ranges,
+//! combinations), naming the layer each offending value came from.
+
+use super::error::{ConfigErrors, Location};
+use super::fields::{self, FieldSpec, CONFIG_FILE_VAR};
+use super::{env, file, validate, Config, EffectiveConfig, ValueSource};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The merge in progress.
+pub(crate) struct Builder {
+    values: Map<String, Value>,
+    sources: BTreeMap<String, ValueSource>,
+    /// Fields that some layer got wrong: range and combination checks skip them, so one
+    /// mistake is reported once, not again as a spurious inconsistency.
+    broken: BTreeSet<&'static str>,
+}
+
+impl Builder {
+    pub(crate) fn defaults() -> Self {
+        let values = Config::default().to_json_map();
+        let sources = fields::FIELDS
+            .iter()
+            .map(|f| (f.name.to_string(), ValueSource::Default))
+            .collect();
+        Self {
+            values,
+            sources,
+            broken: BTreeSet::new(),
+        }
+    }
+
+    pub(crate) fn set(&mut self, spec: &FieldSpec, value: Value, source: ValueSource) {
+        self.values.insert(spec.name.to_string(), value);
+        self.sources.insert(spec.name.to_string(), source);
+    }
+
+    pub(crate) fn mark_broken(&mut self, spec: &'static FieldSpec) {
+        self.broken.insert(spec.name);
+    }
+
+    fn finish(self, mut errors: ConfigErrors) -> Result<EffectiveConfig, ConfigErrors> {
+        let config: Config = match serde_json::from_value(Value::Object(self.values)) {
+            Ok(config) => config,
+            Err(err) => {
+                // Every value was type-checked against the field table, so this means the
+                // table and the struct disagree: a distprof bug, reported rather than hidden.
+                errors.push(
+                    Location::Default {
+                        field: "(all)".to_string(),
+                    },
+                    format!("internal: merged configuration does not deserialize: {err}"),
+                    "report this as a distprof bug".to_string(),
+                );
+                return Err(errors);
+            }
+        };
+        validate::check(
+            &config,
+            &self.sources,
+            &self.broken,
+            cfg!(feature = "svm"),
+            &mut errors,
+        );
+        if errors.is_empty() {
+            Ok(EffectiveConfig {
+                config,
+                sources: self.sources,
+            })
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// The effective configuration of this process: defaults, then the file named by
+/// `XLA_DIST_PROF_CONFIG`, then the variables. Variables that look like typos of distprof
+/// variables are logged as warnings (they are not errors: other code may own them).
+pub fn load_from_env() -> Result<EffectiveConfig, ConfigErrors> {
+    for warning in
+        env::unknown_env_warnings(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()))
+    {
+        tracing::warn!("{warning}");
+    }
+    // A value that is not UTF-8 is kept (lossily) so that it fails parsing with its name
+    // rather than being silently ignored.
+    load(&|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
+}
+
+/// Like `load_from_env`, reading variables through `env` (tests pass a map).
+pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<EffectiveConfig, ConfigErrors> {
+    let mut builder = Builder::defaults();
+    let mut errors = ConfigErrors::default();
+    // An empty XLA_DIST_PROF_CONFIG means "no file", as launchers often export empty values.
+    if let Some(path) = env(CONFIG_FILE_VAR).filter(|p| !p.trim().is_empty()) {
+        file::apply_file(
+            Path::new(&path),
+            Some(CONFIG_FILE_VAR),
+            &mut builder,
+            &mut errors,
+        );
+    }
+    env::apply_env(env, &mut builder, &mut errors);
+    builder.finish(errors)
+}
+
+/// The configuration a file alone gives (defaults < file), ignoring the environment:
+/// what `distprof config check` judges.
+pub fn check_file(path: &Path) -> Result<Config, ConfigErrors> {
+    let mut builder = Builder::defaults();
+    let mut errors = ConfigErrors::default();
+    file::apply_file(path, None, &mut builder, &mut errors);
+    builder.finish(errors).map(|effective| effective.config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{EstimatorKind, TimestampMode};
+    use std::collections::HashMap;
+    use std::io::Write;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    fn write_file(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn nothing_set_gives_defaults() {
+        let eff = load(&env_of(&[])).unwrap();
+        assert_eq!(eff.config, Config::default());
+        assert_eq!(eff.sources.len(), fields::FIELDS.len());
+        assert!(eff.sources.values().all(|s| *s == ValueSource::Default));
+    }
+
+    #[test]
+    fn env_beats_file_beats_default() {
+        let f = write_file(
+            r#"{"$schema": "s.json", "description": "d", "probe_cadence_us": 30000,
+                "probe_window_s": 8, "estimator": "ntp", "timestamping": "user"}"#,
+        );
+        let path = f.path().to_str().unwrap();
+        let eff = load(&env_of(&[
+            ("XLA_DIST_PROF_CONFIG", path),
+            ("XLA_PROBE_CADENCE_US", "50000"),
+            ("XLA_ENABLE_DISTRIBUTED_PROFILING", "yes"),
+            ("XLA_DIST_PROF_PROBE_PORT", "9000"),
+        ]))
+        .unwrap();
+        let c = &eff.config;
+        assert_eq!(c.probe_cadence_us, 50_000);
+        assert!(c.enabled);
+        assert_eq!(c.probe_port, 9000);
+        assert_eq!(c.probe_window_s, 8.0);
+        assert_eq!(c.estimator, EstimatorKind::Ntp);
+        assert_eq!(c.timestamping, TimestampMode::User);
+        assert_eq!(c.packet_spacing_us, Config::default().packet_spacing_us);
+        let src = |f: &str| eff.sources[f].to_string();
+        assert_eq!(src("probe_cadence_us"), "env XLA_PROBE_CADENCE_US");
+        assert_eq!(src("enabled"), "env XLA_ENABLE_DISTRIBUTED_PROFILING");
+        assert_eq!(src("probe_window_s"), format!("file {path}"));
+        assert_eq!(src("estimator"), format!("file {path}"));
+        assert_eq!(src("packet_spacing_us"), "default");
+    }
+
+    #[test]
+    fn all_problems_of_file_and_env_at_once() {
+        let f = write_file(
+            r#"{"probe_cadence_us": "fast", "probe_out_degree": 0, "estimatr": "hull"}"#,
+        );
+        let path = f.path().to_str().unwrap().to_string();
+        let errs = load(&env_of(&[
+            ("XLA_DIST_PROF_CONFIG", &path),
+            ("XLA_PROBE_WINDOW_S", "four"),
+            ("XLA_DIST_PROF_PROBE_PORT", "-1"),
+        ]))
+        .unwrap_err();
+        let lines: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert!(lines[0].starts_with(&format!(
+            "{path}: $.probe_cadence_us: \"fast\" is a string, not a number"
+        )));
+        assert!(lines[1].starts_with(&format!("{path}: $.estimatr: unknown key")));
+        assert!(lines[1].contains("did you mean `estimator`?"));
+        assert!(lines[2].starts_with(
+            "environment variable XLA_PROBE_WINDOW_S: \"four\" is not a finite number"
+        ));
+        assert!(lines[3]
+            .starts_with("environment variable XLA_DIST_PROF_PROBE_PORT: \"-1\" is negative"));
+        assert!(lines[4].starts_with(&format!(
+            "{path}: $.probe_out_degree: probe_out_degree = 0 is below the minimum 1"
+        )));
+        assert_eq!(errs.to_string().lines().count(), 5);
+    }
+
+    #[test]
+    fn env_override_is_judged_like_a_file_value() {
+        let errs = load(&env_of(&[("XLA_PACKET_SPACING_US", "40000")])).unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs}");
+        let line = errs.to_string();
+        assert!(line.starts_with("environment variable XLA_PACKET_SPACING_US: packet_spacing_us = 40000 is not shorter than probe_cadence_us = 40000 (default)"), "{line}");
+    }
+
+    #[test]
+    fn unreadable_file_blames_the_variable() {
+        let errs = load(&env_of(&[(
+            "XLA_DIST_PROF_CONFIG",
+            "/nonexistent/distprof.json",
+        )]))
+        .unwrap_err();
+        let line = errs.to_string();
+        assert!(line.starts_with("environment variable XLA_DIST_PROF_CONFIG: cannot read /nonexistent/distprof.json:"), "{line}");
+        assert!(
+            line.contains("fix: point XLA_DIST_PROF_CONFIG at a readable JSON file"),
+            "{line}"
+        );
+        // An empty value means no file.
+        assert!(load(&env_of(&[("XLA_DIST_PROF_CONFIG", "")])).is_ok());
+    }
+
+    #[test]
+    fn svm_follows_the_build() {
+        let got = load(&env_of(&[("XLA_DIST_PROF_ESTIMATOR", "svm")]));
+        if cfg!(feature = "svm") {
+            assert_eq!(got.unwrap().config.estimator, EstimatorKind::Svm);
+        } else {
+            let line = got.unwrap_err().to_string();
+            assert!(line.starts_with("environment variable XLA_DIST_PROF_ESTIMATOR: estimator = \"svm\" but this build of distprof lacks the `svm` cargo feature"), "{line}");
+            assert!(line.contains("fix: use \"hull\""), "{line}");
+        }
+    }
+
+    #[test]
+    fn check_file_ignores_the_environment_and_reports_file_paths() {
+        let f = write_file(r#"{"probe_window_s": 0.2, "probe_cadence_us": 20000}"#);
+        let errs = check_file(f.path()).unwrap_err();
+        assert_eq!(errs.len(), 1);
+        let e = &errs.errors[0];
+        assert_eq!(
+            e.location,
+            Location::Json {
+                file: f.path().to_path_buf(),
+                path: "$.probe_window_s".into()
+            }
+        );
+        assert!(e.problem.contains("holds only 10 probes"), "{}", e.problem);
+        let ok = write_file(r#"{"enabled": true}"#);
+        assert!(check_file(ok.path()).unwrap().enabled);
+        let missing = check_file(Path::new("/nonexistent.json")).unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .starts_with("/nonexistent.json: cannot read /nonexistent.json"),
+            "{missing}"
+        );
+    }
+}
