@@ -23,7 +23,7 @@ fn four_nodes_recover_their_clocks_within_the_bound() {
     let dir = tempfile::tempdir().unwrap();
     let t = Instant::now();
     let out = distprof()
-        .args(["local", "--nodes", "4", "--duration", "3", "--window-s", "0.5", "--json"])
+        .args(["local", "--nodes", "4", "--duration", "3", "--window-s", "0.5", "--cadence-us", "20000", "--json"])
         .args(["--clock", "2=+1500000ns,-12.5ppm", "--clock", "0=-300us,4ppm"])
         .arg("--output-dir")
         .arg(dir.path())
@@ -64,7 +64,7 @@ fn four_nodes_recover_their_clocks_within_the_bound() {
 fn killed_node_is_marked_down_and_its_file_stays_readable() {
     let dir = tempfile::tempdir().unwrap();
     let out = distprof()
-        .args(["local", "--nodes", "3", "--duration", "3", "--window-s", "0.5", "--down-after-ms", "300"])
+        .args(["local", "--nodes", "3", "--duration", "3", "--window-s", "0.5", "--cadence-us", "20000", "--down-after-ms", "300"])
         .args(["--kill", "2@1.2", "--json", "--output-dir"])
         .arg(dir.path())
         .output()

@@ -314,8 +314,9 @@ mod tests {
         b.send_to(b"pong", from).unwrap();
         a.recv_from(&mut buf).unwrap();
         let rev = t.elapsed();
-        assert!(fwd >= Duration::from_millis(2) && fwd < Duration::from_millis(7), "{fwd:?}");
-        assert!(rev >= Duration::from_millis(8) && rev < Duration::from_millis(13), "{rev:?}");
+        // Never early; late only by scheduling (generous: the machine is shared).
+        assert!(fwd >= Duration::from_millis(2) && fwd < Duration::from_millis(100), "{fwd:?}");
+        assert!(rev >= Duration::from_millis(8) && rev < Duration::from_millis(100), "{rev:?}");
         let s = relay.stop();
         assert_eq!((s.received, s.forwarded, s.lost), (2, 2, 0));
     }

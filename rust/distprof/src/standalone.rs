@@ -7,7 +7,7 @@ use crate::config::Config;
 use crate::context::{NodeId, RunContext};
 use crate::jsonl::{JsonlWriter, Meta, FORMAT_VERSION};
 use crate::min_rtt;
-use crate::probe::{gap_preserved, Engine, EngineParams, EngineStats, PurityFn};
+use crate::probe::{gap_preserved, Engine, EngineParams, EngineStats, PurityFn, PurityParams};
 use crate::timestamp::{StampMode, StampedSocket};
 use serde::{Deserialize, Serialize};
 use std::net::UdpSocket;
@@ -153,6 +153,7 @@ pub fn run_node(
         down_after: Duration::from_millis(config.handshake_timeout_ms),
         clock: opts.clock,
         purity: opts.purity,
+        purity_params: PurityParams::from_config(config),
     };
     if let Some(start) = opts.start_at_real_ns {
         let wait_ns = start - realtime_ns();

@@ -1,6 +1,6 @@
 //! The probe engine of one node: scheduler, responder and window keeper on one thread.
 
-use super::purity::PurityFn;
+use super::purity::{PurityFn, PurityParams};
 use crate::clock::VirtualClock;
 use crate::context::NodeId;
 use crate::jsonl::JsonlWriter;
@@ -49,6 +49,7 @@ pub struct EngineParams {
     pub down_after: Duration,
     pub clock: VirtualClock,
     pub purity: PurityFn,
+    pub purity_params: PurityParams,
 }
 
 /// Totals over the whole run.
@@ -457,7 +458,7 @@ impl Engine {
             self.stats.probes_lost += 1;
             return;
         }
-        let pure = (self.p.purity)(&p.rec, self.p.pair_gap.as_nanos() as i64);
+        let pure = (self.p.purity)(&p.rec, &self.p.purity_params);
         self.acc.complete(e, p.rec, pure);
         self.stats.probes_complete += 1;
     }

@@ -13,4 +13,4 @@ pub mod engine;
 pub mod purity;
 
 pub use engine::{Engine, EngineParams, EngineStats};
-pub use purity::{gap_preserved, PurityFn};
+pub use purity::{gap_preserved, PurityFn, PurityParams};
