@@ -126,21 +126,59 @@ pub(crate) fn run_worker(spec_path: &Path) -> anyhow::Result<ExitCode> {
         .with_env_filter(tracing_subscriber::EnvFilter::new(&spec.config.log_filter))
         .try_init();
     let sock = UdpSocket::bind(spec.bind).with_context(|| format!("node {}: binding {}", spec.node, spec.bind))?;
-    let mut opts = NodeOptions::new(Duration::from_millis(spec.duration_ms));
-    opts.clock = spec.clock;
-    opts.start_at_real_ns = Some(spec.start_real_ns);
-    // Wait for the start here, so that the CPU measured is the engine's alone.
-    let wait_ns = spec.start_real_ns - realtime_ns();
-    if wait_ns > 0 {
-        std::thread::sleep(Duration::from_nanos(wait_ns as u64));
+    let sim = SimSpec { clock: spec.clock, faces: None, start_real_ns: Some(spec.start_real_ns) };
+    probe_and_report(&spec.ctx, spec.node, sock, &spec.config, Duration::from_millis(spec.duration_ms), &sim)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The test network a node runs in (written by `distprof local`, read by its nodes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SimSpec {
+    /// Applied to every timestamp the node records.
+    pub clock: VirtualClock,
+    /// Relay faces of all nodes, indexed by node: peers are reached through them.
+    pub faces: Option<Vec<SocketAddr>>,
+    /// Common start (real CLOCK_REALTIME ns), so that windows line up across nodes.
+    pub start_real_ns: Option<i64>,
+}
+
+/// Probes on an agreed run context, then prints the node's report as one JSON line on
+/// stdout. Shared by the `distprof local` workers and `distprof run`.
+pub(crate) fn probe_and_report(
+    ctx: &RunContext,
+    node: NodeId,
+    sock: UdpSocket,
+    config: &Config,
+    duration: Duration,
+    sim: &SimSpec,
+) -> anyhow::Result<WorkerReport> {
+    let routed;
+    let ctx = match &sim.faces {
+        Some(faces) => {
+            if faces.len() != ctx.num_nodes as usize {
+                bail!("test network lists {} relay faces for {} nodes", faces.len(), ctx.num_nodes);
+            }
+            routed = route_through(ctx, node, faces);
+            &routed
+        }
+        None => ctx,
+    };
+    let mut opts = NodeOptions::new(duration);
+    opts.clock = sim.clock;
+    // Wait for the common start here, so that the CPU measured is the engine's alone.
+    if let Some(start) = sim.start_real_ns {
+        let wait_ns = start - realtime_ns();
+        if wait_ns > 0 && wait_ns < 60_000_000_000 {
+            std::thread::sleep(Duration::from_nanos(wait_ns as u64));
+        }
     }
     let (cpu0, t0) = (cpu_time_ns(), Instant::now());
-    let summary = run_node(&spec.ctx, spec.node, sock, &spec.config, &opts)?;
+    let summary = run_node(ctx, node, sock, config, &opts)?;
     let report = WorkerReport { summary, cpu_ns: cpu_time_ns() - cpu0, wall_ns: t0.elapsed().as_nanos() as u64 };
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, &report)?;
     writeln!(out)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(report)
 }
 
 /// The probe graph used until the rendezvous's graph is merged: node i probes the next
@@ -237,7 +275,8 @@ pub(crate) fn wait_cluster(
                         std::io::Read::read_to_string(&mut s, &mut out)?;
                     }
                     if status.success() {
-                        let r: WorkerReport = serde_json::from_str(out.trim())
+                        let last = out.trim().lines().last().unwrap_or("");
+                        let r: WorkerReport = serde_json::from_str(last)
                             .with_context(|| format!("node {node}: unreadable report `{}`", out.trim()))?;
                         reports.insert(*node, r);
                     } else {
