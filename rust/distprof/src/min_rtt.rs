@@ -16,6 +16,10 @@ use std::collections::BTreeMap;
 /// The estimator's name, as printed next to its numbers.
 pub const NAME: &str = "min-rtt-midpoint";
 
+/// Width of the min-RTT buckets: short enough for a dozen points in a few seconds (the
+/// drift's lever), long enough that each holds several probes to pick the least queued.
+pub const BUCKET_NS: i64 = 200_000_000;
+
 /// One probe reduced to (time, offset, round trip), all in ns.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OffsetPoint {

@@ -211,7 +211,7 @@ pub fn run_node(
         .iter()
         .enumerate()
         .map(|(i, &dst)| {
-            let fit = min_rtt::fit_edge(&records[i], 1_000_000_000);
+            let fit = min_rtt::fit_edge(&records[i], min_rtt::BUCKET_NS);
             EdgeSummary {
                 dst,
                 sent: stats.per_edge_sent.get(i).map_or(0, |s| s.1),

@@ -191,3 +191,30 @@ fn bad_datagrams_are_dropped_and_counted() {
     assert_eq!(dropped.get("wrong_dst"), Some(&1));
     assert_eq!(dropped.get("unexpected"), Some(&1));
 }
+
+/// User-space stamps, the fallback, run the same exchange and say so in the file.
+#[test]
+fn user_space_stamps_are_the_working_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config { timestamping: TimestampMode::User, ..config(dir.path()) };
+    let socks: Vec<UdpSocket> = (0..2).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+    let ctx = context(&socks, vec![vec![1], vec![0]]);
+    let handles: Vec<_> = socks
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (ctx, cfg) = (ctx.clone(), cfg.clone());
+            std::thread::spawn(move || run_node(&ctx, i as u32, s, &cfg, &NodeOptions::new(Duration::from_millis(600))).unwrap())
+        })
+        .collect();
+    for h in handles {
+        let s = h.join().unwrap();
+        assert_eq!(s.timestamp_mode, distprof::timestamp::StampMode::User);
+        assert!(s.edges[0].complete >= 55 && s.edges[0].lost == 0, "{:?}", s.edges[0]);
+        let f = jsonl::read(&s.jsonl_path).unwrap();
+        assert_eq!(f.meta.timestamp_mode, distprof::timestamp::StampMode::User);
+        assert_eq!(f.meta.stamp_error_bound_ns, 200_000);
+        // Offsets of two processes on one clock: zero within the user-space error.
+        assert!(s.edges[0].min_rtt_offset_ns.unwrap().abs() < 200_000.0);
+    }
+}

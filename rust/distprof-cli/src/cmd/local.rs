@@ -472,7 +472,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 windows: stats.len(),
                 windows_down: stats.iter().filter(|e| !e.up).count(),
             });
-            if let Some(fit) = min_rtt::fit_edge(&recs, 1_000_000_000) {
+            if let Some(fit) = min_rtt::fit_edge(&recs, min_rtt::BUCKET_NS) {
                 fits.push(fit);
             }
         }

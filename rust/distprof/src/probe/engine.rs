@@ -91,7 +91,7 @@ struct OutEdge {
 /// A probe this node is answering.
 struct Answer {
     started: Instant,
-    fwd1_rx: Option<i64>,
+    fwd_rx: [Option<i64>; 2],
     rev_tx: [Option<i64>; 2],
     tx_ids: [u32; 2],
     replied: bool,
@@ -339,35 +339,24 @@ impl Engine {
             return;
         }
         let key = (prober, pkt.seq);
-        if pkt.kind == PacketKind::Fwd1 {
-            if self.answers.contains_key(&key) {
-                self.drop_packet("duplicate");
-                return;
-            }
-            self.answers.insert(
-                key,
-                Answer { started: Instant::now(), fwd1_rx: Some(rx_ns), rev_tx: [None; 2], tx_ids: [u32::MAX; 2], replied: false },
-            );
+        let idx = if pkt.kind == PacketKind::Fwd1 { 0 } else { 1 };
+        // Either packet may arrive first: the network may reorder a pair.
+        let a = self.answers.entry(key).or_insert_with(|| Answer {
+            started: Instant::now(),
+            fwd_rx: [None; 2],
+            rev_tx: [None; 2],
+            tx_ids: [u32::MAX; 2],
+            replied: false,
+        });
+        if a.fwd_rx[idx].is_some() {
+            self.drop_packet("duplicate");
             return;
         }
-        // Fwd2: answer now with both receive stamps (Rev1), then Rev2 one gap later.
-        let fwd1_rx = match self.answers.get(&key) {
-            Some(a) if !a.replied => a.fwd1_rx,
-            Some(_) => {
-                self.drop_packet("duplicate");
-                return;
-            }
-            None => {
-                // Fwd1 was lost or reordered behind Fwd2: the probe is unusable.
-                self.drop_packet("unexpected");
-                return;
-            }
-        };
-        let Some(fwd1_rx) = fwd1_rx else { return };
-        if let Some(a) = self.answers.get_mut(&key) {
+        a.fwd_rx[idx] = Some(rx_ns);
+        if let [Some(rx0), Some(rx1)] = a.fwd_rx {
             a.replied = true;
+            self.to_answer.push((prober, pkt.seq, [rx0, rx1]));
         }
-        self.to_answer.push((prober, pkt.seq, [fwd1_rx, rx_ns]));
     }
 
     /// Answers every forward pair completed in this pass: every Rev1, one pair gap,
@@ -481,7 +470,8 @@ impl Engine {
                     let Some(a) = self.answers.get_mut(&(prober, seq)) else { continue };
                     a.rev_tx[idx] = Some(local_ns);
                     if let [Some(t0), Some(t1)] = a.rev_tx {
-                        self.answers.remove(&(prober, seq));
+                        // The entry stays until it expires, so that a late duplicate of
+                        // this probe is recognised as one.
                         let to = self.p.addrs[prober as usize];
                         self.send(PacketKind::RevFollowUp, prober, seq, [t0, t1], to);
                     }
