@@ -1,10 +1,294 @@
-//! `distprof run`.
+//! `distprof run`: one standalone node (no XLA, no GPU) of a multi-host probe run.
+//!
+//! Order of events: bind the UDP probe socket (so the published address is the bound
+//! one), rendezvous over the TCP store that rank 0 serves, print the agreed context
+//! digest, then hand the socket and context to the probe engine.
 
+use anyhow::{bail, Context as _};
+use distprof::config::Config;
+use distprof::context::RunContext;
+use distprof::kv::tcp::TcpStoreOptions;
+use distprof::kv::{KvStore, MemoryStore, TcpStore, TcpStoreServer};
+use distprof::rendezvous::{self, address, digest, launcher};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// This node's rank, 0..nodes; rank 0 serves the rendezvous store.
+    /// Default: the launcher's (PJRT_PROCESS_INDEX, RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID).
+    #[arg(long)]
+    rank: Option<u32>,
+    /// Number of nodes in the run.
+    /// Default: the launcher's (PJRT_NUM_PROCESSES, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS).
+    #[arg(long)]
+    nodes: Option<u32>,
+    /// HOST:PORT of the rendezvous store, served by rank 0.
+    /// Default: PJRT_COORDINATOR_ADDRESS, else MASTER_ADDR:MASTER_PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    rendezvous: Option<String>,
+    /// JSON configuration file (fields not given keep their defaults).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Bind the probe socket to this address instead of discovering one
+    /// (e.g. 127.0.0.1 for runs on one machine).
+    #[arg(long, value_name = "ADDR")]
+    bind: Option<IpAddr>,
+    /// Override the configuration's `rendezvous_timeout_ms`.
+    #[arg(long, value_name = "MS")]
+    rendezvous_timeout_ms: Option<u64>,
+    /// Stop after the rendezvous (check that every node agrees, without probing).
+    #[arg(long)]
+    rendezvous_only: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`distprof run` is not built yet")
+/// Who this node is and where the store is, after flags and environment are combined.
+struct Placement {
+    rank: u32,
+    nodes: u32,
+    /// None for a one-node run, which needs no store.
+    store_addr: Option<SocketAddr>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut config = match &args.config {
+        Some(path) => load_config(path)?,
+        None => Config::default(),
+    };
+    if let Some(ms) = args.rendezvous_timeout_ms {
+        config.rendezvous_timeout_ms = ms;
+    }
+    init_logging(&config);
+    let placement = place(&args)?;
+    let started = Instant::now();
+    let timeout = Duration::from_millis(config.rendezvous_timeout_ms);
+
+    let socket = bind_probe_socket(args.bind, &config)?;
+    let probe_addr = socket
+        .local_addr()
+        .context("reading the probe socket's bound address")?;
+    tracing::info!(%probe_addr, "probe socket bound");
+
+    // Rank 0 serves the store and uses the served map directly.
+    let server = match (placement.store_addr, placement.rank) {
+        (Some(addr), 0) => Some(serve_store(addr)?),
+        _ => None,
+    };
+    let client: Box<dyn KvStore> = match placement.store_addr {
+        Some(addr) => {
+            let options = TcpStoreOptions {
+                op_timeout: timeout.min(Duration::from_secs(30)),
+                ..TcpStoreOptions::default()
+            };
+            Box::new(TcpStore::new(addr, options))
+        }
+        None => Box::new(MemoryStore::new()),
+    };
+    let kv: &dyn KvStore = match &server {
+        Some(s) => s.store(),
+        None => client.as_ref(),
+    };
+
+    let hostname = address::hostname();
+    let ctx = match rendezvous::rendezvous(
+        kv,
+        placement.rank,
+        placement.nodes,
+        &config,
+        probe_addr,
+        &hostname,
+    ) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            if let Some(server) = &server {
+                linger_until_clients_leave(
+                    server,
+                    timeout
+                        .saturating_sub(started.elapsed())
+                        .min(FAILED_MASTER_GRACE),
+                );
+            }
+            return Err(anyhow::Error::new(e)
+                .context(format!("node {}/{}", placement.rank, placement.nodes)));
+        }
+    };
+    println!(
+        "node {}/{}: context {} session {}",
+        placement.rank,
+        placement.nodes,
+        digest::context_digest(&ctx),
+        ctx.session_id
+    );
+
+    if args.rendezvous_only {
+        if server.is_some() {
+            // Keep serving until every node has read the context.
+            let left = timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_secs(1));
+            let missing = rendezvous::wait_for_acks(kv, &ctx, left);
+            if !missing.is_empty() {
+                tracing::warn!("nodes {missing:?} did not confirm reading the run context before rank 0 stopped serving");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    hand_over_to_probing(ctx, socket, &config, server)
+}
+
+/// How long a rank 0 whose rendezvous failed keeps serving the store, so that the other
+/// nodes read why (the abort) instead of finding the store gone.
+const FAILED_MASTER_GRACE: Duration = Duration::from_secs(5);
+
+fn linger_until_clients_leave(server: &TcpStoreServer, grace: Duration) {
+    let deadline = Instant::now() + grace;
+    while server.connection_count() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The one place where the rendezvous hands over to the probe engine.
+fn hand_over_to_probing(
+    ctx: RunContext,
+    socket: UdpSocket,
+    config: &Config,
+    store: Option<TcpStoreServer>,
+) -> anyhow::Result<ExitCode> {
+    // TODO(probe engine): `distprof::standalone::run_node(ctx, socket, config)` once it lands;
+    // rank 0 keeps `store` alive while it probes.
+    let _ = (ctx, socket, config, store);
+    bail!(
+        "rendezvous succeeded, but this build has no probe engine yet (`distprof::standalone::run_node` has not \
+         landed); pass --rendezvous-only to stop after the rendezvous"
+    )
+}
+
+fn place(args: &Args) -> anyhow::Result<Placement> {
+    let env = launcher::detect(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
+    let launched = env.rank_and_size;
+    let rank = args.rank.or(launched.map(|(r, _, _)| r));
+    let nodes = args.nodes.or(launched.map(|(_, n, _)| n));
+    let (Some(rank), Some(nodes)) = (rank, nodes) else {
+        bail!(
+            "rank and node count unknown: pass --rank and --nodes, or run under a launcher that sets them \
+             (PJRT_PROCESS_INDEX/PJRT_NUM_PROCESSES, RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS)"
+        );
+    };
+    if let Some((_, _, source)) = launched {
+        tracing::info!("launcher environment: {source}");
+    }
+    if nodes == 0 {
+        bail!("--nodes 0: a run has at least one node");
+    }
+    if rank >= nodes {
+        bail!(
+            "rank {rank} is out of range for {nodes} nodes; ranks run from 0 to {}",
+            nodes - 1
+        );
+    }
+    let spec = args
+        .rendezvous
+        .clone()
+        .map(|s| (s, "--rendezvous"))
+        .or(env.rendezvous);
+    let store_addr = match (nodes, spec) {
+        (1, _) => None,
+        (_, None) => bail!(
+            "no rendezvous address for a {nodes}-node run: pass --rendezvous HOST:PORT (rank 0 serves it), \
+             or set PJRT_COORDINATOR_ADDRESS or MASTER_ADDR and MASTER_PORT"
+        ),
+        (_, Some((spec, source))) => Some(resolve(&spec, source)?),
+    };
+    Ok(Placement {
+        rank,
+        nodes,
+        store_addr,
+    })
+}
+
+fn resolve(spec: &str, source: &str) -> anyhow::Result<SocketAddr> {
+    let mut addrs = spec
+        .to_socket_addrs()
+        .with_context(|| format!("{source} `{spec}` is not HOST:PORT that resolves (example: node01:29500 or [fd00::1]:29500)"))?;
+    addrs
+        .next()
+        .with_context(|| format!("{source} `{spec}` resolves to no address"))
+}
+
+/// Serves the store on the rendezvous port. A loopback address is bound as given (runs on
+/// one machine stay private); any other is served on all local addresses of its family,
+/// because a host name often resolves on its own host to an address peers cannot reach
+/// (Debian maps it to 127.0.1.1) or to a NAT address that is not local at all.
+fn serve_store(addr: SocketAddr) -> anyhow::Result<TcpStoreServer> {
+    let bind = if addr.ip().is_loopback() {
+        addr
+    } else {
+        SocketAddr::new(
+            if addr.is_ipv4() {
+                IpAddr::from([0u8; 4])
+            } else {
+                IpAddr::from([0u16; 8])
+            },
+            addr.port(),
+        )
+    };
+    let server = TcpStoreServer::bind(bind).with_context(|| {
+        format!(
+            "rank 0 cannot serve the rendezvous store on {bind} (port in use? choose another port)"
+        )
+    })?;
+    tracing::info!("rendezvous store serving on {}", server.local_addr());
+    Ok(server)
+}
+
+fn bind_probe_socket(bind: Option<IpAddr>, config: &Config) -> anyhow::Result<UdpSocket> {
+    let addr = match bind {
+        Some(ip) if ip.is_unspecified() => {
+            bail!("--bind {ip} would publish an address peers cannot reach; give this host's address on the probe network")
+        }
+        Some(ip) => SocketAddr::new(ip, config.probe_port),
+        None => {
+            let chosen = address::discover(&config.interface, config.probe_port)?;
+            tracing::info!(
+                "probe address {} on {} (from {})",
+                chosen.addr,
+                chosen.interface,
+                chosen.source
+            );
+            chosen.addr
+        }
+    };
+    UdpSocket::bind(addr).with_context(|| {
+        format!("cannot bind the UDP probe socket to {addr}; set `probe_port` to 0 for any free port, or --bind another address")
+    })
+}
+
+/// Reads a JSON configuration: the file's fields over the defaults. Unknown fields are
+/// errors naming them. (Superseded by the config module's loader when it lands.)
+fn load_config(path: &Path) -> anyhow::Result<Config> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading config file {}", path.display()))?;
+    let file: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("config file {} is not valid JSON", path.display()))?;
+    let serde_json::Value::Object(fields) = file else {
+        bail!("config file {} must hold a JSON object", path.display());
+    };
+    let mut merged = serde_json::to_value(Config::default())?;
+    if let serde_json::Value::Object(base) = &mut merged {
+        base.extend(fields);
+    }
+    serde_json::from_value(merged).with_context(|| format!("config file {}", path.display()))
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

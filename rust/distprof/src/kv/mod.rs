@@ -6,9 +6,27 @@
 
 use std::time::Duration;
 
+pub mod memory;
+pub mod tcp;
+
+pub use memory::MemoryStore;
+pub use tcp::{TcpStore, TcpStoreServer};
+
 /// Largest value any backend accepts or returns; the run context of a few thousand nodes
 /// fits comfortably, a corrupted length field does not allocate gigabytes.
 pub const MAX_VALUE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Longest key any backend accepts; keys are short paths such as
+/// `distprof/<session>/node/17`, so a longer one is a bug or a corrupted frame.
+pub const MAX_KEY_BYTES: usize = 4096;
+
+/// Refuses a value over [`MAX_VALUE_BYTES`] before it reaches any backend.
+pub fn check_value_size(key: &str, len: usize) -> Result<(), KvError> {
+    if len > MAX_VALUE_BYTES {
+        return Err(KvError::TooLarge { key: key.to_string(), len, limit: MAX_VALUE_BYTES });
+    }
+    Ok(())
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KvError {

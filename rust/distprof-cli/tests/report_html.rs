@@ -1,0 +1,316 @@
+//! `distprof report` end to end: the real binary writes the page, headless Chromium (Debian's
+//! `chromium`, installed by tests/setup/50-chromium.sh) renders it.
+
+use distprof::report::synthetic::{synthetic_input, SyntheticSpec};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_distprof");
+/// The page must stay small enough to mail and to open on a laptop.
+const MAX_REPORT_BYTES: usize = 5 * 1024 * 1024;
+/// From navigation start to the load event, layout included, as the page measures it.
+const MAX_LOAD_MS: u64 = 2_000;
+/// Upper bound on one Chromium run; on a loaded 2-core machine a start takes 1-3 s.
+const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn chromium() -> PathBuf {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("chromium"))
+        .find(|p| p.is_file());
+    found.expect(
+        "`chromium` is not on PATH: run tests/setup/50-chromium.sh (apt-get install -y chromium)",
+    )
+}
+
+/// Runs a command, killing it after `timeout`; returns its output.
+fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    // Read stdout on a thread: --dump-dom output can exceed the pipe buffer.
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut buf).ok();
+        buf
+    });
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let stdout = reader.join().unwrap();
+            let mut stderr = Vec::new();
+            if let Some(mut e) = child.stderr.take() {
+                std::io::Read::read_to_end(&mut e, &mut stderr).ok();
+            }
+            return Output {
+                status,
+                stdout,
+                stderr,
+            };
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Headless Chromium with the flags that keep it off the network, in a fresh profile.
+fn chromium_cmd(profile: &Path) -> Command {
+    let mut c = Command::new(chromium());
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]);
+    c.arg(format!("--user-data-dir={}", profile.display()));
+    c
+}
+
+fn write_report(args: &[&str], out: &Path) -> String {
+    let output = run_with_timeout(
+        Command::new(BIN)
+            .arg("report")
+            .args(args)
+            .arg("--out")
+            .arg(out),
+        Duration::from_secs(120),
+    );
+    assert!(
+        output.status.success(),
+        "distprof report failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The command prints the path it wrote, and nothing else, on stdout.
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        out.display().to_string()
+    );
+    std::fs::read_to_string(out).expect("report written")
+}
+
+/// The page as Chromium's DOM after the load event, and the wall time of the whole run.
+fn dump_dom(page: &Path, profile: &Path) -> (String, Duration) {
+    let start = Instant::now();
+    let out = run_with_timeout(
+        chromium_cmd(profile)
+            .arg("--dump-dom")
+            .arg(format!("file://{}", page.display())),
+        CHROMIUM_TIMEOUT,
+    );
+    let wall = start.elapsed();
+    assert!(
+        out.status.success(),
+        "chromium --dump-dom failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (String::from_utf8_lossy(&out.stdout).into_owned(), wall)
+}
+
+fn load_ms(dom: &str) -> u64 {
+    let key = "data-load-ms=\"";
+    let at = dom
+        .find(key)
+        .expect("the page recorded no load time: did the load event fire?")
+        + key.len();
+    dom[at..]
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("load time is a number")
+}
+
+struct Screenshot {
+    width: u32,
+    height: u32,
+    rgb: Vec<[u8; 3]>,
+}
+
+fn screenshot(page: &Path, profile: &Path, png_path: &Path, w: u32, h: u32) -> Screenshot {
+    let out = run_with_timeout(
+        chromium_cmd(profile)
+            .arg(format!("--screenshot={}", png_path.display()))
+            .arg(format!("--window-size={w},{h}"))
+            .arg(format!("file://{}", page.display())),
+        CHROMIUM_TIMEOUT,
+    );
+    assert!(
+        out.status.success(),
+        "chromium --screenshot failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).expect("screenshot written"),
+    ));
+    let mut reader = decoder.read_info().expect("png header");
+    let mut buf = vec![0; reader.output_buffer_size().expect("png size")];
+    let info = reader.next_frame(&mut buf).expect("png frame");
+    let channels = info.color_type.samples();
+    assert_eq!(info.bit_depth, png::BitDepth::Eight);
+    let rgb = buf[..info.buffer_size()]
+        .chunks(channels)
+        .map(|p| [p[0], p[1], p[2]])
+        .collect();
+    Screenshot {
+        width: info.width,
+        height: info.height,
+        rgb,
+    }
+}
+
+fn near(p: [u8; 3], c: [u8; 3], tol: i32) -> bool {
+    (0..3).all(|i| (p[i] as i32 - c[i] as i32).abs() <= tol)
+}
+
+#[test]
+fn report_from_json_input_renders_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = synthetic_input(&SyntheticSpec::new(8, 3));
+    let json = dir.path().join("input.json");
+    std::fs::write(&json, serde_json::to_vec(&input).unwrap()).unwrap();
+    let page = dir.path().join("report.html");
+    let html = write_report(&["--input", json.to_str().unwrap()], &page);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        leftovers.len(),
+        2,
+        "temporary file left behind: {leftovers:?}"
+    );
+
+    // The SVGs are in the file and Chromium parsed them into the DOM: graph, histogram,
+    // heatmap, one plot per reachable node (7) and per edge with data (capped at 12).
+    let svgs = html.matches("<svg ").count();
+    assert_eq!(svgs, 3 + 7 + 12);
+    let profile = tempfile::tempdir().unwrap();
+    let (dom, _) = dump_dom(&page, profile.path());
+    assert_eq!(dom.matches("<svg ").count(), svgs);
+    assert!(dom.contains("Rendered in "));
+
+    let profile = tempfile::tempdir().unwrap();
+    let shot = screenshot(
+        &page,
+        profile.path(),
+        &dir.path().join("shot.png"),
+        1280,
+        1600,
+    );
+    assert_eq!((shot.width, shot.height), (1280, 1600));
+    let total = shot.rgb.len();
+    let non_white = shot
+        .rgb
+        .iter()
+        .filter(|p| !near(**p, [255, 255, 255], 8))
+        .count();
+    assert!(
+        non_white * 100 > total * 5,
+        "screenshot nearly blank: {non_white} of {total} pixels drawn"
+    );
+    // The probe graph drew its nodes (ok green) and the summary its cards (problem red border).
+    let green = shot
+        .rgb
+        .iter()
+        .filter(|p| near(**p, [0x4a, 0x8f, 0x5a], 24))
+        .count();
+    assert!(
+        green > 200,
+        "no graph nodes in the screenshot ({green} green pixels)"
+    );
+    let mut colors: Vec<[u8; 3]> = shot.rgb.clone();
+    colors.sort_unstable();
+    colors.dedup();
+    assert!(colors.len() > 50, "only {} distinct colors", colors.len());
+}
+
+#[test]
+fn report_of_64_nodes_is_small_and_opens_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report64.html");
+    let html = write_report(&["--synthetic", "64", "--seed", "7"], &page);
+    assert!(
+        html.len() < MAX_REPORT_BYTES,
+        "64-node report is {} bytes",
+        html.len()
+    );
+    assert!(html.contains("64 nodes, 512 edges"));
+
+    // A trivial page first: the browser's own start-up, to tell it apart from our page.
+    let blank = dir.path().join("blank.html");
+    std::fs::write(&blank, "<!DOCTYPE html><title>blank</title><p>blank</p>").unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let (_, blank_wall) = dump_dom(&blank, profile.path());
+    // The page measures itself (navigation start to load event, forced layout): the
+    // number the budget is about. Best of three: other engineers share the two cores.
+    let mut best_ms = u64::MAX;
+    let mut walls = Vec::new();
+    for _ in 0..3 {
+        let profile = tempfile::tempdir().unwrap();
+        let (dom, wall) = dump_dom(&page, profile.path());
+        best_ms = best_ms.min(load_ms(&dom));
+        walls.push(wall);
+        if best_ms < MAX_LOAD_MS / 4 {
+            break;
+        }
+    }
+    eprintln!(
+        "64-node report: {} bytes, load {best_ms} ms in page; chromium --dump-dom wall {walls:?} (blank page {blank_wall:?})",
+        html.len()
+    );
+    assert!(
+        best_ms < MAX_LOAD_MS,
+        "the 64-node report took {best_ms} ms to load"
+    );
+}
+
+#[test]
+fn bad_input_is_named_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.json");
+    let out = run_with_timeout(
+        Command::new(BIN)
+            .args(["report", "--input"])
+            .arg(&missing)
+            .arg("--out")
+            .arg(dir.path().join("r.html")),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nope.json") && err.contains("--input"),
+        "{err}"
+    );
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"facts\": {\"run_name\": 3}}").unwrap();
+    let out = run_with_timeout(
+        Command::new(BIN)
+            .args(["report", "--input"])
+            .arg(&bad)
+            .arg("--out")
+            .arg(dir.path().join("r.html")),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json") && err.contains("line 1") && err.contains("docs/report.md"),
+        "{err}"
+    );
+    assert!(!dir.path().join("r.html").exists());
+}

@@ -1,0 +1,253 @@
+//! `distprof report`: one self-contained HTML page that shows how well a run's clocks were
+//! synchronized (docs/report.md describes every panel).
+//!
+//! [`render`] is pure: a [`ReportInput`] in, the page out. Loaders of JSONL and estimator
+//! output live elsewhere and only build the input. Large runs stay readable and small:
+//! points are thinned per pixel keeping each bucket's extremes ([`downsample`]), only the
+//! worst nodes and edges get a plot, the rest are rows of a table and cells of a heatmap.
+
+pub mod analysis;
+pub mod downsample;
+pub mod edges;
+pub mod input;
+pub mod network;
+pub mod nodes;
+pub mod page;
+pub mod svg;
+pub mod synthetic;
+
+pub use input::{
+    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
+    ReportInput, RunFacts,
+};
+
+/// How much of a large run gets its own plot or table row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Per-node offset/drift plots, for the worst nodes.
+    pub node_plots: usize,
+    /// Per-edge one-way-delay plots, for the worst edges.
+    pub edge_plots: usize,
+    /// Rows of the node and edge tables (worst first).
+    pub table_rows: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        // A dozen plots of each kind fill two screens and keep a 64-node page near 1 MB;
+        // tables stay under ~0.3 MB at 2,000 rows.
+        Limits {
+            node_plots: 12,
+            edge_plots: 12,
+            table_rows: 2_000,
+        }
+    }
+}
+
+/// The report page for `input`.
+pub fn render(input: &ReportInput) -> String {
+    render_with(input, &Limits::default())
+}
+
+pub fn render_with(input: &ReportInput, limits: &Limits) -> String {
+    page::page(input, limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::synthetic::{synthetic_input, SyntheticSpec};
+    use super::*;
+    use crate::config::TimestampMode;
+    use crate::model::{ClockSegment, NodeClockModel};
+
+    /// No `NaN` or `inf` token anywhere in the page (a word that merely contains the
+    /// letters, such as "interface", is fine).
+    pub(super) fn assert_no_non_finite(html: &str) {
+        let bytes = html.as_bytes();
+        for bad in ["NaN", "inf"] {
+            for (at, _) in html.match_indices(bad) {
+                let before = at
+                    .checked_sub(1)
+                    .map(|i| bytes[i].is_ascii_alphabetic())
+                    .unwrap_or(false);
+                let after = bytes
+                    .get(at + bad.len())
+                    .is_some_and(|b| b.is_ascii_alphabetic() && *b != b'i');
+                let word_inf = html[at..].starts_with("infinity");
+                if !before && (!after || word_inf) {
+                    let ctx = &html[at.saturating_sub(120)..(at + 40).min(html.len())];
+                    panic!("non-finite number in the page: …{ctx}…");
+                }
+            }
+        }
+    }
+
+    fn empty_input() -> ReportInput {
+        ReportInput {
+            facts: RunFacts {
+                run_name: "empty".into(),
+                reference_node: 0,
+                timestamp_mode: TimestampMode::User,
+                timestamp_bound_ns: None,
+                estimator: None,
+                bound_limit_ns: None,
+                config: serde_json::Value::Null,
+                synthetic: false,
+            },
+            nodes: Vec::new(),
+            hostnames: Default::default(),
+            edges: Vec::new(),
+            loops: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn synthetic_page_has_every_panel() {
+        let input = synthetic_input(&SyntheticSpec::new(12, 5));
+        let html = render(&input);
+        assert_no_non_finite(&html);
+        // 1 graph + 1 histogram + 1 heatmap + 11 reachable node plots + 12 edge plots.
+        assert_eq!(html.matches("<svg ").count(), 3 + 11 + 12, "svg count");
+        assert_eq!(
+            html.matches("<svg ").count(),
+            html.matches("</svg>").count()
+        );
+        for needle in [
+            "worst node",
+            "worst bound",
+            "degraded edges",
+            "down edges",
+            "flagged windows",
+            "kernel",
+            "hull",
+            "Synthetic input",
+            "probe_window_s",
+        ] {
+            assert!(html.contains(needle), "missing {needle}");
+        }
+        // The stepping node is the worst reachable node, and is named in the summary.
+        let a = analysis::Analysis::of(&input);
+        let worst = a.worst_reachable().unwrap();
+        assert_eq!(worst.flagged, 1);
+        assert!(html.contains(&format!("<b>node {}</b>", worst.node)));
+    }
+
+    #[test]
+    fn user_text_is_escaped() {
+        let mut input = synthetic_input(&SyntheticSpec::new(3, 1));
+        input.facts.run_name = "<script>alert(1)</script>".into();
+        input
+            .hostnames
+            .insert(1, "<img src=x onerror=alert(2)>".into());
+        input.edges[0].health_note = "\"quoted\" & <b>".into();
+        input.facts.config = serde_json::json!({"output_dir": "</pre><script>x</script>"});
+        let html = render(&input);
+        // The only script is the page's own load-time statement.
+        assert_eq!(html.matches("<script>").count(), 1);
+        assert!(!html.contains("<img"));
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("&quot;quoted&quot; &amp; &lt;b&gt;"));
+    }
+
+    #[test]
+    fn non_finite_and_inconsistent_input_renders_without_nan_and_is_reported() {
+        let mut input = synthetic_input(&SyntheticSpec::new(4, 2));
+        input.nodes[1].segments[0].offset_ns = f64::NAN;
+        input.nodes[2].segments[1].bound_ns = f64::INFINITY;
+        input.edges[0].fits[0].margin_ns = f64::NAN;
+        input.edges[1].fits[0].drift_ppb = f64::NEG_INFINITY;
+        input.edges[2].dst = 99;
+        input.loops.push(LoopResidual {
+            nodes: vec![0, 1, 2],
+            window_id: None,
+            residual_ns: f64::NAN,
+        });
+        let html = render(&input);
+        assert_no_non_finite(&html);
+        assert!(html.contains("node 1 window 0: non-finite offset, drift or bound"));
+        assert!(html.contains("names node 99, which has no entry"));
+    }
+
+    #[test]
+    fn empty_and_degenerate_inputs_render() {
+        let html = render(&empty_input());
+        assert_no_non_finite(&html);
+        assert!(html.contains("none reachable"));
+        assert!(html.contains("no loop residuals in the input"));
+        // One node, one window, a zero bound, no edges: every scale is degenerate.
+        let mut one = empty_input();
+        one.nodes.push(NodeClockModel {
+            node: 0,
+            reachable: true,
+            segments: vec![ClockSegment {
+                window_id: 0,
+                start_local_ns: 5,
+                end_local_ns: 5,
+                mid_local_ns: 5,
+                offset_ns: 0.0,
+                drift_ppb: 0.0,
+                bound_ns: 0.0,
+                flagged: false,
+            }],
+        });
+        let html = render(&one);
+        assert_no_non_finite(&html);
+        assert_eq!(html.matches("<svg ").count(), 4);
+    }
+
+    #[test]
+    fn large_runs_stay_small() {
+        // 150 nodes, long run: plots capped, heatmap columns merged, tables capped.
+        let mut spec = SyntheticSpec::new(150, 9);
+        spec.out_degree = 4;
+        spec.windows = 91;
+        spec.probes_per_window = 2;
+        let input = synthetic_input(&spec);
+        let html = render_with(
+            &input,
+            &Limits {
+                node_plots: 6,
+                edge_plots: 6,
+                table_rows: 50,
+            },
+        );
+        assert_no_non_finite(&html);
+        assert_eq!(html.matches("<svg ").count(), 3 + 6 + 6);
+        assert!(html.contains("columns merge 2 windows"));
+        assert!(html.contains("100 more nodes not listed"));
+        assert!(html.len() < 3_000_000, "{} bytes", html.len());
+    }
+}
+
+#[cfg(test)]
+mod hostile_input_tests {
+    use super::synthetic::{synthetic_input, SyntheticSpec};
+    use super::*;
+
+    #[test]
+    fn extreme_timestamps_render_without_panic_or_nan() {
+        let mut input = synthetic_input(&SyntheticSpec::new(4, 8));
+        let seg = &mut input.nodes[1].segments[0];
+        seg.start_local_ns = i64::MAX;
+        seg.mid_local_ns = i64::MIN;
+        seg.end_local_ns = i64::MIN;
+        seg.offset_ns = f64::MAX;
+        input.edges[0].points.push(OwdPoint {
+            t_ns: i64::MIN,
+            owd_ns: i64::MAX,
+            forward: true,
+            pure: true,
+        });
+        input.edges[0].points.push(OwdPoint {
+            t_ns: i64::MAX,
+            owd_ns: i64::MIN,
+            forward: false,
+            pure: true,
+        });
+        input.edges[0].fits[0].mid_ns = i64::MIN;
+        input.edges[0].fits[0].drift_ppb = 1e300;
+        let html = render(&input);
+        super::tests::assert_no_non_finite(&html);
+        assert!(html.contains("ends before it starts"));
+    }
+}
