@@ -1,15 +1,15 @@
 //! `distprof local`: N node processes on this machine, each with a virtual clock, probing
 //! each other through the user-space relay; prints true against estimated offset and drift.
 //!
-//! Each node is a child process (`distprof local --worker <spec>`) running the same
-//! `standalone::run_node` that `distprof run` runs. Until the rendezvous lands on main, the
-//! parent hands every child its run context directly in the spec file (the context the
-//! rendezvous would agree on), with peers' addresses replaced by their relay faces.
+//! Each node is a `distprof run` child process: it binds its probe socket, agrees on the
+//! run context with the others over the TCP store node 0 serves, and probes. The parent
+//! gives each a config file (its probe port), and a test-network file (its virtual clock,
+//! the relay faces its peers are reached through, the common start).
 
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
-use distprof::context::{NodeId, NodeInfo, RunContext};
+use distprof::context::{NodeId, RunContext};
 use distprof::jsonl;
 use distprof::min_rtt;
 use distprof::standalone::{run_node, NodeOptions, NodeSummary};
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 /// Time between spawning the children and their common start: enough for a process to
 /// start and bind on a busy 2-core machine.
-const START_DELAY: Duration = Duration::from_millis(400);
+const START_DELAY: Duration = Duration::from_millis(1000);
 /// Extra time a child gets beyond its duration before it is killed as hung.
 const CHILD_GRACE: Duration = Duration::from_secs(10);
 
@@ -84,21 +84,17 @@ pub struct Args {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
-    /// Internal: run one node from a spec file written by the parent.
-    #[arg(long, hide = true)]
-    worker: Option<PathBuf>,
 }
 
-/// Everything a worker process needs.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct WorkerSpec {
-    pub ctx: RunContext,
-    pub node: NodeId,
-    pub bind: SocketAddr,
-    pub config: Config,
-    pub clock: VirtualClock,
-    pub start_real_ns: i64,
-    pub duration_ms: u64,
+/// How a standalone node probes once the run context is agreed (flags of `distprof run`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ProbeArgs {
+    /// How long to probe after the rendezvous, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Test network written by `distprof local`: virtual clock, relay faces, common start.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub sim_file: Option<PathBuf>,
 }
 
 /// What a worker prints on stdout.
@@ -118,17 +114,25 @@ fn cpu_time_ns() -> u64 {
     (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
 }
 
-pub(crate) fn run_worker(spec_path: &Path) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(spec_path).with_context(|| format!("reading worker spec `{}`", spec_path.display()))?;
-    let spec: WorkerSpec = serde_json::from_str(&text).with_context(|| format!("parsing worker spec `{}`", spec_path.display()))?;
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&spec.config.log_filter))
-        .try_init();
-    let sock = UdpSocket::bind(spec.bind).with_context(|| format!("node {}: binding {}", spec.node, spec.bind))?;
-    let sim = SimSpec { clock: spec.clock, faces: None, start_real_ns: Some(spec.start_real_ns) };
-    probe_and_report(&spec.ctx, spec.node, sock, &spec.config, Duration::from_millis(spec.duration_ms), &sim)?;
-    Ok(ExitCode::SUCCESS)
+/// `distprof run` after its rendezvous.
+pub(crate) fn probe_after_rendezvous(
+    ctx: &RunContext,
+    node: NodeId,
+    sock: UdpSocket,
+    config: &Config,
+    args: &ProbeArgs,
+) -> anyhow::Result<WorkerReport> {
+    if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= 7.0 * 86_400.0) {
+        bail!("--duration {}: give the probing time in seconds, more than 0 and at most a week", args.duration);
+    }
+    let sim = match &args.sim_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading --sim-file `{}`", path.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("parsing --sim-file `{}`", path.display()))?
+        }
+        None => SimSpec { clock: VirtualClock::IDENTITY, faces: None, start_real_ns: None },
+    };
+    probe_and_report(ctx, node, sock, config, Duration::from_secs_f64(args.duration), &sim)
 }
 
 /// The test network a node runs in (written by `distprof local`, read by its nodes).
@@ -181,14 +185,6 @@ pub(crate) fn probe_and_report(
     Ok(report)
 }
 
-/// The probe graph used until the rendezvous's graph is merged: node i probes the next
-/// `degree` nodes around the ring. Strongly connected, every node probes and is probed,
-/// full of cycles, deterministic.
-pub(crate) fn ring_graph(n: u32, degree: u32) -> Vec<Vec<NodeId>> {
-    let d = degree.clamp(1, n.saturating_sub(1).max(1));
-    (0..n).map(|i| (1..=d).map(|k| (i + k) % n).filter(|&p| p != i).collect()).collect()
-}
-
 /// Picks free loopback ports for the nodes (bound and released; the children bind them).
 fn free_loopback_addrs(n: u32) -> anyhow::Result<Vec<SocketAddr>> {
     let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
@@ -200,9 +196,9 @@ pub(crate) struct Cluster {
     pub start_real_ns: i64,
 }
 
-/// Writes the specs and spawns one worker per node.
+/// Writes each node's config and test-network files and spawns one `distprof run` per node.
 pub(crate) fn spawn_cluster(
-    ctx: RunContext,
+    num_nodes: u32,
     addrs: &[SocketAddr],
     faces: Option<&[SocketAddr]>,
     config: &Config,
@@ -211,32 +207,29 @@ pub(crate) fn spawn_cluster(
     out_dir: &Path,
 ) -> anyhow::Result<Cluster> {
     let exe = std::env::current_exe().context("locating the distprof binary")?;
+    let store = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let start_real_ns = realtime_ns() + START_DELAY.as_nanos() as i64;
     let mut children = Vec::new();
-    for node in 0..ctx.num_nodes {
-        let node_ctx = match faces {
-            Some(f) => route_through(&ctx, node, f),
-            None => ctx.clone(),
-        };
-        let spec = WorkerSpec {
-            ctx: node_ctx,
-            node,
-            bind: addrs[node as usize],
-            config: config.clone(),
-            clock: clocks[node as usize],
-            start_real_ns,
-            duration_ms: duration.as_millis() as u64,
-        };
-        let path = out_dir.join(format!("node{node}.spec.json"));
-        std::fs::write(&path, serde_json::to_string(&spec)?).with_context(|| format!("writing `{}`", path.display()))?;
+    for node in 0..num_nodes {
+        let cfg = Config { probe_port: addrs[node as usize].port(), ..config.clone() };
+        let cfg_path = out_dir.join(format!("node{node}.config.json"));
+        std::fs::write(&cfg_path, serde_json::to_string_pretty(&cfg)?).with_context(|| format!("writing `{}`", cfg_path.display()))?;
+        let sim = SimSpec { clock: clocks[node as usize], faces: faces.map(<[_]>::to_vec), start_real_ns: Some(start_real_ns) };
+        let sim_path = out_dir.join(format!("node{node}.sim.json"));
+        std::fs::write(&sim_path, serde_json::to_string(&sim)?).with_context(|| format!("writing `{}`", sim_path.display()))?;
         let child = Command::new(&exe)
-            .args(["local", "--worker"])
-            .arg(&path)
+            .args(["run", "--rank", &node.to_string(), "--nodes", &num_nodes.to_string()])
+            .args(["--rendezvous", &store.to_string(), "--bind", "127.0.0.1"])
+            .args(["--duration", &duration.as_secs_f64().to_string()])
+            .arg("--config")
+            .arg(&cfg_path)
+            .arg("--sim-file")
+            .arg(&sim_path)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .with_context(|| format!("starting node {node} (`{}`)", exe.display()))?;
+            .with_context(|| format!("starting node {node} (`{} run`)", exe.display()))?;
         children.push((node, child));
     }
     Ok(Cluster { children, start_real_ns })
@@ -363,9 +356,6 @@ struct EdgeResult {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(spec) = &args.worker {
-        return run_worker(spec);
-    }
     let n = args.nodes;
     if n < 2 {
         bail!("--nodes {n}: a run needs at least 2 nodes");
@@ -397,16 +387,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = Config { output_dir: out_dir.to_string_lossy().into_owned(), ..config };
 
     let addrs = free_loopback_addrs(n)?;
-    let session_token: u64 = rand::rngs::StdRng::seed_from_u64(args.seed).gen::<u64>() | 1;
-    let ctx = RunContext {
-        session_id: format!("local-{}-{}", std::process::id(), args.seed),
-        session_token,
-        num_nodes: n,
-        reference_node: config.reference_node,
-        nodes: (0..n).map(|i| NodeInfo { node: i, probe_addr: addrs[i as usize], hostname: "localhost".into() }).collect(),
-        out_edges: ring_graph(n, config.probe_out_degree),
-        config_digest: String::new(),
-    };
     let path = PathModel {
         delay_us: args.delay_us,
         jitter_us: args.jitter_us,
@@ -435,7 +415,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.delay_us,
         out_dir.display()
     );
-    let mut cluster = spawn_cluster(ctx.clone(), &addrs, Some(relay.faces()), &config, &clocks, duration, &out_dir)?;
+    let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), &config, &clocks, duration, &out_dir)?;
     let reports = wait_cluster(&mut cluster, duration, kill)?;
     let end_real = realtime_ns();
     let relay_stats = relay.stop();
@@ -477,7 +457,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let reference = ctx.reference_node;
+    let reference = config.reference_node;
     let t_ref = clocks[reference as usize].apply(end_real);
     let est = min_rtt::solve_network(n as usize, reference, &fits, t_ref);
     let nodes: Vec<NodeResult> = (0..n)
@@ -536,13 +516,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ring_graph_is_strongly_connected_with_cycles() {
-        assert_eq!(ring_graph(2, 8), vec![vec![1], vec![0]]);
-        assert_eq!(ring_graph(4, 8), vec![vec![1, 2, 3], vec![2, 3, 0], vec![3, 0, 1], vec![0, 1, 2]]);
-        assert_eq!(ring_graph(5, 2)[4], vec![0, 1]);
-    }
 
     #[test]
     fn kill_spec_errors_name_the_fix() {

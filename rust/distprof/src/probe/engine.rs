@@ -26,8 +26,10 @@ const MAX_SLEEP: Duration = Duration::from_millis(50);
 /// How long to wait after a wake-up by a datagram before reading, so that the rest of its
 /// burst is served in the same wake-up (kernel and hardware stamps only).
 const BURST_LINGER: Duration = Duration::from_micros(500);
-/// Missed probe slots caught up after a stall before the schedule is reset instead.
-const MAX_CATCH_UP_PROBES: u32 = 10;
+/// A stall up to this long (a busy machine) is caught up, one probe per edge per loop
+/// pass, so that the rate stays the configured one; after a longer one (a stopped process)
+/// the schedule is reset instead of bursting out the backlog.
+const MAX_CATCH_UP: Duration = Duration::from_secs(1);
 /// UDP (8) + IPv4 (20) header bytes on top of every probe datagram, for bandwidth figures.
 pub const UDP_IPV4_OVERHEAD_BYTES: u64 = 28;
 
@@ -190,10 +192,7 @@ impl Engine {
                 for e in due {
                     let edge = &mut self.edges[e];
                     edge.next_probe += self.p.cadence;
-                    // A short stall (a busy machine) is caught up so that the rate stays
-                    // the configured one; after a long one (a stopped process) the missed
-                    // slots are skipped rather than burst out.
-                    if edge.next_probe + self.p.cadence * MAX_CATCH_UP_PROBES < Instant::now() {
+                    if edge.next_probe + MAX_CATCH_UP < Instant::now() {
                         edge.next_probe = Instant::now() + self.p.cadence;
                     }
                 }

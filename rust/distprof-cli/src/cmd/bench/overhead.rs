@@ -4,11 +4,10 @@
 //! system) of its probe engine over the engine's wall time, and counts its datagrams.
 //! Bytes include the UDP (8) and IPv4 (20) headers.
 
-use crate::cmd::local::{ring_graph, spawn_cluster, wait_cluster};
+use crate::cmd::local::{spawn_cluster, wait_cluster};
 use anyhow::bail;
-use distprof::clock::{realtime_ns, VirtualClock};
+use distprof::clock::VirtualClock;
 use distprof::config::Config;
-use distprof::context::{NodeInfo, RunContext};
 use distprof::probe::engine::UDP_IPV4_OVERHEAD_BYTES;
 use distprof::wire::PACKET_LEN;
 use std::net::UdpSocket;
@@ -48,23 +47,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
     let addrs: Vec<_> = socks.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?;
     drop(socks);
-    let ctx = RunContext {
-        session_id: format!("bench-overhead-{}", std::process::id()),
-        session_token: realtime_ns() as u64 | 1,
-        num_nodes: n,
-        reference_node: 0,
-        nodes: (0..n).map(|i| NodeInfo { node: i, probe_addr: addrs[i as usize], hostname: "localhost".into() }).collect(),
-        out_edges: ring_graph(n, config.probe_out_degree),
-        config_digest: String::new(),
-    };
-    let edges: usize = ctx.out_edges.iter().map(Vec::len).sum();
+    // The probe graph of the rendezvous: every node probes min(out-degree, n - 1) peers.
+    let edges = n as usize * config.probe_out_degree.min(n - 1) as usize;
     let clocks = vec![VirtualClock::IDENTITY; n as usize];
     let duration = Duration::from_secs_f64(args.duration);
     eprintln!(
         "bench overhead: {n} nodes, {edges} edges, cadence {} us, gap {} us, {:.0} s on loopback",
         config.probe_cadence_us, config.packet_spacing_us, args.duration
     );
-    let mut cluster = spawn_cluster(ctx, &addrs, None, &config, &clocks, duration, &out_dir)?;
+    let mut cluster = spawn_cluster(n, &addrs, None, &config, &clocks, duration, &out_dir)?;
     let reports = wait_cluster(&mut cluster, duration, None)?;
     if reports.len() != n as usize {
         bail!("only {} of {n} nodes finished; see the messages above", reports.len());
