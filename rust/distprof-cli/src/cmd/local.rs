@@ -292,14 +292,23 @@ pub(crate) fn wait_cluster(
     Ok(reports)
 }
 
-fn parse_clocks(args: &Args, n: u32, epoch: i64) -> anyhow::Result<Vec<VirtualClock>> {
+fn parse_clocks(args: &Args, n: u32, reference: NodeId, epoch: i64) -> anyhow::Result<Vec<VirtualClock>> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed ^ 0xC10C);
+    // The reference keeps the real clock unless given one, so that an explicit clock of
+    // another node reads directly as its truth against the reference.
     let mut clocks: Vec<VirtualClock> = (0..n)
-        .map(|_| VirtualClock {
-            offset_ns: rng.gen_range(-5_000_000..=5_000_000),
-            drift_ppb: rng.gen_range(-50_000.0..=50_000.0),
-            wander_ns: rng.gen_range(0.0..=200.0),
-            epoch_real_ns: epoch,
+        .map(|i| {
+            let random = VirtualClock {
+                offset_ns: rng.gen_range(-5_000_000..=5_000_000),
+                drift_ppb: rng.gen_range(-50_000.0..=50_000.0),
+                wander_ns: rng.gen_range(0.0..=200.0),
+                epoch_real_ns: epoch,
+            };
+            if i == reference {
+                VirtualClock { epoch_real_ns: epoch, ..VirtualClock::IDENTITY }
+            } else {
+                random
+            }
         })
         .collect();
     for c in &args.clocks {
@@ -369,7 +378,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let duration = Duration::from_secs_f64(args.duration);
     let kill = args.kill.as_deref().map(|k| parse_kill(k, n)).transpose()?;
     let epoch = realtime_ns();
-    let clocks = parse_clocks(&args, n, epoch)?;
+    let clocks = parse_clocks(&args, n, Config::default().reference_node, epoch)?;
     let defaults = Config::default();
     let config = Config {
         enabled: true,
