@@ -6,8 +6,9 @@
 //! reverse delay `d_r = rev_rx - rev_tx`; B's offset from A is `(d_f - d_r) / 2`, exact
 //! when both directions take equally long; `d_f + d_r` is the round trip without B's
 //! turnaround. Per time bucket the probe with the smallest round trip is kept (the least
-//! queued), and a least-squares line through those minima gives offset and drift. The
-//! bound is half the smallest round trip: the most any path asymmetry can hide.
+//! queued), buckets that queued far longer than the best are dropped, and a least-squares
+//! line through the rest gives offset and drift. The bound is half the largest round trip
+//! among the points kept: the most any path asymmetry can hide in them.
 
 use crate::context::NodeId;
 use crate::record::ProbeRecord;
@@ -19,6 +20,11 @@ pub const NAME: &str = "min-rtt-midpoint";
 /// Width of the min-RTT buckets: short enough for a dozen points in a few seconds (the
 /// drift's lever), long enough that each holds several probes to pick the least queued.
 pub const BUCKET_NS: i64 = 200_000_000;
+
+/// Buckets whose best round trip exceeds the edge's best by this factor are left out.
+pub const RTT_KEEP_FACTOR: i64 = 2;
+/// ... unless within this much of it (small round trips on loopback vary by tens of us).
+pub const RTT_KEEP_SLACK_NS: i64 = 100_000;
 
 /// One probe reduced to (time, offset, round trip), all in ns.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -57,6 +63,8 @@ pub struct EdgeFit {
     pub t0_ns: i64,
     pub drift_ppb: f64,
     pub min_rtt_ns: i64,
+    /// Largest round trip among the points of the line: half of it bounds their error.
+    pub max_used_rtt_ns: i64,
     pub points: usize,
 }
 
@@ -77,7 +85,13 @@ pub fn fit_edge(records: &[ProbeRecord], bucket_ns: i64) -> Option<EdgeFit> {
             *slot = p;
         }
     }
-    let pts: Vec<OffsetPoint> = minima.into_values().collect();
+    let all: Vec<OffsetPoint> = minima.into_values().collect();
+    // A bucket whose best probe still queued far longer than the edge's best (a stalled
+    // relay or host) says little: its asymmetry may be milliseconds. Keep the buckets
+    // within RTT_KEEP_FACTOR of the best round trip (or RTT_KEEP_SLACK_NS above it).
+    let best = all.iter().map(|p| p.rtt_ns).min()?;
+    let keep = (best.saturating_mul(RTT_KEEP_FACTOR)).max(best + RTT_KEEP_SLACK_NS);
+    let pts: Vec<OffsetPoint> = all.into_iter().filter(|p| p.rtt_ns <= keep).collect();
     let t0 = pts[pts.len() / 2].t_ns;
     let n = pts.len() as f64;
     let mean_x = pts.iter().map(|p| (p.t_ns - t0) as f64).sum::<f64>() / n;
@@ -91,7 +105,8 @@ pub fn fit_edge(records: &[ProbeRecord], bucket_ns: i64) -> Option<EdgeFit> {
         offset_ns: mean_y - slope * mean_x,
         t0_ns: t0,
         drift_ppb: slope * 1e9,
-        min_rtt_ns: pts.iter().map(|p| p.rtt_ns).min().unwrap_or(0),
+        min_rtt_ns: best,
+        max_used_rtt_ns: pts.iter().map(|p| p.rtt_ns).max().unwrap_or(best),
         points: pts.len(),
     })
 }
@@ -139,7 +154,7 @@ pub fn solve_network(num_nodes: usize, reference: NodeId, fits: &[EdgeFit], t_ns
                 est[v] = Some(NodeEstimate {
                     offset_ns: base.offset_ns + off,
                     drift_ppb: base.drift_ppb + drift,
-                    bound_ns: base.bound_ns + f.min_rtt_ns as f64 / 2.0,
+                    bound_ns: base.bound_ns + f.max_used_rtt_ns as f64 / 2.0,
                     hops: base.hops + 1,
                 });
             }
@@ -181,5 +196,19 @@ mod tests {
         assert!((n0.offset_ns + 1_010_000.0).abs() < 100.0);
         assert!((n0.bound_ns - 40_000.0).abs() <= 3.0);
         assert!(est[2].is_none());
+    }
+
+    #[test]
+    fn a_stalled_stretch_does_not_bend_the_line() {
+        let mut recs = records();
+        // 0.6 s in which every forward packet is held 20 ms (a stalled relay).
+        for r in recs.iter_mut().skip(50).take(30) {
+            r.fwd_rx_ns[0] += 20_000_000;
+            r.fwd_rx_ns[1] += 20_000_000;
+        }
+        let fit = fit_edge(&recs, BUCKET_NS).unwrap();
+        assert!((fit.drift_ppb - 10_000.0).abs() < 50.0, "{}", fit.drift_ppb);
+        assert!((fit.offset_at(3_000_000_000) - 1_010_000.0).abs() < 100.0);
+        assert!((fit.max_used_rtt_ns - 80_000).abs() <= 5);
     }
 }
