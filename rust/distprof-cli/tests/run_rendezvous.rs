@@ -121,7 +121,7 @@ fn agreed_line(out: &Finished, rank: u32, nodes: u32) -> (String, String) {
         .strip_prefix(&prefix)
         .unwrap_or_else(|| panic!("unexpected line `{line}`"));
     let (digest, session) = rest.split_once(" session ").unwrap();
-    assert_eq!(digest.len(), 16, "{line}");
+    assert_eq!(digest.len(), 32, "{line}");
     assert_eq!(session.len(), 32, "{line}");
     (digest.to_string(), session.to_string())
 }

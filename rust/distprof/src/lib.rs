@@ -7,11 +7,13 @@
 
 pub mod config;
 pub mod context;
+pub mod distprof_plane;
+pub mod gpu;
 pub mod kv;
 pub mod logging;
+pub mod merge;
 pub mod model;
-pub mod rendezvous;
-pub mod topology;
+pub mod plugin;
 pub mod record;
 pub mod clock;
 pub mod timestamp;
@@ -21,4 +23,9 @@ pub mod min_rtt;
 pub mod probe;
 pub mod standalone;
 pub mod window;
+pub mod rendezvous;
 pub mod report;
+pub mod snapshot;
+pub mod topology;
+pub mod validate;
+pub mod xplane;

@@ -56,14 +56,11 @@ struct Placement {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut config = match &args.config {
-        Some(path) => load_config(path)?,
-        None => Config::default(),
-    };
+    let mut config = load_config(args.config.as_deref())?;
     if let Some(ms) = args.rendezvous_timeout_ms {
         config.rendezvous_timeout_ms = ms;
     }
-    init_logging(&config);
+    distprof::logging::init_logging(&config.log_filter);
     let placement = place(&args)?;
     let started = Instant::now();
     let timeout = Duration::from_millis(config.rendezvous_timeout_ms);
@@ -268,30 +265,20 @@ fn bind_probe_socket(bind: Option<IpAddr>, config: &Config) -> anyhow::Result<Ud
     })
 }
 
-/// Reads a JSON configuration: the file's fields over the defaults. Unknown fields are
-/// errors naming them. (Superseded by the config module's loader when it lands.)
-fn load_config(path: &Path) -> anyhow::Result<Config> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading config file {}", path.display()))?;
-    let file: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("config file {} is not valid JSON", path.display()))?;
-    let serde_json::Value::Object(fields) = file else {
-        bail!("config file {} must hold a JSON object", path.display());
+/// The effective configuration: defaults < file (`--config`, else `XLA_DIST_PROF_CONFIG`)
+/// < environment variables, every problem reported at once.
+fn load_config(file: Option<&Path>) -> anyhow::Result<Config> {
+    let file = file.map(|p| p.to_string_lossy().into_owned());
+    let env = |var: &str| {
+        if var == distprof::config::fields::CONFIG_FILE_VAR {
+            if let Some(path) = &file {
+                return Some(path.clone());
+            }
+        }
+        std::env::var(var).ok()
     };
-    let mut merged = serde_json::to_value(Config::default())?;
-    if let serde_json::Value::Object(base) = &mut merged {
-        base.extend(fields);
+    match distprof::config::load(&env) {
+        Ok(effective) => Ok(effective.config),
+        Err(errors) => bail!("invalid configuration:\n{errors}"),
     }
-    serde_json::from_value(merged).with_context(|| format!("config file {}", path.display()))
-}
-
-fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .try_init();
 }

@@ -110,7 +110,7 @@ pub const FIELDS: &[FieldSpec] = &[
         name: "enabled",
         env: "XLA_ENABLE_DISTRIBUTED_PROFILING",
         kind: Bool,
-        scope: Cluster,
+        scope: Node,
         range_reason: "",
     },
     FieldSpec {
@@ -253,7 +253,7 @@ pub const FIELDS: &[FieldSpec] = &[
             min: 100,
             max: 3_600_000,
         },
-        scope: Cluster,
+        scope: Node,
         range_reason: "below 100 ms even a local key-value store cannot answer N nodes; above an \
                        hour the job has long started without clock sync",
     },

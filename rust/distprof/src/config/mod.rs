@@ -18,7 +18,7 @@
 //! assert_eq!(effective.sources["probe_cadence_us"].to_string(), "env XLA_PROBE_CADENCE_US");
 //! ```
 
-mod digest;
+pub(crate) mod digest;
 pub mod docs;
 mod env;
 mod error;
@@ -204,6 +204,21 @@ impl Config {
     /// The canonical JSON the digest is taken over.
     pub fn canonical_json(&self) -> String {
         digest::canonical_json(&self.to_json_map())
+    }
+
+    /// The fields every node of a run must agree on (scope `Cluster` in the field table),
+    /// as a JSON object. Node-local fields (a host's NIC, port, output directory, log
+    /// verbosity, how long it waits) may differ without changing what is measured.
+    pub fn shared_json_map(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut map = self.to_json_map();
+        map.retain(|name, _| fields::by_name(name).is_some_and(|f| f.scope == fields::Scope::Cluster));
+        map
+    }
+
+    /// Digest of the shared fields: equal on every node whose configuration agrees with
+    /// the master's where it matters. The rendezvous compares it.
+    pub fn shared_digest(&self) -> String {
+        digest::hex_digest(&digest::canonical_json(&self.shared_json_map()))
     }
 
     /// JSON names of the fields whose values differ, in table order.

@@ -1,0 +1,14 @@
+// The hooks compiled out: no-op definitions with no Rust and no dependencies, for builds
+// without --define enable_distributed_profiling=true that still link a hook call site.
+#include "cc_hooks/distprof_hooks.h"
+
+namespace distprof {
+
+void OnGpuClientCreated(int, int, std::shared_ptr<xla::KeyValueStoreInterface>) {}
+void OnTraceStart(TracerClockFn) {}
+void OnTraceStop() {}
+void OnTraceExport(tensorflow::profiler::XSpace*) {}
+void OnAgentConnected(int) {}
+bool IsEnabled() { return false; }
+
+}  // namespace distprof

@@ -1,0 +1,19 @@
+//! The plugin's configuration and logging: the config module's loader (defaults < file <
+//! environment) and stderr logging, started before any error is reported.
+
+use distprof::config::Config;
+
+/// The effective configuration from the process environment, or every problem in one line.
+pub fn load_config() -> Result<Config, String> {
+    match distprof::config::load_from_env() {
+        Ok(effective) => {
+            distprof::logging::init_logging(&effective.config.log_filter);
+            Ok(effective.config)
+        }
+        Err(errors) => {
+            // Logging first, so the configuration error below is printed with it.
+            distprof::logging::init_logging(&Config::default().log_filter);
+            Err(errors.one_line())
+        }
+    }
+}

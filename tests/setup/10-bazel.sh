@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Debian's Bazel 4.2.3 and the rule repositories it needs offline (see .bazelrc, config
+# `debian`). Idempotent: quick when everything is installed.
+set -euo pipefail
+pkgs=(bazel-bootstrap bazel-rules-cc bazel-skylib bazel-platforms bazel-rules-java bazel-rules-proto)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+command -v bazel >/dev/null
