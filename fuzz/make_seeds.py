@@ -155,3 +155,55 @@ many = json.loads(json.dumps(doc))
 many["nodes"] = [{"node": n, "reachable": True, "segments": [dict(seg, window_id=w, start_local_ns=w * 4000000000, end_local_ns=(w + 1) * 4000000000, mid_local_ns=w * 4000000000 + 2000000000) for w in range(3)]} for n in range(6)]
 many["edges"] = [{"src": a, "dst": (a + 1) % 6, "health": "ok", "health_note": "", "points": points[:4], "fits": [fit]} for a in range(6)]
 write("report_input", "six-nodes.json", json.dumps(many))
+
+# wire_decode: probe datagrams (48 bytes), valid of every kind and each kind of reject.
+def packet(kind, token=0x1234_5678_9abc_def0, src=0, dst=1, seq=7, s0=-(2**63), s1=-(2**63),
+           magic=b"DPRB", version=1, reserved=0):
+    return (magic + bytes([version, kind]) + struct.pack("<H", reserved) + struct.pack("<Q", token)
+            + struct.pack("<III", src, dst, seq) + b"\0\0\0\0" + struct.pack("<qq", s0, s1))
+
+
+for kind in range(1, 6):
+    write("wire_decode", f"kind-{kind}", packet(kind, s0=1_790_000_000_000_000_000, s1=1_790_000_000_000_050_000))
+write("wire_decode", "bad-magic", packet(1, magic=b"XXXX"))
+write("wire_decode", "bad-version", packet(1, version=9))
+write("wire_decode", "bad-kind", packet(9))
+write("wire_decode", "reserved", packet(1, reserved=1))
+write("wire_decode", "short", packet(1)[:47])
+
+# jsonl: a meta line and window lines as the probe engine writes them.
+with open(os.path.join(CONFIGS, "default.json")) as f:
+    config = {k: v for k, v in json.load(f).items() if k not in ("$schema", "description")}
+config["output_dir"] = "/tmp/xla_dist_prof"
+meta = {"meta": True, "format_version": 1, "node": 0, "session_id": sid, "session_token": 12345,
+        "reference_node": 0, "timestamp_mode": "kernel", "stamp_error_bound_ns": 1000,
+        "out_edges": [1, 2], "start_local_ns": 1_790_000_000_000_000_000, "config": config}
+T = 1_790_000_000_000_000_000
+
+
+def record(dst, seq, t, off=37_000, d=12_000):
+    fwd_tx = [t, t + 50_000]
+    fwd_rx = [t + d + off, t + 50_000 + d + off]
+    rev_tx = [t + 2 * d + off, t + 2 * d + 50_000 + off]
+    rev_rx = [t + 3 * d, t + 3 * d + 50_000]
+    return [0, dst, seq] + fwd_tx + fwd_rx + rev_tx + rev_rx
+
+
+def window(w, nrec=3):
+    start = T + w * 4_000_000_000
+    return {"node": 0, "window_id": w, "start_local_ns": start, "end_local_ns": start + 4_000_000_000,
+            "edges": [{"src": 0, "dst": d, "sent": nrec, "complete": nrec, "pure": nrec - 1, "lost": 0,
+                       "up": True, "went_down": 0, "came_up": 0} for d in (1, 2)],
+            "answered": {"1": 3}, "dropped": {"wrong_token": 1},
+            "records": [record(d, k, start + k * 40_000_000) for d in (1, 2) for k in range(nrec)]}
+
+
+lines = [json.dumps(meta)] + [json.dumps(window(w)) for w in range(3)]
+write("jsonl", "three-windows.jsonl", "\n".join(lines) + "\n")
+write("jsonl", "meta-only.jsonl", lines[0] + "\n")
+write("jsonl", "cut-tail.jsonl", "\n".join(lines[:2]) + "\n" + lines[2][:57])
+vmeta = dict(meta, virtual_clock={"offset_ns": -5000, "drift_ppb": 12.5, "wander_ns": 300.0, "epoch_real_ns": T},
+             timestamp_mode="user", timestamp_note="hardware timestamping unavailable")
+write("jsonl", "virtual-clock.jsonl", json.dumps(vmeta) + "\n" + json.dumps(dict(window(0, 1), model={"offset_ns": 1.5})) + "\n")
+write("jsonl", "empty.jsonl", "")
+write("jsonl", "bad-line.jsonl", lines[0] + "\n{\"node\": 0}\n" + lines[1] + "\n")

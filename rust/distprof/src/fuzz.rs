@@ -23,6 +23,8 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("rendezvous_values", rendezvous_values),
     ("report_input", report_input),
     ("xspace", xspace),
+    ("wire_decode", wire_decode),
+    ("jsonl", jsonl),
 ];
 
 /// The JSON configuration file (`XLA_DIST_PROF_CONFIG`, `distprof config check`).
@@ -232,6 +234,47 @@ pub fn report_input(data: &[u8]) {
         "page starts {:?}",
         &page[..page.len().min(40)]
     );
+}
+
+/// One probe datagram (`wire::Packet::decode`, what the probe socket does with every
+/// datagram it receives): never panics, and whatever it accepts re-encodes to the same bytes.
+pub fn wire_decode(data: &[u8]) {
+    if let Ok(p) = crate::wire::Packet::decode(data) {
+        assert_eq!(&p.encode()[..], data);
+    }
+}
+
+/// A node's probe JSONL file, as `distprof local` reads it offline: written to a file,
+/// read with `jsonl::read`, then every edge's records fitted as the offline estimate does
+/// (`min_rtt::fit_edge`). Accepted windows written back by `JsonlWriter` read back equal.
+pub fn jsonl(data: &[u8]) {
+    let dir = std::env::temp_dir().join(format!("distprof-fuzz-jsonl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir is writable");
+    let path = dir.join("input.jsonl");
+    std::fs::write(&path, data).expect("temp dir is writable");
+    match crate::jsonl::read(&path) {
+        Ok(file) => {
+            for &dst in &file.meta.out_edges {
+                let records: Vec<_> = file
+                    .windows
+                    .iter()
+                    .flat_map(|w| w.records.iter().filter(|r| r.dst == dst).copied())
+                    .collect();
+                let _ = crate::min_rtt::fit_edge(&records, crate::min_rtt::BUCKET_NS);
+            }
+            let out = dir.join("out");
+            let mut w = crate::jsonl::JsonlWriter::create(&out, &file.meta).expect("temp dir is writable");
+            for window in &file.windows {
+                w.write_window(window).expect("temp dir is writable");
+            }
+            let again = crate::jsonl::read(w.path()).expect("a written file reads back");
+            assert_eq!(again.windows, file.windows);
+            assert!(!again.truncated_tail);
+        }
+        Err(message) => assert!(message.contains("input.jsonl"), "error does not name the file: {message}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A node's XSpace (`.xplane.pb`) as `distprof merge` reads it: written to a file and merged
@@ -554,6 +597,16 @@ mod tests {
     fn xspace_survives_corpus_and_mutations() {
         // Each case writes a file and merges it twice: fewer cases keep the test quick.
         run_cases("xspace", CASES / 6);
+    }
+
+    #[test]
+    fn wire_decode_survives_corpus_and_mutations() {
+        run("wire_decode");
+    }
+
+    #[test]
+    fn jsonl_survives_corpus_and_mutations() {
+        run_cases("jsonl", CASES / 3);
     }
 
     #[test]
