@@ -630,6 +630,30 @@ mod tests {
         }
     }
 
+    /// Found by the config_env target: a log filter with a blank before a non-ASCII
+    /// character panicked inside tracing-subscriber's parser (validation and logging init
+    /// both parse it). Now it is judged like the same filter without the blanks.
+    #[test]
+    fn regression_log_filter_with_blank_before_non_ascii() {
+        // The input libFuzzer saved: XLA_DIST_PROF_LOG_FILTER (index 15) = "\x0b0\u{fffd}[...".
+        config_env(b"\x0a\xd7\x0b\x30\x8b\x5b\xf1\x9a\x8b\x97");
+        for (spaced, tight) in [(" [\u{e9}]", "[\u{e9}]"), ("info, \u{e9}=debug", "info,\u{e9}=debug"), ("\u{b}0\u{fffd}[x", "0\u{fffd}[x")] {
+            assert_eq!(
+                crate::logging::parse_filter(spaced).map(|f| f.to_string()).map_err(|e| e.to_string()),
+                crate::logging::parse_filter(tight).map(|f| f.to_string()).map_err(|e| e.to_string()),
+                "{spaced:?}"
+            );
+            let env = |value: &'static str| {
+                move |var: &str| (var == "XLA_DIST_PROF_LOG_FILTER").then(|| value.to_string())
+            };
+            assert_eq!(
+                config::load(&env(spaced)).is_ok(),
+                config::load(&env(tight)).is_ok(),
+                "{spaced:?}"
+            );
+        }
+    }
+
     /// Replaces the seed's plane named `plane` by `edit(plane bytes)`, keeping the others.
     fn edit_plane(seed: &str, plane: &str, edit: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
         use crate::xplane::XSpace;

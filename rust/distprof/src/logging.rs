@@ -18,7 +18,7 @@ pub fn init_logging(filter: &str) {
     INIT.call_once(|| {
         let from_env = std::env::var(LOG_VAR).ok();
         let (directive, origin) = choose_filter(filter, from_env.as_deref());
-        let (env_filter, fallback_note) = match EnvFilter::try_new(directive) {
+        let (env_filter, fallback_note) = match parse_filter(directive) {
             Ok(f) => (f, None),
             Err(err) => (
                 EnvFilter::new("info"),
@@ -35,6 +35,17 @@ pub fn init_logging(filter: &str) {
             tracing::warn!("{note}");
         }
     });
+}
+
+/// Parses `tracing` filter directives with the blanks around each directive removed.
+///
+/// tracing-subscriber 0.3.23 parses a directive's trimmed text but slices the untrimmed
+/// one with those positions, so a blank before a non-ASCII character (`" [é]"`,
+/// `"info, é=debug"`) panics on a char boundary (found by the `config_env` fuzz target).
+/// Trimmed directives mean the same and parse without the mismatch.
+pub fn parse_filter(directives: &str) -> Result<EnvFilter, tracing_subscriber::filter::ParseError> {
+    let trimmed: Vec<&str> = directives.split(',').map(str::trim).collect();
+    EnvFilter::try_new(trimmed.join(","))
 }
 
 /// The directive in force and where it came from: the variable wins over the config.

@@ -164,7 +164,7 @@ fn check_text(config: &Config, judge: &mut Judge<'_>) {
         let problem = if config.log_filter.trim().is_empty() {
             Some("is empty".to_string())
         } else {
-            tracing_subscriber::EnvFilter::try_new(&config.log_filter)
+            crate::logging::parse_filter(&config.log_filter)
                 .err()
                 .map(|e| format!("is not a tracing filter: {e}"))
         };
