@@ -654,6 +654,42 @@ mod tests {
         }
     }
 
+    /// Found while fuzzing xspace: `prescan_file` trusted a field's length. A length near
+    /// 2^64 became a negative seek that re-read the same field forever (an overflow panic
+    /// with overflow checks), and a huge length on a plane it reads resized a buffer to it.
+    /// Both are now "length past end of file".
+    #[test]
+    fn regression_prescan_file_refuses_lengths_past_the_end() {
+        fn varint(mut v: u64, out: &mut Vec<u8>) {
+            while v >= 0x80 {
+                out.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            out.push(v as u8);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        // A plane (field 1) whose 512 readable bytes name it "x"; the length, 2^64 - 11,
+        // seeks back exactly to the field's key.
+        let mut looping = vec![0x0a];
+        varint(u64::MAX - 10, &mut looping);
+        looping.extend_from_slice(&[0x12, 0x01, b'x']);
+        looping.resize(1 + 10 + 512, 0);
+        // A Task Environment plane (which prescan reads whole) claiming 1 TiB.
+        let mut huge = vec![0x0a];
+        varint(1 << 40, &mut huge);
+        huge.push(0x12);
+        huge.push(crate::xplane::TASK_ENV_PLANE.len() as u8);
+        huge.extend_from_slice(crate::xplane::TASK_ENV_PLANE.as_bytes());
+        // Reported at the end of the length varint: byte 11 (10-byte varint), byte 7 (6-byte).
+        for (name, bytes, at) in [("looping", looping, 11), ("huge", huge, 7)] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, &bytes).unwrap();
+            let err = crate::merge::rewrite::prescan_file(&path).unwrap().unwrap_err();
+            assert_eq!(err.what, "length past end of file", "{name}");
+            assert_eq!(err.at, at, "{name}");
+        }
+    }
+
     /// Replaces the seed's plane named `plane` by `edit(plane bytes)`, keeping the others.
     fn edit_plane(seed: &str, plane: &str, edit: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
         use crate::xplane::XSpace;

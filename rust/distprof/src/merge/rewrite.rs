@@ -117,7 +117,9 @@ pub fn prescan(buf: &[u8]) -> Result<SpaceInfo, WireError> {
 /// the small planes it needs are read. Keeps merge at one full read per input.
 pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, WireError>> {
     use std::io::{BufRead, Read};
-    let mut r = io::BufReader::with_capacity(1 << 16, std::fs::File::open(path)?);
+    let file = std::fs::File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut r = io::BufReader::with_capacity(1 << 16, file);
     let mut pos = 0u64;
     fn varint(r: &mut impl BufRead, pos: &mut u64) -> io::Result<Option<u64>> {
         let mut v = 0u64;
@@ -172,6 +174,11 @@ pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, Wire
                     Ok(Some(l)) => l,
                     _ => return bad(at, "truncated length"),
                 };
+                // A corrupt length must not allocate it, nor seek backwards (a length near
+                // 2^64 wrapped to a negative seek and re-read the same field forever).
+                if len > file_len.saturating_sub(pos) {
+                    return bad(pos, "length past end of file");
+                }
                 if number == SPACE_PLANES || number == SPACE_HOSTNAMES {
                     let head_len = len.min(512) as usize;
                     let mut body = vec![0u8; head_len];
