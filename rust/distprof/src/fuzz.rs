@@ -690,6 +690,18 @@ mod tests {
         }
     }
 
+    /// Found by the config_env target in the CI run: a cadence far above its range (5.2e18 us)
+    /// overflowed `20 * probe_cadence_us` in the window check's message. Now both the range
+    /// error and the window error are reported.
+    #[test]
+    fn regression_huge_cadence_does_not_overflow_the_window_check() {
+        let env = |var: &str| (var == "XLA_PROBE_CADENCE_US").then(|| "5199999999999999999".to_string());
+        let errors = config::load(&env).unwrap_err().to_string();
+        assert!(errors.contains("probe_cadence_us = 5199999999999999999 is above the maximum"), "{errors}");
+        assert!(errors.contains("holds only 0 probes"), "{errors}");
+        assert!(errors.contains("raise probe_window_s to at least 104000000000000 or"), "{errors}");
+    }
+
     /// Replaces the seed's plane named `plane` by `edit(plane bytes)`, keeping the others.
     fn edit_plane(seed: &str, plane: &str, edit: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
         use crate::xplane::XSpace;

@@ -206,7 +206,8 @@ fn check_combinations(config: &Config, judge: &mut Judge<'_>) {
         let probes = (window_us / cadence_us as f64 + 1e-9).floor() as u64;
         if probes < MIN_PROBES_PER_WINDOW {
             let location = judge.locate_any(&["probe_window_s", "probe_cadence_us"]);
-            let need_window_s = (MIN_PROBES_PER_WINDOW * cadence_us) as f64 / 1e6;
+            // In f64: a cadence far above its range (reported on its own) must not overflow.
+            let need_window_s = MIN_PROBES_PER_WINDOW as f64 * cadence_us as f64 / 1e6;
             let need_cadence_us = (window_us / MIN_PROBES_PER_WINDOW as f64).floor() as u64;
             let problem = format!(
                 "probe_window_s = {} ({}) holds only {probes} probes at probe_cadence_us = {cadence_us} ({}); \
