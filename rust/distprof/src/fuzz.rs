@@ -14,9 +14,12 @@ use crate::rendezvous::values::{self, Announcement, Envelope, Join};
 use crate::report::{self, ReportInput};
 use std::path::Path;
 
+/// The entry point of one target: any bytes in, a panic only on a bug.
+pub type Target = fn(&[u8]);
+
 /// Every fuzz target by name (the names of `fuzz/fuzz_targets/*.rs` and of the corpus
 /// directories `fuzz/corpus/<name>/`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("config_file", config_file),
     ("config_env", config_env),
     ("kv_frame", kv_frame),
@@ -264,7 +267,8 @@ pub fn jsonl(data: &[u8]) {
                 let _ = crate::min_rtt::fit_edge(&records, crate::min_rtt::BUCKET_NS);
             }
             let out = dir.join("out");
-            let mut w = crate::jsonl::JsonlWriter::create(&out, &file.meta).expect("temp dir is writable");
+            let mut w =
+                crate::jsonl::JsonlWriter::create(&out, &file.meta).expect("temp dir is writable");
             for window in &file.windows {
                 w.write_window(window).expect("temp dir is writable");
             }
@@ -272,7 +276,10 @@ pub fn jsonl(data: &[u8]) {
             assert_eq!(again.windows, file.windows);
             assert!(!again.truncated_tail);
         }
-        Err(message) => assert!(message.contains("input.jsonl"), "error does not name the file: {message}"),
+        Err(message) => assert!(
+            message.contains("input.jsonl"),
+            "error does not name the file: {message}"
+        ),
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -562,7 +569,7 @@ mod tests {
         for seed in &seeds {
             entry(seed);
         }
-        let mut rng = StdRng::seed_from_u64(0x00d1_5790_f);
+        let mut rng = StdRng::seed_from_u64(0x0d15_790f);
         for _ in 0..cases {
             entry(&mutate(&mut rng, &seeds));
         }
@@ -637,10 +644,18 @@ mod tests {
     fn regression_log_filter_with_blank_before_non_ascii() {
         // The input libFuzzer saved: XLA_DIST_PROF_LOG_FILTER (index 15) = "\x0b0\u{fffd}[...".
         config_env(b"\x0a\xd7\x0b\x30\x8b\x5b\xf1\x9a\x8b\x97");
-        for (spaced, tight) in [(" [\u{e9}]", "[\u{e9}]"), ("info, \u{e9}=debug", "info,\u{e9}=debug"), ("\u{b}0\u{fffd}[x", "0\u{fffd}[x")] {
+        for (spaced, tight) in [
+            (" [\u{e9}]", "[\u{e9}]"),
+            ("info, \u{e9}=debug", "info,\u{e9}=debug"),
+            ("\u{b}0\u{fffd}[x", "0\u{fffd}[x"),
+        ] {
             assert_eq!(
-                crate::logging::parse_filter(spaced).map(|f| f.to_string()).map_err(|e| e.to_string()),
-                crate::logging::parse_filter(tight).map(|f| f.to_string()).map_err(|e| e.to_string()),
+                crate::logging::parse_filter(spaced)
+                    .map(|f| f.to_string())
+                    .map_err(|e| e.to_string()),
+                crate::logging::parse_filter(tight)
+                    .map(|f| f.to_string())
+                    .map_err(|e| e.to_string()),
                 "{spaced:?}"
             );
             let env = |value: &'static str| {
@@ -684,7 +699,9 @@ mod tests {
         for (name, bytes, at) in [("looping", looping, 11), ("huge", huge, 7)] {
             let path = dir.path().join(name);
             std::fs::write(&path, &bytes).unwrap();
-            let err = crate::merge::rewrite::prescan_file(&path).unwrap().unwrap_err();
+            let err = crate::merge::rewrite::prescan_file(&path)
+                .unwrap()
+                .unwrap_err();
             assert_eq!(err.what, "length past end of file", "{name}");
             assert_eq!(err.at, at, "{name}");
         }
@@ -695,11 +712,18 @@ mod tests {
     /// error and the window error are reported.
     #[test]
     fn regression_huge_cadence_does_not_overflow_the_window_check() {
-        let env = |var: &str| (var == "XLA_PROBE_CADENCE_US").then(|| "5199999999999999999".to_string());
+        let env =
+            |var: &str| (var == "XLA_PROBE_CADENCE_US").then(|| "5199999999999999999".to_string());
         let errors = config::load(&env).unwrap_err().to_string();
-        assert!(errors.contains("probe_cadence_us = 5199999999999999999 is above the maximum"), "{errors}");
+        assert!(
+            errors.contains("probe_cadence_us = 5199999999999999999 is above the maximum"),
+            "{errors}"
+        );
         assert!(errors.contains("holds only 0 probes"), "{errors}");
-        assert!(errors.contains("raise probe_window_s to at least 104000000000000 or"), "{errors}");
+        assert!(
+            errors.contains("raise probe_window_s to at least 104000000000000 or"),
+            "{errors}"
+        );
     }
 
     /// Replaces the seed's plane named `plane` by `edit(plane bytes)`, keeping the others.
