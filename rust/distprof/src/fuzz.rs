@@ -844,6 +844,17 @@ mod tests {
             |_| data.to_xplane().encode_to_vec(),
         );
         merge_once(dir.path(), "huge-model", &huge_model).unwrap();
+
+        // Found by libFuzzer afterwards: window midpoints at the ends of the i64 range
+        // overflowed `s - x0` in the correction. Saturating now.
+        data.model.segments[0].mid_local_ns = i64::MIN;
+        data.model.segments[1].mid_local_ns = i64::MAX;
+        let far_mids = edit_plane(
+            "host-with-model.xplane.pb",
+            crate::distprof_plane::DISTPROF_PLANE,
+            |_| data.to_xplane().encode_to_vec(),
+        );
+        merge_once(dir.path(), "far-mids", &far_mids).unwrap();
     }
 
     #[test]

@@ -71,7 +71,7 @@ impl GlobalMap {
             };
         }
         let (a, b) = (&segs[i - 1], &segs[i]);
-        let slope = (b.offset_ns - a.offset_ns) / (b.mid_local_ns - a.mid_local_ns).max(1) as f64;
+        let slope = (b.offset_ns - a.offset_ns) / b.mid_local_ns.saturating_sub(a.mid_local_ns).max(1) as f64;
         CorrectionPiece {
             lo_ns: a.mid_local_ns,
             hi_ns: b.mid_local_ns,
@@ -150,7 +150,8 @@ impl CorrectionPiece {
 
     #[inline]
     pub fn at(&self, s_ns: i64) -> f64 {
-        self.c0_ns + self.slope * (s_ns - self.x0_ns) as f64
+        // Saturating: exact for real times, no overflow for a corrupt midpoint near i64::MIN/MAX.
+        self.c0_ns + self.slope * s_ns.saturating_sub(self.x0_ns) as f64
     }
 }
 
