@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod downsample;
 pub mod edges;
 pub mod input;
+pub mod load;
 pub mod network;
 pub mod nodes;
 pub mod page;
