@@ -79,7 +79,11 @@ pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
             path.display()
         );
     }
-    tracing::info!(windows = notes.windows, records = notes.records, "run directory estimated");
+    tracing::info!(
+        windows = notes.windows,
+        records = notes.records,
+        "run directory estimated"
+    );
     Ok(input)
 }
 
