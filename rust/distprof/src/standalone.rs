@@ -194,7 +194,7 @@ pub fn run_node(
     let stop = opts.stop.as_deref().unwrap_or(&never);
     let mut up_at_end = vec![true; peers.len()];
     let mut totals = vec![(0u64, 0u64); peers.len()];
-    let mut min_rtt: Vec<Option<i64>> = vec![None; peers.len()];
+    let mut min_round_trip: Vec<Option<i64>> = vec![None; peers.len()];
     let mut last_fit: Vec<Option<(u64, i64, EdgeFit)>> = vec![None; peers.len()];
     let settings = EstimatorSettings::from_config(config);
     let mut model = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
@@ -208,7 +208,7 @@ pub fn run_node(
             for r in &w.records {
                 if let Some(i) = peers.iter().position(|&p| p == r.dst) {
                     let rtt = (r.rev_rx_ns[0] - r.fwd_tx_ns[0]) - (r.rev_tx_ns[0] - r.fwd_rx_ns[0]);
-                    min_rtt[i] = Some(min_rtt[i].map_or(rtt, |m| m.min(rtt)));
+                    min_round_trip[i] = Some(min_round_trip[i].map_or(rtt, |m| m.min(rtt)));
                 }
             }
             // The online model: this node's edge fits, in the window line itself.
@@ -231,7 +231,7 @@ pub fn run_node(
             fit_window_id: last_fit[i].as_ref().map(|f| f.0),
             fit_mid_local_ns: last_fit[i].as_ref().map(|f| f.1),
             fit: last_fit[i].take().map(|f| f.2),
-            min_round_trip_ns: min_rtt[i],
+            min_round_trip_ns: min_round_trip[i],
             complete: totals[i].0,
             lost: totals[i].1,
             up_at_end: up_at_end[i],
