@@ -6,7 +6,7 @@
 //! records are therefore re-binned by the prober's first forward stamp into the reference
 //! node's windows, exactly as the simulator assigns them.
 
-use super::simulate::quantile;
+use super::simulate::{quantile, thread_cpu_s};
 use distprof::clock::VirtualClock;
 use distprof::config::Config;
 use distprof::context::NodeId;
@@ -55,7 +55,15 @@ pub struct Verdict {
     pub samples: usize,
     pub p50_offset_error_ns: Option<f64>,
     pub p99_offset_error_ns: Option<f64>,
+    pub p50_drift_error_ppb: Option<f64>,
     pub p99_drift_error_ppb: Option<f64>,
+    /// Median bound and share of flagged segments over the same node-windows.
+    pub bound_ns_p50: Option<f64>,
+    pub flagged_fraction: f64,
+    /// Median thread CPU time of one window's estimate (all edges, network, bounds).
+    pub estimate_ms_p50: f64,
+    /// Node-windows (full windows) without a segment.
+    pub unreachable_node_windows: usize,
     pub rejected_edges: Vec<(NodeId, NodeId)>,
     /// Records whose prober stamp fell outside every common window.
     pub records_outside: usize,
@@ -111,6 +119,8 @@ pub fn judge(files: &[Option<NodeFile>], clocks: &[VirtualClock], config: &Confi
     let mut per_node: Vec<Vec<(u64, ClockSegment, f64, f64)>> = vec![Vec::new(); n];
     let mut history = History::default();
     let mut rejected = Vec::new();
+    let mut estimate_ms = Vec::new();
+    let mut unreachable_node_windows = 0;
     for (k, (&(start, end), recs)) in bounds.iter().zip(&binned).enumerate() {
         let spec = WindowSpec {
             window_id: k as u64,
@@ -119,7 +129,9 @@ pub fn judge(files: &[Option<NodeFile>], clocks: &[VirtualClock], config: &Confi
             num_nodes: n as u32,
             reference,
         };
+        let started = thread_cpu_s();
         let est = estimate_window_with_history(recs, &spec, &settings, &mut history);
+        estimate_ms.push((thread_cpu_s() - started) * 1e3);
         for e in est.rejected_edges() {
             if !rejected.contains(&e) {
                 rejected.push(e);
@@ -128,6 +140,7 @@ pub fn judge(files: &[Option<NodeFile>], clocks: &[VirtualClock], config: &Confi
         if !is_full((start, end)) {
             continue;
         }
+        unreachable_node_windows += est.unreachable.len();
         for (i, seg) in est.segments.iter().enumerate() {
             if let Some(s) = seg {
                 let (o, d) = truth(&clocks[i], &clocks[reference as usize], s.start_local_ns, s.end_local_ns);
@@ -136,7 +149,7 @@ pub fn judge(files: &[Option<NodeFile>], clocks: &[VirtualClock], config: &Confi
         }
     }
 
-    let (mut all_off, mut all_drift) = (Vec::new(), Vec::new());
+    let (mut all_off, mut all_drift, mut all_bounds, mut flagged) = (Vec::new(), Vec::new(), Vec::new(), 0usize);
     let nodes = per_node
         .iter()
         .enumerate()
@@ -146,6 +159,8 @@ pub fn judge(files: &[Option<NodeFile>], clocks: &[VirtualClock], config: &Confi
             if i != reference as usize {
                 all_off.extend_from_slice(&errs);
                 all_drift.extend_from_slice(&derrs);
+                all_bounds.extend(ws.iter().map(|(_, s, _, _)| s.bound_ns));
+                flagged += ws.iter().filter(|(_, s, _, _)| s.flagged).count();
             }
             let last = ws.last();
             NodeResult {
@@ -174,7 +189,12 @@ pub fn judge(files: &[Option<NodeFile>], clocks: &[VirtualClock], config: &Confi
         samples: all_off.len(),
         p50_offset_error_ns: quantile(&mut all_off, 0.5),
         p99_offset_error_ns: quantile(&mut all_off, 0.99),
+        p50_drift_error_ppb: quantile(&mut all_drift, 0.5),
         p99_drift_error_ppb: quantile(&mut all_drift, 0.99),
+        flagged_fraction: flagged as f64 / all_bounds.len().max(1) as f64,
+        bound_ns_p50: quantile(&mut all_bounds, 0.5),
+        estimate_ms_p50: quantile(&mut estimate_ms, 0.5).unwrap_or(0.0),
+        unreachable_node_windows,
         rejected_edges: rejected,
         records_outside,
     }
