@@ -39,8 +39,8 @@ pub struct Args {
     /// The real `distprof local` run: node processes (0 skips it).
     #[arg(long, default_value_t = 4)]
     local_nodes: u32,
-    /// Its duration, s.
-    #[arg(long, default_value_t = 12.0)]
+    /// Its duration, s (at the default 4 s window: 5 full windows).
+    #[arg(long, default_value_t = 20.0)]
     local_duration: f64,
     /// Its relay jitter: mean exponential queueing per datagram, µs (on a 100 µs one-way
     /// delay each way).
@@ -176,6 +176,8 @@ fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
         .args(["--nodes", &args.local_nodes.to_string()])
         .args(["--duration", &args.local_duration.to_string()])
         .args(["--jitter-us", &args.local_jitter_us.to_string()])
+        // The default window and cadence, as in the simulated reference scenario.
+        .args(["--window-s", &args.window_s.unwrap_or(distprof::config::Config::default().probe_window_s).to_string()])
         .arg("--output-dir")
         .arg(&dir)
         .stdin(std::process::Stdio::null())
