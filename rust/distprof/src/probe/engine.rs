@@ -160,14 +160,15 @@ impl Engine {
     }
 
     /// Probes until `stop_at` (or until `stop` is set), keeps answering for a short grace
-    /// period, writes every closed window to `out` (and hands it to `on_window`), and
+    /// period, hands every closed window to `on_window` (which may fill in its `model`)
+    /// and then writes it to `out`, and
     /// returns the totals. Every wait is bounded.
     pub fn run(
         mut self,
         stop_at: Instant,
         stop: &AtomicBool,
         out: &mut JsonlWriter,
-        on_window: &mut dyn FnMut(&ClosedWindow),
+        on_window: &mut dyn FnMut(&mut ClosedWindow),
     ) -> std::io::Result<EngineStats> {
         precise_timer_slack();
         let start = Instant::now();
@@ -202,10 +203,10 @@ impl Engine {
             self.collect_tx_stamps()?;
             self.expire(Instant::now(), Instant::now() < stop_at);
             if Instant::now() >= next_window {
-                let w = self.acc.close(self.local_now_ns());
+                let mut w = self.acc.close(self.local_now_ns());
+                on_window(&mut w);
                 out.write_window(&w)?;
                 self.stats.windows += 1;
-                on_window(&w);
                 next_window += self.p.window;
             }
             let mut deadline = next_window.min(end_at).min(Instant::now() + MAX_SLEEP);
@@ -232,10 +233,10 @@ impl Engine {
             self.stats.probes_lost += n as u64;
             self.edges[e].inflight.clear();
         }
-        let w = self.acc.close(self.local_now_ns());
+        let mut w = self.acc.close(self.local_now_ns());
+        on_window(&mut w);
         out.write_window(&w)?;
         self.stats.windows += 1;
-        on_window(&w);
         self.stats.per_edge_sent = self.edges.iter().map(|e| (e.peer, e.sent)).collect();
         Ok(self.stats)
     }
