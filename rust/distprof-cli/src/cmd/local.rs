@@ -492,8 +492,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !verdict.rejected_edges.is_empty() {
         println!("edges rejected by the network solve: {:?}", verdict.rejected_edges);
     }
+    // The picture of the same run; a failure here costs the page, not the figures above.
+    let report_path = out_dir.join("report.html");
+    let report = match super::report::write_run_dir_report(&out_dir, &report_path) {
+        Ok(_) => {
+            println!("report: {}", report_path.display());
+            Some(report_path)
+        }
+        Err(e) => {
+            eprintln!("distprof local: no report written: {e:#}");
+            None
+        }
+    };
     if args.json {
         let obj = serde_json::json!({
+            "report": report,
             "nodes": verdict.nodes,
             "edges": edges,
             "windows": verdict.windows,
