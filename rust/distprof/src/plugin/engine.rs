@@ -2,8 +2,9 @@
 //!
 //! - client created: [`NodeSession::start`]: a distprof thread binds the probe socket and
 //!   runs the rendezvous over XLA's key-value store (bounded lease); the hook returns at once;
-//! - trace start / stop: one (host clock, tracer clock) snapshot pair each; at stop one
-//!   JSONL `meta` line per node in `output_dir`, with the rendezvous outcome;
+//! - trace start / stop: one (host clock, tracer clock) snapshot pair each; at stop the
+//!   `distprof-io` thread appends one JSONL `meta` line per node in `output_dir`, with the
+//!   rendezvous outcome (file I/O never runs on XLA's thread);
 //! - export: one `/distprof/node:<id>` XPlane per node with those facts as plane stats.
 //!
 //! One process may host several nodes (one GPU client each, as the C++ test program does
@@ -17,6 +18,8 @@ use crate::kv::KvStore;
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One (host clock S, tracer clock R) pair; R is the host clock when XLA gave no reader.
@@ -31,6 +34,33 @@ pub fn host_now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// Work a hook hands off: runs on the backend's `distprof-io` thread, in order.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// One thread per backend for the file writes of the trace hooks. It ends when the backend
+/// is dropped (the channel closes) after the jobs already queued; nobody waits for it.
+struct IoThread {
+    jobs: mpsc::Sender<Job>,
+    _thread: JoinHandle<()>,
+}
+
+impl IoThread {
+    fn start() -> Result<Self, PluginError> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("distprof-io".into())
+            .spawn(move || {
+                for job in queue {
+                    // A panicking job must not take the queue down; the job reports its
+                    // own failures.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                }
+            })
+            .map_err(|e| PluginError::new(format!("cannot start the distprof-io thread: {e}")))?;
+        Ok(Self { jobs, _thread: thread })
+    }
+}
+
 pub struct EngineBackend {
     config: Config,
     /// A node whose rendezvous fails turns the plugin off through this (one log line).
@@ -40,6 +70,7 @@ pub struct EngineBackend {
     trace_start: Option<SnapshotPair>,
     trace_stop: Option<SnapshotPair>,
     agent_task_id: Option<i32>,
+    io: Option<IoThread>,
 }
 
 impl EngineBackend {
@@ -52,7 +83,17 @@ impl EngineBackend {
             trace_start: None,
             trace_stop: None,
             agent_task_id: None,
+            io: None,
         }
+    }
+
+    /// Queues `job` on the I/O thread, starting it on first use.
+    fn submit(&mut self, job: Job) -> Result<(), PluginError> {
+        if self.io.is_none() {
+            self.io = Some(IoThread::start()?);
+        }
+        let io = self.io.as_ref().expect("started above");
+        io.jobs.send(job).map_err(|_| PluginError::new("the distprof-io thread has stopped"))
     }
 
     fn snapshot(&self) -> SnapshotPair {
@@ -64,6 +105,25 @@ impl EngineBackend {
     fn jsonl_path(&self, node: NodeId) -> PathBuf {
         PathBuf::from(&self.config.output_dir).join(format!("distprof-node{node}.jsonl"))
     }
+}
+
+/// Appends each line to its node's JSONL file, creating `dir` if needed.
+fn write_meta_lines(dir: &std::path::Path, lines: &[(PathBuf, serde_json::Value)]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        format!(
+            "cannot create output_dir {}: {e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory",
+            dir.display()
+        )
+    })?;
+    for (path, line) in lines {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        writeln!(file, "{line}").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 impl Backend for EngineBackend {
@@ -96,35 +156,31 @@ impl Backend for EngineBackend {
             tracing::debug!("distprof: trace stopped before any GPU client was created; nothing to write");
             return Ok(());
         }
+        let lines: Vec<(PathBuf, serde_json::Value)> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                let line = serde_json::json!({
+                    "kind": "meta",
+                    "version": 1,
+                    "node": n.node,
+                    "num_nodes": n.num_nodes,
+                    "pid": std::process::id(),
+                    "agent_task_id": self.agent_task_id,
+                    "rendezvous": n.state().to_json(),
+                    "trace_start": self.trace_start,
+                    "trace_stop": self.trace_stop,
+                });
+                (self.jsonl_path(n.node), line)
+            })
+            .collect();
         let dir = PathBuf::from(&self.config.output_dir);
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            PluginError::new(format!(
-                "cannot create output_dir {}: {e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory",
-                dir.display()
-            ))
-        })?;
-        for n in &self.nodes {
-            let line = serde_json::json!({
-                "kind": "meta",
-                "version": 1,
-                "node": n.node,
-                "num_nodes": n.num_nodes,
-                "pid": std::process::id(),
-                "agent_task_id": self.agent_task_id,
-                "rendezvous": n.state().to_json(),
-                "trace_start": self.trace_start,
-                "trace_stop": self.trace_stop,
-            });
-            let path = self.jsonl_path(n.node);
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| PluginError::new(format!("cannot open {}: {e}", path.display())))?;
-            writeln!(file, "{line}")
-                .map_err(|e| PluginError::new(format!("cannot write {}: {e}", path.display())))?;
-        }
-        Ok(())
+        let on_failure = self.on_failure.clone();
+        self.submit(Box::new(move || {
+            if let Err(reason) = write_meta_lines(&dir, &lines) {
+                on_failure("trace stop", &reason);
+            }
+        }))
     }
 
     fn export(&mut self) -> Result<Vec<u8>, PluginError> {
@@ -228,7 +284,12 @@ mod tests {
 
         b.trace_start(Some(Box::new(FixedClock(1234)))).unwrap();
         b.trace_stop().unwrap();
-        let text = std::fs::read_to_string(dir.path().join("distprof-node1.jsonl")).unwrap();
+        let path = dir.path().join("distprof-node1.jsonl");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !std::fs::read_to_string(&path).is_ok_and(|t| t.ends_with('\n')) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
         let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(line["kind"], "meta");
         assert_eq!(line["node"], 1);
@@ -256,5 +317,36 @@ mod tests {
         let (mut b, _) = backend(Config::default());
         let err = b.client_created(4, 4, None).unwrap_err();
         assert!(err.0.contains("node id 4 of 4"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod io_tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn an_unwritable_output_dir_is_reported_once_from_the_io_thread() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        // A directory below a regular file cannot be created.
+        let out = file.path().join("out");
+        let failures: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = Arc::clone(&failures);
+        let on_failure: OnFailure = Arc::new(move |what, why| sink.lock().unwrap().push(format!("{what}: {why}")));
+        let config = Config { enabled: true, output_dir: out.to_string_lossy().into(), ..Config::default() };
+        let mut b = EngineBackend::new(config, on_failure);
+        b.client_created(0, 1, None).unwrap();
+        b.trace_start(None).unwrap();
+        let started = Instant::now();
+        b.trace_stop().unwrap();
+        assert!(started.elapsed() < Duration::from_millis(50), "trace stop waited for the file system");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while failures.lock().unwrap().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let f = failures.lock().unwrap();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].starts_with("trace stop: cannot create output_dir") && f[0].contains("XLA_DIST_PROF_OUTPUT_DIR"), "{}", f[0]);
     }
 }
