@@ -43,7 +43,11 @@
 #include <vector>
 
 #include "cc_hooks/distprof_hooks.h"
+#ifdef DISTPROF_EXPECT_COMPILED_IN
+// Only the real plugin defines the test accessors; compiled out, the binary must hold no
+// distprof symbol beyond the six hooks (//:plugin_symbols_test).
 #include "cc_hooks/distprof_test_hooks.h"
+#endif
 #include "tsl/profiler/protobuf/xplane.pb.h"
 #include "xla/pjrt/distributed/key_value_store_interface.h"
 
