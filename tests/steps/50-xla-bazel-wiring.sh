@@ -9,7 +9,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 fixture="$root/tests/fixtures/xla-wiring"
-command -v bazel >/dev/null || { echo "bazel missing: run tests/setup/50-bazel.sh" >&2; exit 1; }
+command -v bazel >/dev/null || { echo "bazel missing: run tests/setup/10-bazel.sh" >&2; exit 1; }
 work="$(mktemp -d)"
 cleanup() {
   chmod -R u+w "$work" 2>/dev/null || true
@@ -32,7 +32,7 @@ distprof="$root/target/debug/distprof"
 "$distprof" xla check --xla-dir "$work/xla" --release-url http://127.0.0.1:9/distprof-xla.tar.gz >/dev/null
 
 # --batch: no server outlives the step; a private output root keeps other Bazel users apart.
-# Bazel 4.2.3 offline: rules_cc from our stub, rules_java from Debian (tests/setup/50-bazel.sh).
+# Bazel 4.2.3 offline: rules_cc from our stub, rules_java from Debian (tests/setup/10-bazel.sh).
 bz() {
   local command="$1"
   shift

@@ -42,6 +42,9 @@ pub struct Args {
     /// Stop after the rendezvous (check that every node agrees, without probing).
     #[arg(long)]
     rendezvous_only: bool,
+    /// How long to probe after the rendezvous.
+    #[command(flatten)]
+    probe: crate::cmd::local::ProbeArgs,
 }
 
 /// Who this node is and where the store is, after flags and environment are combined.
@@ -132,7 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    hand_over_to_probing(ctx, socket, &config, server)
+    hand_over_to_probing(ctx, placement.rank, socket, &config, server, &args.probe)
 }
 
 /// How long a rank 0 whose rendezvous failed keeps serving the store, so that the other
@@ -146,20 +149,20 @@ fn linger_until_clients_leave(server: &TcpStoreServer, grace: Duration) {
     }
 }
 
-/// The one place where the rendezvous hands over to the probe engine.
+/// The one place where the rendezvous hands over to the probe engine: probes for
+/// `--duration`, writes the JSONL file, prints the node's report as the last stdout line.
 fn hand_over_to_probing(
     ctx: RunContext,
+    rank: u32,
     socket: UdpSocket,
     config: &Config,
     store: Option<TcpStoreServer>,
+    probe: &crate::cmd::local::ProbeArgs,
 ) -> anyhow::Result<ExitCode> {
-    // TODO(probe engine): `distprof::standalone::run_node(ctx, socket, config)` once it lands;
-    // rank 0 keeps `store` alive while it probes.
-    let _ = (ctx, socket, config, store);
-    bail!(
-        "rendezvous succeeded, but this build has no probe engine yet (`distprof::standalone::run_node` has not \
-         landed); pass --rendezvous-only to stop after the rendezvous"
-    )
+    // Rank 0 keeps `store` alive while it probes (dropped at the end of this function).
+    let _store = store;
+    crate::cmd::local::probe_after_rendezvous(&ctx, rank, socket, config, probe)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn place(args: &Args) -> anyhow::Result<Placement> {

@@ -1,10 +1,361 @@
-//! `distprof bench merge`.
+//! `distprof bench merge`: merge throughput and peak memory next to a plain
+//! decode-everything-and-re-encode baseline, on a synthetic multi-node input.
+//!
+//! Each side runs in a child process of its own so that its peak RSS (VmHWM) is its own.
+//! Throughput is input MB over the child's CPU time (user + system): merge is single-threaded,
+//! so that is MB/s per core, and it stays meaningful on a machine shared with other jobs,
+//! where wall time is not. Wall-clock figures are printed next to it.
+//! The synthetic input looks like a GPU profile: per node a `/host:CPU` plane with many
+//! threads and a `/device:GPU:0` plane with streams of kernels (events with stats), a
+//! `Task Environment` plane and a distprof plane (drifting model, tracer start, snapshots),
+//! so both the S -> G and the R -> S -> G paths are exercised.
 
+use distprof::distprof_plane::{distprof_plane_bytes, DistprofPlaneData, TracerStart};
+use distprof::merge::{merge, MergeOptions};
+use distprof::model::{ClockSegment, NodeClockModel};
+use distprof::snapshot::SnapshotPair;
+use distprof::xplane::*;
+use prost::Message;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Total synthetic input size in MB, split over the nodes.
+    #[arg(long, default_value_t = 256)]
+    size_mb: u64,
+    #[arg(long, default_value_t = 2)]
+    nodes: u32,
+    /// Also write the Chrome JSON (bigger than the XSpace output; slower).
+    #[arg(long)]
+    chrome: bool,
+    /// Work directory (default: a fresh temporary directory, removed afterwards).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Do not run the baseline (it needs about 11x the input in memory; for inputs of
+    /// several GiB); its figures are then null.
+    #[arg(long)]
+    skip_baseline: bool,
+    /// Print the figures as JSON; the last line is the summary object.
+    #[arg(long)]
+    json: bool,
+    /// Internal: run one side in this process (`merge` or `baseline`) on `--dir`.
+    #[arg(long, hide = true)]
+    child: Option<String>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`distprof bench merge` is not built yet")
+const T0_NS: i64 = 1_763_000_000_000_000_000;
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(side) = &args.child {
+        let dir = args
+            .dir
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("--child needs --dir"))?;
+        return child(side, &dir, args.chrome);
+    }
+    let tmp;
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = TempDir::new()?;
+            tmp.0.clone()
+        }
+    };
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs)?;
+    let per_node = args.size_mb * 1_000_000 / args.nodes.max(1) as u64;
+    let mut largest = 0u64;
+    let mut total = 0u64;
+    for k in 0..args.nodes {
+        let p = inputs.join(format!("node{k}.xplane.pb"));
+        let n = if p.exists() && std::fs::metadata(&p)?.len() >= per_node {
+            std::fs::metadata(&p)?.len()
+        } else {
+            generate(&p, k, per_node)?
+        };
+        largest = largest.max(n);
+        total += n;
+        eprintln!("bench merge: input node {k}: {:.1} MB", n as f64 / 1e6);
+    }
+    let exe = std::env::current_exe()?;
+    let side = |name: &str| -> anyhow::Result<(f64, f64, u64)> {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["bench", "merge", "--child", name, "--dir"])
+            .arg(&dir);
+        if args.chrome {
+            cmd.arg("--chrome");
+        }
+        let out = cmd.output()?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "bench child `{name}` failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        Ok((
+            v["cpu_secs"].as_f64().unwrap_or(f64::NAN),
+            v["wall_secs"].as_f64().unwrap_or(f64::NAN),
+            v["peak_rss_bytes"].as_u64().unwrap_or(0),
+        ))
+    };
+    let (base_s, base_wall, base_rss) = if args.skip_baseline {
+        (f64::NAN, f64::NAN, 0)
+    } else {
+        side("baseline")?
+    };
+    let (merge_s, merge_wall, merge_rss) = side("merge")?;
+    let mb = total as f64 / 1e6;
+    let merge_mbps = mb / merge_s;
+    let base_mbps = mb / base_s;
+    let ratio = merge_rss as f64 / largest as f64;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"side": "baseline", "cpu_secs": base_s, "wall_secs": base_wall, "mb_per_s": base_mbps, "wall_mb_per_s": mb / base_wall, "peak_rss_bytes": base_rss, "peak_rss_ratio": base_rss as f64 / largest as f64})
+        );
+        println!(
+            "{}",
+            serde_json::json!({"side": "merge", "cpu_secs": merge_s, "wall_secs": merge_wall, "mb_per_s": merge_mbps, "wall_mb_per_s": mb / merge_wall, "peak_rss_bytes": merge_rss, "input_bytes": total, "largest_input_bytes": largest, "chrome": args.chrome})
+        );
+        println!(
+            "{}",
+            serde_json::json!({"mb_per_s_per_core": round2(merge_mbps), "peak_rss_ratio": round2(ratio), "baseline_mb_per_s": round2(base_mbps)})
+        );
+    } else {
+        println!(
+            "input: {} nodes, {mb:.1} MB (largest {:.1} MB)",
+            args.nodes,
+            largest as f64 / 1e6
+        );
+        println!("merge:    {merge_mbps:>8.1} MB/s per core (CPU time; {:.1} MB/s wall), peak RSS {:.1} MB ({ratio:.2} x largest input)", mb / merge_wall, merge_rss as f64 / 1e6);
+        println!(
+            "baseline: {base_mbps:>8.1} MB/s (decode all + re-encode), peak RSS {:.1} MB ({:.2} x)",
+            base_rss as f64 / 1e6,
+            base_rss as f64 / largest as f64
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
+    let inputs = dir.join("in");
+    let out = dir.join(format!("out-{side}"));
+    std::fs::create_dir_all(&out)?;
+    let start = std::time::Instant::now();
+    match side {
+        "merge" => {
+            let opts = MergeOptions {
+                out_dir: out.clone(),
+                chrome: chrome.then(|| out.join("merged.trace.json")),
+                allow_uncorrected: false,
+                models: vec![],
+            };
+            merge(&[inputs], &opts, &mut |l| eprintln!("{l}"))?;
+        }
+        "baseline" => {
+            let mut paths: Vec<_> = std::fs::read_dir(&inputs)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            paths.sort();
+            for p in paths {
+                let bytes = std::fs::read(&p)?;
+                let space = XSpace::decode(bytes.as_slice())?;
+                drop(bytes);
+                std::fs::write(
+                    out.join(p.file_name().unwrap_or_default()),
+                    space.encode_to_vec(),
+                )?;
+            }
+        }
+        other => anyhow::bail!("unknown bench side `{other}`"),
+    }
+    let wall_secs = start.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes()})
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// User + system CPU time of this process.
+fn cpu_secs() -> f64 {
+    // SAFETY: getrusage fills one struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// VmHWM of this process.
+fn peak_rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// Writes one node's synthetic XSpace of about `target` bytes; returns its size.
+fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut written = 0u64;
+    let put_plane =
+        |f: &mut std::io::BufWriter<std::fs::File>, p: &XPlane| -> anyhow::Result<u64> {
+            // XSpace field 1, length-delimited.
+            let body = p.encode_to_vec();
+            let mut head = Vec::new();
+            prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut head);
+            prost::encoding::encode_varint(body.len() as u64, &mut head);
+            f.write_all(&head)?;
+            f.write_all(&body)?;
+            Ok((head.len() + body.len()) as u64)
+        };
+    let events_per_line = 20_000usize;
+    let mut line_no = 0i64;
+    // Planes of about 16 MB keep the generator's own memory modest.
+    while written + 1_000_000 < target {
+        let device = line_no % 2 == 1;
+        let mut p = XPlane {
+            name: if device {
+                format!("/device:GPU:{}", line_no / 2)
+            } else {
+                HOST_THREADS_PLANE.into()
+            },
+            ..Default::default()
+        };
+        let kernel = p.intern_event(if device {
+            "ncclDevKernel_AllReduce_Sum_f32"
+        } else {
+            "ThunkExecutor::Execute"
+        });
+        let other = p.intern_event(if device {
+            "fusion.123"
+        } else {
+            "PjitFunction(step)"
+        });
+        let corr = p.intern_stat("correlation_id");
+        let op = p.intern_stat("hlo_op");
+        let op_name = p.intern_stat("all-reduce.1");
+        let mut plane_bytes = 0u64;
+        while plane_bytes < 16_000_000 && written + plane_bytes + 1_000_000 < target {
+            let mut l = XLine {
+                id: line_no,
+                name: format!("stream {line_no}"),
+                timestamp_ns: 1_000 + line_no,
+                ..Default::default()
+            };
+            let mut t_ps = 0i64;
+            for i in 0..events_per_line {
+                let dur = 1_000_000 + (i as i64 * 7919 % 5_000_000);
+                let mut stats = vec![XStat {
+                    metadata_id: corr,
+                    value: Some(XStatValue::Uint64Value(i as u64 * 31 + 7)),
+                }];
+                if i % 4 == 0 {
+                    stats.push(XStat {
+                        metadata_id: op,
+                        value: Some(XStatValue::RefValue(op_name as u64)),
+                    });
+                }
+                l.events.push(XEvent {
+                    metadata_id: if i % 4 == 0 { kernel } else { other },
+                    data: Some(XEventData::OffsetPs(t_ps)),
+                    duration_ps: dur,
+                    stats,
+                });
+                t_ps += dur + 500_000;
+            }
+            plane_bytes += l.encoded_len() as u64 + 4;
+            p.lines.push(l);
+            line_no += 1;
+        }
+        written += put_plane(&mut f, &p)?;
+        line_no += 1;
+    }
+    // Task Environment: lines are normalised to this start.
+    let mut env = XPlane {
+        name: TASK_ENV_PLANE.into(),
+        ..Default::default()
+    };
+    let (a, b) = (
+        env.intern_stat(PROFILE_START_STAT),
+        env.intern_stat(PROFILE_STOP_STAT),
+    );
+    env.stats = vec![
+        XStat {
+            metadata_id: a,
+            value: Some(XStatValue::Uint64Value(T0_NS as u64)),
+        },
+        XStat {
+            metadata_id: b,
+            value: Some(XStatValue::Uint64Value(T0_NS as u64 + 60_000_000_000)),
+        },
+    ];
+    written += put_plane(&mut f, &env)?;
+    let segments = (0..15)
+        .map(|j| ClockSegment {
+            window_id: j as u64,
+            start_local_ns: T0_NS + j * 4_000_000_000,
+            end_local_ns: T0_NS + (j + 1) * 4_000_000_000,
+            mid_local_ns: T0_NS + j * 4_000_000_000 + 2_000_000_000,
+            offset_ns: 1_000_000.0 * node as f64 + 30.0 * j as f64,
+            drift_ppb: 7_500.0,
+            bound_ns: 900.0,
+            flagged: false,
+        })
+        .collect();
+    let data = DistprofPlaneData {
+        node,
+        reference_node: 0,
+        hostname: format!("bench{node}"),
+        timestamp_mode: "kernel".into(),
+        tracer_clock: "rocm".into(),
+        tracer_start: Some(TracerStart {
+            s_ns: T0_NS,
+            r_ns: 9_000_000_000,
+        }),
+        model: NodeClockModel {
+            node,
+            reachable: true,
+            segments,
+        },
+        snapshots: (0..600)
+            .map(|j| SnapshotPair {
+                s_ns: T0_NS + j * 100_000_000,
+                r_ns: 9_000_000_000 + j * 100_000_003,
+                read_window_ns: 60,
+            })
+            .collect(),
+        probe_stats: vec![],
+    };
+    let plane = XPlane::decode(distprof_plane_bytes(&data).as_slice())?;
+    written += put_plane(&mut f, &plane)?;
+    let mut tail = Vec::new();
+    prost::encoding::string::encode(4, &format!("bench{node}"), &mut tail);
+    f.write_all(&tail)?;
+    f.flush()?;
+    Ok(written + tail.len() as u64)
+}
+
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new() -> std::io::Result<Self> {
+        let p = std::env::temp_dir().join(format!("distprof-bench-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&p)?;
+        Ok(Self(p))
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

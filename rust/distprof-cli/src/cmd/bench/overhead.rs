@@ -1,10 +1,102 @@
-//! `distprof bench overhead`.
+//! `distprof bench overhead`: CPU and bandwidth of a real probe run at the default
+//! cadence. Node processes probe each other directly over loopback (no relay, whose own
+//! CPU would otherwise be on the bill); each measures the CPU time (getrusage, user +
+//! system) of its probe engine over the engine's wall time, and counts its datagrams.
+//! Bytes include the UDP (8) and IPv4 (20) headers.
 
+use crate::cmd::local::{spawn_cluster, wait_cluster};
+use anyhow::bail;
+use distprof::clock::VirtualClock;
+use distprof::config::Config;
+use distprof::probe::engine::UDP_IPV4_OVERHEAD_BYTES;
+use distprof::wire::PACKET_LEN;
+use std::net::UdpSocket;
 use std::process::ExitCode;
+use std::time::Duration;
+
+/// Goals from the project brief: at most 1% of one core per node, and at most 0.05% of a
+/// 10 GbE link per edge.
+const CPU_GOAL_PERCENT: f64 = 1.0;
+const BYTES_GOAL_PER_S: f64 = 625_000.0;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Number of node processes.
+    #[arg(long, default_value_t = 4)]
+    nodes: u32,
+    /// Seconds of probing.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`distprof bench overhead` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let n = args.nodes;
+    if !(2..=32).contains(&n) {
+        bail!("--nodes {n}: use 2 to 32 node processes");
+    }
+    if !(args.duration.is_finite() && (1.0..=600.0).contains(&args.duration)) {
+        bail!("--duration {}: use 1 to 600 seconds", args.duration);
+    }
+    let out_dir = std::env::temp_dir().join(format!("distprof-bench-overhead-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir)?;
+    let defaults = Config::default();
+    let config = Config { enabled: true, output_dir: out_dir.to_string_lossy().into_owned(), ..defaults };
+    let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
+    let addrs: Vec<_> = socks.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?;
+    drop(socks);
+    // The probe graph of the rendezvous: every node probes min(out-degree, n - 1) peers.
+    let edges = n as usize * config.probe_out_degree.min(n - 1) as usize;
+    let clocks = vec![VirtualClock::IDENTITY; n as usize];
+    let duration = Duration::from_secs_f64(args.duration);
+    eprintln!(
+        "bench overhead: {n} nodes, {edges} edges, cadence {} us, gap {} us, {:.0} s on loopback",
+        config.probe_cadence_us, config.packet_spacing_us, args.duration
+    );
+    let mut cluster = spawn_cluster(n, &addrs, None, &config, &clocks, duration, &out_dir)?;
+    let reports = wait_cluster(&mut cluster, duration, None)?;
+    if reports.len() != n as usize {
+        bail!("only {} of {n} nodes finished; see the messages above", reports.len());
+    }
+    let mut cpu = Vec::new();
+    let mut bytes = 0u64;
+    let mut wall_s = 0.0f64;
+    for r in reports.values() {
+        cpu.push(r.cpu_ns as f64 / r.wall_ns as f64 * 100.0);
+        bytes += r.summary.stats.packets_sent * (PACKET_LEN as u64 + UDP_IPV4_OVERHEAD_BYTES);
+        wall_s = wall_s.max(r.wall_ns as f64 / 1e9);
+        eprintln!(
+            "  node {}: cpu {:.3}% of a core, {} packets sent, {} received, mode {:?}",
+            r.summary.node,
+            r.cpu_ns as f64 / r.wall_ns as f64 * 100.0,
+            r.summary.stats.packets_sent,
+            r.summary.stats.packets_received,
+            r.summary.timestamp_mode
+        );
+    }
+    let cpu_mean = cpu.iter().sum::<f64>() / cpu.len() as f64;
+    // Both directions of an edge's probes (5 datagrams) are charged to the edge.
+    let bytes_per_s_per_edge = bytes as f64 / wall_s / edges as f64;
+    let _ = std::fs::remove_dir_all(&out_dir);
+    println!("cpu per node: {cpu_mean:.3}% of one core (goal <= {CPU_GOAL_PERCENT}%)");
+    println!(
+        "bandwidth per edge: {bytes_per_s_per_edge:.0} bytes/s = {:.4}% of 10 GbE (goal <= {BYTES_GOAL_PER_S} bytes/s = 0.05%)",
+        bytes_per_s_per_edge / 1.25e9 * 100.0
+    );
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "cpu_percent_per_node": cpu_mean,
+                "bytes_per_s_per_edge": bytes_per_s_per_edge,
+                "nodes": n,
+                "edges": edges,
+                "probe_cadence_us": config.probe_cadence_us,
+                "duration_s": args.duration,
+            })
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,135 @@
+//! `distprof local` end to end: real node processes, real UDP through the relay, real files.
+
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn distprof() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_distprof"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+fn last_json_line(stdout: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text.lines().last().expect("some output");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {line}"))
+}
+
+/// Four nodes with known clocks: every edge has windows, nothing is lost on a clean relay,
+/// and every estimate is within its bound of the truth.
+#[test]
+fn four_nodes_recover_their_clocks_within_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let out = distprof()
+        .args(["local", "--nodes", "4", "--duration", "3", "--window-s", "0.5", "--cadence-us", "20000", "--json"])
+        .args(["--clock", "2=+1500000ns,-12.5ppm", "--clock", "0=-300us,4ppm"])
+        .arg("--output-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(t.elapsed() < Duration::from_secs(15), "took {:?}", t.elapsed());
+    let v = last_json_line(&out.stdout);
+    assert_eq!(v["probes_lost"], 0, "{v}");
+    let edges = v["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 12);
+    for e in edges {
+        // 3 s at 20 ms: ~150 probes, 6 full windows and the closing one.
+        assert!(e["sent"].as_u64().unwrap() >= 140, "{e}");
+        assert_eq!(e["complete"], e["sent"], "{e}");
+        assert!(e["windows"].as_u64().unwrap() >= 6, "{e}");
+        assert_eq!(e["windows_down"], 0, "{e}");
+    }
+    let nodes = v["nodes"].as_array().unwrap();
+    // Node 2 against node 0 (the reference): +1.8 ms at the start, losing 16.5 ppm
+    // (16.5 us per second) over the few seconds until the end.
+    let off2 = nodes[2]["true_offset_ns"].as_f64().unwrap();
+    assert!(off2 < 1_800_000.0 && off2 > 1_700_000.0, "{}", nodes[2]);
+    assert!((nodes[2]["true_drift_ppm"].as_f64().unwrap() + 16.5).abs() < 0.01);
+    for n in nodes {
+        let err = n["error_ns"].as_f64().unwrap();
+        let bound = n["bound_ns"].as_f64().unwrap();
+        assert!(err.abs() <= bound, "node {n}");
+        assert!(bound < 1_000_000.0, "node {n}");
+        // A line through points each within ±bound over the ~3 s run: its slope is within
+        // 2 * bound / 3 s (the stand-in estimator's honest drift bound).
+        let drift_err = n["est_drift_ppm"].as_f64().unwrap() - n["true_drift_ppm"].as_f64().unwrap();
+        assert!(drift_err.abs() <= 2.0 * bound / 3e9 * 1e6, "node {n}");
+    }
+}
+
+/// A node killed with SIGKILL mid-run: the others mark its edges down, keep writing
+/// windows and exit cleanly; every closed window in the dead node's file parses.
+#[test]
+fn killed_node_is_marked_down_and_its_file_stays_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = distprof()
+        .args(["local", "--nodes", "3", "--duration", "3", "--window-s", "0.5", "--cadence-us", "20000", "--down-after-ms", "300"])
+        .args(["--kill", "2@1.2", "--json", "--output-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("killing node 2"), "{stderr}");
+    for node in [0u32, 1] {
+        let f = distprof::jsonl::read(&dir.path().join(distprof::jsonl::file_name(node))).unwrap();
+        assert!(f.windows.len() >= 6, "node {node}: {} windows", f.windows.len());
+        let to2: Vec<_> = f.windows.iter().map(|w| w.edges.iter().find(|e| e.dst == 2).unwrap().clone()).collect();
+        let survivor = if node == 0 { 1 } else { 0 };
+        let other: Vec<_> = f.windows.iter().map(|w| w.edges.iter().find(|e| e.dst == survivor).unwrap().clone()).collect();
+        assert_eq!(to2.iter().map(|e| e.went_down).sum::<u32>(), 1, "node {node}: {to2:?}");
+        assert!(!to2[to2.len() - 2].up, "node {node}: edge to 2 still up at the end: {to2:?}");
+        assert!(to2.iter().map(|e| e.lost).sum::<u64>() > 20);
+        // The surviving edge never noticed.
+        assert!(other.iter().all(|e| e.up && e.went_down == 0), "{other:?}");
+        assert_eq!(other.iter().map(|e| e.lost).sum::<u64>(), 0);
+        assert!(other[other.len() - 2].complete > 0);
+    }
+    let dead = distprof::jsonl::read(&dir.path().join(distprof::jsonl::file_name(2))).unwrap();
+    // Killed at 1.2 s with 0.5 s windows: 2 closed windows, none after.
+    assert_eq!(dead.windows.len(), 2, "{:?}", dead.windows.len());
+    assert!(dead.windows.iter().all(|w| w.edges.iter().all(|e| e.complete > 0)));
+}
+
+#[test]
+fn bad_clock_argument_names_the_input_and_the_fix() {
+    let out = distprof().args(["local", "--nodes", "3", "--clock", "5=+1ms,2ppm"]).output().unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("--clock `5=+1ms,2ppm`") && e.contains("0..2"), "{e}");
+    let out = distprof().args(["local", "--clock", "1=+1,2ppm"]).output().unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && e.contains("missing unit"), "{e}");
+}
+
+/// A bad network (loss, duplication, reordering, jitter, asymmetry): probes are lost and
+/// counted, duplicates dropped, nothing hangs, and every estimate stays within its bound.
+#[test]
+fn lossy_relay_loses_probes_but_not_the_clocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = distprof()
+        .args(["local", "--nodes", "3", "--duration", "3", "--window-s", "0.5", "--cadence-us", "20000"])
+        .args(["--loss", "0.05", "--duplicate", "0.05", "--reorder", "0.05", "--jitter-us", "100", "--asymmetry-us", "80"])
+        .args(["--json", "--output-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = last_json_line(&out.stdout);
+    let sent = v["probes_sent"].as_u64().unwrap();
+    let lost = v["probes_lost"].as_u64().unwrap();
+    // 5 datagrams per probe at 5% loss each: ~23% of probes lost.
+    assert!(lost as f64 > 0.1 * sent as f64 && (lost as f64) < 0.4 * sent as f64, "lost {lost} of {sent}");
+    for n in v["nodes"].as_array().unwrap() {
+        assert!(n["error_ns"].as_f64().unwrap().abs() <= n["bound_ns"].as_f64().unwrap(), "{n}");
+    }
+    let mut duplicates = 0;
+    for node in 0..3u32 {
+        let f = distprof::jsonl::read(&dir.path().join(distprof::jsonl::file_name(node))).unwrap();
+        duplicates += f.windows.iter().map(|w| w.dropped.get("duplicate").copied().unwrap_or(0)).sum::<u64>();
+    }
+    assert!(duplicates > 10, "{duplicates} duplicates dropped");
+}

@@ -1,0 +1,103 @@
+//! The `distprof merge` and `distprof validate` commands on the real JAX fixtures.
+
+use std::path::Path;
+use std::process::Command;
+
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jax")
+}
+
+#[test]
+fn merge_without_models_needs_the_flag_and_then_writes_an_xprof_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let exe = env!("CARGO_BIN_EXE_distprof");
+    let refused = Command::new(exe)
+        .arg("merge")
+        .arg(fixtures())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("node0.xplane.pb") && err.contains("--allow-uncorrected"),
+        "{err}"
+    );
+
+    let ok = Command::new(exe)
+        .arg("merge")
+        .arg(fixtures())
+        .arg("--out")
+        .arg(&out)
+        .args(["--allow-uncorrected", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
+    let nodes = report["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    for (k, n) in nodes.iter().enumerate() {
+        assert_eq!(n["hostname"], format!("node{k}.vm"));
+        assert!(Path::new(n["output"].as_str().unwrap()).exists());
+        assert!(n["events"].as_u64().unwrap() > 5000);
+    }
+    assert!(
+        String::from_utf8_lossy(&ok.stderr).contains("distprof merge: node 2:"),
+        "progress on stderr"
+    );
+    assert!(out.join("merged.trace.json").exists());
+
+    // The fixtures share one real clock: no violations, and exit status 0.
+    let v = Command::new(exe)
+        .arg("validate")
+        .arg(report["run_dir"].as_str().unwrap())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(
+        v.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&v.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!(r["before"]["checked"], 20);
+    assert_eq!(r["after"]["violations"], 0);
+}
+
+#[test]
+fn validate_names_a_missing_input() {
+    let out = Command::new(env!("CARGO_BIN_EXE_distprof"))
+        .args(["validate", "/nonexistent/trace.xplane.pb"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/trace.xplane.pb"));
+}
+
+#[test]
+fn a_truncated_trace_is_an_error_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(fixtures().join("node1.xplane.pb")).unwrap();
+    let cut = tmp.path().join("cut.xplane.pb");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_distprof"))
+        .arg("merge")
+        .arg(&cut)
+        .args(["--allow-uncorrected", "--out"])
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cut.xplane.pb") && err.contains("not a valid XSpace"),
+        "{err}"
+    );
+}

@@ -1,0 +1,361 @@
+//! A deterministic cluster simulator: N virtual nodes (up to 4096) with drifting, wandering
+//! clocks, probing each other over a simulated network, producing the same
+//! `ProbeRecord`s the probe engine produces, window by window. The true clocks are known,
+//! so the real estimator's error is a number.
+//!
+//! Network model, per direction of each probe: base delay (plus/minus the edge's path
+//! asymmetry), exponential queueing shared by the two packets of the pair (they are tens
+//! of µs apart and see the same queue), a small independent per-packet jitter, and with
+//! some probability a burst of 50-500 µs that delays the first packet and the second only
+//! by what is left after the gap (pair compression: such pairs fail the purity test).
+//! Every packet is lost with the loss probability; a record with a lost packet is not
+//! produced. Every timestamp gets Gaussian noise.
+
+mod clock;
+mod graph;
+mod random;
+
+pub use clock::SimClock;
+pub use graph::probe_graph;
+
+use distprof::context::NodeId;
+use distprof::estimate::WindowSpec;
+use distprof::record::ProbeRecord;
+use random::stream;
+use serde::Serialize;
+
+/// Local clocks read around this many ns (a realistic CLOCK_REALTIME), so that i64
+/// handling of large values is exercised.
+pub const EPOCH_NS: i64 = 1_700_000_000_000_000_000;
+pub const MAX_NODES: u32 = 4096;
+/// Independent per-packet jitter on top of the pair's shared queueing.
+const PACKET_JITTER_MEAN_NS: f64 = 300.0;
+/// Responder turnaround between receiving the forward pair and sending the reverse pair.
+const TURNAROUND_NS: f64 = 20_000.0;
+/// Simulated time before the first and after the last window, so that every node's
+/// windows are fully covered whatever its offset.
+const MARGIN_NS: f64 = 2.5e9;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    pub nodes: u32,
+    pub out_degree: u32,
+    pub seed: u64,
+    pub cadence_us: u64,
+    pub gap_us: u64,
+    pub window_s: f64,
+    pub duration_s: f64,
+    pub base_delay_ns: f64,
+    pub queue_mean_ns: f64,
+    pub burst_fraction: f64,
+    pub burst_min_ns: f64,
+    pub burst_max_ns: f64,
+    pub timestamp_sigma_ns: f64,
+    pub loss: f64,
+    /// Per edge, forward base delay + a and reverse - a, a uniform in +-this.
+    pub asymmetry_max_ns: f64,
+    pub offset_max_ns: f64,
+    pub drift_max_ppb: f64,
+    pub wander_ppb_per_sqrt_s: f64,
+}
+
+impl Scenario {
+    /// The reference scenario of the accuracy goals (issue 5), with the default cadence,
+    /// gap and window of `Config::default()`.
+    pub fn reference() -> Self {
+        let c = distprof::config::Config::default();
+        Self {
+            nodes: 64,
+            out_degree: 8,
+            seed: 1,
+            cadence_us: c.probe_cadence_us,
+            gap_us: c.packet_spacing_us,
+            window_s: c.probe_window_s,
+            duration_s: 60.0,
+            base_delay_ns: 10_000.0,
+            queue_mean_ns: 20_000.0,
+            burst_fraction: 0.05,
+            burst_min_ns: 50_000.0,
+            burst_max_ns: 500_000.0,
+            timestamp_sigma_ns: 100.0,
+            loss: 0.01,
+            asymmetry_max_ns: 0.0,
+            offset_max_ns: 1e9,
+            drift_max_ppb: 50_000.0,
+            wander_ppb_per_sqrt_s: 1.0,
+        }
+    }
+
+    /// Every problem with the scenario, each naming the field, the value and the fix.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if !(2..=MAX_NODES).contains(&self.nodes) {
+            p.push(format!("nodes = {}: must be 2..={MAX_NODES}", self.nodes));
+        }
+        if self.out_degree == 0 {
+            p.push("out_degree = 0: every node must probe at least one peer".into());
+        }
+        if self.cadence_us == 0 || self.gap_us == 0 || self.gap_us >= self.cadence_us {
+            p.push(format!(
+                "cadence_us = {}, gap_us = {}: both must be positive and the gap shorter than the cadence",
+                self.cadence_us, self.gap_us
+            ));
+        }
+        if !(self.window_s > 0.0 && self.duration_s >= self.window_s && self.duration_s <= 3600.0) {
+            p.push(format!(
+                "window_s = {}, duration_s = {}: need 0 < window <= duration <= 3600 s",
+                self.window_s, self.duration_s
+            ));
+        }
+        let nonneg = [
+            ("base_delay_ns", self.base_delay_ns),
+            ("queue_mean_ns", self.queue_mean_ns),
+            ("burst_min_ns", self.burst_min_ns),
+            ("timestamp_sigma_ns", self.timestamp_sigma_ns),
+            ("asymmetry_max_ns", self.asymmetry_max_ns),
+            ("offset_max_ns", self.offset_max_ns),
+            ("drift_max_ppb", self.drift_max_ppb),
+            ("wander_ppb_per_sqrt_s", self.wander_ppb_per_sqrt_s),
+        ];
+        for (name, v) in nonneg {
+            if !(v.is_finite() && v >= 0.0) {
+                p.push(format!("{name} = {v}: must be a finite number >= 0"));
+            }
+        }
+        if self.offset_max_ns > 1e12 || self.drift_max_ppb > 1e6 {
+            p.push("offset_max_ns <= 1e12 and drift_max_ppb <= 1e6 (1000 ppm) are supported".into());
+        }
+        if self.burst_max_ns.is_nan() || self.burst_max_ns < self.burst_min_ns {
+            p.push(format!("burst_max_ns = {}: must be >= burst_min_ns", self.burst_max_ns));
+        }
+        for (name, v) in [("burst_fraction", self.burst_fraction), ("loss", self.loss)] {
+            if !(0.0..1.0).contains(&v) {
+                p.push(format!("{name} = {v}: must be in [0, 1)"));
+            }
+        }
+        p
+    }
+}
+
+struct EdgeParams {
+    src: NodeId,
+    dst: NodeId,
+    index: u64,
+    asymmetry_ns: f64,
+    phase_ns: f64,
+}
+
+/// The truth for one node and window, in the conventions of `distprof::model`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Truth {
+    /// S_i - G at the node's local window midpoint.
+    pub offset_ns: f64,
+    /// d(S_i - G)/dS_i averaged over the window, ppb.
+    pub drift_ppb: f64,
+}
+
+pub struct Cluster {
+    pub scenario: Scenario,
+    pub graph: Vec<Vec<NodeId>>,
+    clocks: Vec<SimClock>,
+    edges: Vec<EdgeParams>,
+    reference: NodeId,
+}
+
+impl Cluster {
+    pub fn new(scenario: Scenario) -> Result<Self, String> {
+        let problems = scenario.problems();
+        if !problems.is_empty() {
+            return Err(problems.join("; "));
+        }
+        let s = &scenario;
+        let t1 = s.duration_s * 1e9 + MARGIN_NS;
+        let clocks = (0..s.nodes)
+            .map(|i| {
+                let mut rng = stream(s.seed, 1, i as u64, 0);
+                let offset = rng.uniform(-s.offset_max_ns, s.offset_max_ns);
+                let drift = rng.uniform(-s.drift_max_ppb, s.drift_max_ppb);
+                SimClock::new(-MARGIN_NS, t1, offset, drift, s.wander_ppb_per_sqrt_s, &mut rng)
+            })
+            .collect();
+        let graph = probe_graph(s.nodes, s.out_degree, s.seed);
+        let mut edges = Vec::new();
+        for (src, outs) in graph.iter().enumerate() {
+            for &dst in outs {
+                let index = edges.len() as u64;
+                let mut rng = stream(s.seed, 2, index, 0);
+                edges.push(EdgeParams {
+                    src: src as NodeId,
+                    dst,
+                    index,
+                    asymmetry_ns: rng.uniform(-s.asymmetry_max_ns, s.asymmetry_max_ns),
+                    phase_ns: rng.uniform(0.0, s.cadence_us as f64 * 1e3),
+                });
+            }
+        }
+        Ok(Self { clocks, graph, edges, reference: 0, scenario })
+    }
+
+    pub fn reference(&self) -> NodeId {
+        self.reference
+    }
+
+    pub fn num_windows(&self) -> u64 {
+        (self.scenario.duration_s / self.scenario.window_s).floor() as u64
+    }
+
+    fn window_ns(&self) -> i64 {
+        (self.scenario.window_s * 1e9).round() as i64
+    }
+
+    pub fn window_spec(&self, k: u64) -> WindowSpec {
+        let w = self.window_ns();
+        WindowSpec {
+            window_id: k,
+            start_local_ns: EPOCH_NS + k as i64 * w,
+            end_local_ns: EPOCH_NS + (k as i64 + 1) * w,
+            num_nodes: self.scenario.nodes,
+            reference: self.reference,
+        }
+    }
+
+    /// The true clock of `node` against the reference in window k.
+    pub fn truth(&self, node: NodeId, k: u64) -> Truth {
+        let spec = self.window_spec(k);
+        let rel = |v: i64| (v - EPOCH_NS) as f64;
+        let (c, r) = (&self.clocks[node as usize], &self.clocks[self.reference as usize]);
+        let mid = rel(spec.start_local_ns + (spec.end_local_ns - spec.start_local_ns) / 2);
+        let t_mid = c.invert(mid);
+        let (t0, t1) = (c.invert(rel(spec.start_local_ns)), c.invert(rel(spec.end_local_ns)));
+        let ds_i = c.read(t1) - c.read(t0);
+        let dg = r.read(t1) - r.read(t0);
+        Truth { offset_ns: mid - r.read(t_mid), drift_ppb: (1.0 - dg / ds_i) * 1e9 }
+    }
+
+    /// Every record whose prober's first forward stamp falls in window k (prober clock).
+    pub fn records(&self, k: u64) -> Vec<ProbeRecord> {
+        let mut out = Vec::new();
+        for e in &self.edges {
+            self.edge_records(e, k, &mut out);
+        }
+        out
+    }
+
+    /// Records of the edges touching `node` only (what that node itself would hold).
+    pub fn records_of(&self, node: NodeId, k: u64) -> Vec<ProbeRecord> {
+        let mut out = Vec::new();
+        for e in self.edges.iter().filter(|e| e.src == node || e.dst == node) {
+            self.edge_records(e, k, &mut out);
+        }
+        out
+    }
+
+    fn edge_records(&self, e: &EdgeParams, k: u64, out: &mut Vec<ProbeRecord>) {
+        let s = &self.scenario;
+        let spec = self.window_spec(k);
+        let (ca, cb) = (&self.clocks[e.src as usize], &self.clocks[e.dst as usize]);
+        let cadence = s.cadence_us as f64 * 1e3;
+        let gap = s.gap_us as f64 * 1e3;
+        let t_start = ca.invert((spec.start_local_ns - EPOCH_NS) as f64);
+        let t_end = ca.invert((spec.end_local_ns - EPOCH_NS) as f64);
+        let j0 = ((t_start - e.phase_ns) / cadence).ceil() as i64;
+        let mut rng = stream(s.seed, 3, e.index, k);
+        let stamp = |clock: &SimClock, t: f64, rng: &mut random::Stream| -> i64 {
+            EPOCH_NS + (clock.read(t) + rng.normal(s.timestamp_sigma_ns)).round() as i64
+        };
+        let mut j = j0;
+        loop {
+            let t = e.phase_ns + j as f64 * cadence;
+            j += 1;
+            // The prober assigns the probe by its own clock; the boundary test is exact on
+            // the stamped value below.
+            if t >= t_end {
+                break;
+            }
+            let delays = |base: f64, rng: &mut random::Stream| -> [f64; 2] {
+                let q = base.max(0.0) + rng.exp(s.queue_mean_ns);
+                let mut d = [q + rng.exp(PACKET_JITTER_MEAN_NS), q + rng.exp(PACKET_JITTER_MEAN_NS)];
+                if rng.chance(s.burst_fraction) {
+                    let b = rng.uniform(s.burst_min_ns, s.burst_max_ns);
+                    d[0] += b;
+                    d[1] += (b - gap).max(0.0);
+                }
+                d
+            };
+            let fwd_d = delays(s.base_delay_ns + e.asymmetry_ns, &mut rng);
+            let rev_d = delays(s.base_delay_ns - e.asymmetry_ns, &mut rng);
+            let lost = (0..4).any(|_| rng.chance(s.loss));
+            let fwd_tx_t = [t, t + gap];
+            let fwd_rx_t = [fwd_tx_t[0] + fwd_d[0], fwd_tx_t[1] + fwd_d[1]];
+            let rev_tx0 = fwd_rx_t[1].max(fwd_rx_t[0]) + TURNAROUND_NS;
+            let rev_tx_t = [rev_tx0, rev_tx0 + gap];
+            let rev_rx_t = [rev_tx_t[0] + rev_d[0], rev_tx_t[1] + rev_d[1]];
+            let rec = ProbeRecord {
+                src: e.src,
+                dst: e.dst,
+                seq: j as u32,
+                fwd_tx_ns: [stamp(ca, fwd_tx_t[0], &mut rng), stamp(ca, fwd_tx_t[1], &mut rng)],
+                fwd_rx_ns: [stamp(cb, fwd_rx_t[0], &mut rng), stamp(cb, fwd_rx_t[1], &mut rng)],
+                rev_tx_ns: [stamp(cb, rev_tx_t[0], &mut rng), stamp(cb, rev_tx_t[1], &mut rng)],
+                rev_rx_ns: [stamp(ca, rev_rx_t[0], &mut rng), stamp(ca, rev_rx_t[1], &mut rng)],
+            };
+            if lost || rec.fwd_tx_ns[0] < spec.start_local_ns || rec.fwd_tx_ns[0] >= spec.end_local_ns {
+                continue;
+            }
+            out.push(rec);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s_probes_per_window(s: &Scenario) -> f64 {
+        s.window_s * 1e6 / s.cadence_us as f64
+    }
+
+    #[test]
+    fn deterministic_per_seed_and_different_across_seeds() {
+        let mut s = Scenario::reference();
+        s.nodes = 8;
+        s.duration_s = 8.0;
+        let a = Cluster::new(s.clone()).expect("scenario").records(1);
+        let b = Cluster::new(s.clone()).expect("scenario").records(1);
+        assert_eq!(a, b);
+        s.seed = 2;
+        let c = Cluster::new(s).expect("scenario").records(1);
+        assert_ne!(a, c);
+        // 7 edges per node, window / cadence probes per edge, 4% of records lose a packet.
+        let probes = s_probes_per_window(&Scenario::reference());
+        let expected = 56.0 * probes * 0.96;
+        assert!((a.len() as f64 - expected).abs() < expected * 0.1, "{} vs {expected}", a.len());
+    }
+
+    #[test]
+    fn truth_matches_the_clock_definition() {
+        let mut s = Scenario::reference();
+        s.nodes = 4;
+        s.duration_s = 8.0;
+        s.wander_ppb_per_sqrt_s = 0.0;
+        let c = Cluster::new(s).expect("scenario");
+        // Without wander a node's drift against the reference is fixed:
+        // (1 + r_i) / (1 + r_ref) - 1 in G terms.
+        let r = |i: usize| c.clocks[i].phase(1e9) - c.clocks[i].phase(0.0);
+        let t = c.truth(2, 1);
+        let rate_g = (1.0 + r(2) * 1e-9) / (1.0 + r(0) * 1e-9) - 1.0;
+        assert!((t.drift_ppb - rate_g / (1.0 + rate_g) * 1e9).abs() < 1e-3, "{t:?}");
+        let t0 = c.truth(0, 1);
+        assert!(t0.offset_ns.abs() < 1e-3 && t0.drift_ppb.abs() < 1e-3, "{t0:?}");
+    }
+
+    #[test]
+    fn bad_scenarios_name_every_problem() {
+        let mut s = Scenario::reference();
+        s.nodes = 5000;
+        s.loss = 1.5;
+        s.timestamp_sigma_ns = f64::NAN;
+        let err = Cluster::new(s).err().unwrap_or_default();
+        assert!(err.contains("nodes = 5000") && err.contains("loss = 1.5") && err.contains("timestamp_sigma_ns"), "{err}");
+    }
+}

@@ -1,0 +1,362 @@
+//! A user-space UDP relay that plays the network: per-direction delay distribution,
+//! asymmetry, jitter, loss, reordering and duplication (this kernel has no netem).
+//!
+//! Routing: the relay holds one socket, a *face*, per node. Peers of node j are told that
+//! j lives at j's face (`route_through` rewrites the run context each node gets). A
+//! datagram arriving at j's face from node i's real address is delayed by the model of
+//! path i -> j and then sent to j's real address *from i's face*, so that j sees it come
+//! from where it would send its answer. Datagrams from unknown addresses are dropped and
+//! counted.
+
+use distprof::context::{NodeId, RunContext};
+use rand::{Rng, SeedableRng};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Longest the relay thread sleeps before checking its stop flag.
+const MAX_SLEEP: Duration = Duration::from_millis(20);
+/// Queued datagrams beyond which new ones are dropped (a bounded memory, like a router).
+const MAX_QUEUED: usize = 100_000;
+
+/// What one direction of a path does to datagrams.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PathModel {
+    /// Fixed one-way delay.
+    pub delay_us: f64,
+    /// Mean of an exponentially distributed extra delay (queueing).
+    pub jitter_us: f64,
+    /// Probability a datagram is dropped.
+    pub loss: f64,
+    /// Probability a datagram is delivered twice.
+    pub duplicate: f64,
+    /// Probability a datagram is held back by `reorder_us` extra, so later ones pass it.
+    pub reorder: f64,
+    pub reorder_us: f64,
+}
+
+impl PathModel {
+    /// A clean path: fixed delay only.
+    pub const fn fixed(delay_us: f64) -> PathModel {
+        PathModel { delay_us, jitter_us: 0.0, loss: 0.0, duplicate: 0.0, reorder: 0.0, reorder_us: 0.0 }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        for (name, p) in [("loss", self.loss), ("duplicate", self.duplicate), ("reorder", self.reorder)] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!("relay path {name} = {p}; use a probability between 0 and 1"));
+            }
+        }
+        for (name, v) in [("delay_us", self.delay_us), ("jitter_us", self.jitter_us), ("reorder_us", self.reorder_us)] {
+            if !(v.is_finite() && (0.0..=10_000_000.0).contains(&v)) {
+                return Err(format!("relay path {name} = {v}; use 0 to 10 s in microseconds"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The whole network.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    pub seed: u64,
+    pub default_path: PathModel,
+    /// Overrides per direction (from, to), e.g. for asymmetry.
+    pub paths: HashMap<(NodeId, NodeId), PathModel>,
+}
+
+impl RelayConfig {
+    pub fn clean(delay_us: f64) -> RelayConfig {
+        RelayConfig { seed: 1, default_path: PathModel::fixed(delay_us), paths: HashMap::new() }
+    }
+    pub fn path(&self, from: NodeId, to: NodeId) -> PathModel {
+        self.paths.get(&(from, to)).copied().unwrap_or(self.default_path)
+    }
+}
+
+/// One node as the relay sees it.
+pub struct RelayEndpoint {
+    pub node: NodeId,
+    /// The relay's socket standing for `node`.
+    pub face: UdpSocket,
+    /// The node's real probe socket address.
+    pub node_addr: SocketAddr,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelayStats {
+    pub received: u64,
+    pub forwarded: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub unknown_source: u64,
+    pub overflow: u64,
+    pub bytes_forwarded: u64,
+}
+
+/// A running relay; stops (and joins its thread) on `stop` or drop.
+pub struct Relay {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    stats: Arc<Mutex<RelayStats>>,
+    faces: Vec<SocketAddr>,
+}
+
+struct Queued {
+    due: Instant,
+    order: u64,
+    from: usize,
+    to: usize,
+    data: Vec<u8>,
+}
+impl PartialEq for Queued {
+    fn eq(&self, o: &Self) -> bool {
+        (self.due, self.order) == (o.due, o.order)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.due, self.order).cmp(&(o.due, o.order))
+    }
+}
+
+impl Relay {
+    /// Starts the relay thread. `endpoints[k].node` must be k.
+    pub fn start(endpoints: Vec<RelayEndpoint>, config: RelayConfig) -> Result<Relay, String> {
+        config.default_path.check()?;
+        for p in config.paths.values() {
+            p.check()?;
+        }
+        for (k, e) in endpoints.iter().enumerate() {
+            if e.node as usize != k {
+                return Err(format!("relay endpoint {k} is node {}; list the nodes in order", e.node));
+            }
+            e.face.set_nonblocking(true).map_err(|e| format!("relay face: {e}"))?;
+        }
+        let faces = endpoints
+            .iter()
+            .map(|e| e.face.local_addr())
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(|e| format!("relay face address: {e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Mutex::new(RelayStats::default()));
+        let (s, st) = (stop.clone(), stats.clone());
+        let thread = std::thread::Builder::new()
+            .name("distprof-relay".into())
+            .spawn(move || relay_loop(endpoints, config, &s, &st))
+            .map_err(|e| format!("cannot start relay thread: {e}"))?;
+        Ok(Relay { stop, thread: Some(thread), stats, faces })
+    }
+
+    /// Address of each node's face, indexed by node.
+    pub fn faces(&self) -> &[SocketAddr] {
+        &self.faces
+    }
+
+    pub fn stats(&self) -> RelayStats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    pub fn stop(mut self) -> RelayStats {
+        self.shutdown();
+        self.stats()
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The run context node `node` gets when every peer is reached through the relay.
+pub fn route_through(ctx: &RunContext, node: NodeId, faces: &[SocketAddr]) -> RunContext {
+    let mut c = ctx.clone();
+    for info in &mut c.nodes {
+        if info.node != node {
+            if let Some(f) = faces.get(info.node as usize) {
+                info.probe_addr = *f;
+            }
+        }
+    }
+    c
+}
+
+fn relay_loop(endpoints: Vec<RelayEndpoint>, config: RelayConfig, stop: &AtomicBool, stats: &Mutex<RelayStats>) {
+    distprof::timestamp::precise_timer_slack();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(config.seed);
+    let by_addr: HashMap<SocketAddr, usize> = endpoints.iter().enumerate().map(|(k, e)| (e.node_addr, k)).collect();
+    let mut queue: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
+    let mut order = 0u64;
+    let mut pfds: Vec<libc::pollfd> = endpoints
+        .iter()
+        .map(|e| libc::pollfd { fd: e.face.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+        .collect();
+    let mut buf = [0u8; 65536];
+    let mut local = RelayStats::default();
+    while !stop.load(Ordering::Relaxed) {
+        // Send everything due.
+        let now = Instant::now();
+        while queue.peek().is_some_and(|q| q.0.due <= now) {
+            let Reverse(q) = queue.pop().expect("peeked");
+            let _ = endpoints[q.from].face.send_to(&q.data, endpoints[q.to].node_addr);
+            local.forwarded += 1;
+            local.bytes_forwarded += q.data.len() as u64;
+        }
+        // Sleep until the next due datagram or an arrival.
+        let mut wait = MAX_SLEEP;
+        if let Some(q) = queue.peek() {
+            wait = wait.min(q.0.due.saturating_duration_since(Instant::now()));
+        }
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: wait.as_nanos() as libc::c_long };
+        // SAFETY: pfds is a live array of pollfd of the given length.
+        unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        for (to, e) in endpoints.iter().enumerate() {
+            while let Ok((n, src)) = e.face.recv_from(&mut buf) {
+                local.received += 1;
+                let Some(&from) = by_addr.get(&src) else {
+                    local.unknown_source += 1;
+                    continue;
+                };
+                let path = config.path(from as NodeId, to as NodeId);
+                if rng.gen::<f64>() < path.loss {
+                    local.lost += 1;
+                    continue;
+                }
+                let copies = if rng.gen::<f64>() < path.duplicate {
+                    local.duplicated += 1;
+                    2
+                } else {
+                    1
+                };
+                for _ in 0..copies {
+                    if queue.len() >= MAX_QUEUED {
+                        local.overflow += 1;
+                        continue;
+                    }
+                    let mut delay_us = path.delay_us;
+                    if path.jitter_us > 0.0 {
+                        delay_us += -path.jitter_us * (1.0 - rng.gen::<f64>()).ln();
+                    }
+                    if rng.gen::<f64>() < path.reorder {
+                        local.reordered += 1;
+                        delay_us += path.reorder_us;
+                    }
+                    order += 1;
+                    queue.push(Reverse(Queued {
+                        due: Instant::now() + Duration::from_nanos((delay_us * 1000.0) as u64),
+                        order,
+                        from,
+                        to,
+                        data: buf[..n].to_vec(),
+                    }));
+                }
+            }
+        }
+        for p in &mut pfds {
+            p.revents = 0;
+        }
+        if let Ok(mut s) = stats.lock() {
+            *s = local.clone();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(cfg: RelayConfig) -> (Relay, UdpSocket, UdpSocket) {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let eps = [&a, &b]
+            .iter()
+            .enumerate()
+            .map(|(k, s)| RelayEndpoint { node: k as u32, face: UdpSocket::bind("127.0.0.1:0").unwrap(), node_addr: s.local_addr().unwrap() })
+            .collect();
+        (Relay::start(eps, cfg).unwrap(), a, b)
+    }
+
+    #[test]
+    fn delays_each_direction_by_its_own_model() {
+        let mut cfg = RelayConfig::clean(2_000.0);
+        cfg.paths.insert((1, 0), PathModel::fixed(8_000.0));
+        let (relay, a, b) = setup(cfg);
+        b.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        a.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut buf = [0u8; 16];
+        let t = Instant::now();
+        a.send_to(b"ping", relay.faces()[1]).unwrap();
+        let (n, from) = b.recv_from(&mut buf).unwrap();
+        let fwd = t.elapsed();
+        assert_eq!((&buf[..n], from), (&b"ping"[..], relay.faces()[0]));
+        let t = Instant::now();
+        b.send_to(b"pong", from).unwrap();
+        a.recv_from(&mut buf).unwrap();
+        let rev = t.elapsed();
+        // Never early; late only by scheduling (generous: the machine is shared).
+        assert!(fwd >= Duration::from_millis(2) && fwd < Duration::from_millis(100), "{fwd:?}");
+        assert!(rev >= Duration::from_millis(8) && rev < Duration::from_millis(100), "{rev:?}");
+        let s = relay.stop();
+        assert_eq!((s.received, s.forwarded, s.lost), (2, 2, 0));
+    }
+
+    #[test]
+    fn loses_and_duplicates_at_the_configured_rates() {
+        let cfg = RelayConfig {
+            seed: 7,
+            default_path: PathModel { loss: 0.2, duplicate: 0.1, ..PathModel::fixed(100.0) },
+            paths: HashMap::new(),
+        };
+        let (relay, a, b) = setup(cfg);
+        b.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        // Read while sending: a socket buffer holds only a few hundred small datagrams.
+        let reader = std::thread::spawn(move || {
+            let mut got = 0u64;
+            let mut buf = [0u8; 8];
+            while b.recv_from(&mut buf).is_ok() {
+                got += 1;
+            }
+            got
+        });
+        for i in 0..1000u32 {
+            a.send_to(&i.to_le_bytes(), relay.faces()[1]).unwrap();
+            if i % 50 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let got = reader.join().unwrap();
+        let s = relay.stop();
+        assert_eq!(s.received, 1000);
+        assert!((150..=250).contains(&s.lost), "{s:?}");
+        assert!((60..=140).contains(&s.duplicated), "{s:?}");
+        assert_eq!(got, 1000 - s.lost + s.duplicated);
+    }
+
+    #[test]
+    fn bad_probabilities_are_named() {
+        let cfg = RelayConfig { seed: 1, default_path: PathModel { loss: 1.5, ..PathModel::fixed(1.0) }, paths: HashMap::new() };
+        let e = Relay::start(Vec::new(), cfg).err().unwrap();
+        assert!(e.contains("loss = 1.5"), "{e}");
+    }
+}

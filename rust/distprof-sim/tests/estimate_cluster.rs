@@ -1,0 +1,100 @@
+//! End to end in simulation: the real estimator on a simulated cluster, errors against the
+//! simulator's true clocks.
+
+use distprof::estimate::{estimate_window, EstimatorSettings, ModelBuilder, NetworkMode};
+use distprof_sim::cluster::{Cluster, Scenario};
+
+fn small(nodes: u32, asymmetry_max_ns: f64) -> Cluster {
+    let s = Scenario { nodes, duration_s: 12.0, asymmetry_max_ns, seed: 7, ..Scenario::reference() };
+    Cluster::new(s).expect("valid scenario")
+}
+
+#[test]
+fn reference_noise_errors_are_small_inside_the_bound_and_network_beats_single_edges() {
+    let c = small(24, 0.0);
+    let (mut wls_sq, mut tree_sq, mut n) = (0.0, 0.0, 0);
+    let mut builder = ModelBuilder::new(24);
+    for k in 0..c.num_windows() {
+        let recs = c.records(k);
+        let spec = c.window_spec(k);
+        let wls = estimate_window(&recs, &spec, &EstimatorSettings::default());
+        let tree = estimate_window(&recs, &spec, &EstimatorSettings { network: NetworkMode::Tree, ..Default::default() });
+        assert!(wls.unreachable.is_empty());
+        for i in 1..24u32 {
+            let t = c.truth(i, k);
+            let seg = wls.segments[i as usize].expect("reachable");
+            let err = seg.offset_ns - t.offset_ns;
+            assert!(err.abs() < 1_000.0, "window {k} node {i}: offset error {err} ns");
+            assert!((seg.drift_ppb - t.drift_ppb).abs() < 1_000.0, "window {k} node {i}: drift {} vs {}", seg.drift_ppb, t.drift_ppb);
+            assert!(err.abs() <= seg.bound_ns, "window {k} node {i}: error {err} beyond bound {}", seg.bound_ns);
+            wls_sq += err * err;
+            tree_sq += (tree.segments[i as usize].expect("reachable").offset_ns - t.offset_ns).powi(2);
+            n += 1;
+        }
+        builder.push(&wls);
+    }
+    let (wls_rms, tree_rms) = ((wls_sq / n as f64).sqrt(), (tree_sq / n as f64).sqrt());
+    assert!(wls_rms < 0.7 * tree_rms, "network {wls_rms} ns vs single edges {tree_rms} ns");
+    assert!(wls_rms < 200.0, "rms offset error {wls_rms} ns");
+    let models = builder.finish();
+    assert!(models.iter().all(|m| m.reachable && m.segments.len() == c.num_windows() as usize));
+}
+
+#[test]
+fn asymmetric_paths_stay_inside_the_bound() {
+    let c = small(12, 5_000.0);
+    let est = estimate_window(&c.records(1), &c.window_spec(1), &EstimatorSettings::default());
+    for i in 1..12u32 {
+        let seg = est.segments[i as usize].expect("reachable");
+        let err = seg.offset_ns - c.truth(i, 1).offset_ns;
+        assert!(err.abs() <= seg.bound_ns, "node {i}: error {err} beyond bound {}", seg.bound_ns);
+    }
+}
+
+#[test]
+fn a_node_with_only_its_own_edges_reaches_its_neighbours_only() {
+    let c = small(32, 0.0);
+    // A neighbour of the reference: through its own edges it reaches the reference, and
+    // so do its other neighbours; everyone else is unreachable, never zero.
+    let node = c.graph[0][0];
+    let est = estimate_window(&c.records_of(node, 1), &c.window_spec(1), &EstimatorSettings::default());
+    let adjacent = |a: u32, b: u32| c.graph[a as usize].contains(&b) || c.graph[b as usize].contains(&a);
+    for i in 0..32u32 {
+        let expected = i == 0 || i == node || adjacent(node, i);
+        assert_eq!(est.segments[i as usize].is_some(), expected, "node {i}");
+        assert_eq!(est.unreachable.contains(&i), !expected, "node {i}");
+    }
+    let t = c.truth(node, 1);
+    let seg = est.segments[node as usize].expect("reachable");
+    assert!((seg.offset_ns - t.offset_ns).abs() <= seg.bound_ns);
+}
+
+#[test]
+fn drift_history_makes_drift_several_times_better() {
+    use distprof::estimate::{estimate_window_with_history, History};
+    let s = Scenario { nodes: 12, duration_s: 24.0, seed: 3, ..Scenario::reference() };
+    let c = Cluster::new(s).expect("valid scenario");
+    let settings = EstimatorSettings::default();
+    let mut history = History::default();
+    let (mut with_sq, mut without_sq, mut n) = (0.0, 0.0, 0);
+    for k in 0..c.num_windows() {
+        let recs = c.records(k);
+        let spec = c.window_spec(k);
+        let with = estimate_window_with_history(&recs, &spec, &settings, &mut history);
+        let without = estimate_window(&recs, &spec, &settings);
+        if k < settings.drift_history_windows as u64 {
+            continue;
+        }
+        for i in 1..12u32 {
+            let t = c.truth(i, k);
+            let w = with.segments[i as usize].expect("reachable");
+            with_sq += (w.drift_ppb - t.drift_ppb).powi(2);
+            without_sq += (without.segments[i as usize].expect("reachable").drift_ppb - t.drift_ppb).powi(2);
+            assert!((w.offset_ns - t.offset_ns).abs() <= w.bound_ns);
+            n += 1;
+        }
+    }
+    let (with_rms, without_rms) = ((with_sq / n as f64).sqrt(), (without_sq / n as f64).sqrt());
+    assert!(with_rms < 0.5 * without_rms, "with history {with_rms} ppb, without {without_rms} ppb");
+    assert!(with_rms < 30.0, "drift rms {with_rms} ppb");
+}

@@ -1,0 +1,218 @@
+//! The exact max-margin line between forward and reverse points.
+//!
+//! Every forward point lies above the true line and every reverse point below it (up to
+//! timestamp noise). The line y = a + b x that maximizes the smallest vertical distance
+//! t to both sets only touches the lower convex hull of the forward points and the upper
+//! convex hull of the reverse points. For a slope b the best margin is
+//! g(b) = (min_F(y - b x) - max_R(y - b x)) / 2, a concave piecewise-linear function whose
+//! kinks are the slopes of the hull edges, so the optimum is at one of those slopes: a
+//! binary search over them gives the same line as the linear program
+//! max t s.t. y_f >= a + b x_f + t, y_r <= a + b x_r - t, in O(N log N) (O(N) when the
+//! points come sorted, as they do). When noise makes the sets overlap t is negative and
+//! the line is the one that least violates the separation.
+
+use super::points::Point;
+
+/// A fitted line, y = intercept + slope * x, x and y as in `points`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Line {
+    pub slope: f64,
+    pub intercept_ns: f64,
+}
+
+impl Line {
+    pub fn at(&self, x_ns: f64) -> f64 {
+        self.intercept_ns + self.slope * x_ns
+    }
+}
+
+/// Why an edge has no line this window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FitError {
+    /// Fewer than two pure points in a direction.
+    TooFewPoints,
+    /// The points do not pin the slope (all at one x, or one direction entirely before
+    /// the other).
+    Degenerate,
+    /// The reference estimator failed or is not compiled in.
+    Solver,
+}
+
+/// The two hulls the fit and the bound use.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Hulls {
+    /// Lower convex hull of the forward points, by increasing x.
+    pub fwd_lower: Vec<Point>,
+    /// Upper convex hull of the reverse points, by increasing x.
+    pub rev_upper: Vec<Point>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HullFit {
+    pub line: Line,
+    /// Smallest vertical distance of any point to the line (negative: the sets overlap).
+    pub margin_ns: f64,
+    pub hulls: Hulls,
+}
+
+fn cross(o: Point, a: Point, b: Point) -> f64 {
+    (a.x_ns - o.x_ns) * (b.y_ns - o.y_ns) - (a.y_ns - o.y_ns) * (b.x_ns - o.x_ns)
+}
+
+/// Andrew's monotone chain over points sorted by x; `LOWER` picks the side (a const so
+/// each side compiles to its own branch-free loop: this is the hot path of a window).
+fn chain<const LOWER: bool>(sorted: &[Point]) -> Vec<Point> {
+    // The upper hull of (x, y) is the lower hull of (x, -y).
+    let s = if LOWER { 1.0 } else { -1.0 };
+    let mut h: Vec<Point> = Vec::with_capacity(64);
+    for &p in sorted {
+        let py = s * p.y_ns;
+        // Of points sharing an x only the lowest (after the sign flip) matters.
+        if let Some(last) = h.last() {
+            if last.x_ns == p.x_ns {
+                if py >= last.y_ns {
+                    continue;
+                }
+                h.pop();
+            }
+        }
+        let q = Point { x_ns: p.x_ns, y_ns: py };
+        while h.len() >= 2 && cross(h[h.len() - 2], h[h.len() - 1], q) <= 0.0 {
+            h.pop();
+        }
+        h.push(q);
+    }
+    if !LOWER {
+        h.iter_mut().for_each(|p| p.y_ns = -p.y_ns);
+    }
+    h
+}
+
+pub fn lower_hull(sorted: &[Point]) -> Vec<Point> {
+    chain::<true>(sorted)
+}
+
+pub fn upper_hull(sorted: &[Point]) -> Vec<Point> {
+    chain::<false>(sorted)
+}
+
+/// Piecewise-linear value of a hull chain at x; None outside its x range.
+pub fn eval_chain(chain: &[Point], x_ns: f64) -> Option<f64> {
+    let first = chain.first()?;
+    let last = chain.last()?;
+    if x_ns < first.x_ns || x_ns > last.x_ns {
+        return None;
+    }
+    if chain.len() == 1 {
+        return Some(first.y_ns);
+    }
+    let i = chain.partition_point(|p| p.x_ns <= x_ns).clamp(1, chain.len() - 1);
+    let (a, b) = (chain[i - 1], chain[i]);
+    Some(a.y_ns + (b.y_ns - a.y_ns) * (x_ns - a.x_ns) / (b.x_ns - a.x_ns))
+}
+
+impl Hulls {
+    pub fn of(fwd_sorted: &[Point], rev_sorted: &[Point]) -> Self {
+        Self { fwd_lower: lower_hull(fwd_sorted), rev_upper: upper_hull(rev_sorted) }
+    }
+
+    /// (min over forward of y - b x, max over reverse of y - b x) for slope b.
+    fn support(&self, b: f64) -> (f64, f64) {
+        let lo = self.fwd_lower.iter().map(|p| p.y_ns - b * p.x_ns).fold(f64::INFINITY, f64::min);
+        let hi = self.rev_upper.iter().map(|p| p.y_ns - b * p.x_ns).fold(f64::NEG_INFINITY, f64::max);
+        (lo, hi)
+    }
+
+    fn gap(&self, b: f64) -> f64 {
+        let (lo, hi) = self.support(b);
+        lo - hi
+    }
+}
+
+/// Fits the max-margin line. `fwd` and `rev` must be sorted by x (as `points` gives them).
+pub fn fit(fwd: &[Point], rev: &[Point]) -> Result<HullFit, FitError> {
+    if fwd.len() < 2 || rev.len() < 2 {
+        return Err(FitError::TooFewPoints);
+    }
+    if fwd.iter().chain(rev).any(|p| !p.x_ns.is_finite() || !p.y_ns.is_finite()) {
+        return Err(FitError::Degenerate);
+    }
+    let hulls = Hulls::of(fwd, rev);
+    let (f0, f1) = (hulls.fwd_lower[0].x_ns, hulls.fwd_lower[hulls.fwd_lower.len() - 1].x_ns);
+    let (r0, r1) = (hulls.rev_upper[0].x_ns, hulls.rev_upper[hulls.rev_upper.len() - 1].x_ns);
+    // g(b) grows without bound for b -> +inf unless some reverse point is left of some
+    // forward point, and for b -> -inf unless some reverse point is right of one.
+    if !(r0 < f1 && r1 > f0) {
+        return Err(FitError::Degenerate);
+    }
+    let mut slopes: Vec<f64> = hulls
+        .fwd_lower
+        .windows(2)
+        .chain(hulls.rev_upper.windows(2))
+        .map(|w| (w[1].y_ns - w[0].y_ns) / (w[1].x_ns - w[0].x_ns))
+        .filter(|s| s.is_finite())
+        .collect();
+    if slopes.is_empty() {
+        return Err(FitError::Degenerate);
+    }
+    slopes.sort_by(f64::total_cmp);
+    // g is concave in b, so g(slopes[k]) is unimodal in k: find the first k with
+    // g(slopes[k]) >= g(slopes[k + 1]).
+    let (mut lo, mut hi) = (0usize, slopes.len() - 1);
+    while lo < hi {
+        let m = (lo + hi) / 2;
+        if hulls.gap(slopes[m]) >= hulls.gap(slopes[m + 1]) {
+            hi = m;
+        } else {
+            lo = m + 1;
+        }
+    }
+    let b = slopes[lo];
+    let (min_f, max_r) = hulls.support(b);
+    let line = Line { slope: b, intercept_ns: 0.5 * (min_f + max_r) };
+    Ok(HullFit { line, margin_ns: 0.5 * (min_f - max_r), hulls })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pts(v: &[(f64, f64)]) -> Vec<Point> {
+        v.iter().map(|&(x_ns, y_ns)| Point { x_ns, y_ns }).collect()
+    }
+
+    #[test]
+    fn exact_on_a_hand_made_case() {
+        // True line y = 100 + 0.001 x; forward 10 above at the ends, reverse 10 below in
+        // the middle: the max-margin line is the true one with margin 10.
+        let fwd = pts(&[(-1000.0, 99.0 + 10.0), (0.0, 100.0 + 30.0), (1000.0, 101.0 + 10.0)]);
+        let rev = pts(&[(-500.0, 99.5 - 50.0), (500.0, 100.5 - 10.0), (900.0, 100.9 - 40.0)]);
+        let f = fit(&fwd, &rev).expect("fit");
+        // The optimum: slope pinned by the two forward end points and the reverse point
+        // at 500.
+        assert!((f.line.slope - 0.001).abs() < 1e-12, "{f:?}");
+        assert!((f.line.intercept_ns - 100.0).abs() < 1e-9, "{f:?}");
+        assert!((f.margin_ns - 10.0).abs() < 1e-9, "{f:?}");
+    }
+
+    #[test]
+    fn degenerate_inputs_are_errors() {
+        let two = pts(&[(0.0, 1.0), (1.0, 1.0)]);
+        assert_eq!(fit(&two[..1], &two).unwrap_err(), FitError::TooFewPoints);
+        let left = pts(&[(-2.0, 0.0), (-1.0, 0.0)]);
+        let right = pts(&[(1.0, 5.0), (2.0, 5.0)]);
+        assert_eq!(fit(&right, &left).unwrap_err(), FitError::Degenerate);
+        let same_x = pts(&[(0.0, 5.0), (0.0, 6.0)]);
+        let same_x_r = pts(&[(0.0, 1.0), (0.0, 2.0)]);
+        assert_eq!(fit(&same_x, &same_x_r).unwrap_err(), FitError::Degenerate);
+    }
+
+    #[test]
+    fn hull_value_interpolates() {
+        let c = pts(&[(0.0, 0.0), (10.0, 10.0), (20.0, 0.0)]);
+        assert_eq!(eval_chain(&c, 5.0), Some(5.0));
+        assert_eq!(eval_chain(&c, 20.0), Some(0.0));
+        assert_eq!(eval_chain(&c, 21.0), None);
+    }
+}

@@ -1,0 +1,25 @@
+//! Clock estimation: from one window's `ProbeRecord`s to every node's offset and drift
+//! against the reference, with an error bound.
+//!
+//! Flow: `points` groups records by edge, checks them and applies the `purity` test, giving
+//! forward and reverse one-way-delay points with x measured from the window midpoint;
+//! `fit` draws one line per edge with the configured estimator (`hull` by default, `svm`,
+//! or the `ntp` / `two_point` baselines); `network` solves all edges at once for node
+//! offsets and drifts; `bound` turns the data into an error bound; `online` runs the whole
+//! chain for one window and produces the `model::ClockSegment`s. See docs/estimation.md.
+
+pub mod bound;
+pub mod fit;
+pub mod hull;
+pub mod network;
+pub mod ntp;
+pub mod online;
+pub mod points;
+pub mod purity;
+pub mod settings;
+#[cfg(feature = "svm")]
+pub mod svm;
+pub mod two_point;
+
+pub use online::{estimate_window, estimate_window_with_history, History, ModelBuilder, WindowEstimate, WindowSpec};
+pub use settings::{EstimatorSettings, NetworkMode};

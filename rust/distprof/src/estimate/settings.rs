@@ -1,0 +1,59 @@
+//! The estimator's knobs, built from `Config` in one place (`EstimatorSettings::from_config`).
+
+use crate::config::{Config, EstimatorKind};
+
+/// Whether node clocks come from all edges at once or from single edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkMode {
+    /// Weighted least squares over every accepted edge, both directions (the default).
+    Wls,
+    /// Each node from the single edge that first reaches it in a breadth-first walk from
+    /// the reference: what per-edge estimation without network correction gives.
+    Tree,
+}
+
+/// Everything the estimation chain needs besides the records.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EstimatorSettings {
+    pub estimator: EstimatorKind,
+    /// A coded pair is pure when |received gap - sent gap| <= abs + rel * sent gap.
+    pub purity_abs_tolerance_ns: u64,
+    pub purity_rel_tolerance: f64,
+    /// Segments whose bound exceeds this are flagged.
+    pub max_bound_ns: u64,
+    pub network: NetworkMode,
+    /// Past windows whose hulls join the current one's for the drift (hull estimator,
+    /// `online::estimate_window_with_history`). 2: the slope spans 12 s of 4 s windows.
+    pub drift_history_windows: usize,
+    /// Cost parameter of the linfa-svm reference estimator (large C: close to hard margin).
+    pub svm_c: f64,
+}
+
+impl EstimatorSettings {
+    /// The one place the estimator reads `Config`.
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            estimator: config.estimator,
+            purity_abs_tolerance_ns: config.purity_abs_tolerance_ns,
+            purity_rel_tolerance: config.purity_rel_tolerance,
+            max_bound_ns: config.max_bound_ns,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for EstimatorSettings {
+    fn default() -> Self {
+        Self {
+            estimator: EstimatorKind::Hull,
+            purity_abs_tolerance_ns: 2_000,
+            purity_rel_tolerance: 0.1,
+            max_bound_ns: 10_000,
+            network: NetworkMode::Wls,
+            drift_history_windows: 4,
+            // environment.md §4: C = 1 is visibly soft (0.5 µs off); C = 100 approaches the
+            // exact max-margin line the hull computes.
+            svm_c: 100.0,
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The per-node probe JSONL file `probe_windows_node<id>.jsonl` (schema: `docs/jsonl.md`).
+//!
+//! Line 1 is the meta line; then one line per closed window, each written with a single
+//! `write` and flushed at the window's close, so a crash (even `kill -9`) loses at most the
+//! open window and never leaves a closed one half written.
+
+use crate::clock::VirtualClock;
+use crate::config::Config;
+use crate::context::NodeId;
+use crate::timestamp::StampMode;
+use crate::window::ClosedWindow;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+
+/// Version of the line formats below; bumped on incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The first line of the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// Always true: tells the meta line from window lines.
+    pub meta: bool,
+    pub format_version: u32,
+    pub node: NodeId,
+    pub session_id: String,
+    pub session_token: u64,
+    pub reference_node: NodeId,
+    /// Timestamping in force, and the error one stamp of that mode may carry.
+    pub timestamp_mode: StampMode,
+    pub stamp_error_bound_ns: i64,
+    /// Why a better mode was not used (e.g. the NIC refused hardware stamping); empty if none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub timestamp_note: String,
+    /// The virtual clock applied to every stamp (tests only; absent on real hosts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_clock: Option<VirtualClock>,
+    pub out_edges: Vec<NodeId>,
+    pub start_local_ns: i64,
+    /// The effective configuration.
+    pub config: Config,
+}
+
+pub fn file_name(node: NodeId) -> String {
+    format!("probe_windows_node{node}.jsonl")
+}
+
+/// Writes one node's file.
+pub struct JsonlWriter {
+    file: File,
+    path: PathBuf,
+}
+
+impl JsonlWriter {
+    /// Creates (truncating) the file in `dir` and writes the meta line.
+    pub fn create(dir: &Path, meta: &Meta) -> io::Result<JsonlWriter> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot create output_dir `{}`: {e}", dir.display()))
+        })?;
+        let path = dir.join(file_name(meta.node));
+        let file = File::create(&path)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot create `{}`: {e}", path.display())))?;
+        let mut w = JsonlWriter { file, path };
+        w.write_line(&serde_json::to_string(meta).map_err(io::Error::other)?)?;
+        Ok(w)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn write_window(&mut self, w: &ClosedWindow) -> io::Result<()> {
+        self.write_line(&serde_json::to_string(w).map_err(io::Error::other)?)
+    }
+
+    fn write_line(&mut self, line: &str) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        // One write_all of the whole line: the page cache keeps it even if the process is
+        // killed right after, which is all "flushed" has to mean for a crash of the process.
+        self.file.write_all(&buf)?;
+        self.file.flush()
+    }
+}
+
+/// A parsed file.
+#[derive(Debug, Clone)]
+pub struct NodeFile {
+    pub meta: Meta,
+    pub windows: Vec<ClosedWindow>,
+    /// True when the last line was cut short (the node died while writing it).
+    pub truncated_tail: bool,
+}
+
+/// Reads a file; a cut-off last line (a node killed mid-write) is reported, not an error;
+/// any other unparsable line is an error naming the line.
+pub fn read(path: &Path) -> Result<NodeFile, String> {
+    let f = File::open(path).map_err(|e| format!("cannot open `{}`: {e}", path.display()))?;
+    let lines: Vec<String> = io::BufReader::new(f)
+        .lines()
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let first = lines.first().ok_or_else(|| format!("`{}` is empty: no meta line", path.display()))?;
+    let meta: Meta = serde_json::from_str(first)
+        .map_err(|e| format!("`{}` line 1: not a distprof meta line: {e}", path.display()))?;
+    let mut windows = Vec::new();
+    let mut truncated_tail = false;
+    for (i, line) in lines.iter().enumerate().skip(1) {
+        match serde_json::from_str::<ClosedWindow>(line) {
+            Ok(w) => windows.push(w),
+            Err(e) if e.is_eof() && i == lines.len() - 1 => truncated_tail = true,
+            Err(e) => return Err(format!("`{}` line {}: {e}", path.display(), i + 1)),
+        }
+    }
+    Ok(NodeFile { meta, windows, truncated_tail })
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Python venv for the XProf oracle step (tests/steps/40-xprof.sh): xprof from PyPI. With
+# DISTPROF_WITH_JAX=1 it also installs jax/jaxlib, needed only to regenerate the fixtures
+# (tests/jax/make_traces.py). Idempotent: stamp files record what is installed. The venv
+# lives under .venv/ (gitignored); jax from PyPI needs Python >= 3.12.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+venv=.venv/py312
+pip_install() { "$venv/bin/pip" install --quiet --disable-pip-version-check "$@"; }
+if [ ! -x "$venv/bin/python" ]; then
+    py=""
+    if command -v pyenv >/dev/null 2>&1 && PYENV_VERSION=3.12.1 pyenv which python >/dev/null 2>&1; then
+        py=$(PYENV_VERSION=3.12.1 pyenv which python)
+    elif command -v python3.12 >/dev/null 2>&1; then
+        py=$(command -v python3.12)
+    else
+        echo "30-python: need Python 3.12 (pyenv 3.12.1 or python3.12) for xprof/jax" >&2; exit 1
+    fi
+    "$py" -m venv "$venv"
+fi
+if [ ! -f "$venv/.stamp-xprof-2.24.2" ]; then
+    pip_install xprof==2.24.2
+    touch "$venv/.stamp-xprof-2.24.2"
+fi
+if [ "${DISTPROF_WITH_JAX:-0}" = 1 ] && [ ! -f "$venv/.stamp-jax-0.12.0.1" ]; then
+    pip_install jax==0.12.0.1 jaxlib==0.12.0.1
+    touch "$venv/.stamp-jax-0.12.0.1"
+fi
+echo "python venv ready ($venv)"
