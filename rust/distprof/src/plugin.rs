@@ -15,7 +15,7 @@
 pub mod engine;
 pub mod lease;
 pub mod node;
-pub mod plane;
+pub mod trace;
 
 pub use node::NodeState;
 

@@ -2,128 +2,43 @@
 //!
 //! - client created: [`NodeSession::start`]: a distprof thread binds the probe socket and
 //!   runs the rendezvous over XLA's key-value store (bounded lease); the hook returns at once;
-//! - trace start / stop: one (host clock, tracer clock) snapshot pair each; at stop the
-//!   `distprof-io` thread appends one JSONL `meta` line per node in `output_dir`, with the
-//!   rendezvous outcome (file I/O never runs on XLA's thread);
-//! - export: one `/distprof/node:<id>` XPlane per node with those facts as plane stats.
+//! - trace start: [`TraceSession::start`]: the snapshot sampler (tracer clock from the hook,
+//!   else the host clock) and the probe engine of every node that has agreed;
+//! - trace stop: tells them to stop (the engine closes its last window, writes the JSONL
+//!   file, fits and writes the model file on its own thread);
+//! - export: the distprof plane of every node (clock model, snapshot pairs, probe
+//!   statistics, timestamp mode) as bytes the C++ hook merges into XLA's `XSpace`.
 //!
 //! One process may host several nodes (one GPU client each, as the C++ test program does
 //! with threads); the trace hooks are process-wide and apply to every node.
 
 use super::node::{NodeSession, NodeState};
-use super::{plane, Backend, OnFailure, PluginError, TracerClock};
+use super::trace::TraceSession;
+use super::{Backend, OnFailure, PluginError, TracerClock};
 use crate::config::Config;
 use crate::context::NodeId;
 use crate::kv::KvStore;
-use serde::Serialize;
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::mpsc;
-use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// One (host clock S, tracer clock R) pair; R is the host clock when XLA gave no reader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SnapshotPair {
-    pub host_ns: u64,
-    pub tracer_ns: u64,
-}
-
-/// The host clock S: CLOCK_REALTIME in nanoseconds since the epoch.
-pub fn host_now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
-/// Work a hook hands off: runs on the backend's `distprof-io` thread, in order.
-type Job = Box<dyn FnOnce() + Send>;
-
-/// One thread per backend for the file writes of the trace hooks. It ends when the backend
-/// is dropped (the channel closes) after the jobs already queued; nobody waits for it.
-struct IoThread {
-    jobs: mpsc::Sender<Job>,
-    _thread: JoinHandle<()>,
-}
-
-impl IoThread {
-    fn start() -> Result<Self, PluginError> {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let thread = std::thread::Builder::new()
-            .name("distprof-io".into())
-            .spawn(move || {
-                for job in queue {
-                    // A panicking job must not take the queue down; the job reports its
-                    // own failures.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                }
-            })
-            .map_err(|e| PluginError::new(format!("cannot start the distprof-io thread: {e}")))?;
-        Ok(Self { jobs, _thread: thread })
-    }
-}
 
 pub struct EngineBackend {
     config: Config,
-    /// A node whose rendezvous fails turns the plugin off through this (one log line).
+    /// A node whose rendezvous or probe engine fails turns the plugin off through this
+    /// (one log line).
     on_failure: OnFailure,
     nodes: Vec<NodeSession>,
-    tracer_clock: Option<Box<dyn TracerClock>>,
-    trace_start: Option<SnapshotPair>,
-    trace_stop: Option<SnapshotPair>,
+    /// The current (or last) profiling session.
+    trace: Option<TraceSession>,
     agent_task_id: Option<i32>,
-    io: Option<IoThread>,
 }
 
 impl EngineBackend {
     pub fn new(config: Config, on_failure: OnFailure) -> Self {
-        Self {
-            config,
-            on_failure,
-            nodes: Vec::new(),
-            tracer_clock: None,
-            trace_start: None,
-            trace_stop: None,
-            agent_task_id: None,
-            io: None,
-        }
+        Self { config, on_failure, nodes: Vec::new(), trace: None, agent_task_id: None }
     }
 
-    /// Queues `job` on the I/O thread, starting it on first use.
-    fn submit(&mut self, job: Job) -> Result<(), PluginError> {
-        if self.io.is_none() {
-            self.io = Some(IoThread::start()?);
-        }
-        let io = self.io.as_ref().expect("started above");
-        io.jobs.send(job).map_err(|_| PluginError::new("the distprof-io thread has stopped"))
+    /// The current or last trace (tests).
+    pub fn trace(&self) -> Option<&TraceSession> {
+        self.trace.as_ref()
     }
-
-    fn snapshot(&self) -> SnapshotPair {
-        let host_ns = host_now_ns();
-        let tracer_ns = self.tracer_clock.as_ref().map_or(host_ns, |c| c.now_ns());
-        SnapshotPair { host_ns, tracer_ns }
-    }
-
-    fn jsonl_path(&self, node: NodeId) -> PathBuf {
-        PathBuf::from(&self.config.output_dir).join(format!("distprof-node{node}.jsonl"))
-    }
-}
-
-/// Appends each line to its node's JSONL file, creating `dir` if needed.
-fn write_meta_lines(dir: &std::path::Path, lines: &[(PathBuf, serde_json::Value)]) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        format!(
-            "cannot create output_dir {}: {e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory",
-            dir.display()
-        )
-    })?;
-    for (path, line) in lines {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        writeln!(file, "{line}").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    Ok(())
 }
 
 impl Backend for EngineBackend {
@@ -144,69 +59,33 @@ impl Backend for EngineBackend {
     }
 
     fn trace_start(&mut self, tracer_clock: Option<Box<dyn TracerClock>>) -> Result<(), PluginError> {
-        self.tracer_clock = tracer_clock;
-        self.trace_start = Some(self.snapshot());
-        self.trace_stop = None;
+        if self.nodes.is_empty() {
+            tracing::debug!("distprof: trace started before any GPU client was created; nothing to probe");
+        }
+        // A start without a stop: end the previous session first.
+        let mut previous = self.trace.take();
+        if let Some(p) = previous.as_mut() {
+            p.stop();
+        }
+        let session =
+            TraceSession::start(&self.config, &self.nodes, previous.as_ref(), tracer_clock, &self.on_failure)?;
+        self.trace = Some(session);
         Ok(())
     }
 
     fn trace_stop(&mut self) -> Result<(), PluginError> {
-        self.trace_stop = Some(self.snapshot());
-        if self.nodes.is_empty() {
-            tracing::debug!("distprof: trace stopped before any GPU client was created; nothing to write");
-            return Ok(());
+        match self.trace.as_mut() {
+            Some(t) => t.stop(),
+            None => tracing::debug!("distprof: trace stop without a trace start; nothing to stop"),
         }
-        let lines: Vec<(PathBuf, serde_json::Value)> = self
-            .nodes
-            .iter()
-            .map(|n| {
-                let line = serde_json::json!({
-                    "kind": "meta",
-                    "version": 1,
-                    "node": n.node,
-                    "num_nodes": n.num_nodes,
-                    "pid": std::process::id(),
-                    "agent_task_id": self.agent_task_id,
-                    "rendezvous": n.state().to_json(),
-                    "trace_start": self.trace_start,
-                    "trace_stop": self.trace_stop,
-                });
-                (self.jsonl_path(n.node), line)
-            })
-            .collect();
-        let dir = PathBuf::from(&self.config.output_dir);
-        let on_failure = self.on_failure.clone();
-        self.submit(Box::new(move || {
-            if let Err(reason) = write_meta_lines(&dir, &lines) {
-                on_failure("trace stop", &reason);
-            }
-        }))
+        Ok(())
     }
 
     fn export(&mut self) -> Result<Vec<u8>, PluginError> {
-        let mut space = plane::XSpace::default();
-        for n in &self.nodes {
-            let mut p = plane::PlaneBuilder::new(n.node, &format!("/distprof/node:{}", n.node));
-            p.uint("node_id", u64::from(n.node));
-            p.uint("num_nodes", u64::from(n.num_nodes));
-            if let Some(s) = self.trace_start {
-                p.uint("trace_start_host_ns", s.host_ns);
-                p.uint("trace_start_tracer_ns", s.tracer_ns);
-            }
-            if let Some(s) = self.trace_stop {
-                p.uint("trace_stop_host_ns", s.host_ns);
-                p.uint("trace_stop_tracer_ns", s.tracer_ns);
-            }
-            let state = n.state();
-            if let NodeState::Agreed { context, context_digest, .. } = &state {
-                p.str("session_id", &context.session_id);
-                p.str("context_digest", context_digest);
-                p.uint("reference_node", u64::from(context.reference_node));
-            }
-            p.str("rendezvous", &state.to_json().to_string());
-            space.planes.push(p.finish());
-        }
-        Ok(plane::encode(&space))
+        Ok(match &self.trace {
+            Some(t) if !self.nodes.is_empty() => t.export(&self.config, &self.nodes),
+            _ => Vec::new(),
+        })
     }
 
     fn agent_connected(&mut self, task_id: i32) -> Result<(), PluginError> {
@@ -223,8 +102,9 @@ impl Backend for EngineBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::distprof_plane::DistprofPlaneData;
     use crate::kv::MemoryStore;
-    use prost::Message;
+    use crate::plugin::trace::{decode_planes, model_path};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
@@ -242,10 +122,12 @@ mod tests {
         }
     }
 
-    struct FixedClock(u64);
-    impl TracerClock for FixedClock {
+    /// A tracer clock 5 s behind the host clock: the snapshot pairs must show it.
+    struct BehindClock;
+    const BEHIND_NS: i64 = 5_000_000_000;
+    impl TracerClock for BehindClock {
         fn now_ns(&self) -> u64 {
-            self.0
+            (crate::snapshot::host_clock_ns() - BEHIND_NS) as u64
         }
     }
 
@@ -269,10 +151,29 @@ mod tests {
         }
     }
 
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Three nodes in one process over loopback: agree, probe for a few short windows,
+    /// stop, export; every node's plane carries its snapshots (tracer 5 s behind), probe
+    /// statistics and a model against node 0, and every node writes its JSONL and model.
     #[test]
-    fn three_nodes_agree_write_jsonl_and_export_planes() {
+    fn three_nodes_agree_probe_fit_and_export_their_planes() {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config { enabled: true, output_dir: dir.path().to_string_lossy().into(), ..Config::default() };
+        let config = Config {
+            enabled: true,
+            output_dir: dir.path().to_string_lossy().into(),
+            probe_window_s: 0.5,
+            probe_cadence_us: 10_000,
+            snapshot_period_ms: 50,
+            interface: "lo".into(),
+            ..Config::default()
+        };
         let kv = Arc::new(MemoryStore::new());
         let (mut b, failures) = backend(config);
         for node in [2, 1, 0] {
@@ -280,36 +181,78 @@ mod tests {
         }
         let digests: Vec<String> = (0..3).map(|n| wait_agreed(&b, n)).collect();
         assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
-        assert!(failures.lock().unwrap().is_empty());
 
-        b.trace_start(Some(Box::new(FixedClock(1234)))).unwrap();
+        let t = Instant::now();
+        b.trace_start(Some(Box::new(BehindClock))).unwrap();
+        assert!(t.elapsed() < Duration::from_millis(50), "trace start took {:?}", t.elapsed());
+        wait_for("two closed windows on every node", || (0..3).all(|n| b.trace().unwrap().windows_closed(n).unwrap_or(0) >= 2));
+        let t = Instant::now();
         b.trace_stop().unwrap();
-        let path = dir.path().join("distprof-node1.jsonl");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !std::fs::read_to_string(&path).is_ok_and(|t| t.ends_with('\n')) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
-        assert_eq!(line["kind"], "meta");
-        assert_eq!(line["node"], 1);
-        assert_eq!(line["rendezvous"]["status"], "agreed");
-        assert_eq!(line["rendezvous"]["context_digest"], digests[0].as_str());
-        assert_eq!(line["trace_start"]["tracer_ns"], 1234);
-
         let bytes = b.export().unwrap();
-        let space = plane::XSpace::decode(bytes.as_slice()).unwrap();
-        assert_eq!(space.planes.len(), 3);
-        let p = &space.planes[1];
-        assert_eq!(p.name, "/distprof/node:1");
-        let stat = |name: &str| {
-            let id = p.stat_metadata.values().find(|m| m.name == name).unwrap().id;
-            p.stats.iter().find(|s| s.metadata_id == id).unwrap().clone()
-        };
-        assert_eq!(stat("node_id").uint64_value, Some(1));
-        assert_eq!(stat("num_nodes").uint64_value, Some(3));
-        assert_eq!(stat("trace_stop_tracer_ns").uint64_value, Some(1234));
-        assert_eq!(stat("context_digest").str_value.as_deref(), Some(digests[0].as_str()));
+        assert!(t.elapsed() < Duration::from_millis(50), "stop + export took {:?}", t.elapsed());
+        assert!(failures.lock().unwrap().is_empty(), "{:?}", failures.lock().unwrap());
+
+        let planes = decode_planes(&bytes).unwrap();
+        assert_eq!(planes.len(), 3);
+        for (i, p) in planes.iter().enumerate() {
+            let data = DistprofPlaneData::from_xplane(p).unwrap();
+            assert_eq!(data.node, [2, 1, 0][i]);
+            assert_eq!(data.reference_node, 0);
+            assert_eq!(data.tracer_clock, "rocm");
+            assert!(data.timestamp_mode == "kernel" || data.timestamp_mode == "user", "{}", data.timestamp_mode);
+            // Start pair, >= 1 sampled pair, stop pair; R is S - 5 s within the read window.
+            assert!(data.snapshots.len() >= 3, "{} pairs", data.snapshots.len());
+            for s in &data.snapshots {
+                assert!((s.s_ns - s.r_ns - BEHIND_NS).abs() <= s.read_window_ns.max(1_000), "{s:?}");
+            }
+            let ts = data.tracer_start.unwrap();
+            assert!((ts.s_ns - ts.r_ns - BEHIND_NS).abs() < 1_000_000);
+            // Every node probes both others (out-degree clamped to N-1 = 2).
+            let peers: std::collections::BTreeSet<_> = data.probe_stats.iter().map(|s| s.peer).collect();
+            assert_eq!(peers.len(), 2, "{:?}", data.probe_stats);
+            assert!(data.probe_stats.iter().any(|s| s.pairs_used > 0 && s.min_rtt_ns > 0 && s.min_rtt_ns < 10_000_000));
+            // One host, one clock: the fitted offset against node 0 is within the bound
+            // of zero (loopback, same clock), and node 0 is the reference.
+            assert!(data.model.reachable, "node {} unreachable", data.node);
+            if data.node != 0 {
+                assert!(!data.model.segments.is_empty());
+                for seg in &data.model.segments {
+                    assert!(seg.offset_ns.abs() <= seg.bound_ns.max(50_000.0), "{seg:?}");
+                }
+            }
+        }
+        // The probe threads finish on their own: JSONL with windows, and the model file.
+        for node in 0..3u32 {
+            let model = model_path(dir.path(), node);
+            wait_for("the model file", || model.exists());
+            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
+            let Some(NodeState::Agreed { context, .. }) = b.node_state(node) else { panic!("node {node} not agreed") };
+            assert_eq!(v["session_id"], context.session_id.as_str());
+            assert!(v["windows"].as_u64().unwrap() >= 2);
+            let file = crate::jsonl::read(&dir.path().join(crate::jsonl::file_name(node))).unwrap();
+            assert!(file.windows.len() >= 2);
+            assert!(file.windows.iter().any(|w| !w.records.is_empty()));
+        }
+        assert!(failures.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_trace_before_the_rendezvous_finished_has_snapshots_but_no_probes() {
+        let config = Config { enabled: true, rendezvous_timeout_ms: 60_000, ..Config::default() };
+        let kv = Arc::new(MemoryStore::new());
+        let (mut b, _) = backend(config);
+        // Node 1 of 2 alone: it waits for node 0.
+        b.client_created(1, 2, Some(Box::new(SharedKv(kv)))).unwrap();
+        b.trace_start(None).unwrap();
+        b.trace_stop().unwrap();
+        let planes = decode_planes(&b.export().unwrap()).unwrap();
+        assert_eq!(planes.len(), 1);
+        let data = DistprofPlaneData::from_xplane(&planes[0]).unwrap();
+        assert_eq!(data.timestamp_mode, "none");
+        assert_eq!(data.tracer_clock, "host");
+        assert!(data.snapshots.len() >= 2);
+        assert!(data.probe_stats.is_empty() && data.model.segments.is_empty());
+        assert!(b.trace().unwrap().windows_closed(1).is_none());
     }
 
     #[test]
@@ -317,36 +260,5 @@ mod tests {
         let (mut b, _) = backend(Config::default());
         let err = b.client_created(4, 4, None).unwrap_err();
         assert!(err.0.contains("node id 4 of 4"), "{err}");
-    }
-}
-
-#[cfg(test)]
-mod io_tests {
-    use super::*;
-    use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
-
-    #[test]
-    fn an_unwritable_output_dir_is_reported_once_from_the_io_thread() {
-        let file = tempfile::NamedTempFile::new().unwrap();
-        // A directory below a regular file cannot be created.
-        let out = file.path().join("out");
-        let failures: Arc<Mutex<Vec<String>>> = Arc::default();
-        let sink = Arc::clone(&failures);
-        let on_failure: OnFailure = Arc::new(move |what, why| sink.lock().unwrap().push(format!("{what}: {why}")));
-        let config = Config { enabled: true, output_dir: out.to_string_lossy().into(), ..Config::default() };
-        let mut b = EngineBackend::new(config, on_failure);
-        b.client_created(0, 1, None).unwrap();
-        b.trace_start(None).unwrap();
-        let started = Instant::now();
-        b.trace_stop().unwrap();
-        assert!(started.elapsed() < Duration::from_millis(50), "trace stop waited for the file system");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while failures.lock().unwrap().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let f = failures.lock().unwrap();
-        assert_eq!(f.len(), 1, "{f:?}");
-        assert!(f[0].starts_with("trace stop: cannot create output_dir") && f[0].contains("XLA_DIST_PROF_OUTPUT_DIR"), "{}", f[0]);
     }
 }
