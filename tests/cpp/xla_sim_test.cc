@@ -320,9 +320,10 @@ void CreateClients(const std::shared_ptr<InMemoryKv>& kv) {
   CreateClients(kv, all);
 }
 
-// One profiling session driven by one thread.
-void Profile(tensorflow::profiler::XSpace* space) {
+// One profiling session driven by one thread, `profile_ms` long.
+void Profile(tensorflow::profiler::XSpace* space, int profile_ms = 0) {
   Timed("OnTraceStart", [] { distprof::OnTraceStart(&FakeTracerClock); });
+  if (profile_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(profile_ms));
   Timed("OnTraceStop", [] { distprof::OnTraceStop(); });
   Timed("OnTraceExport", [&] { distprof::OnTraceExport(space); });
 }
@@ -412,28 +413,38 @@ int CompiledOut() {
   return failures;
 }
 
-// The JSONL meta line of every node and one plane per node in `space`.
-// Unused when compiled out (those scenarios only check that nothing happens).
+// The distprof plane's name (rust/distprof/src/distprof_plane.rs).
+constexpr char kDistprofPlane[] = "/host:distprof";
+
+// One distprof plane per node in `space`; with `probed`, every node's probe engine wrote
+// its JSONL file (meta line and closed windows) and, after stopping, its model file with
+// a clock model against the reference node.
 [[maybe_unused]] void ExpectTraceOutput(const char* scenario, const std::string& out,
-                       const tensorflow::profiler::XSpace& space, int num_nodes) {
-  for (int node = 0; node < num_nodes; ++node) {
-    const std::string path = out + "/distprof-node" + std::to_string(node) + ".jsonl";
-    // Written by distprof's I/O thread after trace stop returned.
-    std::string text;
-    WaitFor([&] { return (text = ReadFile(path)).find('\n') != std::string::npos; }, 5000);
-    EXPECT(text.find("\"kind\":\"meta\"") != std::string::npos, "%s: %s has no meta line",
-           scenario, path.c_str());
-    EXPECT(text.find("\"tracer_ns\":" + std::to_string(kTracerNs)) != std::string::npos,
-           "%s: %s lacks the tracer clock reading", scenario, path.c_str());
-  }
+                                        const tensorflow::profiler::XSpace& space, int num_nodes,
+                                        bool probed) {
   const std::vector<std::string> names = PlaneNames(space);
-  EXPECT(names.size() == static_cast<size_t>(num_nodes), "%s: %zu planes exported, want %d",
-         scenario, names.size(), num_nodes);
+  int planes = 0;
+  for (const auto& n : names) planes += n == kDistprofPlane;
+  EXPECT(planes == num_nodes && names.size() == static_cast<size_t>(num_nodes),
+         "%s: %d %s planes among %zu exported, want %d", scenario, planes, kDistprofPlane,
+         names.size(), num_nodes);
+  if (!probed) return;
   for (int node = 0; node < num_nodes; ++node) {
-    const std::string want = "/distprof/node:" + std::to_string(node);
-    bool found = false;
-    for (const auto& n : names) found |= n == want;
-    EXPECT(found, "%s: no plane named %s", scenario, want.c_str());
+    const std::string n = std::to_string(node);
+    // Written by distprof's probe thread, which ends on its own after trace stop.
+    const std::string model_path = out + "/distprof-model-node" + n + ".json";
+    std::string model;
+    WaitFor([&] { return (model = ReadFile(model_path)).find('\n') != std::string::npos; },
+            10000);
+    EXPECT(model.find("\"reachable\":true") != std::string::npos,
+           "%s: node %d has no clock model against the reference: `%s`", scenario, node,
+           model.c_str());
+    const std::string jsonl = ReadFile(out + "/probe_windows_node" + n + ".jsonl");
+    int lines = 0;
+    for (char c : jsonl) lines += c == '\n';
+    EXPECT(jsonl.rfind("{\"meta\":true", 0) == 0 && lines >= 3,
+           "%s: node %d's JSONL has %d lines (want a meta line and >= 2 windows)", scenario,
+           node, lines);
   }
 }
 
@@ -462,10 +473,20 @@ std::vector<std::string> AgreedDigests(const char* scenario, int num_nodes) {
   return digests;
 }
 
-int Enabled() {
-  const std::string out = MakeTempDir() + "/out";
+// Short windows so that a profile of about a second closes several; probes over loopback.
+void SetProbeEnv(const std::string& out) {
   setenv("XLA_ENABLE_DISTRIBUTED_PROFILING", "1", 1);
   setenv("XLA_DIST_PROF_OUTPUT_DIR", out.c_str(), 1);
+  setenv("XLA_PROBE_CADENCE_US", "10000", 1);
+  setenv("XLA_PROBE_WINDOW_S", "0.4", 1);
+  setenv("XLA_SNAPSHOT_PERIOD_MS", "50", 1);
+  setenv("XLA_DIST_PROF_INTERFACE", "lo", 1);
+}
+constexpr int kProfileMs = 1300;
+
+int Enabled() {
+  const std::string out = MakeTempDir() + "/out";
+  SetProbeEnv(out);
   auto kv = std::make_shared<InMemoryKv>();
 
   // All nodes but the last: the rendezvous must wait for it, and the hooks must not.
@@ -506,11 +527,16 @@ int Enabled() {
   EXPECT(kv->Calls() == calls, "enabled: %d store calls after every node agreed",
          kv->Calls() - calls);
 
+  // Nothing probed before every node agreed.
+  EXPECT(!Exists(out + "/probe_windows_node0.jsonl"), "enabled: node 0 probed while pending");
+
   tensorflow::profiler::XSpace space;
-  Profile(&space);
-  EXPECT(tracer_reads >= 4, "enabled: tracer clock read %d times, want >= 4 (2 sessions)",
-         tracer_reads.load());
-  ExpectTraceOutput("enabled", out, space, kNumNodes);
+  const int reads_before = tracer_reads;
+  Profile(&space, kProfileMs);
+  // The sampler reads the tracer clock every 50 ms (best of 5 reads per pair).
+  EXPECT(tracer_reads - reads_before >= 10 * 5, "enabled: tracer clock read %d times in %d ms",
+         tracer_reads - reads_before, kProfileMs);
+  ExpectTraceOutput("enabled", out, space, kNumNodes, true);
   EXPECT(IsEnabledTimed(), "enabled: disabled itself during a normal run");
   ExpectHooksFast("enabled");
   return failures;
@@ -519,14 +545,14 @@ int Enabled() {
 // num_nodes == 1, no store (XLA passes none): the node agrees with itself.
 int SingleNode() {
   const std::string out = MakeTempDir() + "/out";
-  setenv("XLA_ENABLE_DISTRIBUTED_PROFILING", "1", 1);
-  setenv("XLA_DIST_PROF_OUTPUT_DIR", out.c_str(), 1);
+  SetProbeEnv(out);
   Timed("OnAgentConnected", [] { distprof::OnAgentConnected(0); });
   CreateClient(0, 1, nullptr);
   AgreedDigests("single_node", 1);
   tensorflow::profiler::XSpace space;
-  Profile(&space);
-  ExpectTraceOutput("single_node", out, space, 1);
+  Profile(&space, kProfileMs);
+  // No peers: snapshot pairs only, and the node is its own reference.
+  ExpectTraceOutput("single_node", out, space, 1, true);
   EXPECT(IsEnabledTimed(), "single_node: disabled itself");
   ExpectHooksFast("single_node");
   return failures;
@@ -635,7 +661,7 @@ int Panic(const std::string& hook) {
   EXPECT(!distprof::IsEnabled(), "panic at %s: still enabled at the end", hook.c_str());
   EXPECT(space.fragments().empty(), "panic at %s: planes exported after the panic", hook.c_str());
   if (hook != "trace_export") {
-    EXPECT(!Exists(out + "/distprof-node0.jsonl"), "panic at %s: JSONL written after the panic",
+    EXPECT(!Exists(out + "/probe_windows_node0.jsonl"), "panic at %s: JSONL written after the panic",
            hook.c_str());
   }
   std::fprintf(stderr, "panic at %s: process still running\n", hook.c_str());
