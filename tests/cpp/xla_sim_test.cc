@@ -414,7 +414,7 @@ int CompiledOut() {
 }
 
 // The distprof plane's name (rust/distprof/src/distprof_plane.rs).
-constexpr char kDistprofPlane[] = "/host:distprof";
+constexpr char kClockPlaneName[] = "/host:distprof";
 
 // One distprof plane per node in `space`; with `probed`, every node's probe engine wrote
 // its JSONL file (meta line and closed windows) and, after stopping, its model file with
@@ -424,9 +424,9 @@ constexpr char kDistprofPlane[] = "/host:distprof";
                                         bool probed) {
   const std::vector<std::string> names = PlaneNames(space);
   int planes = 0;
-  for (const auto& n : names) planes += n == kDistprofPlane;
+  for (const auto& n : names) planes += n == kClockPlaneName;
   EXPECT(planes == num_nodes && names.size() == static_cast<size_t>(num_nodes),
-         "%s: %d %s planes among %zu exported, want %d", scenario, planes, kDistprofPlane,
+         "%s: %d %s planes among %zu exported, want %d", scenario, planes, kClockPlaneName,
          names.size(), num_nodes);
   if (!probed) return;
   for (int node = 0; node < num_nodes; ++node) {
