@@ -30,7 +30,7 @@ use crate::probe::{gap_preserved, Engine, EngineParams, PurityParams};
 use crate::snapshot::{host_clock_ns, sample_pair, SnapshotPair};
 use crate::timestamp::StampedSocket;
 use crate::window::ClosedWindow;
-use crate::xplane::{XPlane, XSpace};
+use crate::xplane::XSpace;
 use prost::Message;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -249,8 +249,9 @@ fn encode_space(space: &XSpace) -> Vec<u8> {
     space.encode_to_vec()
 }
 
-/// For tests: the planes of an exported `XSpace`.
-pub fn decode_planes(bytes: &[u8]) -> Result<Vec<XPlane>, prost::DecodeError> {
+/// The planes of an exported `XSpace` (tests).
+#[cfg(test)]
+pub fn decode_planes(bytes: &[u8]) -> Result<Vec<crate::xplane::XPlane>, prost::DecodeError> {
     Ok(XSpace::decode(bytes)?.planes)
 }
 
