@@ -32,7 +32,13 @@ pub struct EngineBackend {
 
 impl EngineBackend {
     pub fn new(config: Config, on_failure: OnFailure) -> Self {
-        Self { config, on_failure, nodes: Vec::new(), trace: None, agent_task_id: None }
+        Self {
+            config,
+            on_failure,
+            nodes: Vec::new(),
+            trace: None,
+            agent_task_id: None,
+        }
     }
 
     /// The current or last trace (tests).
@@ -49,26 +55,40 @@ impl Backend for EngineBackend {
         kv: Option<Box<dyn KvStore>>,
     ) -> Result<(), PluginError> {
         if self.nodes.iter().any(|n| n.node == node) {
-            tracing::warn!(node, "distprof: a second GPU client for the same node; keeping the first");
+            tracing::warn!(
+                node,
+                "distprof: a second GPU client for the same node; keeping the first"
+            );
             return Ok(());
         }
-        let session = NodeSession::start(node, num_nodes, kv, &self.config, self.on_failure.clone())
-            .map_err(PluginError::new)?;
+        let session =
+            NodeSession::start(node, num_nodes, kv, &self.config, self.on_failure.clone())
+                .map_err(PluginError::new)?;
         self.nodes.push(session);
         Ok(())
     }
 
-    fn trace_start(&mut self, tracer_clock: Option<Box<dyn TracerClock>>) -> Result<(), PluginError> {
+    fn trace_start(
+        &mut self,
+        tracer_clock: Option<Box<dyn TracerClock>>,
+    ) -> Result<(), PluginError> {
         if self.nodes.is_empty() {
-            tracing::debug!("distprof: trace started before any GPU client was created; nothing to probe");
+            tracing::debug!(
+                "distprof: trace started before any GPU client was created; nothing to probe"
+            );
         }
         // A start without a stop: end the previous session first.
         let mut previous = self.trace.take();
         if let Some(p) = previous.as_mut() {
             p.stop();
         }
-        let session =
-            TraceSession::start(&self.config, &self.nodes, previous.as_ref(), tracer_clock, &self.on_failure)?;
+        let session = TraceSession::start(
+            &self.config,
+            &self.nodes,
+            previous.as_ref(),
+            tracer_clock,
+            &self.on_failure,
+        )?;
         self.trace = Some(session);
         Ok(())
     }
@@ -95,7 +115,10 @@ impl Backend for EngineBackend {
     }
 
     fn node_state(&self, node: NodeId) -> Option<NodeState> {
-        self.nodes.iter().find(|n| n.node == node).map(|n| n.state())
+        self.nodes
+            .iter()
+            .find(|n| n.node == node)
+            .map(|n| n.state())
     }
 }
 
@@ -136,7 +159,8 @@ mod tests {
     fn backend(config: Config) -> (EngineBackend, Failures) {
         let failures: Failures = Arc::default();
         let sink = Arc::clone(&failures);
-        let on_failure: OnFailure = Arc::new(move |what, why| sink.lock().unwrap().push(format!("{what}: {why}")));
+        let on_failure: OnFailure =
+            Arc::new(move |what, why| sink.lock().unwrap().push(format!("{what}: {why}")));
         (EngineBackend::new(config, on_failure), failures)
     }
 
@@ -145,7 +169,9 @@ mod tests {
         loop {
             match b.node_state(node) {
                 Some(NodeState::Agreed { context_digest, .. }) => return context_digest,
-                Some(NodeState::Pending) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Some(NodeState::Pending) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
                 other => panic!("node {node}: {other:?}"),
             }
         }
@@ -177,20 +203,35 @@ mod tests {
         let kv = Arc::new(MemoryStore::new());
         let (mut b, failures) = backend(config);
         for node in [2, 1, 0] {
-            b.client_created(node, 3, Some(Box::new(SharedKv(Arc::clone(&kv))))).unwrap();
+            b.client_created(node, 3, Some(Box::new(SharedKv(Arc::clone(&kv)))))
+                .unwrap();
         }
         let digests: Vec<String> = (0..3).map(|n| wait_agreed(&b, n)).collect();
         assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
 
         let t = Instant::now();
         b.trace_start(Some(Box::new(BehindClock))).unwrap();
-        assert!(t.elapsed() < Duration::from_millis(50), "trace start took {:?}", t.elapsed());
-        wait_for("two closed windows on every node", || (0..3).all(|n| b.trace().unwrap().windows_closed(n).unwrap_or(0) >= 2));
+        assert!(
+            t.elapsed() < Duration::from_millis(50),
+            "trace start took {:?}",
+            t.elapsed()
+        );
+        wait_for("two closed windows on every node", || {
+            (0..3).all(|n| b.trace().unwrap().windows_closed(n).unwrap_or(0) >= 2)
+        });
         let t = Instant::now();
         b.trace_stop().unwrap();
         let bytes = b.export().unwrap();
-        assert!(t.elapsed() < Duration::from_millis(50), "stop + export took {:?}", t.elapsed());
-        assert!(failures.lock().unwrap().is_empty(), "{:?}", failures.lock().unwrap());
+        assert!(
+            t.elapsed() < Duration::from_millis(50),
+            "stop + export took {:?}",
+            t.elapsed()
+        );
+        assert!(
+            failures.lock().unwrap().is_empty(),
+            "{:?}",
+            failures.lock().unwrap()
+        );
 
         let planes = decode_planes(&bytes).unwrap();
         assert_eq!(planes.len(), 3);
@@ -199,18 +240,29 @@ mod tests {
             assert_eq!(data.node, [2, 1, 0][i]);
             assert_eq!(data.reference_node, 0);
             assert_eq!(data.tracer_clock, "rocm");
-            assert!(data.timestamp_mode == "kernel" || data.timestamp_mode == "user", "{}", data.timestamp_mode);
+            assert!(
+                data.timestamp_mode == "kernel" || data.timestamp_mode == "user",
+                "{}",
+                data.timestamp_mode
+            );
             // Start pair, >= 1 sampled pair, stop pair; R is S - 5 s within the read window.
             assert!(data.snapshots.len() >= 3, "{} pairs", data.snapshots.len());
             for s in &data.snapshots {
-                assert!((s.s_ns - s.r_ns - BEHIND_NS).abs() <= s.read_window_ns.max(1_000), "{s:?}");
+                assert!(
+                    (s.s_ns - s.r_ns - BEHIND_NS).abs() <= s.read_window_ns.max(1_000),
+                    "{s:?}"
+                );
             }
             let ts = data.tracer_start.unwrap();
             assert!((ts.s_ns - ts.r_ns - BEHIND_NS).abs() < 1_000_000);
             // Every node probes both others (out-degree clamped to N-1 = 2).
-            let peers: std::collections::BTreeSet<_> = data.probe_stats.iter().map(|s| s.peer).collect();
+            let peers: std::collections::BTreeSet<_> =
+                data.probe_stats.iter().map(|s| s.peer).collect();
             assert_eq!(peers.len(), 2, "{:?}", data.probe_stats);
-            assert!(data.probe_stats.iter().any(|s| s.pairs_used > 0 && s.min_rtt_ns > 0 && s.min_rtt_ns < 10_000_000));
+            assert!(data
+                .probe_stats
+                .iter()
+                .any(|s| s.pairs_used > 0 && s.min_rtt_ns > 0 && s.min_rtt_ns < 10_000_000));
             // One host, one clock: the fitted offset against node 0 is within the bound
             // of zero (loopback, same clock), and node 0 is the reference.
             assert!(data.model.reachable, "node {} unreachable", data.node);
@@ -225,8 +277,11 @@ mod tests {
         for node in 0..3u32 {
             let model = model_path(dir.path(), node);
             wait_for("the model file", || model.exists());
-            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
-            let Some(NodeState::Agreed { context, .. }) = b.node_state(node) else { panic!("node {node} not agreed") };
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
+            let Some(NodeState::Agreed { context, .. }) = b.node_state(node) else {
+                panic!("node {node} not agreed")
+            };
             assert_eq!(v["session_id"], context.session_id.as_str());
             assert!(v["windows"].as_u64().unwrap() >= 2);
             let file = crate::jsonl::read(&dir.path().join(crate::jsonl::file_name(node))).unwrap();
@@ -238,11 +293,16 @@ mod tests {
 
     #[test]
     fn a_trace_before_the_rendezvous_finished_has_snapshots_but_no_probes() {
-        let config = Config { enabled: true, rendezvous_timeout_ms: 60_000, ..Config::default() };
+        let config = Config {
+            enabled: true,
+            rendezvous_timeout_ms: 60_000,
+            ..Config::default()
+        };
         let kv = Arc::new(MemoryStore::new());
         let (mut b, _) = backend(config);
         // Node 1 of 2 alone: it waits for node 0.
-        b.client_created(1, 2, Some(Box::new(SharedKv(kv)))).unwrap();
+        b.client_created(1, 2, Some(Box::new(SharedKv(kv))))
+            .unwrap();
         b.trace_start(None).unwrap();
         b.trace_stop().unwrap();
         let planes = decode_planes(&b.export().unwrap()).unwrap();

@@ -21,7 +21,10 @@ pub struct KvLease {
 impl KvLease {
     /// Lends `store` until `expires` (or [`KvLease::revoke`], whichever comes first).
     pub fn new(store: Box<dyn KvStore>, expires: Instant) -> Self {
-        Self { store: Mutex::new(Some(Arc::from(store))), expires }
+        Self {
+            store: Mutex::new(Some(Arc::from(store))),
+            expires,
+        }
     }
 
     /// Ends the lease now. A call in flight keeps the store until it returns (bounded by
@@ -33,7 +36,12 @@ impl KvLease {
 
     /// True while calls may still reach the store.
     pub fn is_live(&self) -> bool {
-        Instant::now() < self.expires && self.store.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        Instant::now() < self.expires
+            && self
+                .store
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
     }
 
     /// The store and how long a call may still take.
@@ -93,15 +101,28 @@ mod tests {
     #[test]
     fn revoke_drops_the_store_and_later_calls_fail_naming_the_key() {
         let mem = Arc::new(MemoryStore::new());
-        let lease = KvLease::new(Box::new(Shared(Arc::clone(&mem))), Instant::now() + Duration::from_secs(60));
+        let lease = KvLease::new(
+            Box::new(Shared(Arc::clone(&mem))),
+            Instant::now() + Duration::from_secs(60),
+        );
         lease.set("distprof/a", "1").unwrap();
         assert_eq!(lease.try_get("distprof/a").unwrap().as_deref(), Some("1"));
         assert_eq!(Arc::strong_count(&mem), 2);
         lease.revoke();
-        assert_eq!(Arc::strong_count(&mem), 1, "the lease still holds the store");
+        assert_eq!(
+            Arc::strong_count(&mem),
+            1,
+            "the lease still holds the store"
+        );
         assert!(!lease.is_live());
-        let err = lease.get("distprof/a", Duration::from_secs(1)).unwrap_err().to_string();
-        assert!(err.contains("`distprof/a`") && err.contains("rendezvous_timeout_ms"), "{err}");
+        let err = lease
+            .get("distprof/a", Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`distprof/a`") && err.contains("rendezvous_timeout_ms"),
+            "{err}"
+        );
         assert!(lease.set("distprof/b", "2").is_err());
         assert!(mem.try_get("distprof/b").unwrap().is_none());
     }
@@ -110,14 +131,25 @@ mod tests {
     fn a_blocking_get_is_cut_at_the_expiry_and_the_store_released() {
         let mem = Arc::new(MemoryStore::new());
         let started = Instant::now();
-        let lease = KvLease::new(Box::new(Shared(Arc::clone(&mem))), started + Duration::from_millis(150));
+        let lease = KvLease::new(
+            Box::new(Shared(Arc::clone(&mem))),
+            started + Duration::from_millis(150),
+        );
         // Asked to wait 10 s, the call returns at the expiry.
-        let err = lease.get("distprof/never", Duration::from_secs(10)).unwrap_err();
+        let err = lease
+            .get("distprof/never", Duration::from_secs(10))
+            .unwrap_err();
         let waited = started.elapsed();
         assert!(matches!(err, KvError::Timeout { .. }), "{err}");
-        assert!(waited >= Duration::from_millis(140) && waited < Duration::from_millis(1500), "{waited:?}");
+        assert!(
+            waited >= Duration::from_millis(140) && waited < Duration::from_millis(1500),
+            "{waited:?}"
+        );
         // The next call finds the lease expired and drops the store.
-        assert!(matches!(lease.try_get("distprof/never"), Err(KvError::Unavailable(_))));
+        assert!(matches!(
+            lease.try_get("distprof/never"),
+            Err(KvError::Unavailable(_))
+        ));
         assert_eq!(Arc::strong_count(&mem), 1);
     }
 }

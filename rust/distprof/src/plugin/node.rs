@@ -32,7 +32,11 @@ pub enum NodeState {
     /// Binding or waiting for the other nodes.
     Pending,
     /// Every node of the session holds this context.
-    Agreed { context: Arc<RunContext>, context_digest: String, elapsed_ms: u64 },
+    Agreed {
+        context: Arc<RunContext>,
+        context_digest: String,
+        elapsed_ms: u64,
+    },
     /// The reason, as logged.
     Failed { reason: String },
 }
@@ -42,7 +46,11 @@ impl NodeState {
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             NodeState::Pending => serde_json::json!({ "status": "pending" }),
-            NodeState::Agreed { context, context_digest, elapsed_ms } => serde_json::json!({
+            NodeState::Agreed {
+                context,
+                context_digest,
+                elapsed_ms,
+            } => serde_json::json!({
                 "status": "agreed",
                 "session_id": context.session_id,
                 "context_digest": context_digest,
@@ -50,7 +58,9 @@ impl NodeState {
                 "reference_node": context.reference_node,
                 "elapsed_ms": elapsed_ms,
             }),
-            NodeState::Failed { reason } => serde_json::json!({ "status": "failed", "reason": reason }),
+            NodeState::Failed { reason } => {
+                serde_json::json!({ "status": "failed", "reason": reason })
+            }
         }
     }
 }
@@ -117,14 +127,19 @@ impl NodeSession {
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     agree(node, num_nodes, thread_lease.as_deref(), &config, started)
                 }))
-                .unwrap_or_else(|_| Err("internal error: the rendezvous thread panicked".to_string()));
+                .unwrap_or_else(|_| {
+                    Err("internal error: the rendezvous thread panicked".to_string())
+                });
                 // The store is let go before anyone can see the outcome.
                 if let Some(lease) = &thread_lease {
                     lease.revoke();
                 }
                 let state = match result {
                     Ok((context, socket)) => {
-                        *thread_shared.socket.lock().unwrap_or_else(|p| p.into_inner()) = Some(socket);
+                        *thread_shared
+                            .socket
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner()) = Some(socket);
                         let context_digest = digest::context_digest(&context);
                         let elapsed_ms = started.elapsed().as_millis() as u64;
                         tracing::info!(
@@ -132,7 +147,11 @@ impl NodeSession {
                              (session {}) in {elapsed_ms} ms",
                             context.session_id
                         );
-                        NodeState::Agreed { context: Arc::new(context), context_digest, elapsed_ms }
+                        NodeState::Agreed {
+                            context: Arc::new(context),
+                            context_digest,
+                            elapsed_ms,
+                        }
                     }
                     Err(reason) => NodeState::Failed { reason },
                 };
@@ -140,19 +159,32 @@ impl NodeSession {
                     NodeState::Failed { reason } => Some(reason.clone()),
                     _ => None,
                 };
-                *thread_shared.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+                *thread_shared
+                    .state
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = state;
                 thread_shared.changed.notify_all();
                 if let Some(reason) = failure {
                     on_failure(&format!("rendezvous of node {node}/{num_nodes}"), &reason);
                 }
             })
             .map_err(|e| format!("cannot start the rendezvous thread of node {node}: {e}"))?;
-        Ok(Self { node, num_nodes, shared, lease, _thread: thread })
+        Ok(Self {
+            node,
+            num_nodes,
+            shared,
+            lease,
+            _thread: thread,
+        })
     }
 
     /// The current state, without blocking on the rendezvous.
     pub fn state(&self) -> NodeState {
-        self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Waits up to `timeout` for the rendezvous to end; for distprof's own threads (and
@@ -169,7 +201,12 @@ impl NodeSession {
 
     /// A handle on the probe socket (a duplicate descriptor), once the node has agreed.
     pub fn probe_socket(&self) -> Option<std::io::Result<UdpSocket>> {
-        self.shared.socket.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|s| s.try_clone())
+        self.shared
+            .socket
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|s| s.try_clone())
     }
 
     /// True while the node's thread may still call the host's store.
@@ -195,7 +232,8 @@ fn agree(
     config: &Config,
     started: Instant,
 ) -> Result<(RunContext, UdpSocket), String> {
-    let chosen = address::discover(&config.interface, config.probe_port).map_err(|e| format!("probe address: {e}"))?;
+    let chosen = address::discover(&config.interface, config.probe_port)
+        .map_err(|e| format!("probe address: {e}"))?;
     let socket = UdpSocket::bind(chosen.addr).map_err(|e| {
         format!(
             "cannot bind the UDP probe socket to {} (interface {}, from {}): {e}; \
@@ -203,19 +241,34 @@ fn agree(
             chosen.addr, chosen.interface, chosen.source
         )
     })?;
-    let probe_addr = socket.local_addr().map_err(|e| format!("cannot read the probe socket's address: {e}"))?;
+    let probe_addr = socket
+        .local_addr()
+        .map_err(|e| format!("cannot read the probe socket's address: {e}"))?;
     tracing::debug!(node, %probe_addr, interface = %chosen.interface, source = chosen.source, "distprof: probe socket bound");
     // The rendezvous' own deadline must fall before the lease's end (which counts from the
     // hook), so that its precise errors (which node is missing) win over "lease ended":
     // the time spent so far rounded up, and a small margin for its last checks.
     // `rendezvous_timeout_ms` is node-local: changing it does not change the config digest.
     let spent_ms = started.elapsed().as_micros().div_ceil(1000) as u64;
-    let left_ms = config.rendezvous_timeout_ms.saturating_sub(spent_ms + LEASE_MARGIN_MS).max(1);
-    let config = Config { rendezvous_timeout_ms: left_ms, ..config.clone() };
+    let left_ms = config
+        .rendezvous_timeout_ms
+        .saturating_sub(spent_ms + LEASE_MARGIN_MS)
+        .max(1);
+    let config = Config {
+        rendezvous_timeout_ms: left_ms,
+        ..config.clone()
+    };
     let hostname = address::hostname();
     let context = match lease {
         Some(kv) => rendezvous::rendezvous(kv, node, num_nodes, &config, probe_addr, &hostname),
-        None => rendezvous::rendezvous(&MemoryStore::new(), node, num_nodes, &config, probe_addr, &hostname),
+        None => rendezvous::rendezvous(
+            &MemoryStore::new(),
+            node,
+            num_nodes,
+            &config,
+            probe_addr,
+            &hostname,
+        ),
     }
     .map_err(|e| e.to_string())?;
     Ok((context, socket))
@@ -232,7 +285,10 @@ mod tests {
     fn sink() -> (OnFailure, Failures) {
         let failures: Failures = Arc::default();
         let f = Arc::clone(&failures);
-        (Arc::new(move |what, why| f.lock().unwrap().push(format!("{what}: {why}"))), failures)
+        (
+            Arc::new(move |what, why| f.lock().unwrap().push(format!("{what}: {why}"))),
+            failures,
+        )
     }
 
     /// XLA's store shape over the in-memory store, recording when it was last called.
@@ -254,7 +310,8 @@ mod tests {
         }
         fn done<T>(&self, r: T) -> T {
             self.calls.fetch_add(1, Ordering::SeqCst);
-            self.last_call_end_us.fetch_max(self.epoch.elapsed().as_micros() as u64, Ordering::SeqCst);
+            self.last_call_end_us
+                .fetch_max(self.epoch.elapsed().as_micros() as u64, Ordering::SeqCst);
             r
         }
     }
@@ -274,7 +331,11 @@ mod tests {
     }
 
     fn config(timeout_ms: u64) -> Config {
-        Config { enabled: true, rendezvous_timeout_ms: timeout_ms, ..Config::default() }
+        Config {
+            enabled: true,
+            rendezvous_timeout_ms: timeout_ms,
+            ..Config::default()
+        }
     }
 
     #[test]
@@ -285,20 +346,40 @@ mod tests {
         // Node 0 last: the others wait for it.
         let sessions: Vec<NodeSession> = [2, 1, 0]
             .into_iter()
-            .map(|n| NodeSession::start(n, 3, Some(Box::new(kv.clone())), &cfg, Arc::clone(&on_failure)).unwrap())
+            .map(|n| {
+                NodeSession::start(
+                    n,
+                    3,
+                    Some(Box::new(kv.clone())),
+                    &cfg,
+                    Arc::clone(&on_failure),
+                )
+                .unwrap()
+            })
             .collect();
         let mut digests = Vec::new();
         for s in &sessions {
             match s.wait(Duration::from_secs(10)) {
-                NodeState::Agreed { context, context_digest, .. } => {
+                NodeState::Agreed {
+                    context,
+                    context_digest,
+                    ..
+                } => {
                     assert_eq!(context.num_nodes, 3);
                     let sock = s.probe_socket().unwrap().unwrap();
-                    assert_eq!(context.nodes[s.node as usize].probe_addr, sock.local_addr().unwrap());
+                    assert_eq!(
+                        context.nodes[s.node as usize].probe_addr,
+                        sock.local_addr().unwrap()
+                    );
                     digests.push(context_digest);
                 }
                 other => panic!("node {}: {other:?}", s.node),
             }
-            assert!(!s.holds_store(), "node {} still holds the store after agreeing", s.node);
+            assert!(
+                !s.holds_store(),
+                "node {} still holds the store after agreeing",
+                s.node
+            );
         }
         assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
         assert!(failures.lock().unwrap().is_empty());
@@ -315,7 +396,11 @@ mod tests {
         match s.wait(Duration::from_secs(5)) {
             NodeState::Agreed { context, .. } => {
                 assert_eq!(context.num_nodes, 1);
-                assert_eq!(context.out_edges, vec![Vec::<NodeId>::new()], "a lone node has no peers");
+                assert_eq!(
+                    context.out_edges,
+                    vec![Vec::<NodeId>::new()],
+                    "a lone node has no peers"
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -327,17 +412,29 @@ mod tests {
         let kv = Recording::new();
         let (on_failure, failures) = sink();
         let hook = Instant::now();
-        let s = NodeSession::start(1, 2, Some(Box::new(kv.clone())), &config(300), on_failure).unwrap();
-        assert!(hook.elapsed() < Duration::from_millis(50), "the hook must not wait: {:?}", hook.elapsed());
+        let s =
+            NodeSession::start(1, 2, Some(Box::new(kv.clone())), &config(300), on_failure).unwrap();
+        assert!(
+            hook.elapsed() < Duration::from_millis(50),
+            "the hook must not wait: {:?}",
+            hook.elapsed()
+        );
         match s.wait(Duration::from_secs(5)) {
-            NodeState::Failed { reason } => assert!(reason.contains("node 1") && reason.contains("master"), "{reason}"),
+            NodeState::Failed { reason } => assert!(
+                reason.contains("node 1") && reason.contains("master"),
+                "{reason}"
+            ),
             other => panic!("{other:?}"),
         }
         // The last store call ended within the timeout (plus scheduling slack), measured
         // from the hook.
         let last_us = kv.last_call_end_us.load(Ordering::SeqCst);
         let hook_us = hook.duration_since(kv.epoch).as_micros() as u64;
-        assert!(last_us - hook_us <= 300_000 + 50_000, "store used {} us after the hook", last_us - hook_us);
+        assert!(
+            last_us - hook_us <= 300_000 + 50_000,
+            "store used {} us after the hook",
+            last_us - hook_us
+        );
         assert!(!s.holds_store());
         let deadline = Instant::now() + Duration::from_secs(5);
         while failures.lock().unwrap().is_empty() && Instant::now() < deadline {
@@ -351,26 +448,50 @@ mod tests {
     #[test]
     fn a_multi_node_run_without_a_store_is_refused_by_name() {
         let (on_failure, _) = sink();
-        let err = NodeSession::start(0, 2, None, &config(1_000), on_failure).err().unwrap();
-        assert!(err.contains("node 0 of 2") && err.contains("jax.distributed.initialize"), "{err}");
+        let err = NodeSession::start(0, 2, None, &config(1_000), on_failure)
+            .err()
+            .unwrap();
+        assert!(
+            err.contains("node 0 of 2") && err.contains("jax.distributed.initialize"),
+            "{err}"
+        );
     }
 
     #[test]
     fn dropping_the_session_releases_the_store_at_once() {
         let kv = Recording::new();
         let (on_failure, _) = sink();
-        let s = NodeSession::start(1, 2, Some(Box::new(kv.clone())), &config(60_000), on_failure).unwrap();
+        let s = NodeSession::start(
+            1,
+            2,
+            Some(Box::new(kv.clone())),
+            &config(60_000),
+            on_failure,
+        )
+        .unwrap();
         std::thread::sleep(Duration::from_millis(100));
         assert!(s.holds_store());
         let t = Instant::now();
         drop(s);
-        assert!(t.elapsed() < Duration::from_millis(20), "drop waited {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(20),
+            "drop waited {:?}",
+            t.elapsed()
+        );
         // The thread's call in flight returns at its poll slice (<= 1 s); after that the
         // store is never called again.
         std::thread::sleep(Duration::from_millis(1_200));
         let calls = kv.calls.load(Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(kv.calls.load(Ordering::SeqCst), calls, "the store was called after the session was dropped");
-        assert_eq!(Arc::strong_count(&kv.mem), 1, "someone still holds the store");
+        assert_eq!(
+            kv.calls.load(Ordering::SeqCst),
+            calls,
+            "the store was called after the session was dropped"
+        );
+        assert_eq!(
+            Arc::strong_count(&kv.mem),
+            1,
+            "someone still holds the store"
+        );
     }
 }

@@ -100,15 +100,26 @@ impl TraceSession {
         tracer_clock: Option<Box<dyn TracerClock>>,
         on_failure: &OnFailure,
     ) -> Result<Self, PluginError> {
-        let tracer_clock_name = if tracer_clock.is_some() { "rocm" } else { "host" };
+        let tracer_clock_name = if tracer_clock.is_some() {
+            "rocm"
+        } else {
+            "host"
+        };
         let tracer: SharedTracer = Arc::new(Mutex::new(tracer_clock));
         let first = snapshot(&tracer);
-        let tracer_start = TracerStart { s_ns: first.s_ns, r_ns: first.r_ns };
+        let tracer_start = TracerStart {
+            s_ns: first.s_ns,
+            r_ns: first.r_ns,
+        };
         let snapshots = Arc::new(Mutex::new(vec![first]));
         let stop = Arc::new(AtomicBool::new(false));
 
         let sampler = {
-            let (stop, tracer, snapshots) = (Arc::clone(&stop), Arc::clone(&tracer), Arc::clone(&snapshots));
+            let (stop, tracer, snapshots) = (
+                Arc::clone(&stop),
+                Arc::clone(&tracer),
+                Arc::clone(&snapshots),
+            );
             let period = Duration::from_millis(config.snapshot_period_ms.max(1));
             std::thread::Builder::new()
                 .name("distprof-snapshot".into())
@@ -118,7 +129,10 @@ impl TraceSession {
                         break;
                     }
                     let pair = snapshot(&tracer);
-                    snapshots.lock().unwrap_or_else(|p| p.into_inner()).push(pair);
+                    snapshots
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(pair);
                 })
                 .map_err(|e| PluginError::new(format!("cannot start the snapshot thread: {e}")))?
         };
@@ -131,7 +145,11 @@ impl TraceSession {
                 continue;
             };
             // The previous trace's engine may still be draining on the same socket.
-            if previous.is_some_and(|p| p.probes.iter().any(|r| r.node == n.node && !r.thread.is_finished())) {
+            if previous.is_some_and(|p| {
+                p.probes
+                    .iter()
+                    .any(|r| r.node == n.node && !r.thread.is_finished())
+            }) {
                 tracing::warn!(
                     "distprof: node {}'s probe engine from the previous trace is still finishing; \
                      this trace has no probes for it",
@@ -141,13 +159,27 @@ impl TraceSession {
             }
             let socket = match n.probe_socket() {
                 Some(Ok(s)) => s,
-                Some(Err(e)) => return Err(PluginError::new(format!("cannot duplicate node {}'s probe socket: {e}", n.node))),
-                None => return Err(PluginError::new(format!("node {} agreed but holds no probe socket", n.node))),
+                Some(Err(e)) => {
+                    return Err(PluginError::new(format!(
+                        "cannot duplicate node {}'s probe socket: {e}",
+                        n.node
+                    )))
+                }
+                None => {
+                    return Err(PluginError::new(format!(
+                        "node {} agreed but holds no probe socket",
+                        n.node
+                    )))
+                }
             };
             let progress = Arc::new(Mutex::new(Progress::default()));
             let thread = {
-                let (config, context, stop, progress) =
-                    (config.clone(), Arc::clone(&context), Arc::clone(&stop), Arc::clone(&progress));
+                let (config, context, stop, progress) = (
+                    config.clone(),
+                    Arc::clone(&context),
+                    Arc::clone(&stop),
+                    Arc::clone(&progress),
+                );
                 let on_failure = Arc::clone(on_failure);
                 let node = n.node;
                 std::thread::Builder::new()
@@ -156,15 +188,26 @@ impl TraceSession {
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             probe(node, &context, socket, &config, &stop, &progress)
                         }))
-                        .unwrap_or_else(|_| Err("internal error: the probe thread panicked".into()));
+                        .unwrap_or_else(|_| {
+                            Err("internal error: the probe thread panicked".into())
+                        });
                         progress.lock().unwrap_or_else(|p| p.into_inner()).finished = true;
                         if let Err(reason) = result {
                             on_failure(&format!("probe engine of node {node}"), &reason);
                         }
                     })
-                    .map_err(|e| PluginError::new(format!("cannot start the probe thread of node {node}: {e}")))?
+                    .map_err(|e| {
+                        PluginError::new(format!(
+                            "cannot start the probe thread of node {node}: {e}"
+                        ))
+                    })?
             };
-            probes.push(ProbeRun { node: n.node, context, progress, thread });
+            probes.push(ProbeRun {
+                node: n.node,
+                context,
+                progress,
+                thread,
+            });
         }
         if !waiting.is_empty() {
             tracing::warn!(
@@ -172,7 +215,16 @@ impl TraceSession {
                  this trace carries their snapshot pairs but no probes (the next trace probes once they agree)"
             );
         }
-        Ok(Self { stop, tracer, tracer_clock_name, tracer_start, snapshots, sampler, probes, stopped: false })
+        Ok(Self {
+            stop,
+            tracer,
+            tracer_clock_name,
+            tracer_start,
+            snapshots,
+            sampler,
+            probes,
+            stopped: false,
+        })
     }
 
     /// Tells every thread of this trace to stop and takes the last snapshot pair, so the
@@ -185,13 +237,20 @@ impl TraceSession {
         self.stop.store(true, Ordering::Release);
         self.sampler.thread().unpark();
         let last = snapshot(&self.tracer);
-        self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).push(last);
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(last);
     }
 
     /// The distprof plane of every node in `nodes`, as a serialized `XSpace` holding only
     /// those planes.
     pub fn export(&self, config: &Config, nodes: &[NodeSession]) -> Vec<u8> {
-        let snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let snapshots = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let hostname = crate::rendezvous::address::hostname();
         let mut space = XSpace::default();
         for n in nodes {
@@ -200,7 +259,9 @@ impl TraceSession {
                 Some(r) => {
                     let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
                     (
-                        p.timestamp_mode.clone().unwrap_or_else(|| "starting".into()),
+                        p.timestamp_mode
+                            .clone()
+                            .unwrap_or_else(|| "starting".into()),
                         p.segments.clone(),
                         p.probe_stats.clone(),
                     )
@@ -271,17 +332,29 @@ fn probe(
     stop: &AtomicBool,
     progress: &Mutex<Progress>,
 ) -> Result<(), String> {
-    let sock = StampedSocket::new(socket, config.timestamping).map_err(|e| format!("probe socket: {e}"))?;
+    let sock = StampedSocket::new(socket, config.timestamping)
+        .map_err(|e| format!("probe socket: {e}"))?;
     let mode = sock.mode();
-    let mode_name = serde_json::to_value(mode).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-    progress.lock().unwrap_or_else(|p| p.into_inner()).timestamp_mode = Some(mode_name.clone());
+    let mode_name = serde_json::to_value(mode)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    progress
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .timestamp_mode = Some(mode_name.clone());
     let peers = &ctx.out_edges[node as usize];
     let params = EngineParams {
         node,
         session_token: ctx.session_token,
-        out_edges: peers.iter().map(|&p| (p, ctx.nodes[p as usize].probe_addr)).collect(),
+        out_edges: peers
+            .iter()
+            .map(|&p| (p, ctx.nodes[p as usize].probe_addr))
+            .collect(),
         addrs: ctx.nodes.iter().map(|n| n.probe_addr).collect(),
-        expected_probers: (0..ctx.num_nodes).map(|i| ctx.out_edges[i as usize].contains(&node)).collect(),
+        expected_probers: (0..ctx.num_nodes)
+            .map(|i| ctx.out_edges[i as usize].contains(&node))
+            .collect(),
         cadence: Duration::from_micros(config.probe_cadence_us),
         pair_gap: Duration::from_micros(config.packet_spacing_us),
         window: Duration::from_secs_f64(config.probe_window_s),
@@ -312,29 +385,45 @@ fn probe(
     let mut history = History::default();
     let engine = Engine::new(params, sock);
     engine
-        .run(Instant::now() + MAX_TRACE, stop, &mut writer, &mut |w: &ClosedWindow| {
-            let spec = WindowSpec {
-                window_id: w.window_id,
-                start_local_ns: w.start_local_ns,
-                end_local_ns: w.end_local_ns,
-                num_nodes: ctx.num_nodes,
-                reference: ctx.reference_node,
-            };
-            let estimate = estimate_window_with_history(&w.records, &spec, &settings, &mut history);
-            let stats = w.edges.iter().filter(|e| e.src == node).map(|e| ProbeEdgeStats {
-                window_id: w.window_id,
-                peer: e.dst,
-                pairs_used: e.pure,
-                pairs_lost: e.lost,
-                min_rtt_ns: w.records.iter().filter(|r| r.dst == e.dst).map(rtt_ns).min().unwrap_or(0),
-            });
-            let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
-            p.windows += 1;
-            p.probe_stats.extend(stats);
-            if let Some(Some(seg)) = estimate.segments.get(node as usize) {
-                p.segments.push(*seg);
-            }
-        })
+        .run(
+            Instant::now() + MAX_TRACE,
+            stop,
+            &mut writer,
+            &mut |w: &ClosedWindow| {
+                let spec = WindowSpec {
+                    window_id: w.window_id,
+                    start_local_ns: w.start_local_ns,
+                    end_local_ns: w.end_local_ns,
+                    num_nodes: ctx.num_nodes,
+                    reference: ctx.reference_node,
+                };
+                let estimate =
+                    estimate_window_with_history(&w.records, &spec, &settings, &mut history);
+                let stats = w
+                    .edges
+                    .iter()
+                    .filter(|e| e.src == node)
+                    .map(|e| ProbeEdgeStats {
+                        window_id: w.window_id,
+                        peer: e.dst,
+                        pairs_used: e.pure,
+                        pairs_lost: e.lost,
+                        min_rtt_ns: w
+                            .records
+                            .iter()
+                            .filter(|r| r.dst == e.dst)
+                            .map(rtt_ns)
+                            .min()
+                            .unwrap_or(0),
+                    });
+                let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+                p.windows += 1;
+                p.probe_stats.extend(stats);
+                if let Some(Some(seg)) = estimate.segments.get(node as usize) {
+                    p.segments.push(*seg);
+                }
+            },
+        )
         .map_err(|e| format!("probe engine: {e}"))?;
     let (segments, windows) = {
         let p = progress.lock().unwrap_or_else(|p| p.into_inner());
@@ -349,8 +438,14 @@ fn probe(
         "model": NodeClockModel { node, reachable: node == ctx.reference_node || !segments.is_empty(), segments },
     });
     let path = model_path(&dir, node);
-    std::fs::write(&path, format!("{model}\n")).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    tracing::info!(node, windows, "distprof: probing stopped; model in {}", path.display());
+    std::fs::write(&path, format!("{model}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    tracing::info!(
+        node,
+        windows,
+        "distprof: probing stopped; model in {}",
+        path.display()
+    );
     Ok(())
 }
 
