@@ -364,7 +364,8 @@ mod tests {
             paths: HashMap::new(),
         };
         let (relay, a, b) = setup(cfg);
-        b.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        // Generous: on a loaded 2-core machine the relay may be descheduled for a while.
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         // Read while sending: a socket buffer holds only a few hundred small datagrams.
         let reader = std::thread::spawn(move || {
             let mut got = 0u64;
@@ -376,7 +377,7 @@ mod tests {
         });
         for i in 0..1000u32 {
             a.send_to(&i.to_le_bytes(), relay.faces()[1]).unwrap();
-            if i % 50 == 0 {
+            if i % 10 == 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }

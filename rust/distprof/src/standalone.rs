@@ -8,7 +8,7 @@ use crate::context::{NodeId, RunContext};
 use crate::jsonl::{JsonlWriter, Meta, FORMAT_VERSION};
 use crate::estimate::node_edges::{EdgeFit, NodeEdgeEstimator};
 use crate::estimate::EstimatorSettings;
-use crate::probe::{gap_preserved, Engine, EngineParams, EngineStats, PurityFn, PurityParams};
+use crate::probe::{gap_preserved, Engine, EngineParams, EngineStats, PurityFn};
 use crate::timestamp::{StampMode, StampedSocket};
 use serde::{Deserialize, Serialize};
 use std::net::UdpSocket;
@@ -144,20 +144,7 @@ pub fn run_node(
     let mode = sock.mode();
     let timestamp_note = sock.hardware_note.clone();
     let peers = &ctx.out_edges[node as usize];
-    let params = EngineParams {
-        node,
-        session_token: ctx.session_token,
-        out_edges: peers.iter().map(|&p| (p, ctx.nodes[p as usize].probe_addr)).collect(),
-        addrs: ctx.nodes.iter().map(|n| n.probe_addr).collect(),
-        expected_probers: (0..ctx.num_nodes).map(|i| ctx.out_edges[i as usize].contains(&node)).collect(),
-        cadence: Duration::from_micros(config.probe_cadence_us),
-        pair_gap: Duration::from_micros(config.packet_spacing_us),
-        window: Duration::from_secs_f64(config.probe_window_s),
-        down_after: Duration::from_millis(config.handshake_timeout_ms),
-        clock: opts.clock,
-        purity: opts.purity,
-        purity_params: PurityParams::from_config(config),
-    };
+    let params = EngineParams::for_node(ctx, node, config, opts.clock, opts.purity);
     if let Some(start) = opts.start_at_real_ns {
         let wait_ns = start - realtime_ns();
         if wait_ns > MAX_START_WAIT.as_nanos() as i64 {

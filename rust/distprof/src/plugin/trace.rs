@@ -26,7 +26,8 @@ use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
 use crate::estimate::{estimate_window_with_history, EstimatorSettings, History, WindowSpec};
 use crate::jsonl::{JsonlWriter, Meta, FORMAT_VERSION};
 use crate::model::{ClockSegment, NodeClockModel};
-use crate::probe::{gap_preserved, Engine, EngineParams, PurityParams};
+use crate::estimate::node_edges::NodeEdgeEstimator;
+use crate::probe::{gap_preserved, Engine, EngineParams};
 use crate::snapshot::{host_clock_ns, sample_pair, SnapshotPair};
 use crate::timestamp::StampedSocket;
 use crate::window::ClosedWindow;
@@ -344,25 +345,7 @@ fn probe(
         .unwrap_or_else(|p| p.into_inner())
         .timestamp_mode = Some(mode_name.clone());
     let peers = &ctx.out_edges[node as usize];
-    let params = EngineParams {
-        node,
-        session_token: ctx.session_token,
-        out_edges: peers
-            .iter()
-            .map(|&p| (p, ctx.nodes[p as usize].probe_addr))
-            .collect(),
-        addrs: ctx.nodes.iter().map(|n| n.probe_addr).collect(),
-        expected_probers: (0..ctx.num_nodes)
-            .map(|i| ctx.out_edges[i as usize].contains(&node))
-            .collect(),
-        cadence: Duration::from_micros(config.probe_cadence_us),
-        pair_gap: Duration::from_micros(config.packet_spacing_us),
-        window: Duration::from_secs_f64(config.probe_window_s),
-        down_after: Duration::from_millis(config.handshake_timeout_ms),
-        clock: VirtualClock::IDENTITY,
-        purity: gap_preserved,
-        purity_params: PurityParams::from_config(config),
-    };
+    let params = EngineParams::for_node(ctx, node, config, VirtualClock::IDENTITY, gap_preserved);
     let meta = Meta {
         meta: true,
         format_version: FORMAT_VERSION,
@@ -383,13 +366,17 @@ fn probe(
         .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
     let settings = EstimatorSettings::from_config(config);
     let mut history = History::default();
+    let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
     let engine = Engine::new(params, sock);
     engine
         .run(
             Instant::now() + MAX_TRACE,
             stop,
             &mut writer,
-            &mut |w: &ClosedWindow| {
+            &mut |w: &mut ClosedWindow| {
+                // The online model of this node's own edges goes into the window's JSONL
+                // line, as in standalone runs.
+                w.model = serde_json::to_value(own_edges.window(w)).ok();
                 let spec = WindowSpec {
                     window_id: w.window_id,
                     start_local_ns: w.start_local_ns,

@@ -2,6 +2,8 @@
 
 use super::purity::{PurityFn, PurityParams};
 use crate::clock::VirtualClock;
+use crate::config::Config;
+use crate::context::RunContext;
 use crate::context::NodeId;
 use crate::jsonl::JsonlWriter;
 use crate::record::ProbeRecord;
@@ -52,6 +54,36 @@ pub struct EngineParams {
     pub clock: VirtualClock,
     pub purity: PurityFn,
     pub purity_params: PurityParams,
+}
+
+impl EngineParams {
+    /// The parameters of `node` in an agreed run: its peers and their addresses from the
+    /// context, timing and purity from the configuration.
+    pub fn for_node(
+        ctx: &RunContext,
+        node: NodeId,
+        config: &Config,
+        clock: VirtualClock,
+        purity: PurityFn,
+    ) -> EngineParams {
+        let peers = &ctx.out_edges[node as usize];
+        EngineParams {
+            node,
+            session_token: ctx.session_token,
+            out_edges: peers.iter().map(|&p| (p, ctx.nodes[p as usize].probe_addr)).collect(),
+            addrs: ctx.nodes.iter().map(|n| n.probe_addr).collect(),
+            expected_probers: (0..ctx.num_nodes)
+                .map(|i| ctx.out_edges[i as usize].contains(&node))
+                .collect(),
+            cadence: Duration::from_micros(config.probe_cadence_us),
+            pair_gap: Duration::from_micros(config.packet_spacing_us),
+            window: Duration::from_secs_f64(config.probe_window_s),
+            down_after: Duration::from_millis(config.handshake_timeout_ms),
+            clock,
+            purity,
+            purity_params: PurityParams::from_config(config),
+        }
+    }
 }
 
 /// Totals over the whole run.
