@@ -2,9 +2,11 @@
 // bridge. Each returns within microseconds and never throws; when the plugin is disabled
 // it returns after one atomic load, without entering Rust.
 #include <memory>
+#include <string>
 
 #include "cc_hooks/bridge_types.h"
 #include "cc_hooks/distprof_hooks.h"
+#include "cc_hooks/distprof_test_hooks.h"
 #include "distprof-ffi/src/lib.rs.h"
 
 namespace distprof {
@@ -28,5 +30,19 @@ void OnAgentConnected(int task_id) {
 }
 
 bool IsEnabled() { return !bridge::PluginOff() && bridge::is_enabled(); }
+
+namespace testing {
+
+int RendezvousState(int node_id, std::string* context_digest) {
+  if (bridge::PluginOff()) return kRendezvousNone;
+  rust::Vec<uint8_t> digest;
+  const int state = bridge::rendezvous_state(node_id, digest);
+  if (context_digest != nullptr) {
+    context_digest->assign(reinterpret_cast<const char*>(digest.data()), digest.size());
+  }
+  return state;
+}
+
+}  // namespace testing
 
 }  // namespace distprof

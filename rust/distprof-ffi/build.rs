@@ -35,7 +35,12 @@ fn main() {
     for path in ["src/lib.rs", "src/bench.rs", "cpp/bench_hooks.h", "cpp/bench_hooks.cc", "cpp/bench_empty.cc"] {
         println!("cargo:rerun-if-changed={path}");
     }
-    for path in ["cc_hooks/bridge_types.h", "cc_hooks/distprof_hooks.h", "cc_hooks/plugin_hooks.cc"] {
+    for path in [
+        "cc_hooks/bridge_types.h",
+        "cc_hooks/distprof_hooks.h",
+        "cc_hooks/distprof_test_hooks.h",
+        "cc_hooks/plugin_hooks.cc",
+    ] {
         println!("cargo:rerun-if-changed={}", repo.join(path).display());
     }
 }

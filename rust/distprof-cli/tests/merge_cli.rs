@@ -101,3 +101,54 @@ fn a_truncated_trace_is_an_error_naming_the_file() {
         "{err}"
     );
 }
+
+#[test]
+fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let exe = env!("CARGO_BIN_EXE_distprof");
+    let local = Command::new(exe)
+        .args(["local", "--nodes", "3", "--duration", "3", "--output-dir"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(local.status.success(), "{}", String::from_utf8_lossy(&local.stderr));
+
+    // Both sources at once is a usage error that says which to drop.
+    let both = Command::new(exe)
+        .arg("validate")
+        .arg(fixtures())
+        .arg("--run-dir")
+        .arg(&run)
+        .args(["--models", "m.json"])
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("not both"));
+
+    // A directory without JSONL is named in the error.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let none = Command::new(exe).arg("validate").arg(fixtures()).arg("--run-dir").arg(&empty).output().unwrap();
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("--run-dir"), "{}", String::from_utf8_lossy(&none.stderr));
+
+    // The run's models (nodes 0..2) replace the traces' own: every node is corrected by
+    // them, so the merge needs no --allow-uncorrected.
+    let out = tmp.path().join("out");
+    let merged = Command::new(exe)
+        .arg("merge")
+        .arg(fixtures())
+        .arg("--out")
+        .arg(&out)
+        .arg("--run-dir")
+        .arg(&run)
+        .args(["--json", "--no-chrome"])
+        .output()
+        .unwrap();
+    assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
+    let nodes = report["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    assert!(nodes.iter().all(|n| n["corrected"] == true), "{report}");
+}

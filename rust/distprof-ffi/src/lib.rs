@@ -20,7 +20,7 @@ mod test_switch;
 #[cfg(feature = "cc-hooks")]
 pub mod bench;
 
-use distprof::plugin::{Plugin, TracerClock, STATE_UNINIT};
+use distprof::plugin::{NodeState, Plugin, TracerClock, STATE_UNINIT};
 use std::sync::atomic::AtomicU8;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use test_switch::Hook;
@@ -60,6 +60,10 @@ mod ffi {
         /// Hook 3.
         fn on_agent_connected(task_id: i32);
         fn is_enabled() -> bool;
+        /// Diagnostics for tests (cc_hooks/distprof_test_hooks.h): where node `node_id`'s
+        /// rendezvous stands, as `RENDEZVOUS_*`; when agreed, `context_digest` receives the
+        /// digest of the agreed run context. Never waits for the rendezvous.
+        fn rendezvous_state(node_id: i32, context_digest: &mut Vec<u8>) -> i32;
     }
 }
 
@@ -162,4 +166,26 @@ fn on_agent_connected(task_id: i32) {
 
 fn is_enabled() -> bool {
     entry(Hook::IsEnabled, false, || PLUGIN.is_enabled())
+}
+
+// Values of `rendezvous_state`, mirrored in cc_hooks/distprof_test_hooks.h.
+/// The plugin is off, or this process hosts no such node.
+const RENDEZVOUS_NONE: i32 = 0;
+const RENDEZVOUS_PENDING: i32 = 1;
+const RENDEZVOUS_AGREED: i32 = 2;
+const RENDEZVOUS_FAILED: i32 = 3;
+
+fn rendezvous_state(node_id: i32, context_digest: &mut Vec<u8>) -> i32 {
+    entry(Hook::RendezvousState, RENDEZVOUS_NONE, || {
+        let Ok(node) = u32::try_from(node_id) else { return RENDEZVOUS_NONE };
+        match PLUGIN.node_state(node) {
+            None => RENDEZVOUS_NONE,
+            Some(NodeState::Pending) => RENDEZVOUS_PENDING,
+            Some(NodeState::Agreed { context_digest: digest, .. }) => {
+                *context_digest = digest.into_bytes();
+                RENDEZVOUS_AGREED
+            }
+            Some(NodeState::Failed { .. }) => RENDEZVOUS_FAILED,
+        }
+    })
 }

@@ -1,7 +1,7 @@
 //! TEST-ONLY switch: `DISTPROF_TEST_FORCE_PANIC=<hook>` makes that hook panic inside Rust,
 //! so tests can prove a panic leaves XLA running with the plugin disabled. Hook names:
 //! `client_created`, `trace_start`, `trace_stop`, `trace_export`, `agent_connected`,
-//! `is_enabled`. Read once per process; never consulted while the plugin is disabled.
+//! `is_enabled`, `rendezvous_state`. Read once per process; never consulted while the plugin is disabled.
 //! Not a user setting: it exists only for tests/cpp and is documented there as such.
 
 use std::sync::OnceLock;
@@ -16,6 +16,7 @@ pub enum Hook {
     TraceExport,
     AgentConnected,
     IsEnabled,
+    RendezvousState,
 }
 
 impl Hook {
@@ -27,6 +28,7 @@ impl Hook {
             Hook::TraceExport => "trace_export",
             Hook::AgentConnected => "agent_connected",
             Hook::IsEnabled => "is_enabled",
+            Hook::RendezvousState => "rendezvous_state",
         }
     }
 }

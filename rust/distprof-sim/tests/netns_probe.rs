@@ -81,7 +81,6 @@ fn two_namespaced_hosts_probe_through_a_relay_namespace() {
     }
     let s0 = handles.remove(&0).unwrap().join().unwrap();
     let s1 = handles.remove(&1).unwrap().join().unwrap();
-    let end_real = realtime_ns();
     let stats = relay.stop();
     assert_eq!(stats.unknown_source, 0);
     for s in [&s0, &s1] {
@@ -90,15 +89,22 @@ fn two_namespaced_hosts_probe_through_a_relay_namespace() {
         assert!(e.sent >= 148, "node {} sent {}", s.node, e.sent);
         assert_eq!(e.lost, 0, "node {}", s.node);
         // Round trip 800 us plus the relay's own wake-ups.
-        let rtt = e.min_rtt_ns.unwrap();
+        let rtt = e.min_round_trip_ns.unwrap();
         assert!((800_000..1_200_000).contains(&rtt), "node {} min rtt {rtt}", s.node);
     }
-    // Node 1 seen from node 0: truth minus half the asymmetry (600 - 200) / 2.
-    let truth = clocks[1].offset_from_ns(&clocks[0], end_real) as f64;
-    let est = s0.edges[0].min_rtt_offset_ns.unwrap();
+    // Node 1 seen from node 0 by the online edge fit at its last window's midpoint: truth
+    // minus half the asymmetry (600 - 200) / 2, which two-way probes cannot see.
+    let theta_at = |src: &VirtualClock, dst: &VirtualClock, mid: i64| {
+        let t = src.invert_rel_ns((mid - src.epoch_real_ns) as f64);
+        (dst.epoch_real_ns - mid) as f64 + dst.read_rel_ns(t + (src.epoch_real_ns - dst.epoch_real_ns) as f64)
+    };
+    let (f0, f1) = (s0.edges[0].fit.as_ref().unwrap(), s1.edges[0].fit.as_ref().unwrap());
+    let truth = theta_at(&clocks[0], &clocks[1], s0.edges[0].fit_mid_local_ns.unwrap());
+    let est = f0.theta_ns.unwrap();
     assert!((est - (truth - 200_000.0)).abs() < 80_000.0, "est {est} truth {truth}");
-    let est_back = s1.edges[0].min_rtt_offset_ns.unwrap();
-    assert!((est_back - (-truth + 200_000.0)).abs() < 80_000.0, "est {est_back} truth {}", -truth);
+    let truth_back = theta_at(&clocks[1], &clocks[0], s1.edges[0].fit_mid_local_ns.unwrap());
+    let est_back = f1.theta_ns.unwrap();
+    assert!((est_back - (truth_back + 200_000.0)).abs() < 80_000.0, "est {est_back} truth {truth_back}");
     drop((a, r, b));
     for n in ["dpA", "dpR", "dpB"] {
         assert!(!std::path::Path::new(&format!("/var/run/netns/{n}{tag}")).exists(), "{n}{tag} not cleaned up");

@@ -41,6 +41,30 @@ impl VirtualClock {
         real_ns + self.offset_ns + (drift + wander).round() as i64
     }
 
+    /// `apply` without rounding, on times relative to `epoch_real_ns` (absolute times in
+    /// an f64 would keep only 256 ns): the truth a test compares an estimate with.
+    /// Returns the clock's reading minus `epoch_real_ns` at `epoch_real_ns + dt_ns`.
+    pub fn read_rel_ns(&self, dt_ns: f64) -> f64 {
+        let wander = if self.wander_ns == 0.0 {
+            0.0
+        } else {
+            self.wander_ns * (std::f64::consts::TAU * dt_ns * 1e-9 / WANDER_PERIOD_S).sin()
+        };
+        dt_ns + self.offset_ns as f64 + self.drift_ppb * 1e-9 * dt_ns + wander
+    }
+
+    /// The inverse of `read_rel_ns`: real time (relative to the epoch) at which the clock
+    /// reads `epoch_real_ns + local_rel_ns`. Newton steps; the wander is slow, so a few
+    /// reach well under a nanosecond.
+    pub fn invert_rel_ns(&self, local_rel_ns: f64) -> f64 {
+        let rate = 1.0 + self.drift_ppb * 1e-9;
+        let mut t = local_rel_ns - self.offset_ns as f64;
+        for _ in 0..6 {
+            t -= (self.read_rel_ns(t) - local_rel_ns) / rate;
+        }
+        t
+    }
+
     /// How far this clock is ahead of `reference` at real time `real_ns` (nanoseconds).
     pub fn offset_from_ns(&self, reference: &VirtualClock, real_ns: i64) -> i64 {
         self.apply(real_ns) - reference.apply(real_ns)
@@ -155,6 +179,17 @@ mod tests {
         let r = VirtualClock { epoch_real_ns: 5_000_000_000, ..r };
         assert_eq!(c.offset_from_ns(&r, 6_000_000_000), 11_500);
         assert!((c.drift_from_ppm(&r) - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn exact_inverse_round_trips() {
+        let c = VirtualClock { offset_ns: 1_500_000, drift_ppb: -12_500.0, wander_ns: 200.0, epoch_real_ns: 1_000_000_000 };
+        for local in [0.0, 3.3e9, 7.7e10] {
+            let t = c.invert_rel_ns(local);
+            assert!((c.read_rel_ns(t) - local).abs() < 1e-3, "{local}");
+            let real = c.epoch_real_ns + t.round() as i64;
+            assert!(((c.apply(real) - c.epoch_real_ns) as f64 - local).abs() <= 1.5);
+        }
     }
 
     #[test]

@@ -23,7 +23,6 @@ pub mod clock;
 pub mod timestamp;
 pub mod wire;
 pub mod jsonl;
-pub mod min_rtt;
 pub mod probe;
 pub mod standalone;
 pub mod window;

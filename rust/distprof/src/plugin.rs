@@ -10,10 +10,14 @@
 //!
 //! Seams for the engines built elsewhere:
 //! - configuration: the `load_config` function given to [`Plugin::new`];
-//! - rendezvous and probing: [`make_backend`], which today returns the interim
-//!   [`hello::HelloBackend`] and will return the rendezvous + probe engine.
+//! - rendezvous and probing: [`make_backend`], which returns [`engine::EngineBackend`].
 
-pub mod hello;
+pub mod engine;
+pub mod lease;
+pub mod node;
+pub mod trace;
+
+pub use node::NodeState;
 
 use crate::config::Config;
 use crate::context::NodeId;
@@ -52,16 +56,19 @@ pub trait Backend: Send {
     /// XLA's space (`MergeFromString` appends repeated fields). Empty means nothing to add.
     fn export(&mut self) -> Result<Vec<u8>, PluginError>;
     fn agent_connected(&mut self, task_id: i32) -> Result<(), PluginError>;
+    /// Where node `node`'s rendezvous stands; `None` for a node this process does not host.
+    fn node_state(&self, _node: NodeId) -> Option<NodeState> {
+        None
+    }
 }
 
 /// How a backend's own threads report a failure: the plugin turns off with one log line
 /// naming `what` failed and why.
 pub type OnFailure = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
-/// Seam: the backend an enabled plugin drives. The lead connects the rendezvous and probe
-/// engine here; the hooks and the FFI stay as they are.
+/// Seam: the backend an enabled plugin drives; the hooks and the FFI do not depend on it.
 pub fn make_backend(config: Config, on_failure: OnFailure) -> Box<dyn Backend> {
-    Box::new(hello::HelloBackend::new(config, on_failure))
+    Box::new(engine::EngineBackend::new(config, on_failure))
 }
 
 /// Loads the effective configuration; an error string names the input and the fix.
@@ -127,6 +134,16 @@ impl Plugin {
 
     pub fn on_agent_connected(&'static self, task_id: i32) {
         self.with_backend("agent connected", |b| b.agent_connected(task_id));
+    }
+
+    /// Where node `node`'s rendezvous stands (tests and diagnostics; never blocks on the
+    /// rendezvous). `None` when the plugin is off or the node is not hosted here.
+    pub fn node_state(&'static self, node: NodeId) -> Option<NodeState> {
+        if self.is_off() {
+            return None;
+        }
+        let guard = self.lock_initialised();
+        guard.as_ref()?.node_state(node)
     }
 
     /// Turns the plugin off for the rest of the process and says why, once. Threads the

@@ -6,8 +6,9 @@ use crate::clock::{realtime_ns, VirtualClock};
 use crate::config::Config;
 use crate::context::{NodeId, RunContext};
 use crate::jsonl::{JsonlWriter, Meta, FORMAT_VERSION};
-use crate::min_rtt;
-use crate::probe::{gap_preserved, Engine, EngineParams, EngineStats, PurityFn, PurityParams};
+use crate::estimate::node_edges::{EdgeFit, NodeEdgeEstimator};
+use crate::estimate::EstimatorSettings;
+use crate::probe::{gap_preserved, Engine, EngineParams, EngineStats, PurityFn};
 use crate::timestamp::{StampMode, StampedSocket};
 use serde::{Deserialize, Serialize};
 use std::net::UdpSocket;
@@ -57,11 +58,13 @@ pub enum StandaloneError {
 pub struct EdgeSummary {
     pub dst: NodeId,
     pub sent: u64,
-    /// Offset of `dst` from this node by the `min_rtt` stand-in estimator, at the end of
-    /// the run, in this node's clock; absent without a complete probe.
-    pub min_rtt_offset_ns: Option<f64>,
-    pub min_rtt_drift_ppb: Option<f64>,
-    pub min_rtt_ns: Option<i64>,
+    /// The edge's fit in the last window that gave it a line (the online model of the
+    /// window lines, see docs/jsonl.md): theta = S_dst - S_src at `fit_mid_local_ns`.
+    pub fit: Option<EdgeFit>,
+    pub fit_window_id: Option<u64>,
+    pub fit_mid_local_ns: Option<i64>,
+    /// Smallest round trip of a complete probe (first packets), ns.
+    pub min_round_trip_ns: Option<i64>,
     pub complete: u64,
     pub lost: u64,
     pub up_at_end: bool,
@@ -77,8 +80,8 @@ pub struct NodeSummary {
     pub end_local_ns: i64,
     pub stats: EngineStats,
     pub edges: Vec<EdgeSummary>,
-    /// Name of the estimator that filled the offsets.
-    pub estimator: String,
+    /// The estimator of the per-edge fits.
+    pub estimator: crate::config::EstimatorKind,
 }
 
 fn check(ctx: &RunContext, node: NodeId, config: &Config) -> Result<(), StandaloneError> {
@@ -141,20 +144,7 @@ pub fn run_node(
     let mode = sock.mode();
     let timestamp_note = sock.hardware_note.clone();
     let peers = &ctx.out_edges[node as usize];
-    let params = EngineParams {
-        node,
-        session_token: ctx.session_token,
-        out_edges: peers.iter().map(|&p| (p, ctx.nodes[p as usize].probe_addr)).collect(),
-        addrs: ctx.nodes.iter().map(|n| n.probe_addr).collect(),
-        expected_probers: (0..ctx.num_nodes).map(|i| ctx.out_edges[i as usize].contains(&node)).collect(),
-        cadence: Duration::from_micros(config.probe_cadence_us),
-        pair_gap: Duration::from_micros(config.packet_spacing_us),
-        window: Duration::from_secs_f64(config.probe_window_s),
-        down_after: Duration::from_millis(config.handshake_timeout_ms),
-        clock: opts.clock,
-        purity: opts.purity,
-        purity_params: PurityParams::from_config(config),
-    };
+    let params = EngineParams::for_node(ctx, node, config, opts.clock, opts.purity);
     if let Some(start) = opts.start_at_real_ns {
         let wait_ns = start - realtime_ns();
         if wait_ns > MAX_START_WAIT.as_nanos() as i64 {
@@ -189,9 +179,12 @@ pub fn run_node(
     let engine = Engine::new(params, sock);
     let never = AtomicBool::new(false);
     let stop = opts.stop.as_deref().unwrap_or(&never);
-    let mut records: Vec<Vec<crate::record::ProbeRecord>> = vec![Vec::new(); peers.len()];
     let mut up_at_end = vec![true; peers.len()];
     let mut totals = vec![(0u64, 0u64); peers.len()];
+    let mut min_round_trip: Vec<Option<i64>> = vec![None; peers.len()];
+    let mut last_fit: Vec<Option<(u64, i64, EdgeFit)>> = vec![None; peers.len()];
+    let settings = EstimatorSettings::from_config(config);
+    let mut model = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
     let stats = engine
         .run(Instant::now() + opts.duration, stop, &mut writer, &mut |w| {
             for (i, e) in w.edges.iter().enumerate() {
@@ -201,27 +194,34 @@ pub fn run_node(
             }
             for r in &w.records {
                 if let Some(i) = peers.iter().position(|&p| p == r.dst) {
-                    records[i].push(*r);
+                    let rtt = (r.rev_rx_ns[0] - r.fwd_tx_ns[0]) - (r.rev_tx_ns[0] - r.fwd_rx_ns[0]);
+                    min_round_trip[i] = Some(min_round_trip[i].map_or(rtt, |m| m.min(rtt)));
                 }
             }
+            // The online model: this node's edge fits, in the window line itself.
+            let m = model.window(w);
+            for f in &m.edges {
+                if let (Some(i), Some(_)) = (peers.iter().position(|&p| p == f.dst), f.theta_ns) {
+                    last_fit[i] = Some((w.window_id, m.mid_local_ns, f.clone()));
+                }
+            }
+            w.model = serde_json::to_value(&m).ok();
         })
         .map_err(StandaloneError::Io)?;
     let end_local_ns = opts.clock.apply(realtime_ns());
     let edges = peers
         .iter()
         .enumerate()
-        .map(|(i, &dst)| {
-            let fit = min_rtt::fit_edge(&records[i], min_rtt::BUCKET_NS);
-            EdgeSummary {
-                dst,
-                sent: stats.per_edge_sent.get(i).map_or(0, |s| s.1),
-                min_rtt_offset_ns: fit.map(|f| f.offset_at(end_local_ns)),
-                min_rtt_drift_ppb: fit.map(|f| f.drift_ppb),
-                min_rtt_ns: fit.map(|f| f.min_rtt_ns),
-                complete: totals[i].0,
-                lost: totals[i].1,
-                up_at_end: up_at_end[i],
-            }
+        .map(|(i, &dst)| EdgeSummary {
+            dst,
+            sent: stats.per_edge_sent.get(i).map_or(0, |s| s.1),
+            fit_window_id: last_fit[i].as_ref().map(|f| f.0),
+            fit_mid_local_ns: last_fit[i].as_ref().map(|f| f.1),
+            fit: last_fit[i].take().map(|f| f.2),
+            min_round_trip_ns: min_round_trip[i],
+            complete: totals[i].0,
+            lost: totals[i].1,
+            up_at_end: up_at_end[i],
         })
         .collect();
     Ok(NodeSummary {
@@ -232,6 +232,6 @@ pub fn run_node(
         end_local_ns,
         stats,
         edges,
-        estimator: min_rtt::NAME.to_string(),
+        estimator: settings.estimator,
     })
 }

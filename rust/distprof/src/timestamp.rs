@@ -166,6 +166,32 @@ impl StampedSocket {
         })
     }
 
+    /// Kernel receive stamps only (no transmit stamps, so no error queue to drain): for a
+    /// forwarder such as the test relay, which must time a datagram from its arrival in
+    /// the kernel rather than from when its thread got to run. Falls back to user-space
+    /// receive times where the kernel refuses.
+    pub fn rx_only(sock: UdpSocket) -> io::Result<StampedSocket> {
+        sock.set_nonblocking(true)?;
+        let mode = match set_timestamping(sock.as_raw_fd(), SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE) {
+            Ok(()) => {
+                wait_for_rx_stamping();
+                StampMode::Kernel
+            }
+            Err(e) => {
+                tracing::warn!("kernel receive stamps unavailable ({e}); using user-space receive times");
+                StampMode::User
+            }
+        };
+        Ok(StampedSocket {
+            sock,
+            mode,
+            next_tx_id: 0,
+            user_tx: VecDeque::new(),
+            stats: StampStats::default(),
+            hardware_note: String::new(),
+        })
+    }
+
     pub fn mode(&self) -> StampMode {
         self.mode
     }

@@ -46,7 +46,8 @@ pub struct ClosedWindow {
     /// fwd_rx1, rev_tx0, rev_tx1, rev_rx0, rev_rx1]`: compact, one line per window.
     #[serde(with = "compact_records")]
     pub records: Vec<ProbeRecord>,
-    /// Per-window fit, filled by the estimator; absent until then.
+    /// The online model (`estimate::node_edges::WindowModel`): this node's edge fits,
+    /// filled in by `standalone::run_node` before the line is written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<serde_json::Value>,
 }

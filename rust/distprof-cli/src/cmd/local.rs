@@ -6,12 +6,12 @@
 //! gives each a config file (its probe port), and a test-network file (its virtual clock,
 //! the relay faces its peers are reached through, the common start).
 
+use super::local_truth;
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::{NodeId, RunContext};
 use distprof::jsonl;
-use distprof::min_rtt;
 use distprof::standalone::{run_node, NodeOptions, NodeSummary};
 use distprof_sim::relay::{route_through, PathModel, Relay, RelayConfig, RelayEndpoint};
 use rand::{Rng, SeedableRng};
@@ -341,18 +341,6 @@ fn parse_kill(s: &str, n: u32) -> anyhow::Result<(NodeId, Duration)> {
 }
 
 #[derive(Serialize)]
-struct NodeResult {
-    node: NodeId,
-    true_offset_ns: f64,
-    est_offset_ns: Option<f64>,
-    error_ns: Option<f64>,
-    true_drift_ppm: f64,
-    est_drift_ppm: Option<f64>,
-    bound_ns: Option<f64>,
-    windows: usize,
-}
-
-#[derive(Serialize)]
 struct EdgeResult {
     src: NodeId,
     dst: NodeId,
@@ -426,7 +414,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), &config, &clocks, duration, &out_dir)?;
     let reports = wait_cluster(&mut cluster, duration, kill)?;
-    let end_real = realtime_ns();
     let relay_stats = relay.stop();
     eprintln!(
         "distprof local: relay forwarded {} datagrams (lost {}, duplicated {}, reordered {})",
@@ -445,11 +432,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let mut fits = Vec::new();
     let mut edges = Vec::new();
     for f in files.iter().flatten() {
         for &dst in &f.meta.out_edges {
-            let recs: Vec<_> = f.windows.iter().flat_map(|w| w.records.iter().filter(|r| r.dst == dst).copied()).collect();
             let stats: Vec<_> = f.windows.iter().filter_map(|w| w.edges.iter().find(|e| e.dst == dst)).collect();
             edges.push(EdgeResult {
                 src: f.meta.node,
@@ -461,57 +446,84 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 windows: stats.len(),
                 windows_down: stats.iter().filter(|e| !e.up).count(),
             });
-            if let Some(fit) = min_rtt::fit_edge(&recs, min_rtt::BUCKET_NS) {
-                fits.push(fit);
-            }
         }
     }
     let reference = config.reference_node;
-    let t_ref = clocks[reference as usize].apply(end_real);
-    let est = min_rtt::solve_network(n as usize, reference, &fits, t_ref);
-    let nodes: Vec<NodeResult> = (0..n)
-        .map(|i| {
-            let truth = clocks[i as usize].offset_from_ns(&clocks[reference as usize], end_real) as f64;
-            let e = est[i as usize];
-            NodeResult {
-                node: i,
-                true_offset_ns: truth,
-                est_offset_ns: e.map(|e| e.offset_ns),
-                error_ns: e.map(|e| e.offset_ns - truth),
-                true_drift_ppm: clocks[i as usize].drift_from_ppm(&clocks[reference as usize]),
-                est_drift_ppm: e.map(|e| e.drift_ppb / 1000.0),
-                bound_ns: e.map(|e| e.bound_ns + 2.0 * reports.get(&i).map_or(0, |r| r.summary.timestamp_mode.stamp_error_bound_ns()) as f64),
-                windows: files[i as usize].as_ref().map_or(0, |f| f.windows.len()),
-            }
-        })
-        .collect();
+    let verdict = local_truth::judge(&files, &clocks, &config);
 
     let fmt = |v: Option<f64>, scale: f64, prec: usize| v.map_or("-".to_string(), |v| format!("{:.*}", prec, v / scale));
-    println!("estimator: {} (stand-in until the hull estimator is wired in); reference node {reference}", min_rtt::NAME);
-    println!("{:>4} {:>14} {:>14} {:>10} {:>10} {:>10} {:>10} {:>7}", "node", "true_off_us", "est_off_us", "err_us", "true_ppm", "est_ppm", "bound_us", "windows");
-    for r in &nodes {
+    println!(
+        "estimator: {:?} with network correction over {} windows ({} full); reference node {reference}; \
+         per node: the last full window it was estimated in",
+        config.estimator, verdict.windows, verdict.full_windows
+    );
+    println!(
+        "{:>4} {:>6} {:>14} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "node", "window", "true_off_us", "est_off_us", "err_us", "true_ppm", "est_ppm", "bound_us", "p99err_us", "in_bound"
+    );
+    for r in &verdict.nodes {
+        if !r.reachable {
+            println!("{:>4} unreachable: no window connected it to the reference (no estimate)", r.node);
+            continue;
+        }
         println!(
-            "{:>4} {:>14.3} {:>14} {:>10} {:>10.3} {:>10} {:>10} {:>7}",
+            "{:>4} {:>6} {:>14} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
             r.node,
-            r.true_offset_ns / 1e3,
+            r.window_id.map_or("-".into(), |w| w.to_string()),
+            fmt(r.true_offset_ns, 1e3, 3),
             fmt(r.est_offset_ns, 1e3, 3),
             fmt(r.error_ns, 1e3, 3),
-            r.true_drift_ppm,
+            fmt(r.true_drift_ppm, 1.0, 3),
             fmt(r.est_drift_ppm, 1.0, 3),
             fmt(r.bound_ns, 1e3, 3),
-            r.windows
+            fmt(r.p99_error_ns, 1e3, 3),
+            format!("{}/{}", r.windows_within_bound, r.windows_estimated),
         );
     }
     let lost: u64 = edges.iter().map(|e| e.lost).sum();
     let sent: u64 = edges.iter().map(|e| e.sent).sum();
-    println!("edges: {}, probes sent {sent}, lost {lost}", edges.len());
+    println!(
+        "edges: {}, probes sent {sent}, lost {lost}; offset error over all nodes and full windows: p50 {} us, p99 {} us; drift p99 {} ppb",
+        edges.len(),
+        fmt(verdict.p50_offset_error_ns, 1e3, 3),
+        fmt(verdict.p99_offset_error_ns, 1e3, 3),
+        fmt(verdict.p99_drift_error_ppb, 1.0, 1),
+    );
+    if !verdict.rejected_edges.is_empty() {
+        println!("edges rejected by the network solve: {:?}", verdict.rejected_edges);
+    }
+    // The picture of the same run; a failure here costs the page, not the figures above.
+    let report_path = out_dir.join("report.html");
+    let report = match super::report::write_run_dir_report(&out_dir, &report_path) {
+        Ok(_) => {
+            println!("report: {}", report_path.display());
+            Some(report_path)
+        }
+        Err(e) => {
+            eprintln!("distprof local: no report written: {e:#}");
+            None
+        }
+    };
     if args.json {
-        let windows: usize = nodes.iter().map(|r| r.windows).sum();
         let obj = serde_json::json!({
-            "nodes": nodes,
+            "report": report,
+            "nodes": verdict.nodes,
             "edges": edges,
-            "windows": windows,
-            "estimator": min_rtt::NAME,
+            "windows": verdict.windows,
+            "full_windows": verdict.full_windows,
+            "estimator": config.estimator,
+            "network_correction": true,
+            "samples": verdict.samples,
+            "p50_offset_error_ns": verdict.p50_offset_error_ns,
+            "p99_offset_error_ns": verdict.p99_offset_error_ns,
+            "p50_drift_error_ppb": verdict.p50_drift_error_ppb,
+            "p99_drift_error_ppb": verdict.p99_drift_error_ppb,
+            "bound_ns_p50": verdict.bound_ns_p50,
+            "flagged_fraction": verdict.flagged_fraction,
+            "estimate_ms_p50": verdict.estimate_ms_p50,
+            "unreachable_node_windows": verdict.unreachable_node_windows,
+            "rejected_edges": verdict.rejected_edges,
+            "records_outside": verdict.records_outside,
             "probes_sent": sent,
             "probes_lost": lost,
             "output_dir": out_dir,

@@ -25,6 +25,10 @@ pub struct Args {
     /// the ones in the traces' distprof planes, for the nodes it lists.
     #[arg(long)]
     models: Option<PathBuf>,
+    /// Directory of the run's per-node JSONL files (`output_dir`): solve every node's clock
+    /// network-wide from them (a node's own plane only knows its own edges) and apply that.
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
     /// Print the merge report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -45,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.out.display()
         )
     })?;
-    let models = super::validate::read_models(args.models.as_deref())?;
+    let models = super::validate::models_for(args.models.as_deref(), args.run_dir.as_deref())?;
     let opts = MergeOptions {
         out_dir: args.out,
         chrome,

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod config;
 pub mod local;
+pub mod local_truth;
 pub mod merge;
 pub mod report;
 pub mod run;

@@ -1,6 +1,7 @@
 //! `distprof report`: draw a run's synchronization quality as one self-contained HTML file.
 //!
-//! Input today: a `ReportInput` as JSON (`--input`), or a seeded synthetic run
+//! Input: a run directory of per-node JSONL files (`--run-dir`, estimated again offline by
+//! `report::load`), a `ReportInput` as JSON (`--input`), or a seeded synthetic run
 //! (`--synthetic N`) to see what the panels look like. The page is written atomically
 //! (temporary file in the same directory, then rename), and its path printed on stdout.
 
@@ -13,13 +14,17 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The report input: a `ReportInput` JSON file (see docs/report.md).
+    /// A run's output directory: every `probe_windows_node<id>.jsonl` in it is read and
+    /// estimated with the configured estimator (see docs/report.md).
     #[arg(
         long,
-        value_name = "FILE.json",
-        conflicts_with = "synthetic",
-        required_unless_present = "synthetic"
+        value_name = "DIR",
+        conflicts_with_all = ["input", "synthetic"],
+        required_unless_present_any = ["input", "synthetic"]
     )]
+    pub run_dir: Option<PathBuf>,
+    /// The report input: a `ReportInput` JSON file (see docs/report.md).
+    #[arg(long, value_name = "FILE.json", conflicts_with = "synthetic")]
     pub input: Option<PathBuf>,
     /// Instead of an input, draw a generated run of this many nodes (labelled synthetic).
     #[arg(long, value_name = "NODES", value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -27,24 +32,77 @@ pub struct Args {
     /// Seed of the synthetic run.
     #[arg(long, default_value_t = 1, requires = "synthetic")]
     pub seed: u64,
-    /// Where to write the HTML page.
-    #[arg(long, value_name = "report.html", default_value = "report.html")]
-    pub out: PathBuf,
+    /// Where to write the HTML page [default: DIR/report.html with --run-dir, else
+    /// report.html].
+    #[arg(long, value_name = "report.html")]
+    pub out: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let input = match (&args.input, args.synthetic) {
-        (Some(path), _) => load_input(path)?,
-        (None, Some(nodes)) => synthetic_input(&SyntheticSpec::new(nodes, args.seed)),
+    let started = std::time::Instant::now();
+    if let Some(dir) = &args.run_dir {
+        let out = args.out.clone().unwrap_or_else(|| dir.join("report.html"));
+        write_run_dir_report(dir, &out)?;
+        println!("{}", out.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (input, default_out) = match (&args.input, args.synthetic) {
+        (Some(path), _) => (load_input(path)?, PathBuf::from("report.html")),
+        (None, Some(nodes)) => (
+            synthetic_input(&SyntheticSpec::new(nodes, args.seed)),
+            PathBuf::from("report.html"),
+        ),
         (None, None) => {
-            bail!("no input: pass --input FILE.json (a ReportInput) or --synthetic NODES")
+            bail!("no input: pass --run-dir DIR (a run's output directory), --input FILE.json (a ReportInput) or --synthetic NODES")
         }
     };
+    let loaded = started.elapsed();
+    let out = args.out.clone().unwrap_or(default_out);
     let html = render(&input);
-    write_atomically(&args.out, html.as_bytes())?;
-    tracing::info!(bytes = html.len(), "report written");
-    println!("{}", args.out.display());
+    write_atomically(&out, html.as_bytes())?;
+    tracing::info!(
+        bytes = html.len(),
+        load_ms = loaded.as_millis() as u64,
+        total_ms = started.elapsed().as_millis() as u64,
+        "report written"
+    );
+    println!("{}", out.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads and estimates a run directory; a cut-off last line is reported, not fatal.
+pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
+    let (input, notes) = distprof::report::load::from_run_dir_with_notes(dir)?;
+    for path in &notes.truncated_tails {
+        eprintln!(
+            "distprof report: `{}`: last line cut short (the node died while writing it); that window is left out",
+            path.display()
+        );
+    }
+    tracing::info!(
+        windows = notes.windows,
+        records = notes.records,
+        "run directory estimated"
+    );
+    Ok(input)
+}
+
+/// Reads and estimates the run in `dir` and writes its page to `out` (atomically); returns
+/// the page's size in bytes. `distprof report --run-dir` and the end of `distprof local`
+/// both call this.
+pub fn write_run_dir_report(dir: &Path, out: &Path) -> anyhow::Result<usize> {
+    let started = std::time::Instant::now();
+    let input = load_run_dir(dir)?;
+    let loaded = started.elapsed();
+    let html = render(&input);
+    write_atomically(out, html.as_bytes())?;
+    tracing::info!(
+        bytes = html.len(),
+        load_ms = loaded.as_millis() as u64,
+        total_ms = started.elapsed().as_millis() as u64,
+        "report written"
+    );
+    Ok(html.len())
 }
 
 fn load_input(path: &Path) -> anyhow::Result<ReportInput> {

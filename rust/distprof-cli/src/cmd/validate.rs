@@ -15,9 +15,32 @@ pub struct Args {
     /// JSON array of clock models to apply instead of the traces' own (as for merge).
     #[arg(long)]
     models: Option<PathBuf>,
+    /// Directory of the run's per-node JSONL files (`output_dir`): solve every node's clock
+    /// network-wide from them and apply that instead of the traces' own models.
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// The clock models to apply: from a `--models` file, else from the network-wide solve
+/// over a run directory's per-node JSONL (`--run-dir`), else none (the traces' own).
+pub fn models_for(
+    models: Option<&std::path::Path>,
+    run_dir: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {
+    match (models, run_dir) {
+        (Some(_), Some(_)) => anyhow::bail!("give --models or --run-dir, not both"),
+        (None, Some(dir)) => {
+            // The same estimation `distprof report --run-dir` draws: every window of every
+            // node's JSONL, solved network-wide against the reference.
+            let input = distprof::report::load::from_run_dir(dir)
+                .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display()))?;
+            Ok(input.nodes)
+        }
+        (models, None) => read_models(models),
+    }
 }
 
 /// Reads a `--models` file: a JSON array of `NodeClockModel`.
@@ -34,7 +57,7 @@ pub fn read_models(
 
 /// Exit 0 when no violation remains after correction, 1 otherwise.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let models = read_models(args.models.as_deref())?;
+    let models = models_for(args.models.as_deref(), args.run_dir.as_deref())?;
     let r = validate(&args.inputs, args.allow_uncorrected, &models)?;
     if args.json {
         println!("{}", serde_json::to_string(&r)?);

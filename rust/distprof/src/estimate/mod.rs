@@ -12,6 +12,7 @@ pub mod bound;
 pub mod fit;
 pub mod hull;
 pub mod network;
+pub mod node_edges;
 pub mod ntp;
 pub mod online;
 pub mod points;

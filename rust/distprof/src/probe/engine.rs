@@ -2,6 +2,8 @@
 
 use super::purity::{PurityFn, PurityParams};
 use crate::clock::VirtualClock;
+use crate::config::Config;
+use crate::context::RunContext;
 use crate::context::NodeId;
 use crate::jsonl::JsonlWriter;
 use crate::record::ProbeRecord;
@@ -52,6 +54,36 @@ pub struct EngineParams {
     pub clock: VirtualClock,
     pub purity: PurityFn,
     pub purity_params: PurityParams,
+}
+
+impl EngineParams {
+    /// The parameters of `node` in an agreed run: its peers and their addresses from the
+    /// context, timing and purity from the configuration.
+    pub fn for_node(
+        ctx: &RunContext,
+        node: NodeId,
+        config: &Config,
+        clock: VirtualClock,
+        purity: PurityFn,
+    ) -> EngineParams {
+        let peers = &ctx.out_edges[node as usize];
+        EngineParams {
+            node,
+            session_token: ctx.session_token,
+            out_edges: peers.iter().map(|&p| (p, ctx.nodes[p as usize].probe_addr)).collect(),
+            addrs: ctx.nodes.iter().map(|n| n.probe_addr).collect(),
+            expected_probers: (0..ctx.num_nodes)
+                .map(|i| ctx.out_edges[i as usize].contains(&node))
+                .collect(),
+            cadence: Duration::from_micros(config.probe_cadence_us),
+            pair_gap: Duration::from_micros(config.packet_spacing_us),
+            window: Duration::from_secs_f64(config.probe_window_s),
+            down_after: Duration::from_millis(config.handshake_timeout_ms),
+            clock,
+            purity,
+            purity_params: PurityParams::from_config(config),
+        }
+    }
 }
 
 /// Totals over the whole run.
@@ -160,14 +192,15 @@ impl Engine {
     }
 
     /// Probes until `stop_at` (or until `stop` is set), keeps answering for a short grace
-    /// period, writes every closed window to `out` (and hands it to `on_window`), and
+    /// period, hands every closed window to `on_window` (which may fill in its `model`)
+    /// and then writes it to `out`, and
     /// returns the totals. Every wait is bounded.
     pub fn run(
         mut self,
         stop_at: Instant,
         stop: &AtomicBool,
         out: &mut JsonlWriter,
-        on_window: &mut dyn FnMut(&ClosedWindow),
+        on_window: &mut dyn FnMut(&mut ClosedWindow),
     ) -> std::io::Result<EngineStats> {
         precise_timer_slack();
         let start = Instant::now();
@@ -202,10 +235,10 @@ impl Engine {
             self.collect_tx_stamps()?;
             self.expire(Instant::now(), Instant::now() < stop_at);
             if Instant::now() >= next_window {
-                let w = self.acc.close(self.local_now_ns());
+                let mut w = self.acc.close(self.local_now_ns());
+                on_window(&mut w);
                 out.write_window(&w)?;
                 self.stats.windows += 1;
-                on_window(&w);
                 next_window += self.p.window;
             }
             let mut deadline = next_window.min(end_at).min(Instant::now() + MAX_SLEEP);
@@ -232,10 +265,10 @@ impl Engine {
             self.stats.probes_lost += n as u64;
             self.edges[e].inflight.clear();
         }
-        let w = self.acc.close(self.local_now_ns());
+        let mut w = self.acc.close(self.local_now_ns());
+        on_window(&mut w);
         out.write_window(&w)?;
         self.stats.windows += 1;
-        on_window(&w);
         self.stats.per_edge_sent = self.edges.iter().map(|e| (e.peer, e.sent)).collect();
         Ok(self.stats)
     }

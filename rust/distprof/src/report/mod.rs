@@ -1,8 +1,8 @@
 //! `distprof report`: one self-contained HTML page that shows how well a run's clocks were
 //! synchronized (docs/report.md describes every panel).
 //!
-//! [`render`] is pure: a [`ReportInput`] in, the page out. Loaders of JSONL and estimator
-//! output live elsewhere and only build the input. Large runs stay readable and small:
+//! [`render`] is pure: a [`ReportInput`] in, the page out. Loaders (`load`: a run directory of
+//! per-node JSONL) only build the input. Large runs stay readable and small:
 //! points are thinned per pixel keeping each bucket's extremes ([`downsample`]), only the
 //! worst nodes and edges get a plot, the rest are rows of a table and cells of a heatmap.
 
@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod downsample;
 pub mod edges;
 pub mod input;
+pub mod load;
 pub mod network;
 pub mod nodes;
 pub mod page;

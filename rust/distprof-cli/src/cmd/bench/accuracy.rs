@@ -9,6 +9,7 @@ use super::super::simulate::{quantile, thread_cpu_s};
 use distprof::config::EstimatorKind;
 use distprof::estimate::{estimate_window_with_history, EstimatorSettings, History, NetworkMode};
 use distprof_sim::cluster::{Cluster, Scenario};
+use anyhow::Context as _;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -35,6 +36,16 @@ pub struct Args {
     /// Estimation window, s (default: the configuration default).
     #[arg(long)]
     window_s: Option<f64>,
+    /// The real `distprof local` run: node processes (0 skips it).
+    #[arg(long, default_value_t = 4)]
+    local_nodes: u32,
+    /// Its duration, s (at the default 4 s window: 5 full windows).
+    #[arg(long, default_value_t = 20.0)]
+    local_duration: f64,
+    /// Its relay jitter: mean exponential queueing per datagram, µs (on a 100 µs one-way
+    /// delay each way).
+    #[arg(long, default_value_t = 20.0)]
+    local_jitter_us: f64,
 }
 
 #[derive(serde::Serialize, Clone)]
@@ -150,11 +161,60 @@ fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
         .collect())
 }
 
-/// The real `distprof local` run with relay jitter. It lands when `distprof local`
-/// reports estimates (issue 5, item 7); until then there is no row and
-/// `local_p99_offset_ns` is null.
-fn local_rows() -> Vec<Row> {
-    Vec::new()
+/// The real `distprof local` run with relay jitter: this very binary is spawned as
+/// `distprof local --json` (real processes, real UDP through the relay, real files), and
+/// its verdict (the default estimator with network correction against the true virtual
+/// clocks at every full window's midpoint) becomes the row.
+fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
+    if args.local_nodes == 0 {
+        return Ok(Vec::new());
+    }
+    let exe = std::env::current_exe().context("locating the distprof binary")?;
+    let dir = std::env::temp_dir().join(format!("distprof-bench-accuracy-{}", std::process::id()));
+    let out = std::process::Command::new(&exe)
+        .args(["local", "--json", "--seed", &args.seed.to_string()])
+        .args(["--nodes", &args.local_nodes.to_string()])
+        .args(["--duration", &args.local_duration.to_string()])
+        .args(["--jitter-us", &args.local_jitter_us.to_string()])
+        // The default window and cadence, as in the simulated reference scenario.
+        .args(["--window-s", &args.window_s.unwrap_or(distprof::config::Config::default().probe_window_s).to_string()])
+        .arg("--output-dir")
+        .arg(&dir)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running `{} local`", exe.display()));
+    // The run's files are scratch: remove them whatever happened.
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        anyhow::bail!("`distprof local` failed ({}): {}", out.status, text.trim());
+    }
+    let last = text.lines().last().unwrap_or("");
+    let v: serde_json::Value =
+        serde_json::from_str(last).with_context(|| format!("`distprof local --json`: last line is not JSON: `{last}`"))?;
+    let f = |k: &str| v[k].as_f64();
+    let estimator: EstimatorKind = serde_json::from_value(v["estimator"].clone()).unwrap_or(EstimatorKind::Hull);
+    Ok(vec![Row {
+        source: "local".into(),
+        nodes: args.local_nodes,
+        estimator,
+        network_correction: v["network_correction"].as_bool().unwrap_or(true),
+        windows: v["full_windows"].as_u64().unwrap_or(0),
+        samples: v["samples"].as_u64().unwrap_or(0) as usize,
+        p50_offset_err_ns: f("p50_offset_error_ns"),
+        p99_offset_err_ns: f("p99_offset_error_ns"),
+        p50_drift_err_ppb: f("p50_drift_error_ppb"),
+        p99_drift_err_ppb: f("p99_drift_error_ppb"),
+        warm_p99_offset_err_ns: None,
+        warm_p99_drift_err_ppb: None,
+        estimate_ms_p50: f("estimate_ms_p50").unwrap_or(0.0),
+        flagged_fraction: f("flagged_fraction").unwrap_or(0.0),
+        bound_ns_p50: f("bound_ns_p50"),
+        rejected_edges: v["rejected_edges"].as_array().map_or(0, Vec::len),
+        unreachable_node_windows: v["unreachable_node_windows"].as_u64().unwrap_or(0) as usize,
+    }])
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -178,7 +238,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rows.push(r);
         }
     }
-    for r in local_rows() {
+    for r in local_rows(&args)? {
         print_row(&mut out, &r)?;
         rows.push(r);
     }
@@ -200,8 +260,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "headline: hull with network correction; estimate512_ms: one window, 512 nodes with out-degree 8 \
              (16 edges per node counting both ends), thread CPU time, median over windows; hull drift \
              over the current and up to 4 past windows (warm_*: windows with full history); svm only at N <= {} and \
-             on {} window(s) (0.1-1 s per edge fit); local run: not yet wired",
-            args.svm_max_nodes, args.svm_windows
+             on {} window(s) (0.1-1 s per edge fit); local run: {} `distprof local` processes for {} s through the relay, \
+             100 us one way plus exponential jitter of mean {} us, offset error at every full window's midpoint",
+            args.svm_max_nodes, args.svm_windows, args.local_nodes, args.local_duration, args.local_jitter_us
         ),
     });
     if args.json {

@@ -1,0 +1,442 @@
+//! One profiling session inside XLA (hook 2): trace start launches the probe engine of
+//! every node whose rendezvous has finished and the snapshot sampler; trace stop tells them
+//! to stop; export turns what they have so far into the distprof plane.
+//!
+//! Nothing here waits on XLA's thread: start spawns threads, stop sets a flag and takes one
+//! last snapshot pair, export copies shared state. The probe threads notice the flag within
+//! the engine's poll interval, close the last window, write it to the JSONL file, fit, and
+//! write the node's model file; the sampler thread ends at once.
+//!
+//! **A node whose rendezvous has not finished at trace start does not probe in this trace**
+//! (one log line per trace names it): starting it later would give a trace whose probe
+//! windows cover only part of the profile, and waiting would block XLA. Its plane still
+//! carries the snapshot pairs. The next trace probes once the node has agreed.
+//!
+//! **What export sees.** XLA exports right after stop, before the probe threads have closed
+//! their last (partial) window. The plane therefore holds the model and probe statistics of
+//! every window closed before export; the last window is in the JSONL file and the model
+//! file (`distprof-model-node<N>.json`), which `distprof merge` reads.
+
+use super::node::{NodeSession, NodeState};
+use super::{OnFailure, PluginError, TracerClock};
+use crate::clock::{realtime_ns, VirtualClock};
+use crate::config::Config;
+use crate::context::{NodeId, RunContext};
+use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
+use crate::estimate::{estimate_window_with_history, EstimatorSettings, History, WindowSpec};
+use crate::jsonl::{JsonlWriter, Meta, FORMAT_VERSION};
+use crate::model::{ClockSegment, NodeClockModel};
+use crate::estimate::node_edges::NodeEdgeEstimator;
+use crate::probe::{gap_preserved, Engine, EngineParams};
+use crate::snapshot::{host_clock_ns, sample_pair, SnapshotPair};
+use crate::timestamp::StampedSocket;
+use crate::window::ClosedWindow;
+use crate::xplane::XSpace;
+use prost::Message;
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bracketed reads per snapshot pair (the narrowest wins).
+const SNAPSHOT_BEST_OF: u32 = 5;
+
+/// A profile longer than this stops probing on its own: a forgotten trace must not probe
+/// for the rest of the job.
+const MAX_TRACE: Duration = Duration::from_secs(24 * 3600);
+
+/// The tracer clock of this trace, shared by the hook thread and the sampler thread.
+type SharedTracer = Arc<Mutex<Option<Box<dyn TracerClock>>>>;
+
+fn read_tracer(tracer: &SharedTracer) -> u64 {
+    match tracer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        Some(clock) => clock.now_ns(),
+        // No reader from XLA: the tracer clock is the host clock (R = S).
+        None => host_clock_ns() as u64,
+    }
+}
+
+fn snapshot(tracer: &SharedTracer) -> SnapshotPair {
+    sample_pair(SNAPSHOT_BEST_OF, &host_clock_ns, &|| read_tracer(tracer))
+}
+
+/// What a node's probe thread has produced so far.
+#[derive(Debug, Default)]
+struct Progress {
+    timestamp_mode: Option<String>,
+    /// This node's segments (offset and drift against the reference), one per window in
+    /// which this node was reachable from the reference through its own edges.
+    segments: Vec<ClockSegment>,
+    probe_stats: Vec<ProbeEdgeStats>,
+    windows: u64,
+    finished: bool,
+}
+
+struct ProbeRun {
+    node: NodeId,
+    context: Arc<RunContext>,
+    progress: Arc<Mutex<Progress>>,
+    thread: JoinHandle<()>,
+}
+
+pub struct TraceSession {
+    stop: Arc<AtomicBool>,
+    tracer: SharedTracer,
+    tracer_clock_name: &'static str,
+    tracer_start: TracerStart,
+    snapshots: Arc<Mutex<Vec<SnapshotPair>>>,
+    sampler: JoinHandle<()>,
+    probes: Vec<ProbeRun>,
+    stopped: bool,
+}
+
+impl TraceSession {
+    /// Starts sampling and the probe engine of every agreed node; returns at once.
+    pub fn start(
+        config: &Config,
+        nodes: &[NodeSession],
+        previous: Option<&TraceSession>,
+        tracer_clock: Option<Box<dyn TracerClock>>,
+        on_failure: &OnFailure,
+    ) -> Result<Self, PluginError> {
+        let tracer_clock_name = if tracer_clock.is_some() {
+            "rocm"
+        } else {
+            "host"
+        };
+        let tracer: SharedTracer = Arc::new(Mutex::new(tracer_clock));
+        let first = snapshot(&tracer);
+        let tracer_start = TracerStart {
+            s_ns: first.s_ns,
+            r_ns: first.r_ns,
+        };
+        let snapshots = Arc::new(Mutex::new(vec![first]));
+        let stop = Arc::new(AtomicBool::new(false));
+
+        let sampler = {
+            let (stop, tracer, snapshots) = (
+                Arc::clone(&stop),
+                Arc::clone(&tracer),
+                Arc::clone(&snapshots),
+            );
+            let period = Duration::from_millis(config.snapshot_period_ms.max(1));
+            std::thread::Builder::new()
+                .name("distprof-snapshot".into())
+                .spawn(move || loop {
+                    std::thread::park_timeout(period);
+                    if stop.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let pair = snapshot(&tracer);
+                    snapshots
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(pair);
+                })
+                .map_err(|e| PluginError::new(format!("cannot start the snapshot thread: {e}")))?
+        };
+
+        let mut probes = Vec::new();
+        let mut waiting = Vec::new();
+        for n in nodes {
+            let NodeState::Agreed { context, .. } = n.state() else {
+                waiting.push(n.node);
+                continue;
+            };
+            // The previous trace's engine may still be draining on the same socket.
+            if previous.is_some_and(|p| {
+                p.probes
+                    .iter()
+                    .any(|r| r.node == n.node && !r.thread.is_finished())
+            }) {
+                tracing::warn!(
+                    "distprof: node {}'s probe engine from the previous trace is still finishing; \
+                     this trace has no probes for it",
+                    n.node
+                );
+                continue;
+            }
+            let socket = match n.probe_socket() {
+                Some(Ok(s)) => s,
+                Some(Err(e)) => {
+                    return Err(PluginError::new(format!(
+                        "cannot duplicate node {}'s probe socket: {e}",
+                        n.node
+                    )))
+                }
+                None => {
+                    return Err(PluginError::new(format!(
+                        "node {} agreed but holds no probe socket",
+                        n.node
+                    )))
+                }
+            };
+            let progress = Arc::new(Mutex::new(Progress::default()));
+            let thread = {
+                let (config, context, stop, progress) = (
+                    config.clone(),
+                    Arc::clone(&context),
+                    Arc::clone(&stop),
+                    Arc::clone(&progress),
+                );
+                let on_failure = Arc::clone(on_failure);
+                let node = n.node;
+                std::thread::Builder::new()
+                    .name(format!("distprof-probe-{node}"))
+                    .spawn(move || {
+                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            probe(node, &context, socket, &config, &stop, &progress)
+                        }))
+                        .unwrap_or_else(|_| {
+                            Err("internal error: the probe thread panicked".into())
+                        });
+                        progress.lock().unwrap_or_else(|p| p.into_inner()).finished = true;
+                        if let Err(reason) = result {
+                            on_failure(&format!("probe engine of node {node}"), &reason);
+                        }
+                    })
+                    .map_err(|e| {
+                        PluginError::new(format!(
+                            "cannot start the probe thread of node {node}: {e}"
+                        ))
+                    })?
+            };
+            probes.push(ProbeRun {
+                node: n.node,
+                context,
+                progress,
+                thread,
+            });
+        }
+        if !waiting.is_empty() {
+            tracing::warn!(
+                "distprof: trace started before the rendezvous of node(s) {waiting:?} finished; \
+                 this trace carries their snapshot pairs but no probes (the next trace probes once they agree)"
+            );
+        }
+        Ok(Self {
+            stop,
+            tracer,
+            tracer_clock_name,
+            tracer_start,
+            snapshots,
+            sampler,
+            probes,
+            stopped: false,
+        })
+    }
+
+    /// Tells every thread of this trace to stop and takes the last snapshot pair, so the
+    /// R -> S fit covers the profile's end. Never waits.
+    pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        self.stop.store(true, Ordering::Release);
+        self.sampler.thread().unpark();
+        let last = snapshot(&self.tracer);
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(last);
+    }
+
+    /// The distprof plane of every node in `nodes`, as a serialized `XSpace` holding only
+    /// those planes.
+    pub fn export(&self, config: &Config, nodes: &[NodeSession]) -> Vec<u8> {
+        let snapshots = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let hostname = crate::rendezvous::address::hostname();
+        let mut space = XSpace::default();
+        for n in nodes {
+            let run = self.probes.iter().find(|r| r.node == n.node);
+            let (timestamp_mode, segments, probe_stats) = match run {
+                Some(r) => {
+                    let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
+                    (
+                        p.timestamp_mode
+                            .clone()
+                            .unwrap_or_else(|| "starting".into()),
+                        p.segments.clone(),
+                        p.probe_stats.clone(),
+                    )
+                }
+                None => ("none".to_string(), Vec::new(), Vec::new()),
+            };
+            let reference_node = run.map_or(config.reference_node, |r| r.context.reference_node);
+            let data = DistprofPlaneData {
+                node: n.node,
+                reference_node,
+                hostname: hostname.clone(),
+                timestamp_mode,
+                tracer_clock: self.tracer_clock_name.to_string(),
+                tracer_start: Some(self.tracer_start),
+                model: NodeClockModel {
+                    node: n.node,
+                    reachable: n.node == reference_node || !segments.is_empty(),
+                    segments,
+                },
+                snapshots: snapshots.clone(),
+                probe_stats,
+            };
+            space.planes.push(data.to_xplane());
+        }
+        encode_space(&space)
+    }
+
+    /// Windows closed so far by node `node`'s engine (tests and diagnostics).
+    pub fn windows_closed(&self, node: NodeId) -> Option<u64> {
+        let r = self.probes.iter().find(|r| r.node == node)?;
+        let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
+        Some(p.windows)
+    }
+}
+
+impl Drop for TraceSession {
+    /// The plugin turned off or a new trace replaced this one: stop the threads (they end
+    /// on their own; nobody waits for them).
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.sampler.thread().unpark();
+    }
+}
+
+fn encode_space(space: &XSpace) -> Vec<u8> {
+    space.encode_to_vec()
+}
+
+/// The planes of an exported `XSpace` (tests).
+#[cfg(test)]
+pub fn decode_planes(bytes: &[u8]) -> Result<Vec<crate::xplane::XPlane>, prost::DecodeError> {
+    Ok(XSpace::decode(bytes)?.planes)
+}
+
+/// Path of the model file the probe thread writes when it ends.
+pub fn model_path(dir: &Path, node: NodeId) -> PathBuf {
+    dir.join(format!("distprof-model-node{node}.json"))
+}
+
+/// The probe thread: the engine on the agreed context until `stop`, each closed window
+/// written to the JSONL file and fitted at once (this node's own edges; the network of
+/// all nodes is solved offline from every node's file), the model written at the end.
+fn probe(
+    node: NodeId,
+    ctx: &RunContext,
+    socket: UdpSocket,
+    config: &Config,
+    stop: &AtomicBool,
+    progress: &Mutex<Progress>,
+) -> Result<(), String> {
+    let sock = StampedSocket::new(socket, config.timestamping)
+        .map_err(|e| format!("probe socket: {e}"))?;
+    let mode = sock.mode();
+    let mode_name = serde_json::to_value(mode)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    progress
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .timestamp_mode = Some(mode_name.clone());
+    let peers = &ctx.out_edges[node as usize];
+    let params = EngineParams::for_node(ctx, node, config, VirtualClock::IDENTITY, gap_preserved);
+    let meta = Meta {
+        meta: true,
+        format_version: FORMAT_VERSION,
+        node,
+        session_id: ctx.session_id.clone(),
+        session_token: ctx.session_token,
+        reference_node: ctx.reference_node,
+        timestamp_mode: mode,
+        stamp_error_bound_ns: mode.stamp_error_bound_ns(),
+        timestamp_note: sock.hardware_note.clone(),
+        virtual_clock: None,
+        out_edges: peers.clone(),
+        start_local_ns: realtime_ns(),
+        config: config.clone(),
+    };
+    let dir = PathBuf::from(&config.output_dir);
+    let mut writer = JsonlWriter::create(&dir, &meta)
+        .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
+    let settings = EstimatorSettings::from_config(config);
+    let mut history = History::default();
+    let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
+    let engine = Engine::new(params, sock);
+    engine
+        .run(
+            Instant::now() + MAX_TRACE,
+            stop,
+            &mut writer,
+            &mut |w: &mut ClosedWindow| {
+                // The online model of this node's own edges goes into the window's JSONL
+                // line, as in standalone runs.
+                w.model = serde_json::to_value(own_edges.window(w)).ok();
+                let spec = WindowSpec {
+                    window_id: w.window_id,
+                    start_local_ns: w.start_local_ns,
+                    end_local_ns: w.end_local_ns,
+                    num_nodes: ctx.num_nodes,
+                    reference: ctx.reference_node,
+                };
+                let estimate =
+                    estimate_window_with_history(&w.records, &spec, &settings, &mut history);
+                let stats = w
+                    .edges
+                    .iter()
+                    .filter(|e| e.src == node)
+                    .map(|e| ProbeEdgeStats {
+                        window_id: w.window_id,
+                        peer: e.dst,
+                        pairs_used: e.pure,
+                        pairs_lost: e.lost,
+                        min_rtt_ns: w
+                            .records
+                            .iter()
+                            .filter(|r| r.dst == e.dst)
+                            .map(rtt_ns)
+                            .min()
+                            .unwrap_or(0),
+                    });
+                let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+                p.windows += 1;
+                p.probe_stats.extend(stats);
+                if let Some(Some(seg)) = estimate.segments.get(node as usize) {
+                    p.segments.push(*seg);
+                }
+            },
+        )
+        .map_err(|e| format!("probe engine: {e}"))?;
+    let (segments, windows) = {
+        let p = progress.lock().unwrap_or_else(|p| p.into_inner());
+        (p.segments.clone(), p.windows)
+    };
+    let model = serde_json::json!({
+        "node": node,
+        "session_id": ctx.session_id,
+        "reference_node": ctx.reference_node,
+        "timestamp_mode": mode_name,
+        "windows": windows,
+        "model": NodeClockModel { node, reachable: node == ctx.reference_node || !segments.is_empty(), segments },
+    });
+    let path = model_path(&dir, node);
+    std::fs::write(&path, format!("{model}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    tracing::info!(
+        node,
+        windows,
+        "distprof: probing stopped; model in {}",
+        path.display()
+    );
+    Ok(())
+}
+
+/// Round trip of the first packet of a record's pair, without the peer's turnaround.
+fn rtt_ns(r: &crate::record::ProbeRecord) -> i64 {
+    (r.rev_rx_ns[0] - r.fwd_tx_ns[0]) - (r.rev_tx_ns[0] - r.fwd_rx_ns[0])
+}

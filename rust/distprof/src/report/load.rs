@@ -1,0 +1,526 @@
+//! Builds a [`ReportInput`] from a run directory: every node's `probe_windows_node<id>.jsonl`
+//! (docs/jsonl.md), estimated again offline with the configured estimator and the network
+//! correction (docs/estimation.md).
+//!
+//! Why estimate again rather than read the files' `model` fields: the offline pass sees every
+//! node's records of a window at once, so the network solve uses all edges, and the page
+//! shows exactly what the estimator makes of the recorded data.
+//!
+//! Windows: window `k` of every node covers the same nominal interval of its own clock. The
+//! records of window `k` from every node are estimated together; the window's bounds are
+//! those of the reference node's window `k` (the instant the network solve is anchored to),
+//! or the hull of the other nodes' bounds when the reference has no such window (it died).
+
+use super::input::{
+    owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, ReportInput, RunFacts,
+    MIN_PURE_SHARE,
+};
+use crate::config::{Config, TimestampMode};
+use crate::context::NodeId;
+use crate::estimate::purity::{PairVerdict, PurityTolerance};
+use crate::estimate::{
+    estimate_window_with_history, EstimatorSettings, History, ModelBuilder, WindowSpec,
+};
+use crate::jsonl::{self, NodeFile};
+use crate::timestamp::StampMode;
+use crate::window::EdgeWindowStats;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// An edge that lost more than this share of the probes it sent is degraded: the probes
+/// that got through may still be fine, but a person should know the path drops packets.
+pub const MAX_LOSS_SHARE: f64 = 0.05;
+/// Triangles listed per run at most: enough for the histogram, bounded for large runs.
+const MAX_LOOPS: usize = 20_000;
+/// Node ids above this are refused: a corrupt meta line must not make us allocate per id.
+const MAX_NODE_ID: NodeId = 1 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportLoadError {
+    #[error("cannot list the run directory `{dir}`: {source}; pass the output_dir of a run (it holds probe_windows_node<id>.jsonl files)")]
+    ReadDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("`{dir}` holds no probe_windows_node<id>.jsonl file; pass the output_dir of a `distprof run`/`distprof local` run")]
+    NoFiles { dir: PathBuf },
+    /// The message names the file and the line (see `jsonl::read`).
+    #[error("{message}; fix or remove that file to report on the others")]
+    BadFile { path: PathBuf, message: String },
+    #[error("`{path}`: its meta line says node {meta_node}, but the file name says node {name_node}; the file was renamed or copied from another run")]
+    NodeMismatch {
+        path: PathBuf,
+        meta_node: NodeId,
+        name_node: NodeId,
+    },
+    #[error("`{path}` is from session `{other}` but `{first_path}` from session `{first}`; keep one run's files per directory")]
+    MixedSessions {
+        path: PathBuf,
+        other: String,
+        first_path: PathBuf,
+        first: String,
+    },
+    #[error(
+        "`{path}`: node id {node} is beyond the supported {MAX_NODE_ID}; the meta line is corrupt"
+    )]
+    NodeIdTooLarge { path: PathBuf, node: NodeId },
+}
+
+/// What loading found besides the input: things a person should hear about.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadNotes {
+    /// Files whose last line was cut short (the node died while writing it); that window
+    /// is skipped.
+    pub truncated_tails: Vec<PathBuf>,
+    /// Windows estimated.
+    pub windows: usize,
+    /// Records read, over all files.
+    pub records: usize,
+}
+
+/// Reads every node's JSONL in `dir` and estimates the run. See the module doc.
+pub fn from_run_dir(dir: &Path) -> Result<ReportInput, ReportLoadError> {
+    from_run_dir_with_notes(dir).map(|(input, _)| input)
+}
+
+pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), ReportLoadError> {
+    let files = read_files(dir)?;
+    let mut notes = LoadNotes::default();
+    for (path, f) in &files {
+        if f.truncated_tail {
+            tracing::warn!(file = %path.display(), "last line cut short (node died while writing); that window is skipped");
+            notes.truncated_tails.push(path.clone());
+        }
+        notes.records += f.windows.iter().map(|w| w.records.len()).sum::<usize>();
+    }
+    let (_, first) = &files[0];
+    let reference = first.meta.reference_node;
+    let config_file = files
+        .iter()
+        .find(|(_, f)| f.meta.node == reference)
+        .map(|(_, f)| f)
+        .unwrap_or(first);
+    let config: &Config = &config_file.meta.config;
+    let settings = EstimatorSettings::from_config(config);
+
+    // Every node any file names: its own id and the peers it probes.
+    let mut node_ids: BTreeSet<NodeId> = BTreeSet::new();
+    node_ids.insert(reference);
+    for (_, f) in &files {
+        node_ids.insert(f.meta.node);
+        node_ids.extend(f.meta.out_edges.iter().copied());
+    }
+    let num_nodes = node_ids.iter().next_back().map_or(1, |m| m + 1);
+    if let Some(big) = node_ids.iter().find(|&&n| n > MAX_NODE_ID) {
+        let (path, _) = files
+            .iter()
+            .find(|(_, f)| f.meta.node == *big || f.meta.out_edges.contains(big))
+            .unwrap_or(&files[0]);
+        return Err(ReportLoadError::NodeIdTooLarge {
+            path: path.clone(),
+            node: *big,
+        });
+    }
+
+    // window id -> (spec bounds, records of every node).
+    let window_ids: BTreeSet<u64> = files
+        .iter()
+        .flat_map(|(_, f)| f.windows.iter().map(|w| w.window_id))
+        .collect();
+    let tol = PurityTolerance {
+        abs_ns: settings.purity_abs_tolerance_ns,
+        rel: settings.purity_rel_tolerance,
+    };
+    let mut builder = ModelBuilder::new(num_nodes);
+    let mut history = History::default();
+    let mut edges: BTreeMap<(NodeId, NodeId), EdgeSeries> = BTreeMap::new();
+    let mut fitted: BTreeMap<(NodeId, NodeId, u64), f64> = BTreeMap::new();
+    for (_, f) in &files {
+        for &dst in &f.meta.out_edges {
+            edges
+                .entry((f.meta.node, dst))
+                .or_insert_with(|| empty_edge(f.meta.node, dst));
+        }
+    }
+    for &wid in &window_ids {
+        let of_window: Vec<_> = files
+            .iter()
+            .filter_map(|(_, f)| {
+                f.windows
+                    .iter()
+                    .find(|w| w.window_id == wid)
+                    .map(|w| (f.meta.node, w))
+            })
+            .collect();
+        let (start_ns, end_ns) = match of_window.iter().find(|(n, _)| *n == reference) {
+            Some((_, w)) => (w.start_local_ns, w.end_local_ns),
+            None => (
+                of_window
+                    .iter()
+                    .map(|(_, w)| w.start_local_ns)
+                    .min()
+                    .unwrap_or(0),
+                of_window
+                    .iter()
+                    .map(|(_, w)| w.end_local_ns)
+                    .max()
+                    .unwrap_or(0),
+            ),
+        };
+        let records: Vec<_> = of_window
+            .iter()
+            .flat_map(|(_, w)| w.records.iter().copied())
+            .collect();
+        let spec = WindowSpec {
+            window_id: wid,
+            start_local_ns: start_ns,
+            end_local_ns: end_ns,
+            num_nodes,
+            reference,
+        };
+        let est = estimate_window_with_history(&records, &spec, &settings, &mut history);
+        builder.push(&est);
+        notes.windows += 1;
+        let mid_ns = start_ns + (end_ns.max(start_ns) - start_ns) / 2;
+        for r in &records {
+            let fwd_pure = tol.judge(r.fwd_tx_ns, r.fwd_rx_ns) == PairVerdict::Pure;
+            let rev_pure = tol.judge(r.rev_tx_ns, r.rev_rx_ns) == PairVerdict::Pure;
+            let e = edges
+                .entry((r.src, r.dst))
+                .or_insert_with(|| empty_edge(r.src, r.dst));
+            e.points.extend(owd_points(r, fwd_pure, rev_pure));
+        }
+        for er in &est.edges {
+            let (Some(theta_ns), Some(rate_ppb)) = (er.theta_ns, er.theta_rate_ppb) else {
+                continue;
+            };
+            fitted.insert((er.src, er.dst, wid), theta_ns);
+            let e = edges
+                .entry((er.src, er.dst))
+                .or_insert_with(|| empty_edge(er.src, er.dst));
+            e.fits.push(EdgeWindowFit {
+                window_id: wid,
+                start_ns,
+                end_ns,
+                mid_ns,
+                offset_ns: theta_ns,
+                drift_ppb: rate_ppb,
+                // No finite margin: the clouds overlap, which the page shows as unreliable.
+                margin_ns: er.margin_ns.unwrap_or(f64::NAN),
+            });
+        }
+    }
+
+    // Health from the window stats the prober wrote, plus what the fits show.
+    let mut stats: BTreeMap<(NodeId, NodeId), Vec<&EdgeWindowStats>> = BTreeMap::new();
+    for (_, f) in &files {
+        for w in &f.windows {
+            for s in &w.edges {
+                stats.entry((s.src, s.dst)).or_default().push(s);
+            }
+        }
+    }
+    for (key, e) in edges.iter_mut() {
+        let (health, note) = edge_health(e, stats.get(key).map(Vec::as_slice).unwrap_or(&[]));
+        e.health = health;
+        e.health_note = note;
+    }
+
+    let (timestamp_mode, timestamp_bound_ns) = worst_stamp_mode(&files);
+    let input = ReportInput {
+        facts: RunFacts {
+            run_name: format!("{} ({})", first.meta.session_id, dir.display()),
+            reference_node: reference,
+            timestamp_mode,
+            timestamp_bound_ns: Some(timestamp_bound_ns as f64),
+            estimator: Some(config.estimator),
+            bound_limit_ns: Some(config.max_bound_ns as f64),
+            config: serde_json::to_value(config).unwrap_or(serde_json::Value::Null),
+            synthetic: false,
+        },
+        nodes: builder.finish(),
+        hostnames: BTreeMap::new(),
+        edges: edges.into_values().collect(),
+        loops: triangle_residuals(&fitted),
+    };
+    Ok((input, notes))
+}
+
+fn empty_edge(src: NodeId, dst: NodeId) -> EdgeSeries {
+    EdgeSeries {
+        src,
+        dst,
+        points: Vec::new(),
+        fits: Vec::new(),
+        health: EdgeHealth::Down,
+        health_note: String::new(),
+    }
+}
+
+/// Down when the edge completed no probe; degraded when it went down, lost more than
+/// [`MAX_LOSS_SHARE`], had fewer than [`MIN_PURE_SHARE`] pure probes, or a window without
+/// a separating line or without a fit; else ok.
+fn edge_health(e: &EdgeSeries, stats: &[&EdgeWindowStats]) -> (EdgeHealth, String) {
+    let sent: u64 = stats.iter().map(|s| s.sent).sum();
+    let complete: u64 = stats.iter().map(|s| s.complete).sum();
+    let pure: u64 = stats.iter().map(|s| s.pure).sum();
+    let lost: u64 = stats.iter().map(|s| s.lost).sum();
+    let windows_down = stats.iter().filter(|s| !s.up || s.went_down > 0).count();
+    if complete == 0 && e.points.is_empty() {
+        return (
+            EdgeHealth::Down,
+            format!(
+                "no probe delivered in {} window(s): sent {sent}, lost {lost}",
+                stats.len()
+            ),
+        );
+    }
+    let mut notes = Vec::new();
+    if windows_down > 0 {
+        notes.push(format!("down in {windows_down} of {} windows", stats.len()));
+    }
+    if sent > 0 && lost as f64 > MAX_LOSS_SHARE * sent as f64 {
+        notes.push(format!("lost {lost} of {sent} probes"));
+    }
+    if complete > 0 && (pure as f64) < MIN_PURE_SHARE * complete as f64 {
+        notes.push(format!("only {pure} of {complete} probes pure (queueing)"));
+    }
+    let windows_with_probes = stats.iter().filter(|s| s.complete > 0).count();
+    let (h, fit_note) = e.assess_health(Some(windows_with_probes));
+    if h != EdgeHealth::Ok {
+        // Purity was judged above from the prober's counts (both directions of a probe);
+        // keep only what the fits add.
+        notes.extend(
+            fit_note
+                .split("; ")
+                .filter(|n| !n.contains("pure"))
+                .map(str::to_string),
+        );
+    }
+    if notes.is_empty() {
+        (EdgeHealth::Ok, String::new())
+    } else {
+        (EdgeHealth::Degraded, notes.join("; "))
+    }
+}
+
+/// The weakest timestamping of any node (the page states one mode), and its error bound.
+fn worst_stamp_mode(files: &[(PathBuf, NodeFile)]) -> (TimestampMode, i64) {
+    let rank = |m: StampMode| match m {
+        StampMode::Hardware => 0,
+        StampMode::Kernel => 1,
+        StampMode::User => 2,
+    };
+    let worst = files
+        .iter()
+        .map(|(_, f)| f.meta.timestamp_mode)
+        .max_by_key(|m| rank(*m))
+        .unwrap_or(StampMode::User);
+    let bound = files
+        .iter()
+        .map(|(_, f)| f.meta.stamp_error_bound_ns)
+        .max()
+        .unwrap_or(worst.stamp_error_bound_ns());
+    let mode = match worst {
+        StampMode::Hardware => TimestampMode::Hardware,
+        StampMode::Kernel => TimestampMode::Kernel,
+        StampMode::User => TimestampMode::User,
+    };
+    (mode, bound)
+}
+
+/// Per window, the sum of the edge clock differences around every triangle of the probe
+/// graph (an edge probed the other way counts negated). Zero for consistent estimates;
+/// an edge that disagrees with the network shows in every triangle through it.
+fn triangle_residuals(fitted: &BTreeMap<(NodeId, NodeId, u64), f64>) -> Vec<LoopResidual> {
+    let diff = |a: NodeId, b: NodeId, w: u64| -> Option<f64> {
+        fitted
+            .get(&(a, b, w))
+            .copied()
+            .or_else(|| fitted.get(&(b, a, w)).map(|v| -v))
+    };
+    let mut adj: BTreeMap<NodeId, BTreeSet<NodeId>> = BTreeMap::new();
+    let mut windows = BTreeSet::new();
+    for &(a, b, w) in fitted.keys() {
+        adj.entry(a).or_default().insert(b);
+        adj.entry(b).or_default().insert(a);
+        windows.insert(w);
+    }
+    let mut out = Vec::new();
+    for &w in &windows {
+        for (&a, na) in &adj {
+            for &b in na.range(a + 1..) {
+                for &c in adj[&b].range(b + 1..) {
+                    if !na.contains(&c) {
+                        continue;
+                    }
+                    if let (Some(x), Some(y), Some(z)) =
+                        (diff(a, b, w), diff(b, c, w), diff(c, a, w))
+                    {
+                        out.push(LoopResidual {
+                            nodes: vec![a, b, c],
+                            window_id: Some(w),
+                            residual_ns: x + y + z,
+                        });
+                        if out.len() >= MAX_LOOPS {
+                            return out;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The node files of `dir`, sorted by node id.
+fn read_files(dir: &Path) -> Result<Vec<(PathBuf, NodeFile)>, ReportLoadError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| ReportLoadError::ReadDir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| ReportLoadError::ReadDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let name = entry.file_name();
+        let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("probe_windows_node"))
+            .and_then(|n| n.strip_suffix(".jsonl"))
+            .and_then(|n| n.parse::<NodeId>().ok())
+        else {
+            continue;
+        };
+        paths.push((id, entry.path()));
+    }
+    if paths.is_empty() {
+        return Err(ReportLoadError::NoFiles {
+            dir: dir.to_path_buf(),
+        });
+    }
+    paths.sort();
+    let mut files: Vec<(PathBuf, NodeFile)> = Vec::with_capacity(paths.len());
+    for (id, path) in paths {
+        let f = jsonl::read(&path).map_err(|message| ReportLoadError::BadFile {
+            path: path.clone(),
+            message,
+        })?;
+        if f.meta.node != id {
+            return Err(ReportLoadError::NodeMismatch {
+                path,
+                meta_node: f.meta.node,
+                name_node: id,
+            });
+        }
+        if f.meta.node > MAX_NODE_ID {
+            return Err(ReportLoadError::NodeIdTooLarge {
+                path,
+                node: f.meta.node,
+            });
+        }
+        if let Some((first_path, first)) = files.first() {
+            if first.meta.session_id != f.meta.session_id {
+                return Err(ReportLoadError::MixedSessions {
+                    path,
+                    other: f.meta.session_id.clone(),
+                    first_path: first_path.clone(),
+                    first: first.meta.session_id.clone(),
+                });
+            }
+        }
+        files.push((path, f));
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::input::OwdPoint;
+
+    fn stat(sent: u64, complete: u64, pure: u64, lost: u64, up: bool) -> EdgeWindowStats {
+        EdgeWindowStats {
+            src: 0,
+            dst: 1,
+            sent,
+            complete,
+            pure,
+            lost,
+            up,
+            went_down: 0,
+            came_up: 0,
+        }
+    }
+
+    fn edge(points: usize, fits: usize) -> EdgeSeries {
+        let mut e = empty_edge(0, 1);
+        e.points = vec![
+            OwdPoint {
+                t_ns: 0,
+                owd_ns: 0,
+                forward: true,
+                pure: true
+            };
+            points
+        ];
+        e.fits = (0..fits as u64)
+            .map(|w| EdgeWindowFit {
+                window_id: w,
+                start_ns: 0,
+                end_ns: 2,
+                mid_ns: 1,
+                offset_ns: 0.0,
+                drift_ppb: 0.0,
+                margin_ns: 5.0,
+            })
+            .collect();
+        e
+    }
+
+    #[test]
+    fn health_comes_from_the_window_stats_and_the_fits() {
+        let (h, note) = edge_health(
+            &empty_edge(0, 1),
+            &[&stat(10, 0, 0, 10, false), &stat(10, 0, 0, 10, false)],
+        );
+        assert_eq!(
+            (h, note.as_str()),
+            (
+                EdgeHealth::Down,
+                "no probe delivered in 2 window(s): sent 20, lost 20"
+            )
+        );
+        let ok = [stat(100, 100, 90, 0, true), stat(100, 99, 95, 1, true)];
+        assert_eq!(
+            edge_health(&edge(398, 2), &ok.iter().collect::<Vec<_>>()),
+            (EdgeHealth::Ok, String::new())
+        );
+        let bad = [stat(100, 80, 10, 20, true), stat(100, 50, 5, 50, false)];
+        let (h, note) = edge_health(&edge(260, 1), &bad.iter().collect::<Vec<_>>());
+        assert_eq!(h, EdgeHealth::Degraded);
+        assert_eq!(note, "down in 1 of 2 windows; lost 70 of 200 probes; only 15 of 130 probes pure (queueing); 1 of 2 windows fitted");
+    }
+
+    #[test]
+    fn triangles_sum_edge_offsets_with_reversed_edges_negated() {
+        // 0->1: +100, 2->1: +30 (so 1->2 is -30), 0->2: +90 => 100 - 30 - 90 = -20.
+        let fitted = BTreeMap::from([
+            ((0, 1, 0), 100.0),
+            ((2, 1, 0), 30.0),
+            ((0, 2, 0), 90.0),
+            ((0, 1, 1), 1.0),
+        ]);
+        let loops = triangle_residuals(&fitted);
+        assert_eq!(
+            loops,
+            vec![LoopResidual {
+                nodes: vec![0, 1, 2],
+                window_id: Some(0),
+                residual_ns: -20.0
+            }]
+        );
+    }
+}
