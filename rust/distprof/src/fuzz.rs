@@ -247,9 +247,9 @@ pub fn wire_decode(data: &[u8]) {
     }
 }
 
-/// A node's probe JSONL file, as `distprof local` reads it offline: written to a file,
-/// read with `jsonl::read`, then every edge's records fitted as the offline estimate does
-/// (`min_rtt::fit_edge`). Accepted windows written back by `JsonlWriter` read back equal.
+/// A node's probe JSONL file, as `distprof local` and `distprof report` read it: written to
+/// a file and read with `jsonl::read`. Accepted windows written back by `JsonlWriter` read
+/// back equal.
 pub fn jsonl(data: &[u8]) {
     let dir = std::env::temp_dir().join(format!("distprof-fuzz-jsonl-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -258,14 +258,6 @@ pub fn jsonl(data: &[u8]) {
     std::fs::write(&path, data).expect("temp dir is writable");
     match crate::jsonl::read(&path) {
         Ok(file) => {
-            for &dst in &file.meta.out_edges {
-                let records: Vec<_> = file
-                    .windows
-                    .iter()
-                    .flat_map(|w| w.records.iter().filter(|r| r.dst == dst).copied())
-                    .collect();
-                let _ = crate::min_rtt::fit_edge(&records, crate::min_rtt::BUCKET_NS);
-            }
             let out = dir.join("out");
             let mut w =
                 crate::jsonl::JsonlWriter::create(&out, &file.meta).expect("temp dir is writable");
