@@ -12,8 +12,7 @@
 //! or the hull of the other nodes' bounds when the reference has no such window (it died).
 
 use super::input::{
-    owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, ReportInput, RunFacts,
-    MIN_PURE_SHARE,
+    owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, ReportInput, RunFacts, MIN_PURE_SHARE,
 };
 use crate::config::{Config, TimestampMode};
 use crate::context::NodeId;
@@ -241,7 +240,7 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
         nodes: builder.finish(),
         hostnames: BTreeMap::new(),
         edges: edges.into_values().collect(),
-        loops: triangle_residuals(&fitted),
+        loops: super::loops::triangle_residuals(&fitted, MAX_LOOPS),
     };
     Ok((input, notes))
 }
@@ -329,50 +328,6 @@ fn worst_stamp_mode(files: &[(PathBuf, NodeFile)]) -> (TimestampMode, i64) {
     (mode, bound)
 }
 
-/// Per window, the sum of the edge clock differences around every triangle of the probe
-/// graph (an edge probed the other way counts negated). Zero for consistent estimates;
-/// an edge that disagrees with the network shows in every triangle through it.
-fn triangle_residuals(fitted: &BTreeMap<(NodeId, NodeId, u64), f64>) -> Vec<LoopResidual> {
-    let diff = |a: NodeId, b: NodeId, w: u64| -> Option<f64> {
-        fitted
-            .get(&(a, b, w))
-            .copied()
-            .or_else(|| fitted.get(&(b, a, w)).map(|v| -v))
-    };
-    let mut adj: BTreeMap<NodeId, BTreeSet<NodeId>> = BTreeMap::new();
-    let mut windows = BTreeSet::new();
-    for &(a, b, w) in fitted.keys() {
-        adj.entry(a).or_default().insert(b);
-        adj.entry(b).or_default().insert(a);
-        windows.insert(w);
-    }
-    let mut out = Vec::new();
-    for &w in &windows {
-        for (&a, na) in &adj {
-            for &b in na.range(a + 1..) {
-                for &c in adj[&b].range(b + 1..) {
-                    if !na.contains(&c) {
-                        continue;
-                    }
-                    if let (Some(x), Some(y), Some(z)) =
-                        (diff(a, b, w), diff(b, c, w), diff(c, a, w))
-                    {
-                        out.push(LoopResidual {
-                            nodes: vec![a, b, c],
-                            window_id: Some(w),
-                            residual_ns: x + y + z,
-                        });
-                        if out.len() >= MAX_LOOPS {
-                            return out;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The node files of `dir`, sorted by node id.
 fn read_files(dir: &Path) -> Result<Vec<(PathBuf, NodeFile)>, ReportLoadError> {
     let entries = std::fs::read_dir(dir).map_err(|source| ReportLoadError::ReadDir {
@@ -439,6 +394,7 @@ fn read_files(dir: &Path) -> Result<Vec<(PathBuf, NodeFile)>, ReportLoadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::LoopResidual;
     use crate::report::input::OwdPoint;
 
     fn stat(sent: u64, complete: u64, pure: u64, lost: u64, up: bool) -> EdgeWindowStats {
@@ -513,7 +469,7 @@ mod tests {
             ((0, 2, 0), 90.0),
             ((0, 1, 1), 1.0),
         ]);
-        let loops = triangle_residuals(&fitted);
+        let loops = crate::report::loops::triangle_residuals(&fitted, MAX_LOOPS);
         assert_eq!(
             loops,
             vec![LoopResidual {

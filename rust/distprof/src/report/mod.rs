@@ -11,6 +11,7 @@ pub mod downsample;
 pub mod edges;
 pub mod input;
 pub mod load;
+mod loops;
 pub mod network;
 pub mod nodes;
 pub mod page;

@@ -11,8 +11,8 @@
 //! edges are down, and one node can be cut off entirely.
 
 use super::input::{
-    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
-    ReportInput, RunFacts,
+    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, OwdPoint, ReportInput,
+    RunFacts,
 };
 use crate::config::{Config, TimestampMode};
 use crate::context::NodeId;
@@ -334,7 +334,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
         })
         .collect();
 
-    let loops = triangle_residuals(&fitted, spec.windows as u64);
+    let loops = super::loops::triangle_residuals(&fitted, MAX_LOOPS);
     let config = Config {
         enabled: true,
         probe_window_s: spec.window_s,
@@ -382,51 +382,6 @@ fn max_margin_at_slope(points: &[OwdPoint], mid_ns: i64, drift_ppb: f64) -> Opti
             (lowest_fwd - highest_rev) / 2.0,
         )
     })
-}
-
-/// Residuals of the triangles of the (undirected) graph, per window: the sum of the
-/// fitted clock differences around the cycle, an edge used against its direction counting
-/// negative.
-fn triangle_residuals(
-    fitted: &BTreeMap<(NodeId, NodeId, u64), f64>,
-    windows: u64,
-) -> Vec<LoopResidual> {
-    let diff = |a: NodeId, b: NodeId, w: u64| -> Option<f64> {
-        fitted
-            .get(&(a, b, w))
-            .copied()
-            .or_else(|| fitted.get(&(b, a, w)).map(|v| -v))
-    };
-    let mut adj: BTreeMap<NodeId, BTreeSet<NodeId>> = BTreeMap::new();
-    for &(a, b, _) in fitted.keys() {
-        adj.entry(a).or_default().insert(b);
-        adj.entry(b).or_default().insert(a);
-    }
-    let mut out = Vec::new();
-    for w in 0..windows {
-        for (&a, na) in &adj {
-            for &b in na.range(a + 1..) {
-                for &c in adj[&b].range(b + 1..) {
-                    if !na.contains(&c) {
-                        continue;
-                    }
-                    if let (Some(x), Some(y), Some(z)) =
-                        (diff(a, b, w), diff(b, c, w), diff(c, a, w))
-                    {
-                        out.push(LoopResidual {
-                            nodes: vec![a, b, c],
-                            window_id: Some(w),
-                            residual_ns: x + y + z,
-                        });
-                        if out.len() >= MAX_LOOPS {
-                            return out;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
