@@ -7,7 +7,7 @@ use distprof::kv::{KvError, KvStore, MemoryStore};
 use distprof::rendezvous::session::{context_key, join_key, round_key};
 use distprof::rendezvous::values::{encode, Announcement, PROTOCOL_VERSION};
 use distprof::rendezvous::{
-    digest, rendezvous, rendezvous_local, spawn_rendezvous, wait_for_acks, RendezvousError,
+    digest, rendezvous, rendezvous_local, wait_for_acks, RendezvousError,
 };
 use distprof::topology::build_probe_graph;
 use std::net::SocketAddr;
@@ -498,37 +498,6 @@ fn a_node_count_mismatch_is_named() {
         "{:?}",
         results[0]
     );
-}
-
-#[test]
-fn background_rendezvous_does_not_block_and_delivers_the_result() {
-    let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
-    let config = config_with_timeout(5_000);
-    let start = Instant::now();
-    let h0 = spawn_rendezvous(store.clone(), 0, 2, config.clone(), addr_of(0), "a".into());
-    assert!(
-        start.elapsed() < Duration::from_millis(100),
-        "spawn blocked"
-    );
-    assert!(h0.try_result().is_none(), "finished without its peer");
-    let h1 = spawn_rendezvous(store.clone(), 1, 2, config.clone(), addr_of(1), "b".into());
-    let c0 = h0.wait(Duration::from_secs(5)).unwrap().unwrap();
-    let c1 = h1.wait(Duration::from_secs(5)).unwrap().unwrap();
-    assert_eq!(c0, c1);
-    assert_eq!(h0.try_result(), Some(Ok(c0)));
-    // A failing one reports its error through the handle.
-    let lonely = spawn_rendezvous(
-        Arc::new(MemoryStore::new()),
-        1,
-        2,
-        config_with_timeout(200),
-        addr_of(1),
-        "c".into(),
-    );
-    assert!(matches!(
-        lonely.wait(Duration::from_secs(5)),
-        Some(Err(RendezvousError::NoSession { .. }))
-    ));
 }
 
 #[test]

@@ -6,11 +6,6 @@
 //! the store through a [`KvLease`] that ends `rendezvous_timeout_ms` after the hook and is
 //! revoked the moment the rendezvous returns. A failure is reported once through the
 //! plugin's `on_failure` (one log line; the plugin turns off).
-//!
-//! Why not `rendezvous::spawn_rendezvous`: the same `rendezvous::rendezvous` call, but here
-//! the thread must also discover the address and bind (so the hook does neither), revoke
-//! the lease before the outcome is visible, and report a failure through the plugin
-//! instead of logging it itself (one line, not two).
 
 use super::lease::KvLease;
 use super::OnFailure;

@@ -11,13 +11,11 @@
 //! every failure is a [`RendezvousError`] that says what was missing and what to check.
 
 pub mod address;
-mod background;
 pub mod digest;
 pub mod launcher;
 pub mod session;
 pub mod values;
 
-pub use background::{spawn_rendezvous, RendezvousHandle};
 
 use crate::config::Config;
 use crate::context::{NodeId, NodeInfo, RunContext};
