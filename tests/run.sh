@@ -11,6 +11,11 @@ root=$(pwd)
 filter=${1:-}
 
 step() { printf '\n=== %s ===\n' "$1"; }
+# Free space on the checkout's disk, printed after every step: CI machines have small disks.
+free_disk() { df -h --output=avail . | tail -n 1 | tr -d ' '; }
+# Incremental caches double the size of every debug build and are no use to a one-shot run.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+echo "disk: $(free_disk) free at start"
 
 for setup in tests/setup/*.sh; do
     [ -e "$setup" ] || continue
@@ -26,9 +31,9 @@ for script in tests/steps/*.sh; do
     step "$name"
     start=$(date +%s)
     if (cd "$root" && bash "$script"); then
-        echo "--- $name passed in $(( $(date +%s) - start )) s"
+        echo "--- $name passed in $(( $(date +%s) - start )) s ($(free_disk) free)"
     else
-        echo "--- $name FAILED after $(( $(date +%s) - start )) s"
+        echo "--- $name FAILED after $(( $(date +%s) - start )) s ($(free_disk) free)"
         failed+=("$name")
     fi
 done
