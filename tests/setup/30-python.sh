@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=.venv/py312
-pip_install() { "$venv/bin/pip" install --quiet --disable-pip-version-check "$@"; }
+pip_install() { "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "$@"; }
 if [ ! -x "$venv/bin/python" ]; then
     py=""
     if command -v pyenv >/dev/null 2>&1 && PYENV_VERSION=3.12.1 pyenv which python >/dev/null 2>&1; then
