@@ -142,6 +142,9 @@ pub struct Engine {
     sock: StampedSocket,
     edges: Vec<OutEdge>,
     answers: HashMap<(NodeId, u32), Answer>,
+    /// Per prober, the newest seq whose answer has expired: a forward packet at or below
+    /// it with no live answer is a replay (or later than any use), never answered.
+    expired_seq: Vec<Option<u32>>,
     tx_owner: HashMap<u32, TxOwner>,
     acc: WindowAccumulator,
     probe_timeout: Duration,
@@ -154,6 +157,13 @@ pub struct Engine {
 impl Engine {
     pub fn new(p: EngineParams, sock: StampedSocket) -> Engine {
         let now = Instant::now();
+        let n_nodes = p.addrs.len();
+        // Sequence numbers start at the wall clock's milliseconds, so that a node restarted
+        // within the same run continues above every seq it used before (at most one probe
+        // per edge per ms, the cadence's minimum): its peers, which drop old seqs as
+        // replays, and the estimator, which keeps one record per seq, tell the two runs'
+        // probes apart. Like any u32 counter it wraps, every 49.7 days.
+        let first_seq = (crate::clock::realtime_ns() / 1_000_000) as u32;
         // All edges share one phase: their probes leave in one batch per tick (see
         // `send_probes`), which costs one wake-up instead of one per edge.
         let edges = p
@@ -163,7 +173,7 @@ impl Engine {
                 peer,
                 addr,
                 next_probe: now,
-                next_seq: 0,
+                next_seq: first_seq,
                 inflight: HashMap::new(),
                 last_reply: now,
                 up: true,
@@ -178,6 +188,7 @@ impl Engine {
             sock,
             edges,
             answers: HashMap::new(),
+            expired_seq: vec![None; n_nodes],
             tx_owner: HashMap::new(),
             acc,
             probe_timeout,
@@ -371,6 +382,10 @@ impl Engine {
             return;
         }
         let key = (prober, pkt.seq);
+        if !self.answers.contains_key(&key) && self.expired_seq[prober as usize].is_some_and(|f| seq_at_or_before(pkt.seq, f)) {
+            self.drop_packet("stale_seq");
+            return;
+        }
         let idx = if pkt.kind == PacketKind::Fwd1 { 0 } else { 1 };
         // Either packet may arrive first: the network may reorder a pair.
         let a = self.answers.entry(key).or_insert_with(|| Answer {
@@ -428,9 +443,12 @@ impl Engine {
             self.drop_packet("unexpected_peer");
             return;
         };
+        let next_seq = self.edges[e].next_seq;
         let Some(p) = self.edges[e].inflight.get_mut(&pkt.seq) else {
-            // Late (already given up), duplicated after completion, or forged.
-            self.drop_packet("unexpected");
+            // An old seq: late (already given up), duplicated after completion, or
+            // replayed. A seq never sent: forged (or from an earlier run of this node).
+            let old = seq_at_or_before(pkt.seq, next_seq.wrapping_sub(1));
+            self.drop_packet(if old { "stale_seq" } else { "unexpected" });
             return;
         };
         let bit = match pkt.kind {
@@ -551,15 +569,28 @@ impl Engine {
             }
         }
         let tx_owner = &mut self.tx_owner;
-        self.answers.retain(|_, a| {
+        let expired_seq = &mut self.expired_seq;
+        self.answers.retain(|&(prober, seq), a| {
             let keep = now.duration_since(a.started) < timeout;
-            if !keep && a.replied {
-                tx_owner.remove(&a.tx_ids[0]);
-                tx_owner.remove(&a.tx_ids[1]);
+            if !keep {
+                if a.replied {
+                    tx_owner.remove(&a.tx_ids[0]);
+                    tx_owner.remove(&a.tx_ids[1]);
+                }
+                if let Some(f) = expired_seq.get_mut(prober as usize) {
+                    if f.is_none_or(|f| seq_at_or_before(f, seq)) {
+                        *f = Some(seq);
+                    }
+                }
             }
             keep
         });
     }
+}
+
+/// Whether `a` is `b` or comes before it, in the wrapping order of u32 sequence numbers.
+fn seq_at_or_before(a: u32, b: u32) -> bool {
+    b.wrapping_sub(a) < 1 << 31
 }
 
 /// Bytes one probe puts on the wire: 5 datagrams with UDP/IPv4 headers.
