@@ -145,6 +145,8 @@ pub struct Engine {
     /// Per prober, the newest seq whose answer has expired: a forward packet at or below
     /// it with no live answer is a replay (or later than any use), never answered.
     expired_seq: Vec<Option<u32>>,
+    /// The first seq this node sent on every edge: [first_seq, next_seq) were its own.
+    first_seq: u32,
     tx_owner: HashMap<u32, TxOwner>,
     acc: WindowAccumulator,
     probe_timeout: Duration,
@@ -189,6 +191,7 @@ impl Engine {
             edges,
             answers: HashMap::new(),
             expired_seq: vec![None; n_nodes],
+            first_seq,
             tx_owner: HashMap::new(),
             acc,
             probe_timeout,
@@ -443,12 +446,12 @@ impl Engine {
             self.drop_packet("unexpected_peer");
             return;
         };
-        let next_seq = self.edges[e].next_seq;
+        let sent = self.edges[e].next_seq.wrapping_sub(self.first_seq);
         let Some(p) = self.edges[e].inflight.get_mut(&pkt.seq) else {
-            // An old seq: late (already given up), duplicated after completion, or
-            // replayed. A seq never sent: forged (or from an earlier run of this node).
-            let old = seq_at_or_before(pkt.seq, next_seq.wrapping_sub(1));
-            self.drop_packet(if old { "stale_seq" } else { "unexpected" });
+            // A seq this node sent and is done with: late (already given up), duplicated
+            // after completion, or replayed. Any other: forged, or for an earlier run.
+            let ours = pkt.seq.wrapping_sub(self.first_seq) < sent;
+            self.drop_packet(if ours { "stale_seq" } else { "unexpected" });
             return;
         };
         let bit = match pkt.kind {
