@@ -121,3 +121,31 @@ fn every_network_fault_keeps_the_run_alive_counted_and_within_bounds() {
     // The attack cost no probe.
     assert_eq!(u(fl, "probes_lost"), 0, "{fl}");
 }
+
+/// The restart path (`distprof run --context-file`) refuses bad input by name.
+#[test]
+fn rejoin_errors_name_the_input_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_distprof")).arg("run").args(args).output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let missing = dir.path().join("nope.json");
+    let e = run(&["--rank", "0", "--context-file", missing.to_str().unwrap()]);
+    assert!(e.contains("--context-file") && e.contains("nope.json"), "{e}");
+    let ctx = serde_json::json!({
+        "session_id": "s", "session_token": 7, "num_nodes": 2, "reference_node": 0,
+        "nodes": [
+            {"node": 0, "probe_addr": "127.0.0.1:0", "hostname": "a"},
+            {"node": 1, "probe_addr": "127.0.0.1:0", "hostname": "b"}
+        ],
+        "out_edges": [[1], [0]], "config_digest": ""
+    });
+    let path = dir.path().join("ctx.json");
+    std::fs::write(&path, ctx.to_string()).unwrap();
+    let e = run(&["--rank", "5", "--context-file", path.to_str().unwrap()]);
+    assert!(e.contains("--rank 5") && e.contains("2 nodes") && e.contains("0..1"), "{e}");
+    let e = run(&["--context-file", path.to_str().unwrap()]);
+    assert!(e.contains("needs --rank"), "{e}");
+}
