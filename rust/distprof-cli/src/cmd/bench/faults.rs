@@ -621,10 +621,8 @@ fn check(results: &[ScenarioResult], n: u32) -> Vec<String> {
         }
         let drops = |k: &str| r.dropped.get(k).copied().unwrap_or(0);
         match name {
-            "clean" => {
-                if r.probes_lost != 0 || r.flagged_windows != 0 || !r.dropped.is_empty() {
-                    v.push(format!("clean: {} probes lost, {} windows flagged, drops {:?}", r.probes_lost, r.flagged_windows, r.dropped));
-                }
+            "clean" if r.probes_lost != 0 || r.flagged_windows != 0 || !r.dropped.is_empty() => {
+                v.push(format!("clean: {} probes lost, {} windows flagged, drops {:?}", r.probes_lost, r.flagged_windows, r.dropped));
             }
             "loss30" | "reorder_dup" | "spikes" => {
                 if r.faults.is_empty() || r.node_windows_estimated < (n as usize - 1) * 4 {
