@@ -118,8 +118,8 @@ fn every_network_fault_keeps_the_run_alive_counted_and_within_bounds() {
             + count(fl, "dropped_at_target", "unexpected"),
         "{fl}"
     );
-    // The attack cost no probe.
-    assert_eq!(u(fl, "probes_lost"), 0, "{fl}");
+    // The attack cost no probe, unless the kernel dropped one in a full socket buffer.
+    assert!(u(fl, "probes_lost") <= u(fl, "kernel_rcvbuf_drops"), "{fl}");
 }
 
 /// The restart path (`distprof run --context-file`) refuses bad input by name.
