@@ -32,6 +32,10 @@ const BURST_LINGER: Duration = Duration::from_micros(500);
 /// pass, so that the rate stays the configured one; after a longer one (a stopped process)
 /// the schedule is reset instead of bursting out the backlog.
 const MAX_CATCH_UP: Duration = Duration::from_secs(1);
+/// How far below the newest expired seq of a prober a forward packet counts as stale (a
+/// replay): 2^20 probes, over 17 min at the fastest cadence. Farther is taken as new, so
+/// that one forged packet far ahead cannot silence the prober's real probes for good.
+const STALE_SEQ_SPAN: u32 = 1 << 20;
 /// UDP (8) + IPv4 (20) header bytes on top of every probe datagram, for bandwidth figures.
 pub const UDP_IPV4_OVERHEAD_BYTES: u64 = 28;
 
@@ -385,7 +389,8 @@ impl Engine {
             return;
         }
         let key = (prober, pkt.seq);
-        if !self.answers.contains_key(&key) && self.expired_seq[prober as usize].is_some_and(|f| seq_at_or_before(pkt.seq, f)) {
+        let stale = |f: u32| f.wrapping_sub(pkt.seq) < STALE_SEQ_SPAN;
+        if !self.answers.contains_key(&key) && self.expired_seq[prober as usize].is_some_and(stale) {
             self.drop_packet("stale_seq");
             return;
         }
@@ -580,8 +585,10 @@ impl Engine {
                     tx_owner.remove(&a.tx_ids[0]);
                     tx_owner.remove(&a.tx_ids[1]);
                 }
+                // Newest wins; one far from the last (a forged seq, either way) is
+                // replaced by the next real one instead of hiding it for good.
                 if let Some(f) = expired_seq.get_mut(prober as usize) {
-                    if f.is_none_or(|f| seq_at_or_before(f, seq)) {
+                    if f.is_none_or(|f| seq_at_or_before(f, seq) || f.wrapping_sub(seq) >= STALE_SEQ_SPAN) {
                         *f = Some(seq);
                     }
                 }
