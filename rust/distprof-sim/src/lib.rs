@@ -2,5 +2,6 @@
 //! namespaces, and a cluster simulator that drives the real estimation code.
 
 pub mod cluster;
+pub mod inject;
 pub mod netns;
 pub mod relay;

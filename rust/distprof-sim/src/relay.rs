@@ -1,5 +1,7 @@
 //! A user-space UDP relay that plays the network: per-direction delay distribution,
-//! asymmetry, jitter, loss, reordering and duplication (this kernel has no netem).
+//! asymmetry, jitter, loss, reordering, duplication, delay spikes, and blackholed nodes
+//! (this kernel has no netem). It also keeps a few genuine datagrams per node, which the
+//! fault injector (`inject`) replays at the node.
 //!
 //! Routing: the relay holds one socket, a *face*, per node. Peers of node j are told that
 //! j lives at j's face (`route_through` rewrites the run context each node gets). A
@@ -40,21 +42,38 @@ pub struct PathModel {
     /// Probability a datagram is held back by `reorder_us` extra, so later ones pass it.
     pub reorder: f64,
     pub reorder_us: f64,
+    /// Probability a datagram is delayed by `spike_us` extra (a congestion spike).
+    pub spike: f64,
+    pub spike_us: f64,
 }
 
 impl PathModel {
     /// A clean path: fixed delay only.
     pub const fn fixed(delay_us: f64) -> PathModel {
-        PathModel { delay_us, jitter_us: 0.0, loss: 0.0, duplicate: 0.0, reorder: 0.0, reorder_us: 0.0 }
+        PathModel {
+            delay_us,
+            jitter_us: 0.0,
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_us: 0.0,
+            spike: 0.0,
+            spike_us: 0.0,
+        }
     }
 
     fn check(&self) -> Result<(), String> {
-        for (name, p) in [("loss", self.loss), ("duplicate", self.duplicate), ("reorder", self.reorder)] {
+        for (name, p) in [("loss", self.loss), ("duplicate", self.duplicate), ("reorder", self.reorder), ("spike", self.spike)] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!("relay path {name} = {p}; use a probability between 0 and 1"));
             }
         }
-        for (name, v) in [("delay_us", self.delay_us), ("jitter_us", self.jitter_us), ("reorder_us", self.reorder_us)] {
+        for (name, v) in [
+            ("delay_us", self.delay_us),
+            ("jitter_us", self.jitter_us),
+            ("reorder_us", self.reorder_us),
+            ("spike_us", self.spike_us),
+        ] {
             if !(v.is_finite() && (0.0..=10_000_000.0).contains(&v)) {
                 return Err(format!("relay path {name} = {v}; use 0 to 10 s in microseconds"));
             }
@@ -70,11 +89,32 @@ pub struct RelayConfig {
     pub default_path: PathModel,
     /// Overrides per direction (from, to), e.g. for asymmetry.
     pub paths: HashMap<(NodeId, NodeId), PathModel>,
+    /// Nodes cut off for a time span: every datagram from or to them is dropped.
+    pub blackholes: Vec<Blackhole>,
 }
+
+/// Node `node` is unreachable (a pulled cable, a hung switch port) from `from_real_ns`
+/// until `until_real_ns` (CLOCK_REALTIME), and reachable again afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blackhole {
+    pub node: NodeId,
+    pub from_real_ns: i64,
+    pub until_real_ns: i64,
+}
+
+impl Blackhole {
+    fn hits(&self, from: usize, to: usize, now_real_ns: i64) -> bool {
+        (self.node as usize == from || self.node as usize == to)
+            && (self.from_real_ns..self.until_real_ns).contains(&now_real_ns)
+    }
+}
+
+/// Genuine datagrams kept per destination node, for replay.
+pub const CAPTURE_PER_NODE: usize = 64;
 
 impl RelayConfig {
     pub fn clean(delay_us: f64) -> RelayConfig {
-        RelayConfig { seed: 1, default_path: PathModel::fixed(delay_us), paths: HashMap::new() }
+        RelayConfig { seed: 1, default_path: PathModel::fixed(delay_us), paths: HashMap::new(), blackholes: Vec::new() }
     }
     pub fn path(&self, from: NodeId, to: NodeId) -> PathModel {
         self.paths.get(&(from, to)).copied().unwrap_or(self.default_path)
@@ -100,6 +140,14 @@ pub struct RelayStats {
     pub unknown_source: u64,
     pub overflow: u64,
     pub bytes_forwarded: u64,
+    /// Datagrams given a delay spike.
+    pub spiked: u64,
+    /// Datagrams dropped because their sender or receiver was blackholed.
+    pub blackholed: u64,
+    /// Largest number of datagrams queued at once (bounded by `MAX_QUEUED`).
+    pub peak_queued: u64,
+    /// Datagrams that took a per-direction override of the default path (`paths`).
+    pub override_path: u64,
 }
 
 /// A running relay; stops (and joins its thread) on `stop` or drop.
@@ -107,6 +155,7 @@ pub struct Relay {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     stats: Arc<Mutex<RelayStats>>,
+    captured: Arc<Mutex<Vec<Vec<Vec<u8>>>>>,
     faces: Vec<SocketAddr>,
 }
 
@@ -154,12 +203,19 @@ impl Relay {
             .map_err(|e| format!("relay face address: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(RelayStats::default()));
-        let (s, st) = (stop.clone(), stats.clone());
+        let captured = Arc::new(Mutex::new(vec![Vec::new(); endpoints.len()]));
+        let (s, st, cap) = (stop.clone(), stats.clone(), captured.clone());
         let thread = std::thread::Builder::new()
             .name("distprof-relay".into())
-            .spawn(move || relay_loop(endpoints, config, &s, &st))
+            .spawn(move || relay_loop(endpoints, config, &s, &st, &cap))
             .map_err(|e| format!("cannot start relay thread: {e}"))?;
-        Ok(Relay { stop, thread: Some(thread), stats, faces })
+        Ok(Relay { stop, thread: Some(thread), stats, captured, faces })
+    }
+
+    /// Up to `CAPTURE_PER_NODE` genuine datagrams the relay delivered to `node` (the first
+    /// ones), for a replay attack on that node.
+    pub fn captured(&self, node: NodeId) -> Vec<Vec<u8>> {
+        self.captured.lock().ok().and_then(|c| c.get(node as usize).cloned()).unwrap_or_default()
     }
 
     /// Address of each node's face, indexed by node.
@@ -214,7 +270,13 @@ fn realtime_priority() {
     }
 }
 
-fn relay_loop(endpoints: Vec<RelayEndpoint>, config: RelayConfig, stop: &AtomicBool, stats: &Mutex<RelayStats>) {
+fn relay_loop(
+    endpoints: Vec<RelayEndpoint>,
+    config: RelayConfig,
+    stop: &AtomicBool,
+    stats: &Mutex<RelayStats>,
+    captured: &Mutex<Vec<Vec<Vec<u8>>>>,
+) {
     distprof::timestamp::precise_timer_slack();
     realtime_priority();
     let mut rng = rand::rngs::StdRng::seed_from_u64(config.seed);
@@ -238,7 +300,17 @@ fn relay_loop(endpoints: Vec<RelayEndpoint>, config: RelayConfig, stop: &AtomicB
         let now = Instant::now();
         while queue.peek().is_some_and(|q| q.0.due <= now) {
             let Reverse(q) = queue.pop().expect("peeked");
+            // A blackhole also swallows what was already on its way when it began.
+            if config.blackholes.iter().any(|b| b.hits(q.from, q.to, distprof::clock::realtime_ns())) {
+                local.blackholed += 1;
+                continue;
+            }
             let _ = endpoints[q.from].face.send_to(&q.data, endpoints[q.to].node_addr);
+            if let Ok(mut c) = captured.lock() {
+                if c[q.to].len() < CAPTURE_PER_NODE {
+                    c[q.to].push(q.data.clone());
+                }
+            }
             local.forwarded += 1;
             local.bytes_forwarded += q.data.len() as u64;
         }
@@ -271,7 +343,17 @@ fn relay_loop(endpoints: Vec<RelayEndpoint>, config: RelayConfig, stop: &AtomicB
                     local.unknown_source += 1;
                     continue;
                 };
-                let path = config.path(from as NodeId, to as NodeId);
+                if config.blackholes.iter().any(|b| b.hits(from, to, distprof::clock::realtime_ns())) {
+                    local.blackholed += 1;
+                    continue;
+                }
+                let path = match config.paths.get(&(from as NodeId, to as NodeId)) {
+                    Some(p) => {
+                        local.override_path += 1;
+                        *p
+                    }
+                    None => config.default_path,
+                };
                 if rng.gen::<f64>() < path.loss {
                     local.lost += 1;
                     continue;
@@ -295,6 +377,10 @@ fn relay_loop(endpoints: Vec<RelayEndpoint>, config: RelayConfig, stop: &AtomicB
                         local.reordered += 1;
                         delay_us += path.reorder_us;
                     }
+                    if path.spike > 0.0 && rng.gen::<f64>() < path.spike {
+                        local.spiked += 1;
+                        delay_us += path.spike_us;
+                    }
                     order += 1;
                     queue.push(Reverse(Queued {
                         due: (Instant::now() + Duration::from_nanos((delay_us * 1000.0) as u64))
@@ -305,6 +391,7 @@ fn relay_loop(endpoints: Vec<RelayEndpoint>, config: RelayConfig, stop: &AtomicB
                         to,
                         data: buf[..n].to_vec(),
                     }));
+                    local.peak_queued = local.peak_queued.max(queue.len() as u64);
                 }
             }
         }
@@ -362,6 +449,7 @@ mod tests {
             seed: 7,
             default_path: PathModel { loss: 0.2, duplicate: 0.1, ..PathModel::fixed(100.0) },
             paths: HashMap::new(),
+            blackholes: Vec::new(),
         };
         let (relay, a, b) = setup(cfg);
         // Generous: on a loaded 2-core machine the relay may be descheduled for a while.
@@ -391,8 +479,78 @@ mod tests {
 
     #[test]
     fn bad_probabilities_are_named() {
-        let cfg = RelayConfig { seed: 1, default_path: PathModel { loss: 1.5, ..PathModel::fixed(1.0) }, paths: HashMap::new() };
+        let cfg = RelayConfig {
+            seed: 1,
+            default_path: PathModel { loss: 1.5, ..PathModel::fixed(1.0) },
+            paths: HashMap::new(),
+            blackholes: Vec::new(),
+        };
         let e = Relay::start(Vec::new(), cfg).err().unwrap();
         assert!(e.contains("loss = 1.5"), "{e}");
+    }
+
+    /// Spiked datagrams are at least `spike_us` late; the rest are not held back by it.
+    #[test]
+    fn spikes_delay_the_configured_share_by_the_spike() {
+        let cfg = RelayConfig {
+            seed: 3,
+            default_path: PathModel { spike: 0.25, spike_us: 10_000.0, ..PathModel::fixed(200.0) },
+            paths: HashMap::new(),
+            blackholes: Vec::new(),
+        };
+        let (relay, a, b) = setup(cfg);
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut delays = Vec::new();
+            let mut buf = [0u8; 16];
+            while let Ok((n, _)) = b.recv_from(&mut buf) {
+                let sent_ns = i64::from_le_bytes(buf[..n].try_into().unwrap());
+                delays.push(distprof::clock::realtime_ns() - sent_ns);
+            }
+            delays
+        });
+        for _ in 0..200 {
+            a.send_to(&distprof::clock::realtime_ns().to_le_bytes(), relay.faces()[1]).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let delays = reader.join().unwrap();
+        let s = relay.stop();
+        assert_eq!(delays.len(), 200);
+        // Binomial(200, 0.25): mean 50, sd 6.
+        assert!((25..=75).contains(&s.spiked), "{s:?}");
+        let late = delays.iter().filter(|&&d| d >= 10_000_000).count() as u64;
+        // Every spiked datagram is >= 10 ms late; others only by a scheduling stall.
+        assert!(late >= s.spiked && late <= s.spiked + 5, "{late} late, {s:?}");
+        assert!(delays.iter().all(|&d| d >= 200_000), "a datagram came early");
+    }
+
+    /// A blackholed node neither sends nor receives during its span, and both work after.
+    #[test]
+    fn blackhole_drops_everything_of_the_node_during_its_span_only() {
+        let now = distprof::clock::realtime_ns();
+        let cfg = RelayConfig {
+            blackholes: vec![Blackhole { node: 1, from_real_ns: now - 1_000_000, until_real_ns: now + 400_000_000 }],
+            ..RelayConfig::clean(100.0)
+        };
+        let (relay, a, b) = setup(cfg);
+        b.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        a.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut buf = [0u8; 16];
+        for _ in 0..10 {
+            a.send_to(b"in", relay.faces()[1]).unwrap();
+            b.send_to(b"out", relay.faces()[0]).unwrap();
+        }
+        assert!(b.recv_from(&mut buf).is_err() && a.recv_from(&mut buf).is_err());
+        while distprof::clock::realtime_ns() < now + 450_000_000 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        a.send_to(b"in", relay.faces()[1]).unwrap();
+        b.send_to(b"out", relay.faces()[0]).unwrap();
+        assert_eq!(b.recv_from(&mut buf).unwrap().0, 2);
+        assert_eq!(a.recv_from(&mut buf).unwrap().0, 3);
+        // Only delivered datagrams are kept for replay.
+        assert_eq!(relay.captured(1), vec![b"in".to_vec()]);
+        let s = relay.stop();
+        assert_eq!((s.blackholed, s.forwarded), (20, 2), "{s:?}");
     }
 }

@@ -391,8 +391,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         duplicate: args.duplicate,
         reorder: args.reorder,
         reorder_us: 1000.0,
+        spike: 0.0,
+        spike_us: 0.0,
     };
-    let mut relay_cfg = RelayConfig { seed: args.seed, default_path: path, paths: HashMap::new() };
+    let mut relay_cfg = RelayConfig { seed: args.seed, default_path: path, paths: HashMap::new(), blackholes: Vec::new() };
     if args.asymmetry_us != 0.0 {
         for a in 0..n {
             for b in 0..a {

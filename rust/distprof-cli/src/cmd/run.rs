@@ -42,6 +42,10 @@ pub struct Args {
     /// Stop after the rendezvous (check that every node agrees, without probing).
     #[arg(long)]
     rendezvous_only: bool,
+    /// Skip the rendezvous and probe on this agreed run context (JSON): how a node
+    /// restarted mid-run rejoins its session (the fault suite's restarted peer).
+    #[arg(long, hide = true, value_name = "FILE", conflicts_with = "rendezvous_only")]
+    context_file: Option<PathBuf>,
     /// How long to probe after the rendezvous.
     #[command(flatten)]
     probe: crate::cmd::local::ProbeArgs,
@@ -61,6 +65,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         config.rendezvous_timeout_ms = ms;
     }
     distprof::logging::init_logging(&config.log_filter);
+    if let Some(path) = &args.context_file {
+        return rejoin(path, &args, &config);
+    }
     let placement = place(&args)?;
     let started = Instant::now();
     let timeout = Duration::from_millis(config.rendezvous_timeout_ms);
@@ -163,6 +170,23 @@ fn hand_over_to_probing(
     let _store = store;
     crate::cmd::local::probe_after_rendezvous(&ctx, rank, socket, config, probe)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A node of an already agreed run: binds the address the context publishes for it
+/// (peers know no other) and probes; no store, no rendezvous.
+fn rejoin(path: &Path, args: &Args, config: &Config) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading --context-file `{}`", path.display()))?;
+    let ctx: RunContext =
+        serde_json::from_str(&text).with_context(|| format!("parsing --context-file `{}` as a run context", path.display()))?;
+    let Some(rank) = args.rank else {
+        bail!("--context-file needs --rank: which node of the context this process is");
+    };
+    let Some(me) = ctx.nodes.get(rank as usize) else {
+        bail!("--rank {rank}: the context in `{}` has {} nodes; use 0..{}", path.display(), ctx.nodes.len(), ctx.nodes.len().saturating_sub(1));
+    };
+    let socket = UdpSocket::bind(me.probe_addr)
+        .with_context(|| format!("cannot bind the UDP probe socket to {} (node {rank}'s address in the context)", me.probe_addr))?;
+    hand_over_to_probing(ctx, rank, socket, config, None, &args.probe)
 }
 
 fn place(args: &Args) -> anyhow::Result<Placement> {

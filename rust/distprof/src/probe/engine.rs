@@ -32,6 +32,10 @@ const BURST_LINGER: Duration = Duration::from_micros(500);
 /// pass, so that the rate stays the configured one; after a longer one (a stopped process)
 /// the schedule is reset instead of bursting out the backlog.
 const MAX_CATCH_UP: Duration = Duration::from_secs(1);
+/// How far below the newest expired seq of a prober a forward packet counts as stale (a
+/// replay): 2^20 probes, over 17 min at the fastest cadence. Farther is taken as new, so
+/// that one forged packet far ahead cannot silence the prober's real probes for good.
+const STALE_SEQ_SPAN: u32 = 1 << 20;
 /// UDP (8) + IPv4 (20) header bytes on top of every probe datagram, for bandwidth figures.
 pub const UDP_IPV4_OVERHEAD_BYTES: u64 = 28;
 
@@ -142,6 +146,11 @@ pub struct Engine {
     sock: StampedSocket,
     edges: Vec<OutEdge>,
     answers: HashMap<(NodeId, u32), Answer>,
+    /// Per prober, the newest seq whose answer has expired: a forward packet at or below
+    /// it with no live answer is a replay (or later than any use), never answered.
+    expired_seq: Vec<Option<u32>>,
+    /// The first seq this node sent on every edge: [first_seq, next_seq) were its own.
+    first_seq: u32,
     tx_owner: HashMap<u32, TxOwner>,
     acc: WindowAccumulator,
     probe_timeout: Duration,
@@ -154,6 +163,13 @@ pub struct Engine {
 impl Engine {
     pub fn new(p: EngineParams, sock: StampedSocket) -> Engine {
         let now = Instant::now();
+        let n_nodes = p.addrs.len();
+        // Sequence numbers start at the wall clock's milliseconds, so that a node restarted
+        // within the same run continues above every seq it used before (at most one probe
+        // per edge per ms, the cadence's minimum): its peers, which drop old seqs as
+        // replays, and the estimator, which keeps one record per seq, tell the two runs'
+        // probes apart. Like any u32 counter it wraps, every 49.7 days.
+        let first_seq = (crate::clock::realtime_ns() / 1_000_000) as u32;
         // All edges share one phase: their probes leave in one batch per tick (see
         // `send_probes`), which costs one wake-up instead of one per edge.
         let edges = p
@@ -163,7 +179,7 @@ impl Engine {
                 peer,
                 addr,
                 next_probe: now,
-                next_seq: 0,
+                next_seq: first_seq,
                 inflight: HashMap::new(),
                 last_reply: now,
                 up: true,
@@ -178,6 +194,8 @@ impl Engine {
             sock,
             edges,
             answers: HashMap::new(),
+            expired_seq: vec![None; n_nodes],
+            first_seq,
             tx_owner: HashMap::new(),
             acc,
             probe_timeout,
@@ -371,6 +389,11 @@ impl Engine {
             return;
         }
         let key = (prober, pkt.seq);
+        let stale = |f: u32| f.wrapping_sub(pkt.seq) < STALE_SEQ_SPAN;
+        if !self.answers.contains_key(&key) && self.expired_seq[prober as usize].is_some_and(stale) {
+            self.drop_packet("stale_seq");
+            return;
+        }
         let idx = if pkt.kind == PacketKind::Fwd1 { 0 } else { 1 };
         // Either packet may arrive first: the network may reorder a pair.
         let a = self.answers.entry(key).or_insert_with(|| Answer {
@@ -428,9 +451,12 @@ impl Engine {
             self.drop_packet("unexpected_peer");
             return;
         };
+        let sent = self.edges[e].next_seq.wrapping_sub(self.first_seq);
         let Some(p) = self.edges[e].inflight.get_mut(&pkt.seq) else {
-            // Late (already given up), duplicated after completion, or forged.
-            self.drop_packet("unexpected");
+            // A seq this node sent and is done with: late (already given up), duplicated
+            // after completion, or replayed. Any other: forged, or for an earlier run.
+            let ours = pkt.seq.wrapping_sub(self.first_seq) < sent;
+            self.drop_packet(if ours { "stale_seq" } else { "unexpected" });
             return;
         };
         let bit = match pkt.kind {
@@ -551,15 +577,30 @@ impl Engine {
             }
         }
         let tx_owner = &mut self.tx_owner;
-        self.answers.retain(|_, a| {
+        let expired_seq = &mut self.expired_seq;
+        self.answers.retain(|&(prober, seq), a| {
             let keep = now.duration_since(a.started) < timeout;
-            if !keep && a.replied {
-                tx_owner.remove(&a.tx_ids[0]);
-                tx_owner.remove(&a.tx_ids[1]);
+            if !keep {
+                if a.replied {
+                    tx_owner.remove(&a.tx_ids[0]);
+                    tx_owner.remove(&a.tx_ids[1]);
+                }
+                // Newest wins; one far from the last (a forged seq, either way) is
+                // replaced by the next real one instead of hiding it for good.
+                if let Some(f) = expired_seq.get_mut(prober as usize) {
+                    if f.is_none_or(|f| seq_at_or_before(f, seq) || f.wrapping_sub(seq) >= STALE_SEQ_SPAN) {
+                        *f = Some(seq);
+                    }
+                }
             }
             keep
         });
     }
+}
+
+/// Whether `a` is `b` or comes before it, in the wrapping order of u32 sequence numbers.
+fn seq_at_or_before(a: u32, b: u32) -> bool {
+    b.wrapping_sub(a) < 1 << 31
 }
 
 /// Bytes one probe puts on the wire: 5 datagrams with UDP/IPv4 headers.

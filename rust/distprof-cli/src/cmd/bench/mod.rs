@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod accuracy;
 mod estimator;
+mod faults;
 mod hooks;
 mod merge;
 mod overhead;
@@ -31,6 +32,9 @@ enum Bench {
     Accuracy(accuracy::Args),
     /// Merge throughput and peak memory against a decode-everything baseline.
     Merge(merge::Args),
+    /// The network fault suite: loss, reordering, spikes, asymmetry, a blackholed and a
+    /// restarted peer, a flood at the probe port; invariants checked, figures printed.
+    Faults(faults::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -41,5 +45,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Bench::Estimator(a) => estimator::run(a),
         Bench::Accuracy(a) => accuracy::run(a),
         Bench::Merge(a) => merge::run(a),
+        Bench::Faults(a) => faults::run(a),
     }
 }
