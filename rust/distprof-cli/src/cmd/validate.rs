@@ -35,9 +35,8 @@ pub fn models_for(
         (None, Some(dir)) => {
             // The same estimation `distprof report --run-dir` draws: every window of every
             // node's JSONL, solved network-wide against the reference.
-            let input = distprof::report::load::from_run_dir(dir)
-                .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display()))?;
-            Ok(input.nodes)
+            distprof::offline_estimate::models_of_run_dir(dir)
+                .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display()))
         }
         (models, None) => read_models(models),
     }
