@@ -198,6 +198,43 @@ mod tests {
     }
 
     #[test]
+    fn flagged_windows_are_counted_without_the_reference_and_named_with_their_bounds() {
+        let seg = |w: u64, bound_ns: f64, flagged: bool| ClockSegment {
+            window_id: w,
+            start_local_ns: w as i64 * 1_000,
+            end_local_ns: (w as i64 + 1) * 1_000,
+            mid_local_ns: w as i64 * 1_000 + 500,
+            offset_ns: 0.0,
+            drift_ppb: 0.0,
+            bound_ns,
+            flagged,
+        };
+        let mut input = empty_input();
+        input.facts.bound_limit_ns = Some(10_000.0);
+        input.nodes = vec![
+            NodeClockModel { node: 0, reachable: true, segments: (0..3).map(|w| seg(w, 0.0, false)).collect() },
+            NodeClockModel {
+                node: 1,
+                reachable: true,
+                segments: vec![seg(0, 12_000.0, true), seg(1, 8_000.0, false), seg(2, 35_000.0, true)],
+            },
+            NodeClockModel { node: 2, reachable: true, segments: (0..3).map(|w| seg(w, 9_000.0, false)).collect() },
+            NodeClockModel { node: 3, reachable: false, segments: Vec::new() },
+        ];
+        let a = analysis::Analysis::of(&input);
+        assert_eq!((a.flagged_windows, a.total_windows), (2, 6));
+        assert_eq!(a.flagged_bound_range_ns, (12_000.0, 35_000.0));
+        let html = render(&input);
+        assert!(html.contains("<b>2 / 6</b>"), "summary count");
+        assert!(html.contains("bound over 10.0 µs: 12.0 µs … 35.0 µs"), "summary names the flagged bounds");
+        // Each flagged window is outlined in the heatmap.
+        assert_eq!(html.matches("class=\"flag\"").count(), 2);
+        input.nodes[1].segments.iter_mut().for_each(|s| s.flagged = false);
+        let html = render(&input);
+        assert!(html.contains("<b>0 / 6</b>") && html.contains("bound over 10.0 µs: none"), "no flags");
+    }
+
+    #[test]
     fn large_runs_stay_small() {
         // 150 nodes, long run: plots capped, heatmap columns merged, tables capped.
         let mut spec = SyntheticSpec::new(150, 9);
