@@ -1,7 +1,7 @@
 //! `distprof report` end to end: the real binary writes the page, headless Chromium (Debian's
 //! `chromium`, installed by tests/setup/50-chromium.sh) renders it.
 
-use distprof::report::synthetic::{synthetic_input, SyntheticSpec};
+use distprof_sim::cluster::{Cluster, Scenario};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -178,7 +178,17 @@ fn near(p: [u8; 3], c: [u8; 3], tol: i32) -> bool {
 #[test]
 fn report_from_json_input_renders_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
-    let input = synthetic_input(&SyntheticSpec::new(8, 3));
+    // The input of a simulated 8-node run, as `report --run-dir` would build it.
+    let mut scenario = Scenario::reference();
+    scenario.nodes = 8;
+    scenario.duration_s = 8.0;
+    scenario.seed = 3;
+    let run_dir = tempfile::tempdir().unwrap();
+    Cluster::new(scenario)
+        .unwrap()
+        .write_run_dir(run_dir.path(), &distprof::config::Config::default(), &mut |_, _| {})
+        .unwrap();
+    let input = distprof::report::load::from_run_dir(run_dir.path()).unwrap();
     let json = dir.path().join("input.json");
     std::fs::write(&json, serde_json::to_vec(&input).unwrap()).unwrap();
     let page = dir.path().join("report.html");

@@ -16,7 +16,11 @@ pub mod network;
 pub mod nodes;
 pub mod page;
 pub mod svg;
-pub mod synthetic;
+/// Seeded inputs with known pathologies (clock steps, down edges, unreachable nodes,
+/// hostile values) for the page's unit tests; real runs of any size come from
+/// `distprof simulate --out`.
+#[cfg(test)]
+pub(crate) mod synthetic;
 
 pub use input::{
     owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
