@@ -69,7 +69,8 @@ pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
     tracing::info!(
         windows = notes.windows,
         records = notes.records,
-        "run directory estimated"
+        records_outside = notes.records_outside,
+        "run directory estimated (records_outside: prober stamp in no common window, not drawn)"
     );
     Ok(input)
 }
