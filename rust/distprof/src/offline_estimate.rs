@@ -27,6 +27,11 @@ use crate::record::ProbeRecord;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// A record this close before the first common window or after the last one still goes to
+/// it: a node whose clock is ahead of the reference's stamps its last probes after the
+/// reference's last window ended in local terms, though not in real time. The estimator
+/// accepts points as far outside a window (`estimate::points`, `WINDOW_SLACK_NS`).
+pub const EDGE_SLACK_NS: i64 = 100_000_000;
 /// Node ids above this are refused: a corrupt meta line must not make us allocate per id.
 pub const MAX_NODE_ID: NodeId = 1 << 20;
 
@@ -164,8 +169,11 @@ pub fn estimate_run(files: &[RunFile]) -> Result<RunEstimate, RunDirError> {
     for r in files.iter().flat_map(|f| &f.file.windows).flat_map(|w| &w.records) {
         let t = r.fwd_tx_ns[0];
         let k = bounds.partition_point(|&(_, s, _)| s <= t);
+        let last = bounds.len().wrapping_sub(1);
         match k.checked_sub(1) {
             Some(k) if t < bounds[k].2 => binned[k].push(*r),
+            Some(k) if k == last && t < bounds[k].2.saturating_add(EDGE_SLACK_NS) => binned[k].push(*r),
+            None if !bounds.is_empty() && t >= bounds[0].1.saturating_sub(EDGE_SLACK_NS) => binned[0].push(*r),
             _ => records_outside += 1,
         }
     }
@@ -282,14 +290,15 @@ mod tests {
     #[test]
     fn records_go_to_the_reference_window_of_their_prober_stamp() {
         // Node 1's windows are 300 units later than the reference's; its record at 1_050
-        // lies in its own window 0 but in the reference's window 1.
+        // lies in its own window 0 but in the reference's window 1. Records just outside
+        // the first or last window go to it; one further out than the slack is left out.
         let f0 = file(0, &[(0, 0, 1_000), (1, 1_000, 2_000)], &[]);
         let mut f1 = file(1, &[(0, 300, 1_300), (1, 1_300, 2_300)], &[]);
-        f1.file.windows[0].records = vec![rec(1, 100), rec(1, 1_050)];
-        f1.file.windows[1].records = vec![rec(1, 2_100)];
+        f1.file.windows[0].records = vec![rec(1, 100), rec(1, 1_050), rec(1, -EDGE_SLACK_NS)];
+        f1.file.windows[1].records = vec![rec(1, 2_100), rec(1, 2_000 + EDGE_SLACK_NS)];
         let run = estimate_run(&[f0, f1]).unwrap();
         let spans: Vec<_> = run.windows.iter().map(|w| (w.spec.start_local_ns, w.spec.end_local_ns, w.records.len())).collect();
-        assert_eq!(spans, vec![(0, 1_000, 1), (1_000, 2_000, 1)]);
+        assert_eq!(spans, vec![(0, 1_000, 2), (1_000, 2_000, 2)]);
         assert_eq!(run.records_outside, 1);
         assert_eq!(run.num_nodes, 2);
     }
