@@ -210,7 +210,9 @@ fn num_nodes(files: &[RunFile], reference: NodeId) -> Result<u32, RunDirError> {
 /// `(window_id, start, end)` of every window id any file has, sorted and non-overlapping:
 /// the reference's bounds, else the span of the other nodes' windows of that id.
 fn common_windows(files: &[RunFile], reference: NodeId) -> Vec<(u64, i64, i64)> {
-    let mut by_id: BTreeMap<u64, (Option<(i64, i64)>, i64, i64)> = BTreeMap::new();
+    // Per window id: the reference's bounds, and the earliest start and latest end of any node's.
+    type Spans = (Option<(i64, i64)>, i64, i64);
+    let mut by_id: BTreeMap<u64, Spans> = BTreeMap::new();
     for f in files {
         for w in &f.file.windows {
             let e = by_id.entry(w.window_id).or_insert((None, i64::MAX, i64::MIN));
