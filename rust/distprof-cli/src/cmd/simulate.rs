@@ -184,7 +184,7 @@ fn write_run_dir(cluster: &Cluster, config: &Config, dir: &Path, json: bool) -> 
     let mut last_print = 0.0;
     let s = &cluster.scenario;
     eprintln!(
-        "distprof simulate: {} nodes, {} windows of {} s, writing {}",
+        "distprof simulate: {} nodes, {} window(s) of {} s, writing {}",
         s.nodes,
         cluster.num_windows(),
         s.window_s,

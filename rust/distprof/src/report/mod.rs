@@ -233,6 +233,9 @@ mod tests {
         assert!(html.contains("bound over 10.0 µs: 12.0 µs … 35.0 µs"), "summary names the flagged bounds");
         // Each flagged window is outlined in the heatmap.
         assert_eq!(html.matches("class=\"flag\"").count(), 2);
+        // Bounds over the limit: the heatmap ramp runs to the largest bound, the limit marked.
+        assert!(html.contains("bound 0 … 35.0 µs (the largest bound); the black mark is the flag limit, 10.0 µs"));
+        assert_eq!(html.matches("class=\"limitmark\"").count(), 1);
         input.nodes[1].segments.iter_mut().for_each(|s| s.flagged = false);
         let html = render(&input);
         assert!(html.contains("<b>0 / 6</b>") && html.contains("bound over 10.0 µs: none"), "no flags");

@@ -39,7 +39,7 @@ svg .edge.degraded{stroke:#e08e0b;stroke-width:2}svg .edge.down{stroke:#c0392b;s
 svg .dense .edge.ok{stroke-opacity:.1;stroke-width:.5}svg .dense .edge.degraded{stroke-width:.7;stroke-opacity:.8}svg .dense .edge.down{stroke-width:.9;stroke-dasharray:3 2}
 svg .node{stroke:#fff;stroke-width:1}svg .node.ok{fill:#4a8f5a}svg .node.ref{fill:#1f5fbf}
 svg .node.flagged{fill:#e08e0b}svg .node.unreach,svg .node.unknown{fill:#c0392b}
-svg .flag{stroke:#c0392b;stroke-width:1.2}svg .unreach{fill:#bbb}
+svg .flag{stroke:#c0392b;stroke-width:1.2}svg .limitmark{fill:#000}svg .unreach{fill:#bbb}
 svg .bar{fill:#5b6fa8}svg .zero{stroke:#c0392b}
 "#;
 
