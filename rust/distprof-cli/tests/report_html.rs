@@ -1,7 +1,7 @@
 //! `distprof report` end to end: the real binary writes the page, headless Chromium (Debian's
 //! `chromium`, installed by tests/setup/50-chromium.sh) renders it.
 
-use distprof::report::synthetic::{synthetic_input, SyntheticSpec};
+use distprof_sim::cluster::{Cluster, Scenario};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -178,7 +178,17 @@ fn near(p: [u8; 3], c: [u8; 3], tol: i32) -> bool {
 #[test]
 fn report_from_json_input_renders_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
-    let input = synthetic_input(&SyntheticSpec::new(8, 3));
+    // The input of a simulated 8-node run, as `report --run-dir` would build it.
+    let mut scenario = Scenario::reference();
+    scenario.nodes = 8;
+    scenario.duration_s = 8.0;
+    scenario.seed = 3;
+    let run_dir = tempfile::tempdir().unwrap();
+    Cluster::new(scenario)
+        .unwrap()
+        .write_run_dir(run_dir.path(), &distprof::config::Config::default(), &mut |_, _| {})
+        .unwrap();
+    let input = distprof::report::load::from_run_dir(run_dir.path()).unwrap();
     let json = dir.path().join("input.json");
     std::fs::write(&json, serde_json::to_vec(&input).unwrap()).unwrap();
     let page = dir.path().join("report.html");
@@ -194,9 +204,9 @@ fn report_from_json_input_renders_in_chromium() {
     );
 
     // The SVGs are in the file and Chromium parsed them into the DOM: graph, histogram,
-    // heatmap, one plot per reachable node (7) and per edge with data (capped at 12).
+    // heatmap, one plot per node (8, all reachable) and per edge with data (capped at 12).
     let svgs = html.matches("<svg ").count();
-    assert_eq!(svgs, 3 + 7 + 12);
+    assert_eq!(svgs, 3 + 8 + 12);
     let profile = tempfile::tempdir().unwrap();
     let (dom, _) = dump_dom(&page, profile.path());
     assert_eq!(dom.matches("<svg ").count(), svgs);
@@ -221,15 +231,13 @@ fn report_from_json_input_renders_in_chromium() {
         non_white * 100 > total * 5,
         "screenshot nearly blank: {non_white} of {total} pixels drawn"
     );
-    // The probe graph drew its nodes (ok green) and the summary its cards (problem red border).
-    let green = shot
-        .rgb
-        .iter()
-        .filter(|p| near(**p, [0x4a, 0x8f, 0x5a], 24))
-        .count();
+    // The probe graph drew its nodes: blue for the reference, orange for nodes with flagged
+    // windows (the simulated bounds, tens of µs, exceed the 10 µs limit), green if ok.
+    let count = |c: [u8; 3]| shot.rgb.iter().filter(|p| near(**p, c, 24)).count();
+    let (blue, orange, green) = (count([0x1f, 0x5f, 0xbf]), count([0xe0, 0x8e, 0x0b]), count([0x4a, 0x8f, 0x5a]));
     assert!(
-        green > 200,
-        "no graph nodes in the screenshot ({green} green pixels)"
+        blue > 20 && orange + green > 200,
+        "no graph nodes in the screenshot ({blue} blue, {orange} orange, {green} green pixels)"
     );
     let mut colors: Vec<[u8; 3]> = shot.rgb.clone();
     colors.sort_unstable();
@@ -237,17 +245,44 @@ fn report_from_json_input_renders_in_chromium() {
     assert!(colors.len() > 50, "only {} distinct colors", colors.len());
 }
 
+/// Issue 8's budget on a real 64-node run: `distprof simulate --out` writes the run
+/// directory (one JSONL per node, as `distprof run` writes it), `distprof report --run-dir`
+/// estimates it offline and draws it. Three 4 s windows keep the test short while every
+/// panel is drawn from real records: 512 edges, ~150,000 probes, 26 MB of JSONL.
 #[test]
-fn report_of_64_nodes_is_small_and_opens_fast() {
+fn report_of_a_64_node_simulated_run_is_small_and_opens_fast() {
     let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run64");
+    let started = Instant::now();
+    let sim = run_with_timeout(
+        Command::new(BIN)
+            .args(["simulate", "--nodes", "64", "--duration-s", "12", "--seed", "7", "--json", "--out"])
+            .arg(&run_dir),
+        Duration::from_secs(300),
+    );
+    assert!(sim.status.success(), "distprof simulate failed: {}", String::from_utf8_lossy(&sim.stderr));
+    let simulate_wall = started.elapsed();
+    let summary: serde_json::Value = serde_json::from_slice(&sim.stdout).expect("simulate --json prints one JSON object");
+    assert_eq!((summary["files"].as_u64(), summary["windows"].as_u64()), (Some(64), Some(3)), "{summary}");
+    // 512 edges x 3 windows x 100 probe slots, ~4 % lost (1 % per packet).
+    let records = summary["records"].as_u64().unwrap();
+    assert!((140_000..=152_000).contains(&records), "{records} records");
+    assert!(String::from_utf8_lossy(&sim.stderr).contains("node files written"), "no progress printed");
+
     let page = dir.path().join("report64.html");
-    let html = write_report(&["--synthetic", "64", "--seed", "7"], &page);
+    let started = Instant::now();
+    let html = write_report(&["--run-dir", run_dir.to_str().unwrap()], &page);
+    let report_wall = started.elapsed();
     assert!(
         html.len() < MAX_REPORT_BYTES,
         "64-node report is {} bytes",
         html.len()
     );
     assert!(html.contains("64 nodes, 512 edges"));
+    assert!(!html.contains("Synthetic input"));
+    // Every node has a model; the reference's windows are not counted as flagged or not.
+    assert!(html.contains("all nodes have a model"));
+    assert!(html.contains("/ 189</b>"), "flagged windows are counted over 63 nodes x 3 windows");
 
     // A trivial page first: the browser's own start-up, to tell it apart from our page.
     let blank = dir.path().join("blank.html");
@@ -268,7 +303,7 @@ fn report_of_64_nodes_is_small_and_opens_fast() {
         }
     }
     eprintln!(
-        "64-node report: {} bytes, load {best_ms} ms in page; chromium --dump-dom wall {walls:?} (blank page {blank_wall:?})",
+        "64-node simulated run: simulate {simulate_wall:?}, report {report_wall:?}; page {} bytes, load {best_ms} ms in page; chromium --dump-dom wall {walls:?} (blank page {blank_wall:?})",
         html.len()
     );
     assert!(

@@ -5,7 +5,8 @@
 use distprof::clock::VirtualClock;
 use distprof::config::{EstimatorKind, TimestampMode};
 use distprof::jsonl;
-use distprof::report::load::{from_run_dir, from_run_dir_with_notes, ReportLoadError};
+use distprof::offline_estimate::RunDirError;
+use distprof::report::load::{from_run_dir, from_run_dir_with_notes};
 use distprof::report::{EdgeHealth, ReportInput};
 use distprof::timestamp::StampMode;
 use std::collections::BTreeMap;
@@ -395,7 +396,7 @@ fn cut_off_last_line_is_skipped_and_a_malformed_line_is_named() {
     lines[2] = "{\"node\": 1, \"window_id\": \"oops\"}";
     std::fs::write(&p1, lines.join("\n") + "\n").unwrap();
     let err = from_run_dir(dir.path()).unwrap_err();
-    assert!(matches!(err, ReportLoadError::BadFile { .. }), "{err:?}");
+    assert!(matches!(err, RunDirError::BadFile { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(
         msg.contains(&p1.display().to_string()) && msg.contains("line 3"),

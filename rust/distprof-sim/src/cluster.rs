@@ -13,10 +13,12 @@
 
 mod clock;
 mod graph;
+mod jsonl_out;
 mod random;
 
 pub use clock::SimClock;
 pub use graph::probe_graph;
+pub use jsonl_out::{read_truth, NodeTruth, RunDirSummary, TruthFile, WindowTruth, TRUTH_FILE};
 
 use distprof::context::NodeId;
 use distprof::estimate::WindowSpec;

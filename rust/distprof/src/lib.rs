@@ -17,6 +17,7 @@ pub mod kv;
 pub mod logging;
 pub mod merge;
 pub mod model;
+pub mod offline_estimate;
 pub mod plugin;
 pub mod record;
 pub mod clock;

@@ -12,6 +12,7 @@ use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::{NodeId, RunContext};
 use distprof::jsonl;
+use distprof::offline_estimate::RunFile;
 use distprof::standalone::{run_node, NodeOptions, NodeSummary};
 use distprof_sim::relay::{route_through, PathModel, Relay, RelayConfig, RelayEndpoint};
 use rand::{Rng, SeedableRng};
@@ -425,17 +426,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Offline: read every node's JSONL, as a user would.
     let mut files = Vec::new();
     for node in 0..n {
-        let p = out_dir.join(jsonl::file_name(node));
-        match jsonl::read(&p) {
-            Ok(f) => files.push(Some(f)),
-            Err(e) => {
-                eprintln!("distprof local: node {node}: {e}");
-                files.push(None);
-            }
+        let path = out_dir.join(jsonl::file_name(node));
+        match jsonl::read(&path) {
+            Ok(file) => files.push(RunFile { path, file }),
+            Err(e) => eprintln!("distprof local: node {node}: {e}"),
         }
     }
     let mut edges = Vec::new();
-    for f in files.iter().flatten() {
+    for f in files.iter().map(|f| &f.file) {
         for &dst in &f.meta.out_edges {
             let stats: Vec<_> = f.windows.iter().filter_map(|w| w.edges.iter().find(|e| e.dst == dst)).collect();
             edges.push(EdgeResult {
@@ -451,7 +449,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let reference = config.reference_node;
-    let verdict = local_truth::judge(&files, &clocks, &config);
+    let verdict = local_truth::judge(&files, &clocks)?;
 
     let fmt = |v: Option<f64>, scale: f64, prec: usize| v.map_or("-".to_string(), |v| format!("{:.*}", prec, v / scale));
     println!(

@@ -1,19 +1,15 @@
 //! The verdict of `distprof local`: the real estimator run over every node's JSONL, as a
 //! user would run it offline, compared with the true virtual clocks.
 //!
-//! Every node closes its windows on its own clock, so the files' windows are not the same
-//! local interval on every node (the estimator's assumption, docs/estimation.md). The
-//! records are therefore re-binned by the prober's first forward stamp into the reference
-//! node's windows, exactly as the simulator assigns them.
+//! The estimate is `distprof::offline_estimate::estimate_run`, the one `distprof report
+//! --run-dir` and `merge --run-dir` use (records re-binned into the reference's windows);
+//! this module only compares its segments with the virtual clocks.
 
-use super::simulate::{quantile, thread_cpu_s};
+use super::simulate::quantile;
 use distprof::clock::VirtualClock;
-use distprof::config::Config;
 use distprof::context::NodeId;
-use distprof::estimate::{estimate_window_with_history, EstimatorSettings, History, WindowSpec};
-use distprof::jsonl::NodeFile;
 use distprof::model::ClockSegment;
-use distprof::record::ProbeRecord;
+use distprof::offline_estimate::{estimate_run, RunDirError, RunFile};
 use serde::Serialize;
 
 /// Windows shorter than this share of the longest are the partial last one (it holds
@@ -86,65 +82,35 @@ pub fn truth(clock: &VirtualClock, reference: &VirtualClock, start_ns: i64, end_
     (offset_ns, drift_ppb)
 }
 
-/// Runs the configured estimator (network correction, drift history) over every common
-/// window and compares each node's segment with the truth.
-pub fn judge(files: &[Option<NodeFile>], clocks: &[VirtualClock], config: &Config) -> Verdict {
+/// Runs the offline estimate over every readable node file and compares each node's
+/// segment with the truth, over the common windows.
+pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunDirError> {
     let n = clocks.len();
-    let reference = config.reference_node;
-    let settings = EstimatorSettings::from_config(config);
-    // The reference's windows; if its file is gone, the first readable node's.
-    let bounds: Vec<(i64, i64)> = files
-        .get(reference as usize)
-        .and_then(Option::as_ref)
-        .or_else(|| files.iter().flatten().next())
-        .map(|f| f.windows.iter().map(|w| (w.start_local_ns, w.end_local_ns)).collect())
-        .unwrap_or_default();
-    let longest = bounds.iter().map(|(s, e)| e - s).max().unwrap_or(0);
-    let is_full = |(s, e): (i64, i64)| (e - s) as f64 >= FULL_WINDOW_SHARE * longest as f64;
-
-    let mut binned: Vec<Vec<ProbeRecord>> = vec![Vec::new(); bounds.len()];
-    let mut records_outside = 0;
-    for f in files.iter().flatten() {
-        for r in f.windows.iter().flat_map(|w| &w.records) {
-            let t = r.fwd_tx_ns[0];
-            let k = bounds.partition_point(|&(s, _)| s <= t);
-            match k.checked_sub(1) {
-                Some(k) if t < bounds[k].1 => binned[k].push(*r),
-                _ => records_outside += 1,
-            }
-        }
-    }
+    let run = estimate_run(files)?;
+    let reference = run.reference;
+    let longest = run.windows.iter().map(|w| w.spec.end_local_ns - w.spec.start_local_ns).max().unwrap_or(0);
+    let is_full = |s: i64, e: i64| (e - s) as f64 >= FULL_WINDOW_SHARE * longest as f64;
 
     // Per node: (window, segment, truth offset, truth drift) of every estimated full window.
     let mut per_node: Vec<Vec<(u64, ClockSegment, f64, f64)>> = vec![Vec::new(); n];
-    let mut history = History::default();
     let mut rejected = Vec::new();
     let mut estimate_ms = Vec::new();
     let mut unreachable_node_windows = 0;
-    for (k, (&(start, end), recs)) in bounds.iter().zip(&binned).enumerate() {
-        let spec = WindowSpec {
-            window_id: k as u64,
-            start_local_ns: start,
-            end_local_ns: end,
-            num_nodes: n as u32,
-            reference,
-        };
-        let started = thread_cpu_s();
-        let est = estimate_window_with_history(recs, &spec, &settings, &mut history);
-        estimate_ms.push((thread_cpu_s() - started) * 1e3);
-        for e in est.rejected_edges() {
+    for w in &run.windows {
+        estimate_ms.push(w.estimate_cpu_ms);
+        for e in w.estimate.rejected_edges() {
             if !rejected.contains(&e) {
                 rejected.push(e);
             }
         }
-        if !is_full((start, end)) {
+        if !is_full(w.spec.start_local_ns, w.spec.end_local_ns) {
             continue;
         }
-        unreachable_node_windows += est.unreachable.len();
-        for (i, seg) in est.segments.iter().enumerate() {
+        unreachable_node_windows += w.estimate.unreachable.len();
+        for (i, seg) in w.estimate.segments.iter().enumerate().take(n) {
             if let Some(s) = seg {
                 let (o, d) = truth(&clocks[i], &clocks[reference as usize], s.start_local_ns, s.end_local_ns);
-                per_node[i].push((k as u64, *s, o, d));
+                per_node[i].push((w.spec.window_id, *s, o, d));
             }
         }
     }
@@ -182,10 +148,10 @@ pub fn judge(files: &[Option<NodeFile>], clocks: &[VirtualClock], config: &Confi
             }
         })
         .collect();
-    Verdict {
+    Ok(Verdict {
         nodes,
-        windows: bounds.len(),
-        full_windows: bounds.iter().filter(|&&b| is_full(b)).count(),
+        windows: run.windows.len(),
+        full_windows: run.windows.iter().filter(|w| is_full(w.spec.start_local_ns, w.spec.end_local_ns)).count(),
         samples: all_off.len(),
         p50_offset_error_ns: quantile(&mut all_off, 0.5),
         p99_offset_error_ns: quantile(&mut all_off, 0.99),
@@ -196,8 +162,8 @@ pub fn judge(files: &[Option<NodeFile>], clocks: &[VirtualClock], config: &Confi
         estimate_ms_p50: quantile(&mut estimate_ms, 0.5).unwrap_or(0.0),
         unreachable_node_windows,
         rejected_edges: rejected,
-        records_outside,
-    }
+        records_outside: run.records_outside,
+    })
 }
 
 #[cfg(test)]

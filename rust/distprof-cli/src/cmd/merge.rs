@@ -21,14 +21,8 @@ pub struct Args {
     /// Merge nodes without a usable clock model (no distprof plane, unreachable) as they are.
     #[arg(long)]
     allow_uncorrected: bool,
-    /// JSON array of clock models (`distprof::model::NodeClockModel`) to apply instead of
-    /// the ones in the traces' distprof planes, for the nodes it lists.
-    #[arg(long)]
-    models: Option<PathBuf>,
-    /// Directory of the run's per-node JSONL files (`output_dir`): solve every node's clock
-    /// network-wide from them (a node's own plane only knows its own edges) and apply that.
-    #[arg(long, value_name = "DIR")]
-    run_dir: Option<PathBuf>,
+    #[command(flatten)]
+    models: super::validate::ModelSource,
     /// Print the merge report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -49,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.out.display()
         )
     })?;
-    let models = super::validate::models_for(args.models.as_deref(), args.run_dir.as_deref())?;
+    let models = args.models.load()?;
     let opts = MergeOptions {
         out_dir: args.out,
         chrome,

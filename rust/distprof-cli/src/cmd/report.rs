@@ -1,12 +1,11 @@
 //! `distprof report`: draw a run's synchronization quality as one self-contained HTML file.
 //!
 //! Input: a run directory of per-node JSONL files (`--run-dir`, estimated again offline by
-//! `report::load`), a `ReportInput` as JSON (`--input`), or a seeded synthetic run
-//! (`--synthetic N`) to see what the panels look like. The page is written atomically
-//! (temporary file in the same directory, then rename), and its path printed on stdout.
+//! `report::load`; `distprof simulate --out DIR` writes one for any node count), or a
+//! `ReportInput` as JSON (`--input`). The page is written atomically (temporary file in the
+//! same directory, then rename), and its path printed on stdout.
 
 use anyhow::{bail, Context};
-use distprof::report::synthetic::{synthetic_input, SyntheticSpec};
 use distprof::report::{render, ReportInput};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,19 +18,13 @@ pub struct Args {
     #[arg(
         long,
         value_name = "DIR",
-        conflicts_with_all = ["input", "synthetic"],
-        required_unless_present_any = ["input", "synthetic"]
+        conflicts_with = "input",
+        required_unless_present = "input"
     )]
     pub run_dir: Option<PathBuf>,
     /// The report input: a `ReportInput` JSON file (see docs/report.md).
-    #[arg(long, value_name = "FILE.json", conflicts_with = "synthetic")]
+    #[arg(long, value_name = "FILE.json")]
     pub input: Option<PathBuf>,
-    /// Instead of an input, draw a generated run of this many nodes (labelled synthetic).
-    #[arg(long, value_name = "NODES", value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub synthetic: Option<u32>,
-    /// Seed of the synthetic run.
-    #[arg(long, default_value_t = 1, requires = "synthetic")]
-    pub seed: u64,
     /// Where to write the HTML page [default: DIR/report.html with --run-dir, else
     /// report.html].
     #[arg(long, value_name = "report.html")]
@@ -46,18 +39,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", out.display());
         return Ok(ExitCode::SUCCESS);
     }
-    let (input, default_out) = match (&args.input, args.synthetic) {
-        (Some(path), _) => (load_input(path)?, PathBuf::from("report.html")),
-        (None, Some(nodes)) => (
-            synthetic_input(&SyntheticSpec::new(nodes, args.seed)),
-            PathBuf::from("report.html"),
-        ),
-        (None, None) => {
-            bail!("no input: pass --run-dir DIR (a run's output directory), --input FILE.json (a ReportInput) or --synthetic NODES")
-        }
+    let Some(path) = &args.input else {
+        bail!("no input: pass --run-dir DIR (a run's output directory, e.g. of `distprof simulate --out DIR`) or --input FILE.json (a ReportInput)")
     };
+    let input = load_input(path)?;
     let loaded = started.elapsed();
-    let out = args.out.clone().unwrap_or(default_out);
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("report.html"));
     let html = render(&input);
     write_atomically(&out, html.as_bytes())?;
     tracing::info!(
@@ -82,7 +69,8 @@ pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
     tracing::info!(
         windows = notes.windows,
         records = notes.records,
-        "run directory estimated"
+        records_outside = notes.records_outside,
+        "run directory estimated (records_outside: prober stamp in no common window, not drawn)"
     );
     Ok(input)
 }

@@ -1,12 +1,15 @@
 //! `distprof simulate`: the real estimation code on N simulated nodes. Prints, per node and
 //! window, the true and estimated offset and drift, the error and the bound; `--json`
-//! prints one JSON object as the last line.
+//! prints one JSON object as the last line. With `--out DIR` it writes the run directory a
+//! real run writes instead (one JSONL per node, the true clocks in `sim_truth.json`), for
+//! `distprof report --run-dir DIR` and `distprof merge --run-dir DIR`.
 
 use anyhow::Context;
 use distprof::config::{Config, EstimatorKind};
 use distprof::estimate::{estimate_window, estimate_window_with_history, EstimatorSettings, History, NetworkMode};
 use distprof_sim::cluster::{Cluster, Scenario};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -44,6 +47,11 @@ pub struct Args {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// Write the run directory a real run writes (probe_windows_node<id>.jsonl per node and
+    /// the true clocks in sim_truth.json) into DIR instead of estimating in memory; then
+    /// `distprof report --run-dir DIR`.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["no_network", "no_history"])]
+    out: Option<PathBuf>,
 }
 
 pub fn parse_estimator(s: &str) -> anyhow::Result<EstimatorKind> {
@@ -76,6 +84,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     scenario.window_s = args.window_s.unwrap_or(scenario.window_s);
     let cluster = Cluster::new(scenario).map_err(|e| anyhow::anyhow!("bad simulation arguments: {e}"))?;
     let config = Config { estimator: parse_estimator(&args.estimator)?, ..Config::default() };
+    if let Some(dir) = &args.out {
+        return write_run_dir(&cluster, &config, dir, args.json);
+    }
     let mut settings = EstimatorSettings::from_config(&config);
     if args.no_network {
         settings.network = NetworkMode::Tree;
@@ -164,6 +175,62 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Seconds between two progress lines on stderr.
+const PROGRESS_EVERY_S: f64 = 2.0;
+
+/// `--out DIR`: the simulated run as files, with a progress line every few seconds.
+fn write_run_dir(cluster: &Cluster, config: &Config, dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let mut last_print = 0.0;
+    let s = &cluster.scenario;
+    eprintln!(
+        "distprof simulate: {} nodes, {} window(s) of {} s, writing {}",
+        s.nodes,
+        cluster.num_windows(),
+        s.window_s,
+        dir.display()
+    );
+    let summary = cluster
+        .write_run_dir(dir, config, &mut |done, total| {
+            let t = started.elapsed().as_secs_f64();
+            if t - last_print >= PROGRESS_EVERY_S && done < total {
+                last_print = t;
+                eprintln!("distprof simulate: {done}/{total} node files written ({t:.1} s)");
+            }
+        })
+        .with_context(|| {
+            format!("--out {}: cannot write the run directory; check that it is a writable directory", dir.display())
+        })?;
+    let secs = started.elapsed().as_secs_f64();
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v = serde_json::json!({
+            "run_dir": dir,
+            "truth": dir.join(distprof_sim::cluster::TRUTH_FILE),
+            "files": summary.files,
+            "windows": summary.windows,
+            "records": summary.records,
+            "bytes": summary.bytes,
+            "seconds": secs,
+            "scenario": s,
+        });
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(
+            out,
+            "wrote {} node files ({} windows, {} records, {:.1} MB) and {} in {secs:.1} s to {}",
+            summary.files,
+            summary.windows,
+            summary.records,
+            summary.bytes as f64 / 1e6,
+            distprof_sim::cluster::TRUTH_FILE,
+            dir.display()
+        )?;
+        writeln!(out, "next: distprof report --run-dir {}", dir.display())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Nearest-rank quantile; None for no data.
 pub fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
     if v.is_empty() {
@@ -174,14 +241,5 @@ pub fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
     Some(v[i])
 }
 
-/// CPU time of the calling thread: what "on one core" means on a shared machine, where
-/// wall time also counts the other processes.
-pub fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
+/// Re-exported for the benches, which time on one core too.
+pub use distprof::clock::thread_cpu_s;

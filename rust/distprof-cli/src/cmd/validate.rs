@@ -12,34 +12,38 @@ pub struct Args {
     /// Check traces without a usable clock model as they are.
     #[arg(long)]
     allow_uncorrected: bool,
-    /// JSON array of clock models to apply instead of the traces' own (as for merge).
-    #[arg(long)]
-    models: Option<PathBuf>,
-    /// Directory of the run's per-node JSONL files (`output_dir`): solve every node's clock
-    /// network-wide from them and apply that instead of the traces' own models.
-    #[arg(long, value_name = "DIR")]
-    run_dir: Option<PathBuf>,
+    #[command(flatten)]
+    models: ModelSource,
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     json: bool,
 }
 
-/// The clock models to apply: from a `--models` file, else from the network-wide solve
-/// over a run directory's per-node JSONL (`--run-dir`), else none (the traces' own).
-pub fn models_for(
-    models: Option<&std::path::Path>,
-    run_dir: Option<&std::path::Path>,
-) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {
-    match (models, run_dir) {
-        (Some(_), Some(_)) => anyhow::bail!("give --models or --run-dir, not both"),
-        (None, Some(dir)) => {
+/// Where the clock models to apply come from; `merge` and `validate` both take these flags.
+#[derive(clap::Args)]
+pub struct ModelSource {
+    /// JSON array of clock models (`distprof::model::NodeClockModel`) to apply instead of
+    /// the ones in the traces' distprof planes, for the nodes it lists.
+    #[arg(long)]
+    models: Option<PathBuf>,
+    /// Directory of the run's per-node JSONL files (`output_dir`): solve every node's clock
+    /// network-wide from them (a node's own plane only knows its own edges) and apply that.
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
+}
+
+impl ModelSource {
+    /// The clock models to apply: from a `--models` file, else from the network-wide solve
+    /// over a run directory's per-node JSONL (`--run-dir`), else none (the traces' own).
+    pub fn load(&self) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {
+        match (&self.models, &self.run_dir) {
+            (Some(_), Some(_)) => anyhow::bail!("give --models or --run-dir, not both"),
             // The same estimation `distprof report --run-dir` draws: every window of every
             // node's JSONL, solved network-wide against the reference.
-            let input = distprof::report::load::from_run_dir(dir)
-                .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display()))?;
-            Ok(input.nodes)
+            (None, Some(dir)) => distprof::offline_estimate::models_of_run_dir(dir)
+                .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display())),
+            (models, None) => read_models(models.as_deref()),
         }
-        (models, None) => read_models(models),
     }
 }
 
@@ -57,7 +61,7 @@ pub fn read_models(
 
 /// Exit 0 when no violation remains after correction, 1 otherwise.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let models = models_for(args.models.as_deref(), args.run_dir.as_deref())?;
+    let models = args.models.load()?;
     let r = validate(&args.inputs, args.allow_uncorrected, &models)?;
     if args.json {
         println!("{}", serde_json::to_string(&r)?);

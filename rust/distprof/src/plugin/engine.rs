@@ -289,6 +289,27 @@ mod tests {
             assert!(file.windows.iter().any(|w| !w.records.is_empty()));
         }
         assert!(failures.lock().unwrap().is_empty());
+
+        // A second trace in the same process writes into trace1/ and leaves the first
+        // trace's files as they were.
+        let first: Vec<u64> = (0..3u32)
+            .map(|n| std::fs::metadata(dir.path().join(crate::jsonl::file_name(n))).unwrap().len())
+            .collect();
+        b.trace_start(None).unwrap();
+        wait_for("a closed window of the second trace", || {
+            (0..3).all(|n| b.trace().unwrap().windows_closed(n).unwrap_or(0) >= 1)
+        });
+        b.trace_stop().unwrap();
+        let second = dir.path().join("trace1");
+        for node in 0..3u32 {
+            let model = model_path(&second, node);
+            wait_for("the second trace's model file", || model.exists());
+            let file = crate::jsonl::read(&second.join(crate::jsonl::file_name(node))).unwrap();
+            assert!(!file.windows.is_empty());
+            let len = std::fs::metadata(dir.path().join(crate::jsonl::file_name(node))).unwrap().len();
+            assert_eq!(len, first[node as usize], "node {node}: the first trace's file changed");
+        }
+        assert!(failures.lock().unwrap().is_empty(), "{:?}", failures.lock().unwrap());
     }
 
     #[test]

@@ -16,6 +16,9 @@
 //! their last (partial) window. The plane therefore holds the model and probe statistics of
 //! every window closed before export; the last window is in the JSONL file and the model
 //! file (`distprof-model-node<N>.json`), which `distprof merge` reads.
+//!
+//! **Several traces in one process** write to separate directories ([`trace_output_dir`]):
+//! the first into `output_dir`, the next into `output_dir/trace1/`, and so on.
 
 use super::node::{NodeSession, NodeState};
 use super::{OnFailure, PluginError, TracerClock};
@@ -90,6 +93,20 @@ pub struct TraceSession {
     sampler: JoinHandle<()>,
     probes: Vec<ProbeRun>,
     stopped: bool,
+    /// 0 for the first trace of the process, then 1, 2, ...: see [`trace_output_dir`].
+    index: u32,
+}
+
+/// Where trace `index` writes its JSONL and model files: the first trace into
+/// `output_dir` itself, trace k >= 1 into `output_dir/trace<k>/`, so that a second profile
+/// in the same process does not overwrite the first one's files and every directory holds
+/// one run for `distprof report/merge --run-dir`.
+pub fn trace_output_dir(output_dir: &str, index: u32) -> String {
+    if index == 0 {
+        output_dir.to_string()
+    } else {
+        Path::new(output_dir).join(format!("trace{index}")).to_string_lossy().into_owned()
+    }
 }
 
 impl TraceSession {
@@ -106,6 +123,7 @@ impl TraceSession {
         } else {
             "host"
         };
+        let index = previous.map_or(0, |p| p.index.saturating_add(1));
         let tracer: SharedTracer = Arc::new(Mutex::new(tracer_clock));
         let first = snapshot(&tracer);
         let tracer_start = TracerStart {
@@ -176,7 +194,7 @@ impl TraceSession {
             let progress = Arc::new(Mutex::new(Progress::default()));
             let thread = {
                 let (config, context, stop, progress) = (
-                    config.clone(),
+                    Config { output_dir: trace_output_dir(&config.output_dir, index), ..config.clone() },
                     Arc::clone(&context),
                     Arc::clone(&stop),
                     Arc::clone(&progress),
@@ -225,6 +243,7 @@ impl TraceSession {
             sampler,
             probes,
             stopped: false,
+            index,
         })
     }
 

@@ -50,8 +50,13 @@ pub struct Analysis {
     pub nodes: Vec<NodeStats>,
     /// Worst first: down, degraded, then by smallest margin.
     pub edges: Vec<EdgeStats>,
+    /// Node windows with a model, the reference's excluded: its offset is zero by
+    /// definition, its bound zero, so counting it would only dilute the share flagged.
     pub total_windows: usize,
+    /// Of those, the ones the estimator flagged (bound over `max_bound_ns`).
     pub flagged_windows: usize,
+    /// Smallest and largest bound of the flagged windows (NaN when none).
+    pub flagged_bound_range_ns: (f64, f64),
     /// Start of the run on the global timeline (ns), the origin of the node plots.
     pub t0_global_ns: f64,
     /// Things in the input that do not add up, for the reader (the page still renders).
@@ -78,12 +83,18 @@ impl Analysis {
         let mut nodes = Vec::with_capacity(input.nodes.len());
         let mut total_windows = 0;
         let mut flagged_windows = 0;
+        let mut flagged_bound_range_ns = (f64::INFINITY, f64::NEG_INFINITY);
         let mut t0_global_ns = f64::INFINITY;
         for model in &input.nodes {
             let segs = &model.segments;
-            total_windows += segs.len();
             let flagged = segs.iter().filter(|s| s.flagged).count();
-            flagged_windows += flagged;
+            if model.node != input.facts.reference_node {
+                total_windows += segs.len();
+                flagged_windows += flagged;
+                for b in segs.iter().filter(|s| s.flagged).map(|s| s.bound_ns).filter(|b| b.is_finite()) {
+                    flagged_bound_range_ns = (flagged_bound_range_ns.0.min(b), flagged_bound_range_ns.1.max(b));
+                }
+            }
             for s in segs {
                 let values = [s.offset_ns, s.drift_ppb, s.bound_ns];
                 if values.iter().any(|v| !v.is_finite()) {
@@ -183,6 +194,11 @@ impl Analysis {
             edges,
             total_windows,
             flagged_windows,
+            flagged_bound_range_ns: if flagged_bound_range_ns.0.is_finite() {
+                flagged_bound_range_ns
+            } else {
+                (f64::NAN, f64::NAN)
+            },
             t0_global_ns: if t0_global_ns.is_finite() {
                 t0_global_ns
             } else {

@@ -1,29 +1,19 @@
 //! Builds a [`ReportInput`] from a run directory: every node's `probe_windows_node<id>.jsonl`
-//! (docs/jsonl.md), estimated again offline with the configured estimator and the network
-//! correction (docs/estimation.md).
-//!
-//! Why estimate again rather than read the files' `model` fields: the offline pass sees every
-//! node's records of a window at once, so the network solve uses all edges, and the page
-//! shows exactly what the estimator makes of the recorded data.
-//!
-//! Windows: window `k` of every node covers the same nominal interval of its own clock. The
-//! records of window `k` from every node are estimated together; the window's bounds are
-//! those of the reference node's window `k` (the instant the network solve is anchored to),
-//! or the hull of the other nodes' bounds when the reference has no such window (it died).
+//! (docs/jsonl.md), estimated again offline by [`crate::offline_estimate`] (records re-binned
+//! into the reference's windows, configured estimator, drift history, network solve), plus
+//! what only the page needs: every record's one-way-delay points, the edge fits, edge health
+//! from the prober's window stats, and triangle loop residuals.
 
 use super::input::{
     owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, ReportInput, RunFacts, MIN_PURE_SHARE,
 };
-use crate::config::{Config, TimestampMode};
+use crate::config::TimestampMode;
 use crate::context::NodeId;
 use crate::estimate::purity::{PairVerdict, PurityTolerance};
-use crate::estimate::{
-    estimate_window_with_history, EstimatorSettings, History, ModelBuilder, WindowSpec,
-};
-use crate::jsonl::{self, NodeFile};
+use crate::offline_estimate::{estimate_run, read_run_dir, RunDirError, RunFile};
 use crate::timestamp::StampMode;
 use crate::window::EdgeWindowStats;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// An edge that lost more than this share of the probes it sent is degraded: the probes
@@ -31,39 +21,6 @@ use std::path::{Path, PathBuf};
 pub const MAX_LOSS_SHARE: f64 = 0.05;
 /// Triangles listed per run at most: enough for the histogram, bounded for large runs.
 const MAX_LOOPS: usize = 20_000;
-/// Node ids above this are refused: a corrupt meta line must not make us allocate per id.
-const MAX_NODE_ID: NodeId = 1 << 20;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReportLoadError {
-    #[error("cannot list the run directory `{dir}`: {source}; pass the output_dir of a run (it holds probe_windows_node<id>.jsonl files)")]
-    ReadDir {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("`{dir}` holds no probe_windows_node<id>.jsonl file; pass the output_dir of a `distprof run`/`distprof local` run")]
-    NoFiles { dir: PathBuf },
-    /// The message names the file and the line (see `jsonl::read`).
-    #[error("{message}; fix or remove that file to report on the others")]
-    BadFile { path: PathBuf, message: String },
-    #[error("`{path}`: its meta line says node {meta_node}, but the file name says node {name_node}; the file was renamed or copied from another run")]
-    NodeMismatch {
-        path: PathBuf,
-        meta_node: NodeId,
-        name_node: NodeId,
-    },
-    #[error("`{path}` is from session `{other}` but `{first_path}` from session `{first}`; keep one run's files per directory")]
-    MixedSessions {
-        path: PathBuf,
-        other: String,
-        first_path: PathBuf,
-        first: String,
-    },
-    #[error(
-        "`{path}`: node id {node} is beyond the supported {MAX_NODE_ID}; the meta line is corrupt"
-    )]
-    NodeIdTooLarge { path: PathBuf, node: NodeId },
-}
 
 /// What loading found besides the input: things a person should hear about.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -75,113 +32,45 @@ pub struct LoadNotes {
     pub windows: usize,
     /// Records read, over all files.
     pub records: usize,
+    /// Records whose prober stamp fell outside every common window (not drawn).
+    pub records_outside: usize,
 }
 
 /// Reads every node's JSONL in `dir` and estimates the run. See the module doc.
-pub fn from_run_dir(dir: &Path) -> Result<ReportInput, ReportLoadError> {
+pub fn from_run_dir(dir: &Path) -> Result<ReportInput, RunDirError> {
     from_run_dir_with_notes(dir).map(|(input, _)| input)
 }
 
-pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), ReportLoadError> {
-    let files = read_files(dir)?;
+pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), RunDirError> {
+    let files = read_run_dir(dir)?;
     let mut notes = LoadNotes::default();
-    for (path, f) in &files {
-        if f.truncated_tail {
-            tracing::warn!(file = %path.display(), "last line cut short (node died while writing); that window is skipped");
-            notes.truncated_tails.push(path.clone());
+    for f in &files {
+        if f.file.truncated_tail {
+            tracing::warn!(file = %f.path.display(), "last line cut short (node died while writing); that window is skipped");
+            notes.truncated_tails.push(f.path.clone());
         }
-        notes.records += f.windows.iter().map(|w| w.records.len()).sum::<usize>();
+        notes.records += f.file.windows.iter().map(|w| w.records.len()).sum::<usize>();
     }
-    let (_, first) = &files[0];
-    let reference = first.meta.reference_node;
-    let config_file = files
-        .iter()
-        .find(|(_, f)| f.meta.node == reference)
-        .map(|(_, f)| f)
-        .unwrap_or(first);
-    let config: &Config = &config_file.meta.config;
-    let settings = EstimatorSettings::from_config(config);
-
-    // Every node any file names: its own id and the peers it probes.
-    let mut node_ids: BTreeSet<NodeId> = BTreeSet::new();
-    node_ids.insert(reference);
-    for (_, f) in &files {
-        node_ids.insert(f.meta.node);
-        node_ids.extend(f.meta.out_edges.iter().copied());
-    }
-    let num_nodes = node_ids.iter().next_back().map_or(1, |m| m + 1);
-    if let Some(big) = node_ids.iter().find(|&&n| n > MAX_NODE_ID) {
-        let (path, _) = files
-            .iter()
-            .find(|(_, f)| f.meta.node == *big || f.meta.out_edges.contains(big))
-            .unwrap_or(&files[0]);
-        return Err(ReportLoadError::NodeIdTooLarge {
-            path: path.clone(),
-            node: *big,
-        });
-    }
-
-    // window id -> (spec bounds, records of every node).
-    let window_ids: BTreeSet<u64> = files
-        .iter()
-        .flat_map(|(_, f)| f.windows.iter().map(|w| w.window_id))
-        .collect();
+    let run = estimate_run(&files)?;
+    notes.windows = run.windows.len();
+    notes.records_outside = run.records_outside;
     let tol = PurityTolerance {
-        abs_ns: settings.purity_abs_tolerance_ns,
-        rel: settings.purity_rel_tolerance,
+        abs_ns: run.config.purity_abs_tolerance_ns,
+        rel: run.config.purity_rel_tolerance,
     };
-    let mut builder = ModelBuilder::new(num_nodes);
-    let mut history = History::default();
     let mut edges: BTreeMap<(NodeId, NodeId), EdgeSeries> = BTreeMap::new();
     let mut fitted: BTreeMap<(NodeId, NodeId, u64), f64> = BTreeMap::new();
-    for (_, f) in &files {
-        for &dst in &f.meta.out_edges {
+    for f in &files {
+        for &dst in &f.file.meta.out_edges {
             edges
-                .entry((f.meta.node, dst))
-                .or_insert_with(|| empty_edge(f.meta.node, dst));
+                .entry((f.file.meta.node, dst))
+                .or_insert_with(|| empty_edge(f.file.meta.node, dst));
         }
     }
-    for &wid in &window_ids {
-        let of_window: Vec<_> = files
-            .iter()
-            .filter_map(|(_, f)| {
-                f.windows
-                    .iter()
-                    .find(|w| w.window_id == wid)
-                    .map(|w| (f.meta.node, w))
-            })
-            .collect();
-        let (start_ns, end_ns) = match of_window.iter().find(|(n, _)| *n == reference) {
-            Some((_, w)) => (w.start_local_ns, w.end_local_ns),
-            None => (
-                of_window
-                    .iter()
-                    .map(|(_, w)| w.start_local_ns)
-                    .min()
-                    .unwrap_or(0),
-                of_window
-                    .iter()
-                    .map(|(_, w)| w.end_local_ns)
-                    .max()
-                    .unwrap_or(0),
-            ),
-        };
-        let records: Vec<_> = of_window
-            .iter()
-            .flat_map(|(_, w)| w.records.iter().copied())
-            .collect();
-        let spec = WindowSpec {
-            window_id: wid,
-            start_local_ns: start_ns,
-            end_local_ns: end_ns,
-            num_nodes,
-            reference,
-        };
-        let est = estimate_window_with_history(&records, &spec, &settings, &mut history);
-        builder.push(&est);
-        notes.windows += 1;
+    for w in &run.windows {
+        let (wid, start_ns, end_ns) = (w.spec.window_id, w.spec.start_local_ns, w.spec.end_local_ns);
         let mid_ns = start_ns + (end_ns.max(start_ns) - start_ns) / 2;
-        for r in &records {
+        for r in &w.records {
             let fwd_pure = tol.judge(r.fwd_tx_ns, r.fwd_rx_ns) == PairVerdict::Pure;
             let rev_pure = tol.judge(r.rev_tx_ns, r.rev_rx_ns) == PairVerdict::Pure;
             let e = edges
@@ -189,7 +78,7 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
                 .or_insert_with(|| empty_edge(r.src, r.dst));
             e.points.extend(owd_points(r, fwd_pure, rev_pure));
         }
-        for er in &est.edges {
+        for er in &w.estimate.edges {
             let (Some(theta_ns), Some(rate_ppb)) = (er.theta_ns, er.theta_rate_ppb) else {
                 continue;
             };
@@ -212,8 +101,8 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
 
     // Health from the window stats the prober wrote, plus what the fits show.
     let mut stats: BTreeMap<(NodeId, NodeId), Vec<&EdgeWindowStats>> = BTreeMap::new();
-    for (_, f) in &files {
-        for w in &f.windows {
+    for f in &files {
+        for w in &f.file.windows {
             for s in &w.edges {
                 stats.entry((s.src, s.dst)).or_default().push(s);
             }
@@ -228,16 +117,16 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
     let (timestamp_mode, timestamp_bound_ns) = worst_stamp_mode(&files);
     let input = ReportInput {
         facts: RunFacts {
-            run_name: format!("{} ({})", first.meta.session_id, dir.display()),
-            reference_node: reference,
+            run_name: format!("{} ({})", files[0].file.meta.session_id, dir.display()),
+            reference_node: run.reference,
             timestamp_mode,
             timestamp_bound_ns: Some(timestamp_bound_ns as f64),
-            estimator: Some(config.estimator),
-            bound_limit_ns: Some(config.max_bound_ns as f64),
-            config: serde_json::to_value(config).unwrap_or(serde_json::Value::Null),
+            estimator: Some(run.config.estimator),
+            bound_limit_ns: Some(run.config.max_bound_ns as f64),
+            config: serde_json::to_value(&run.config).unwrap_or(serde_json::Value::Null),
             synthetic: false,
         },
-        nodes: builder.finish(),
+        nodes: run.models(),
         hostnames: BTreeMap::new(),
         edges: edges.into_values().collect(),
         loops: super::loops::triangle_residuals(&fitted, MAX_LOOPS),
@@ -304,7 +193,7 @@ fn edge_health(e: &EdgeSeries, stats: &[&EdgeWindowStats]) -> (EdgeHealth, Strin
 }
 
 /// The weakest timestamping of any node (the page states one mode), and its error bound.
-fn worst_stamp_mode(files: &[(PathBuf, NodeFile)]) -> (TimestampMode, i64) {
+fn worst_stamp_mode(files: &[RunFile]) -> (TimestampMode, i64) {
     let rank = |m: StampMode| match m {
         StampMode::Hardware => 0,
         StampMode::Kernel => 1,
@@ -312,12 +201,12 @@ fn worst_stamp_mode(files: &[(PathBuf, NodeFile)]) -> (TimestampMode, i64) {
     };
     let worst = files
         .iter()
-        .map(|(_, f)| f.meta.timestamp_mode)
+        .map(|f| f.file.meta.timestamp_mode)
         .max_by_key(|m| rank(*m))
         .unwrap_or(StampMode::User);
     let bound = files
         .iter()
-        .map(|(_, f)| f.meta.stamp_error_bound_ns)
+        .map(|f| f.file.meta.stamp_error_bound_ns)
         .max()
         .unwrap_or(worst.stamp_error_bound_ns());
     let mode = match worst {
@@ -326,69 +215,6 @@ fn worst_stamp_mode(files: &[(PathBuf, NodeFile)]) -> (TimestampMode, i64) {
         StampMode::User => TimestampMode::User,
     };
     (mode, bound)
-}
-
-/// The node files of `dir`, sorted by node id.
-fn read_files(dir: &Path) -> Result<Vec<(PathBuf, NodeFile)>, ReportLoadError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| ReportLoadError::ReadDir {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    let mut paths = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| ReportLoadError::ReadDir {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
-        let name = entry.file_name();
-        let Some(id) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("probe_windows_node"))
-            .and_then(|n| n.strip_suffix(".jsonl"))
-            .and_then(|n| n.parse::<NodeId>().ok())
-        else {
-            continue;
-        };
-        paths.push((id, entry.path()));
-    }
-    if paths.is_empty() {
-        return Err(ReportLoadError::NoFiles {
-            dir: dir.to_path_buf(),
-        });
-    }
-    paths.sort();
-    let mut files: Vec<(PathBuf, NodeFile)> = Vec::with_capacity(paths.len());
-    for (id, path) in paths {
-        let f = jsonl::read(&path).map_err(|message| ReportLoadError::BadFile {
-            path: path.clone(),
-            message,
-        })?;
-        if f.meta.node != id {
-            return Err(ReportLoadError::NodeMismatch {
-                path,
-                meta_node: f.meta.node,
-                name_node: id,
-            });
-        }
-        if f.meta.node > MAX_NODE_ID {
-            return Err(ReportLoadError::NodeIdTooLarge {
-                path,
-                node: f.meta.node,
-            });
-        }
-        if let Some((first_path, first)) = files.first() {
-            if first.meta.session_id != f.meta.session_id {
-                return Err(ReportLoadError::MixedSessions {
-                    path,
-                    other: f.meta.session_id.clone(),
-                    first_path: first_path.clone(),
-                    first: first.meta.session_id.clone(),
-                });
-            }
-        }
-        files.push((path, f));
-    }
-    Ok(files)
 }
 
 #[cfg(test)]

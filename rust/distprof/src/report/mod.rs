@@ -16,7 +16,11 @@ pub mod network;
 pub mod nodes;
 pub mod page;
 pub mod svg;
-pub mod synthetic;
+/// Seeded inputs with known pathologies (clock steps, down edges, unreachable nodes,
+/// hostile values) for the page's unit tests; real runs of any size come from
+/// `distprof simulate --out`.
+#[cfg(test)]
+pub(crate) mod synthetic;
 
 pub use input::{
     owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
@@ -195,6 +199,46 @@ mod tests {
         let html = render(&one);
         assert_no_non_finite(&html);
         assert_eq!(html.matches("<svg ").count(), 4);
+    }
+
+    #[test]
+    fn flagged_windows_are_counted_without_the_reference_and_named_with_their_bounds() {
+        let seg = |w: u64, bound_ns: f64, flagged: bool| ClockSegment {
+            window_id: w,
+            start_local_ns: w as i64 * 1_000,
+            end_local_ns: (w as i64 + 1) * 1_000,
+            mid_local_ns: w as i64 * 1_000 + 500,
+            offset_ns: 0.0,
+            drift_ppb: 0.0,
+            bound_ns,
+            flagged,
+        };
+        let mut input = empty_input();
+        input.facts.bound_limit_ns = Some(10_000.0);
+        input.nodes = vec![
+            NodeClockModel { node: 0, reachable: true, segments: (0..3).map(|w| seg(w, 0.0, false)).collect() },
+            NodeClockModel {
+                node: 1,
+                reachable: true,
+                segments: vec![seg(0, 12_000.0, true), seg(1, 8_000.0, false), seg(2, 35_000.0, true)],
+            },
+            NodeClockModel { node: 2, reachable: true, segments: (0..3).map(|w| seg(w, 9_000.0, false)).collect() },
+            NodeClockModel { node: 3, reachable: false, segments: Vec::new() },
+        ];
+        let a = analysis::Analysis::of(&input);
+        assert_eq!((a.flagged_windows, a.total_windows), (2, 6));
+        assert_eq!(a.flagged_bound_range_ns, (12_000.0, 35_000.0));
+        let html = render(&input);
+        assert!(html.contains("<b>2 / 6</b>"), "summary count");
+        assert!(html.contains("bound over 10.0 µs: 12.0 µs … 35.0 µs"), "summary names the flagged bounds");
+        // Each flagged window is outlined in the heatmap.
+        assert_eq!(html.matches("class=\"flag\"").count(), 2);
+        // Bounds over the limit: the heatmap ramp runs to the largest bound, the limit marked.
+        assert!(html.contains("bound 0 … 35.0 µs (the largest bound); the black mark is the flag limit, 10.0 µs"));
+        assert_eq!(html.matches("class=\"limitmark\"").count(), 1);
+        input.nodes[1].segments.iter_mut().for_each(|s| s.flagged = false);
+        let html = render(&input);
+        assert!(html.contains("<b>0 / 6</b>") && html.contains("bound over 10.0 µs: none"), "no flags");
     }
 
     #[test]

@@ -278,12 +278,12 @@ pub fn bound_heatmap(
     let (bmin, bmax) = bounds.fold((f64::INFINITY, 0.0f64), |(lo, hi), b| {
         (lo.min(b), hi.max(b))
     });
-    // Linear from zero to the flag limit when there is one (so color reads as "how close
-    // to flagged"), else to the largest bound.
-    let top_ns = bound_limit_ns
-        .filter(|l| l.is_finite() && *l > 0.0)
-        .unwrap_or(bmax)
-        .max(1.0);
+    // Linear from zero to the flag limit when there is one and no bound exceeds it (so color
+    // reads as "how close to flagged"), else to the largest bound: when windows exceed the
+    // limit (every window of a local run through the relay does), a ramp ending at the limit
+    // would paint them all the same darkest red and hide which are worst.
+    let limit_ns = bound_limit_ns.filter(|l| l.is_finite() && *l > 0.0);
+    let top_ns = limit_ns.map_or(bmax, |l| l.max(bmax)).max(1.0);
     let norm = |b: f64| b / top_ns;
 
     let row_h = (520.0 / shown.len().max(1) as f64).clamp(3.0, 14.0);
@@ -364,10 +364,18 @@ pub fn bound_heatmap(
             &format!("fill=\"{}\"", heat_color(i as f64 / 19.0)),
         );
     }
+    let limit_note = match limit_ns {
+        Some(l) if l >= top_ns => format!("{} (the flag limit); darkest: at or over it", fmt_ns(l)),
+        Some(l) => {
+            // Where the limit falls on the ramp: everything right of the mark is flagged.
+            let x = left + 160.0 * (l / top_ns);
+            svg.rect(x - 1.0, ly - 3.0, 2.0, 16.0, "class=\"limitmark\"");
+            format!("{} (the largest bound); the black mark is the flag limit, {}", fmt_ns(top_ns), fmt_ns(l))
+        }
+        None => fmt_ns(top_ns),
+    };
     svg.text(left + 166.0, ly + 9.0, &format!(
-            "bound 0 … {}{}; darkest: at or over it; red outline: flagged; grey: unreachable. Bounds in the run: {} … {}",
-            fmt_ns(top_ns),
-            if bound_limit_ns.is_some() { " (the flag limit)" } else { "" },
+            "bound 0 … {limit_note}; red outline: flagged; grey: unreachable. Bounds in the run: {} … {}",
             fmt_ns(bmin),
             fmt_ns(bmax)
         ), "class=\"tick\"");

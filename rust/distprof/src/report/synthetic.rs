@@ -1,5 +1,5 @@
-//! A seeded generator of realistic report inputs, for tests and for the example in the
-//! docs. Not a simulator of the system: it draws clocks and delays from a simple model,
+//! A seeded generator of report inputs with known pathologies, for the page's unit tests
+//! (the core cannot use `distprof-sim`, which depends on it). Not a simulator of the system: it draws clocks and delays from a simple model,
 //! builds real [`ProbeRecord`]s, turns them into points with [`owd_points`], and fits each
 //! window with the max-margin offset for a slope near the truth, so the lines, margins,
 //! bounds and loop residuals on the page are computed from the points, not invented.
