@@ -19,6 +19,7 @@ use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::{NodeId, NodeInfo, RunContext};
 use distprof::jsonl::{self, NodeFile};
+use distprof::offline_estimate::RunFile;
 use distprof::rendezvous::digest;
 use distprof::topology::build_probe_graph;
 use distprof_sim::inject::{Flood, FloodCounts, FloodPlan};
@@ -390,7 +391,12 @@ fn run_scenario(s: &Scenario, n: u32, duration: Duration, flood_rate_per_s: f64,
         }
         files.push(f);
     }
-    let verdict = local_truth::judge(&files, &clocks, &config);
+    // The estimate reads each file's own meta config (the nodes ran with this scenario's).
+    let run_files: Vec<RunFile> = (0..n)
+        .zip(&files)
+        .filter_map(|(node, f)| f.clone().map(|file| RunFile { path: dir.join(jsonl::file_name(node)), file }))
+        .collect();
+    let verdict = local_truth::judge(&run_files, &clocks).map_err(|e| anyhow::anyhow!("bench faults: {e}"))?;
     let mut result = summarize(s, n, duration, &files, &verdict, &relay_stats, flood_counts, outcome, restarted_windows, config.reference_node, t0);
     result.kernel_rcvbuf_drops = kernel_rcvbuf_drops;
     Ok(result)
