@@ -82,7 +82,13 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
             let (Some(theta_ns), Some(rate_ppb)) = (er.theta_ns, er.theta_rate_ppb) else {
                 continue;
             };
-            fitted.insert((er.src, er.dst, wid), theta_ns);
+            // theta holds at S_src = M, an instant that differs per node by its offset
+            // (up to seconds); moved to the common instant G = M (see estimate::network)
+            // the thetas of a loop can be summed. Without it a 50 ppm rate over a 1 s
+            // offset shows as a 50 us loop error that the estimate does not have.
+            if let Some(Some(src_seg)) = w.estimate.segments.get(er.src as usize) {
+                fitted.insert((er.src, er.dst, wid), theta_ns + rate_ppb * 1e-9 * src_seg.offset_ns);
+            }
             let e = edges
                 .entry((er.src, er.dst))
                 .or_insert_with(|| empty_edge(er.src, er.dst));
