@@ -11,7 +11,7 @@ use crate::timestamp::StampMode;
 use crate::window::ClosedWindow;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Version of the line formats below; bumped on incompatible change.
@@ -50,20 +50,27 @@ pub fn file_name(node: NodeId) -> String {
 pub struct JsonlWriter {
     file: File,
     path: PathBuf,
+    /// Bytes of whole lines written so far.
+    len: u64,
 }
 
 impl JsonlWriter {
-    /// Creates (truncating) the file in `dir` and writes the meta line.
+    /// Creates (replacing) the file in `dir` with its meta line.
     pub fn create(dir: &Path, meta: &Meta) -> io::Result<JsonlWriter> {
-        std::fs::create_dir_all(dir).map_err(|e| {
+        crate::atomic_file::create_dir_all(dir).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot create output_dir `{}`: {e}", dir.display()))
         })?;
         let path = dir.join(file_name(meta.node));
-        let file = File::create(&path)
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot create `{}`: {e}", path.display())))?;
-        let mut w = JsonlWriter { file, path };
-        w.write_line(&serde_json::to_string(meta).map_err(io::Error::other)?)?;
-        Ok(w)
+        // The file appears with its meta line whole (temporary file renamed), so a file
+        // that exists always names its node and session, even after a `kill -9` at once.
+        let mut first = serde_json::to_string(meta).map_err(io::Error::other)?;
+        first.push('\n');
+        crate::atomic_file::write(&path, first.as_bytes())?;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot open `{}`: {e}", path.display())))?;
+        Ok(JsonlWriter { file, path, len: first.len() as u64 })
     }
 
     pub fn path(&self) -> &Path {
@@ -80,8 +87,20 @@ impl JsonlWriter {
         buf.push(b'\n');
         // One write_all of the whole line: the page cache keeps it even if the process is
         // killed right after, which is all "flushed" has to mean for a crash of the process.
-        self.file.write_all(&buf)?;
-        self.file.flush()
+        match self.file.write_all(&buf).and_then(|()| self.file.flush()) {
+            Ok(()) => {
+                self.len += buf.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // A full disk can take part of the line: cut the file back to its last
+                // whole line, so that the lines before stay readable and the next reader
+                // sees no torn window. The file may be no longer writable at all (best effort).
+                let _ = self.file.set_len(self.len);
+                let _ = self.file.seek(SeekFrom::Start(self.len));
+                Err(io::Error::new(e.kind(), format!("cannot write `{}`: {e}", self.path.display())))
+            }
+        }
     }
 }
 
@@ -110,7 +129,14 @@ pub fn read(path: &Path) -> Result<NodeFile, String> {
     for (i, line) in lines.iter().enumerate().skip(1) {
         match serde_json::from_str::<ClosedWindow>(line) {
             Ok(w) => windows.push(w),
-            Err(e) if e.is_eof() && i == lines.len() - 1 => truncated_tail = true,
+            Err(e) if e.is_eof() && i == lines.len() - 1 => {
+                tracing::warn!(
+                    "`{}` line {}: cut short (the node died while writing it); that window is left out",
+                    path.display(),
+                    i + 1
+                );
+                truncated_tail = true
+            }
             Err(e) => return Err(format!("`{}` line {}: {e}", path.display(), i + 1)),
         }
     }

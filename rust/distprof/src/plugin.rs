@@ -62,6 +62,15 @@ pub trait Backend: Send {
     }
 }
 
+/// The message of a caught panic, for the one log line.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string())
+}
+
 /// How a backend's own threads report a failure: the plugin turns off with one log line
 /// naming `what` failed and why.
 pub type OnFailure = Arc<dyn Fn(&str, &str) + Send + Sync>;

@@ -189,8 +189,11 @@ impl TraceSession {
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             probe(node, &context, socket, &config, &stop, &progress)
                         }))
-                        .unwrap_or_else(|_| {
-                            Err("internal error: the probe thread panicked".into())
+                        .unwrap_or_else(|panic| {
+                            Err(format!(
+                                "internal error: the probe thread panicked: {}",
+                                super::panic_message(panic.as_ref())
+                            ))
                         });
                         progress.lock().unwrap_or_else(|p| p.into_inner()).finished = true;
                         if let Err(reason) = result {
@@ -425,8 +428,9 @@ fn probe(
         "model": NodeClockModel { node, reachable: node == ctx.reference_node || !segments.is_empty(), segments },
     });
     let path = model_path(&dir, node);
-    std::fs::write(&path, format!("{model}\n"))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // Whole or absent: `distprof merge` must never read half a model.
+    crate::atomic_file::write(&path, format!("{model}\n").as_bytes())
+        .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
     tracing::info!(
         node,
         windows,
