@@ -119,6 +119,7 @@ impl NodeSession {
         let thread = std::thread::Builder::new()
             .name(format!("distprof-rdv-{node}"))
             .spawn(move || {
+                super::mark_thread_panics_reported();
                 let result = agree_watched(node, num_nodes, thread_lease.clone(), config, started);
                 // The store is let go before anyone can see the outcome.
                 if let Some(lease) = &thread_lease {
@@ -236,6 +237,7 @@ fn agree_watched(
     std::thread::Builder::new()
         .name(format!("distprof-kv-{node}"))
         .spawn(move || {
+            super::mark_thread_panics_reported();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 agree(node, num_nodes, lease.as_deref(), &config, started)
             }))
