@@ -7,13 +7,14 @@
 //! every appended window line whole on its own).
 //!
 //! Permissions are ordinary: files 0644 and directories 0755, further narrowed by the
-//! process' umask; nothing distprof creates is group- or world-writable. The temporary
+//! process' umask; a replaced file keeps its own bits minus group and world write.
+//! Nothing distprof creates is group- or world-writable. The temporary
 //! file is created with `O_EXCL`, so a planted file or symlink at its name is never
 //! written through.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -86,6 +87,12 @@ impl AtomicFile {
     pub fn commit(mut self) -> io::Result<()> {
         let file = self.file.take().expect("only commit takes the file");
         let result = (|| {
+            // Replacing a file keeps its permission bits (an edited source file stays
+            // executable if it was), minus group and world write.
+            if let Ok(old) = std::fs::metadata(&self.dest) {
+                let mode = old.permissions().mode() & 0o755;
+                file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            }
             file.sync_all()?;
             drop(file);
             std::fs::rename(&self.tmp, &self.dest)?;
@@ -151,7 +158,6 @@ impl Drop for AtomicFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     fn mode(p: &Path) -> u32 {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o777
@@ -212,6 +218,16 @@ mod tests {
         write(&dir.path().join("out.json"), b"{}").unwrap();
         assert!(!stale.exists(), "the killed writer's temporary is left");
         assert!(live.exists() && other.exists());
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_mode_without_group_or_world_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("configure.sh");
+        std::fs::write(&script, "old").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o777)).unwrap();
+        write(&script, b"new").unwrap();
+        assert_eq!(mode(&script), 0o755);
     }
 
     #[test]
