@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1002,7 +1003,10 @@ int main(int argc, char** argv) {
 #else
   const std::vector<std::string> scenarios = {"compiled_out"};
 #endif
-  int failed = 0;
+  // A scenario that has not ended by then counts as hung (each takes a few seconds; the
+  // whole test must stay well inside Bazel's 60 s for a small test).
+  constexpr int kScenarioDeadlineMs = 20000;
+  int failed = 0, crashed = 0, hung = 0;
   for (const std::string& s : scenarios) {
     std::fflush(nullptr);
     const pid_t pid = fork();
@@ -1013,11 +1017,29 @@ int main(int argc, char** argv) {
       _exit(127);
     }
     int status = 0;
-    waitpid(pid, &status, 0);
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kScenarioDeadlineMs);
+    bool timed_out = false;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const bool ok = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     std::printf("%s %s\n", ok ? "PASS" : "FAIL", s.c_str());
-    if (!ok && WIFSIGNALED(status)) std::printf("  killed by signal %d\n", WTERMSIG(status));
+    if (timed_out) {
+      std::printf("  hung: killed after %d ms\n", kScenarioDeadlineMs);
+      ++hung;
+    } else if (WIFSIGNALED(status)) {
+      std::printf("  killed by signal %d\n", WTERMSIG(status));
+      ++crashed;
+    }
     failed += !ok;
   }
+  std::printf("FIGURE scenarios=%zu passed=%zu crashed=%d hung=%d\n", scenarios.size(),
+              scenarios.size() - failed, crashed, hung);
   return failed == 0 ? 0 : 1;
 }
