@@ -142,3 +142,96 @@ pub fn read(path: &Path) -> Result<NodeFile, String> {
     }
     Ok(NodeFile { meta, windows, truncated_tail })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::ProbeRecord;
+
+    const CHILD: &str = "DISTPROF_JSONL_FSIZE_CHILD";
+    const NAME: &str = "jsonl::tests::a_write_cut_short_by_a_full_disk_leaves_whole_lines_only";
+
+    fn meta() -> Meta {
+        Meta {
+            meta: true,
+            format_version: FORMAT_VERSION,
+            node: 1,
+            session_id: "s".into(),
+            session_token: 7,
+            reference_node: 0,
+            timestamp_mode: StampMode::User,
+            stamp_error_bound_ns: StampMode::User.stamp_error_bound_ns(),
+            timestamp_note: String::new(),
+            virtual_clock: None,
+            out_edges: vec![0],
+            start_local_ns: 1_000,
+            config: Config::default(),
+        }
+    }
+
+    /// A window line of several KB (100 records).
+    fn window(id: u64) -> ClosedWindow {
+        let t = 1_000_000_000 * id as i64;
+        ClosedWindow {
+            node: 1,
+            window_id: id,
+            start_local_ns: t,
+            end_local_ns: t + 1_000_000_000,
+            edges: Vec::new(),
+            answered: Default::default(),
+            dropped: Default::default(),
+            records: (0..100)
+                .map(|seq| ProbeRecord {
+                    src: 1,
+                    dst: 0,
+                    seq,
+                    fwd_tx_ns: [t + 1_111_111, t + 2_222_222],
+                    fwd_rx_ns: [t + 3_333_333, t + 4_444_444],
+                    rev_tx_ns: [t + 5_555_555, t + 6_666_666],
+                    rev_rx_ns: [t + 7_777_777, t + 8_888_888],
+                })
+                .collect(),
+            model: None,
+        }
+    }
+
+    /// The disk fills in the middle of a window line (a file-size limit makes `write`
+    /// stop part-way, as `ENOSPC` does): the error is returned, and the file is cut back
+    /// to its whole lines, so it reads without a torn tail.
+    #[test]
+    fn a_write_cut_short_by_a_full_disk_leaves_whole_lines_only() {
+        if std::env::var_os(CHILD).is_none() {
+            // The limit is process-wide: the body runs in a process of its own.
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+                .env(CHILD, "1")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains("1 passed"),
+                "{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = JsonlWriter::create(dir.path(), &meta()).unwrap();
+        w.write_window(&window(0)).unwrap();
+        let whole = std::fs::metadata(w.path()).unwrap().len();
+        let line = serde_json::to_string(&window(1)).unwrap().len() as u64;
+        // Room for half of the next line only.
+        // SAFETY: plain libc calls on this process (a child of the test, see above).
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit { rlim_cur: whole + line / 2, rlim_max: libc::RLIM_INFINITY };
+            assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+        }
+        let err = w.write_window(&window(1)).unwrap_err();
+        assert!(err.to_string().contains("probe_windows_node1.jsonl"), "{err}");
+        assert_eq!(std::fs::metadata(w.path()).unwrap().len(), whole);
+        let f = read(w.path()).unwrap();
+        assert_eq!(f.windows.len(), 1);
+        assert!(!f.truncated_tail);
+    }
+}
