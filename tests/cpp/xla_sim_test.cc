@@ -5,8 +5,9 @@
 // Run without arguments it re-executes itself once per scenario, so every scenario gets a
 // fresh process (the plugin reads its configuration once per process):
 //   compiled in  (DISTPROF_EXPECT_COMPILED_IN): disabled, bad_config, enabled, single_node,
-//                master_missing, panic_client_created, panic_trace_start,
-//                panic_trace_export
+//                master_missing; host safety under faults: kv_error, kv_garbage,
+//                kv_lost_sets, kv_hang (store), bind_taken (probe port), outdir_* (output
+//                directory not a directory, full, read-only), panic_<hook> (every entry)
 //   compiled out (the empty plugin):            compiled_out
 // A scenario prints one FAIL line per broken expectation and exits 1.
 //
@@ -20,17 +21,24 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -71,33 +79,66 @@ using Clock = std::chrono::steady_clock;
 // XLA's in-memory store semantics: Get blocks until the key exists or the timeout ends.
 // Counts the calls and remembers when the last one returned: distprof may use the store
 // only for a bounded time after the GPU client's creation.
+// A broken store, as a faulty coordination service would be.
+enum class KvFault {
+  kNone,
+  kError,    // every call fails with UNAVAILABLE
+  kGarbage,  // every value read back is bytes that are not a distprof value (nor UTF-8)
+  kLostSets, // Set succeeds but stores nothing: every Get runs into its timeout
+  kHang,     // Get ignores its timeout and never returns (until the process ends)
+};
+
 class InMemoryKv : public xla::KeyValueStoreInterface {
  public:
+  explicit InMemoryKv(KvFault fault = KvFault::kNone) : fault_(fault) {}
+
   absl::StatusOr<std::string> Get(absl::string_view key, absl::Duration timeout) override {
     std::unique_lock<std::mutex> lock(mu_);
     ++gets_[std::string(key)];
+    if (fault_ == KvFault::kError) {
+      Returned();
+      return absl::UnavailableError("coordination service unavailable (injected)");
+    }
+    if (fault_ == KvFault::kHang) {
+      ++hung_;
+      cv_.wait(lock, [] { return false; });
+    }
     const bool found = cv_.wait_for(lock, timeout.chrono(), [&] {
       return values_.count(std::string(key)) > 0;
     });
     Returned();
     if (!found) return absl::DeadlineExceededError("timed out waiting for " + std::string(key));
+    if (fault_ == KvFault::kGarbage) return Garbage();
     return values_[std::string(key)];
   }
   absl::StatusOr<std::string> TryGet(absl::string_view key) override {
     std::lock_guard<std::mutex> lock(mu_);
     Returned();
+    if (fault_ == KvFault::kError) {
+      return absl::UnavailableError("coordination service unavailable (injected)");
+    }
     auto it = values_.find(std::string(key));
     if (it == values_.end()) return absl::NotFoundError(std::string(key));
+    if (fault_ == KvFault::kGarbage) return Garbage();
     return it->second;
   }
   absl::Status Set(absl::string_view key, absl::string_view value) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      values_[std::string(key)] = std::string(value);
       Returned();
+      if (fault_ == KvFault::kError) {
+        return absl::UnavailableError("coordination service unavailable (injected)");
+      }
+      if (fault_ != KvFault::kLostSets) values_[std::string(key)] = std::string(value);
     }
     cv_.notify_all();
     return absl::OkStatus();
+  }
+
+  // Calls stuck in a kHang Get.
+  int Hung() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hung_;
   }
 
   int Calls() {
@@ -121,6 +162,10 @@ class InMemoryKv : public xla::KeyValueStoreInterface {
   }
 
  private:
+  static std::string Garbage() { return std::string("\xff\xfe{\"not\":distprof\x00", 18); }
+
+  const KvFault fault_;
+  int hung_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::string> values_;
@@ -254,6 +299,7 @@ struct Slowest {
 };
 std::mutex timing_mu;
 std::map<std::string, Slowest> slowest;  // per hook
+std::vector<int64_t> all_wall_us;        // every timed call, for the p99 figure
 
 int64_t ThreadCpuNs() {
   timespec ts;
@@ -274,6 +320,7 @@ struct HookTimer {
     if (wall_us > s.wall_us) s.wall_us = wall_us;
     if (cpu_us > s.cpu_us) s.cpu_us = cpu_us;
     ++s.calls;
+    all_wall_us.push_back(wall_us);
   }
 };
 
@@ -563,6 +610,28 @@ int SingleNode() {
   return failures;
 }
 
+// One line per scenario with the figures the README quotes: how many hook calls were
+// timed, the slowest and the 99th percentile of their wall times, the slowest CPU time.
+void PrintHookFigure(const char* scenario) {
+  std::lock_guard<std::mutex> lock(timing_mu);
+  std::vector<int64_t> wall = all_wall_us;
+  std::sort(wall.begin(), wall.end());
+  int64_t cpu_max = 0, wall_max_later = 0;
+  for (const auto& [hook, s] : slowest) {
+    cpu_max = std::max(cpu_max, s.cpu_us);
+    if (hook != kFirstHook) wall_max_later = std::max(wall_max_later, s.wall_us);
+  }
+  const size_t n = wall.size();
+  const int64_t p99 = n == 0 ? 0 : wall[std::min(n - 1, (n * 99) / 100)];
+  // The first hook of the process reads the configuration and pages the plugin in.
+  std::fprintf(stderr,
+               "FIGURE %s: hook_calls=%zu wall_max_us=%lld wall_p99_us=%lld "
+               "wall_max_us_after_first_hook=%lld cpu_max_us=%lld\n",
+               scenario, n, static_cast<long long>(n == 0 ? 0 : wall.back()),
+               static_cast<long long>(p99), static_cast<long long>(wall_max_later),
+               static_cast<long long>(cpu_max));
+}
+
 // Redirects this process's stderr (fd 2) to a file until Stop(), which returns the text.
 class StderrCapture {
  public:
@@ -640,38 +709,254 @@ int MasterMissing() {
   ExpectHooksFast("master_missing");
   return failures;
 }
-#endif
 
-// A panic forced inside Rust at `hook`: the process keeps running, the plugin turns off,
-// later hooks do nothing.
-int Panic(const std::string& hook) {
-  const std::string out = MakeTempDir() + "/out";
-  setenv("XLA_ENABLE_DISTRIBUTED_PROFILING", "1", 1);
-  setenv("XLA_DIST_PROF_OUTPUT_DIR", out.c_str(), 1);
-  setenv("DISTPROF_TEST_FORCE_PANIC", hook.c_str(), 1);
-  auto kv = std::make_shared<InMemoryKv>();
-  CreateClients(kv);
-  if (hook == "client_created") {
-    EXPECT(!distprof::IsEnabled(), "panic at %s: still enabled", hook.c_str());
-  } else {
-    EXPECT(distprof::IsEnabled(), "panic at %s: disabled before the panic", hook.c_str());
+// ---- Host safety: faults of the store, the network, the disk and the code -------------
+//
+// Each fault scenario runs the real plugin (4 node threads, real rendezvous, real probes
+// over loopback) with one fault in force and checks the promise of the hooks: the host
+// keeps running, every hook call returns within the bounds above, and the plugin turns
+// itself off with exactly one log line saying why. Each prints a FIGURE line (hook calls
+// timed, slowest and 99th-percentile wall time) and a LOGLINE line (the one line).
+
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Exactly one `distprof disabled` line, naming the cause; no panic message or backtrace.
+void ExpectOneDisableLine(const char* scenario, const std::string& log,
+                          const std::vector<std::string>& must_contain) {
+  std::fprintf(stderr, "---- %s: captured log ----\n%s---- end of log ----\n", scenario, log.c_str());
+  const int lines = Count(log, "distprof disabled");
+  EXPECT(lines == 1, "%s: %d `distprof disabled` log lines, want 1", scenario, lines);
+  const size_t at = log.find("distprof disabled");
+  const std::string line =
+      at == std::string::npos ? "" : log.substr(at, log.find('\n', at) - at);
+  for (const std::string& part : must_contain) {
+    EXPECT(line.find(part) != std::string::npos, "%s: the log line does not say `%s`: %s",
+           scenario, part.c_str(), line.c_str());
   }
+  EXPECT(Count(log, "panicked") == 0 && Count(log, "stack backtrace") == 0,
+         "%s: a panic message reached the host's stderr", scenario);
+  std::fprintf(stderr, "LOGLINE %s: %s\n", scenario, line.c_str());
+}
+
+// Plays XLA while a fault is in force: IsEnabled and state polls and short profiling
+// sessions until the plugin is off (or `deadline_ms`), then one more whole session with
+// the plugin off. True when the plugin turned off.
+bool DriveUntilOff(const char* scenario, int deadline_ms, int profile_ms) {
+  const auto start = Clock::now();
+  int sessions = 0;
+  while (Clock::now() - start < std::chrono::milliseconds(deadline_ms)) {
+    if (!IsEnabledTimed()) break;
+    for (int node = 0; node < kNumNodes; ++node) StateOf(node);
+    tensorflow::profiler::XSpace space;
+    Profile(&space, profile_ms);
+    ++sessions;
+  }
+  const bool off = !IsEnabledTimed();
+  // The host carries on: a whole profiling session with the plugin off adds nothing.
   tensorflow::profiler::XSpace space;
-  distprof::OnTraceStart(&FakeTracerClock);
-  if (hook == "trace_start") {
-    EXPECT(!distprof::IsEnabled(), "panic at %s: still enabled", hook.c_str());
+  Profile(&space, 10);
+  EXPECT(!off || space.fragments().empty(), "%s: planes exported with the plugin off", scenario);
+  std::fprintf(stderr, "%s: plugin %s after %lld ms and %d profiling sessions\n", scenario,
+               off ? "off" : "STILL ON",
+               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          Clock::now() - start).count()),
+               sessions);
+  EXPECT(off, "%s: the plugin did not turn itself off within %d ms", scenario, deadline_ms);
+  return off;
+}
+
+// A broken key-value store: the rendezvous fails within its timeout and the plugin turns
+// off; afterwards the store is never called again.
+int KvFaultScenario(const char* scenario, KvFault fault, std::vector<std::string> must_contain) {
+  constexpr int kTimeoutMs = 500;
+  const std::string dir = MakeTempDir();
+  const std::string out = dir + "/out";
+  SetProbeEnv(out);
+  setenv("XLA_DIST_PROF_RENDEZVOUS_TIMEOUT_MS", std::to_string(kTimeoutMs).c_str(), 1);
+  StderrCapture capture(dir + "/stderr.txt");
+  auto kv = std::make_shared<InMemoryKv>(fault);
+  const auto created = Clock::now();
+  CreateClients(kv);
+  DriveUntilOff(scenario, kTimeoutMs + 10000, 50);
+  if (fault == KvFault::kHang) {
+    EXPECT(kv->Hung() > 0, "%s: no Get call hung (the fault was not injected)", scenario);
   }
-  distprof::OnTraceStop();
-  distprof::OnTraceExport(&space);
-  EXPECT(!distprof::IsEnabled(), "panic at %s: still enabled at the end", hook.c_str());
-  EXPECT(space.fragments().empty(), "panic at %s: planes exported after the panic", hook.c_str());
-  if (hook != "trace_export") {
-    EXPECT(!Exists(out + "/probe_windows_node0.jsonl"), "panic at %s: JSONL written after the panic",
-           hook.c_str());
+  // Calls in flight when the plugin turned off end by the lease's end (the timeout after
+  // the hook); no call starts after that.
+  std::this_thread::sleep_until(created + std::chrono::milliseconds(kTimeoutMs + 100));
+  const int calls = kv->Calls();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT(kv->Calls() == calls, "%s: %d store calls after the plugin turned off", scenario,
+         kv->Calls() - calls);
+  EXPECT(!Exists(out + "/probe_windows_node0.jsonl"), "%s: probed without a rendezvous", scenario);
+  ExpectOneDisableLine(scenario, capture.Stop(), must_contain);
+  ExpectHooksFast(scenario);
+  PrintHookFigure(scenario);
+  if (fault == KvFault::kHang) {
+    std::fprintf(stderr, "FIGURE %s: store calls still hung inside the host's Get: %d\n", scenario,
+                 kv->Hung());
   }
-  std::fprintf(stderr, "panic at %s: process still running\n", hook.c_str());
   return failures;
 }
+
+// The probe port is taken (bound by this test first, on the address the plugin chooses).
+int BindTaken() {
+  const char* scenario = "bind_taken";
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    std::perror("bind_taken: binding the port first");
+    return 1;
+  }
+  const int port = ntohs(addr.sin_port);
+  const std::string dir = MakeTempDir();
+  SetProbeEnv(dir + "/out");
+  setenv("XLA_DIST_PROF_PROBE_PORT", std::to_string(port).c_str(), 1);
+  StderrCapture capture(dir + "/stderr.txt");
+  auto kv = std::make_shared<InMemoryKv>();
+  CreateClients(kv);
+  DriveUntilOff(scenario, 10000, 50);
+  ExpectOneDisableLine(scenario, capture.Stop(),
+                       {"cannot bind the UDP probe socket", std::to_string(port), "probe_port"});
+  ExpectHooksFast(scenario);
+  PrintHookFigure(scenario);
+  close(fd);
+  return failures;
+}
+
+// A fresh tmpfs at `dir` in a mount namespace of this process alone (root only; must run
+// before any thread exists). False when the system does not allow it.
+bool PrivateTmpfs(const std::string& dir, unsigned long flags, const char* options) {
+  if (unshare(CLONE_NEWNS) != 0) return false;
+  if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  return mount("distprof-test", dir.c_str(), "tmpfs", flags, options) == 0;
+}
+
+// Fills the file system holding `dir` but for about `free_bytes`.
+void FillBut(const std::string& dir, size_t free_bytes) {
+  const std::string filler = dir + "/filler";
+  const int fd = open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const std::string chunk(4096, 'x');
+  off_t written = 0;
+  while (write(fd, chunk.data(), chunk.size()) == static_cast<ssize_t>(chunk.size())) {
+    written += static_cast<off_t>(chunk.size());
+  }
+  EXPECT(ftruncate(fd, written > static_cast<off_t>(free_bytes) ? written - free_bytes : 0) == 0,
+         "cannot shrink the filler");
+  close(fd);
+}
+
+// Every byte of a JSONL file is in whole lines: the file ends with a newline and every
+// line is a JSON object (`{` ... `}`); returns the number of lines (-1 if torn).
+int WholeLines(const std::string& path) {
+  const std::string text = ReadFile(path);
+  if (text.empty()) return 0;
+  if (text.back() != '\n') return -1;
+  int lines = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() < 2 || line.front() != '{' || line.back() != '}') return -1;
+    ++lines;
+  }
+  return lines;
+}
+
+enum class DirFault { kNotADirectory, kFull, kReadOnly };
+
+// The output directory cannot be written: a path under a regular file, a full file system,
+// a read-only one. The nodes agree first; the failure comes when the probe threads write.
+// Whatever was written before the fault stays in whole lines.
+int OutputDirFault(const char* scenario, DirFault fault) {
+  const std::string dir = MakeTempDir();
+  std::string out, mnt;
+  std::vector<std::string> must_contain;
+  std::string how;
+  if (fault == DirFault::kNotADirectory) {
+    std::ofstream(dir + "/file") << "a regular file\n";
+    out = dir + "/file/out";
+    must_contain = {"Not a directory", out};
+    how = "output_dir under a regular file";
+  } else {
+    mnt = dir + "/mnt";
+    mkdir(mnt.c_str(), 0755);
+    const bool ro = fault == DirFault::kReadOnly;
+    // A real file system in the state under test, private to this process. Needs root
+    // (CI runs as root, as does Bazel's sandbox there); a non-root run fails here and says so.
+    if (!PrivateTmpfs(mnt, ro ? MS_RDONLY : 0, "size=512k")) {
+      EXPECT(false, "%s: cannot mount a private tmpfs (%s); this scenario needs root",
+             scenario, std::strerror(errno));
+      return failures;
+    }
+    how = ro ? "read-only tmpfs" : "tmpfs of 512 KiB filled but for 96 KiB";
+    if (!ro) FillBut(mnt, 96 * 1024);
+    out = mnt + (ro ? "" : "/out");
+    must_contain = {ro ? "Read-only file system" : "No space left on device"};
+  }
+  std::fprintf(stderr, "%s: %s at %s\n", scenario, how.c_str(), out.c_str());
+  SetProbeEnv(out);
+  StderrCapture capture(dir + "/stderr.txt");
+  auto kv = std::make_shared<InMemoryKv>();
+  CreateClients(kv);
+  AgreedDigests(scenario, kNumNodes);
+  DriveUntilOff(scenario, 15000, 500);
+  // The probe threads end on their own once told; give them their drain time.
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  int lines = 0, torn = 0;
+  for (int node = 0; node < kNumNodes; ++node) {
+    const std::string path = out + "/probe_windows_node" + std::to_string(node) + ".jsonl";
+    const int n = WholeLines(path);
+    EXPECT(n >= 0, "%s: %s holds a torn line: `%s`", scenario, path.c_str(), ReadFile(path).c_str());
+    if (n < 0) ++torn; else lines += n;
+  }
+  ExpectOneDisableLine(scenario, capture.Stop(), must_contain);
+  ExpectHooksFast(scenario);
+  PrintHookFigure(scenario);
+  std::fprintf(stderr, "FIGURE %s: JSONL lines kept whole=%d torn files=%d\n", scenario, lines, torn);
+  // Lazily, as the plugin's detached threads may still hold files there.
+  if (!mnt.empty()) umount2(mnt.c_str(), MNT_DETACH);
+  return failures;
+}
+
+// A panic forced inside Rust at `hook` (every entry of the bridge): the process keeps
+// running, the plugin turns off with one line naming the hook, later hooks do nothing.
+int Panic(const std::string& hook) {
+  const std::string scenario = "panic_" + hook;
+  const std::string dir = MakeTempDir();
+  const std::string out = dir + "/out";
+  SetProbeEnv(out);
+  setenv("DISTPROF_TEST_FORCE_PANIC", hook.c_str(), 1);
+  StderrCapture capture(dir + "/stderr.txt");
+  auto kv = std::make_shared<InMemoryKv>();
+  CreateClients(kv);
+  if (hook == "client_created" || hook == "agent_connected") {
+    EXPECT(!distprof::IsEnabled(), "%s: still enabled", scenario.c_str());
+  }
+  // XLA's calls, each hook reached at least once while the plugin may still be on.
+  for (int node = 0; node < kNumNodes; ++node) StateOf(node);
+  IsEnabledTimed();
+  tensorflow::profiler::XSpace space;
+  Profile(&space, 50);
+  EXPECT(space.fragments().empty(), "%s: planes exported after the panic", scenario.c_str());
+  DriveUntilOff(scenario.c_str(), 1000, 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT(!Exists(out + "/probe_windows_node0.jsonl"), "%s: JSONL written after the panic",
+         scenario.c_str());
+  ExpectOneDisableLine(scenario.c_str(), capture.Stop(),
+                       {hook, "internal error (panic:", "XLA continues without distributed profiling"});
+  ExpectHooksFast(scenario.c_str());
+  PrintHookFigure(scenario.c_str());
+  std::fprintf(stderr, "%s: process still running\n", scenario.c_str());
+  return failures;
+}
+#endif
 
 int RunScenario(const std::string& name) {
   if (name == "disabled") return Disabled();
@@ -680,9 +965,25 @@ int RunScenario(const std::string& name) {
   if (name == "enabled") return Enabled();
   if (name == "single_node") return SingleNode();
   if (name == "master_missing") return MasterMissing();
+  if (name == "kv_error") {
+    return KvFaultScenario("kv_error", KvFault::kError, {"unavailable", "injected"});
+  }
+  if (name == "kv_garbage") {
+    return KvFaultScenario("kv_garbage", KvFault::kGarbage, {"malformed"});
+  }
+  if (name == "kv_lost_sets") return KvFaultScenario("kv_lost_sets", KvFault::kLostSets, {"rendezvous"});
+  if (name == "kv_hang") {
+    return KvFaultScenario("kv_hang", KvFault::kHang, {"did not return", "rendezvous_timeout_ms"});
+  }
+  if (name == "bind_taken") return BindTaken();
+  if (name == "outdir_not_a_directory") {
+    return OutputDirFault("outdir_not_a_directory", DirFault::kNotADirectory);
+  }
+  if (name == "outdir_full") return OutputDirFault("outdir_full", DirFault::kFull);
+  if (name == "outdir_read_only") return OutputDirFault("outdir_read_only", DirFault::kReadOnly);
+  if (name.rfind("panic_", 0) == 0) return Panic(name.substr(6));
 #endif
   if (name == "compiled_out") return CompiledOut();
-  if (name.rfind("panic_", 0) == 0) return Panic(name.substr(6));
   std::fprintf(stderr, "unknown scenario `%s`\n", name.c_str());
   return 2;
 }
@@ -693,12 +994,19 @@ int main(int argc, char** argv) {
   if (argc > 1) return RunScenario(argv[1]) == 0 ? 0 : 1;
 #ifdef DISTPROF_EXPECT_COMPILED_IN
   const std::vector<std::string> scenarios = {
-      "disabled",         "bad_config",           "enabled",          "single_node",
-      "master_missing",   "panic_client_created", "panic_trace_start", "panic_trace_export"};
+      "disabled", "bad_config", "enabled", "single_node", "master_missing",
+      // Host safety: faults of the store, the port, the output directory and the code.
+      "kv_error", "kv_garbage", "kv_lost_sets", "kv_hang", "bind_taken",
+      "outdir_not_a_directory", "outdir_full", "outdir_read_only",
+      "panic_agent_connected", "panic_client_created", "panic_is_enabled",
+      "panic_rendezvous_state", "panic_trace_start", "panic_trace_stop", "panic_trace_export"};
 #else
   const std::vector<std::string> scenarios = {"compiled_out"};
 #endif
-  int failed = 0;
+  // A scenario that has not ended by then counts as hung (each takes a few seconds; the
+  // whole test must stay well inside Bazel's 60 s for a small test).
+  constexpr int kScenarioDeadlineMs = 20000;
+  int failed = 0, crashed = 0, hung = 0;
   for (const std::string& s : scenarios) {
     std::fflush(nullptr);
     const pid_t pid = fork();
@@ -709,11 +1017,29 @@ int main(int argc, char** argv) {
       _exit(127);
     }
     int status = 0;
-    waitpid(pid, &status, 0);
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kScenarioDeadlineMs);
+    bool timed_out = false;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const bool ok = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     std::printf("%s %s\n", ok ? "PASS" : "FAIL", s.c_str());
-    if (!ok && WIFSIGNALED(status)) std::printf("  killed by signal %d\n", WTERMSIG(status));
+    if (timed_out) {
+      std::printf("  hung: killed after %d ms\n", kScenarioDeadlineMs);
+      ++hung;
+    } else if (WIFSIGNALED(status)) {
+      std::printf("  killed by signal %d\n", WTERMSIG(status));
+      ++crashed;
+    }
     failed += !ok;
   }
+  std::printf("FIGURE scenarios=%zu passed=%zu crashed=%d hung=%d\n", scenarios.size(),
+              scenarios.size() - failed, crashed, hung);
   return failed == 0 ? 0 : 1;
 }

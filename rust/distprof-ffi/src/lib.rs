@@ -103,6 +103,9 @@ fn entry_slow<R>(hook: Hook, fallback: R, body: impl FnOnce() -> R) -> R {
     match result {
         Ok(r) => r,
         Err(_) => {
+            // A panic in the very first hook comes before the configuration (which starts
+            // logging) was read; the one line must be printed all the same.
+            plugin_config::start_logging_with_defaults();
             PLUGIN.disable(
                 hook.name(),
                 &format!(

@@ -12,8 +12,13 @@ pub fn load_config() -> Result<Config, String> {
         }
         Err(errors) => {
             // Logging first, so the configuration error below is printed with it.
-            distprof::logging::init_logging(&Config::default().log_filter);
+            start_logging_with_defaults();
             Err(errors.one_line())
         }
     }
+}
+
+/// Starts stderr logging with the default filter unless it runs already (idempotent).
+pub fn start_logging_with_defaults() {
+    distprof::logging::init_logging(&Config::default().log_filter);
 }

@@ -11,7 +11,7 @@ use crate::timestamp::StampMode;
 use crate::window::ClosedWindow;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Version of the line formats below; bumped on incompatible change.
@@ -50,20 +50,27 @@ pub fn file_name(node: NodeId) -> String {
 pub struct JsonlWriter {
     file: File,
     path: PathBuf,
+    /// Bytes of whole lines written so far.
+    len: u64,
 }
 
 impl JsonlWriter {
-    /// Creates (truncating) the file in `dir` and writes the meta line.
+    /// Creates (replacing) the file in `dir` with its meta line.
     pub fn create(dir: &Path, meta: &Meta) -> io::Result<JsonlWriter> {
-        std::fs::create_dir_all(dir).map_err(|e| {
+        crate::atomic_file::create_dir_all(dir).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot create output_dir `{}`: {e}", dir.display()))
         })?;
         let path = dir.join(file_name(meta.node));
-        let file = File::create(&path)
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot create `{}`: {e}", path.display())))?;
-        let mut w = JsonlWriter { file, path };
-        w.write_line(&serde_json::to_string(meta).map_err(io::Error::other)?)?;
-        Ok(w)
+        // The file appears with its meta line whole (temporary file renamed), so a file
+        // that exists always names its node and session, even after a `kill -9` at once.
+        let mut first = serde_json::to_string(meta).map_err(io::Error::other)?;
+        first.push('\n');
+        crate::atomic_file::write(&path, first.as_bytes())?;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot open `{}`: {e}", path.display())))?;
+        Ok(JsonlWriter { file, path, len: first.len() as u64 })
     }
 
     pub fn path(&self) -> &Path {
@@ -80,8 +87,20 @@ impl JsonlWriter {
         buf.push(b'\n');
         // One write_all of the whole line: the page cache keeps it even if the process is
         // killed right after, which is all "flushed" has to mean for a crash of the process.
-        self.file.write_all(&buf)?;
-        self.file.flush()
+        match self.file.write_all(&buf).and_then(|()| self.file.flush()) {
+            Ok(()) => {
+                self.len += buf.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // A full disk can take part of the line: cut the file back to its last
+                // whole line, so that the lines before stay readable and the next reader
+                // sees no torn window. The file may be no longer writable at all (best effort).
+                let _ = self.file.set_len(self.len);
+                let _ = self.file.seek(SeekFrom::Start(self.len));
+                Err(io::Error::new(e.kind(), format!("cannot write `{}`: {e}", self.path.display())))
+            }
+        }
     }
 }
 
@@ -110,9 +129,109 @@ pub fn read(path: &Path) -> Result<NodeFile, String> {
     for (i, line) in lines.iter().enumerate().skip(1) {
         match serde_json::from_str::<ClosedWindow>(line) {
             Ok(w) => windows.push(w),
-            Err(e) if e.is_eof() && i == lines.len() - 1 => truncated_tail = true,
+            Err(e) if e.is_eof() && i == lines.len() - 1 => {
+                tracing::warn!(
+                    "`{}` line {}: cut short (the node died while writing it); that window is left out",
+                    path.display(),
+                    i + 1
+                );
+                truncated_tail = true
+            }
             Err(e) => return Err(format!("`{}` line {}: {e}", path.display(), i + 1)),
         }
     }
     Ok(NodeFile { meta, windows, truncated_tail })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::ProbeRecord;
+
+    const CHILD: &str = "DISTPROF_JSONL_FSIZE_CHILD";
+    const NAME: &str = "jsonl::tests::a_write_cut_short_by_a_full_disk_leaves_whole_lines_only";
+
+    fn meta() -> Meta {
+        Meta {
+            meta: true,
+            format_version: FORMAT_VERSION,
+            node: 1,
+            session_id: "s".into(),
+            session_token: 7,
+            reference_node: 0,
+            timestamp_mode: StampMode::User,
+            stamp_error_bound_ns: StampMode::User.stamp_error_bound_ns(),
+            timestamp_note: String::new(),
+            virtual_clock: None,
+            out_edges: vec![0],
+            start_local_ns: 1_000,
+            config: Config::default(),
+        }
+    }
+
+    /// A window line of several KB (100 records).
+    fn window(id: u64) -> ClosedWindow {
+        let t = 1_000_000_000 * id as i64;
+        ClosedWindow {
+            node: 1,
+            window_id: id,
+            start_local_ns: t,
+            end_local_ns: t + 1_000_000_000,
+            edges: Vec::new(),
+            answered: Default::default(),
+            dropped: Default::default(),
+            records: (0..100)
+                .map(|seq| ProbeRecord {
+                    src: 1,
+                    dst: 0,
+                    seq,
+                    fwd_tx_ns: [t + 1_111_111, t + 2_222_222],
+                    fwd_rx_ns: [t + 3_333_333, t + 4_444_444],
+                    rev_tx_ns: [t + 5_555_555, t + 6_666_666],
+                    rev_rx_ns: [t + 7_777_777, t + 8_888_888],
+                })
+                .collect(),
+            model: None,
+        }
+    }
+
+    /// The disk fills in the middle of a window line (a file-size limit makes `write`
+    /// stop part-way, as `ENOSPC` does): the error is returned, and the file is cut back
+    /// to its whole lines, so it reads without a torn tail.
+    #[test]
+    fn a_write_cut_short_by_a_full_disk_leaves_whole_lines_only() {
+        if std::env::var_os(CHILD).is_none() {
+            // The limit is process-wide: the body runs in a process of its own.
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+                .env(CHILD, "1")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains("1 passed"),
+                "{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = JsonlWriter::create(dir.path(), &meta()).unwrap();
+        w.write_window(&window(0)).unwrap();
+        let whole = std::fs::metadata(w.path()).unwrap().len();
+        let line = serde_json::to_string(&window(1)).unwrap().len() as u64;
+        // Room for half of the next line only.
+        // SAFETY: plain libc calls on this process (a child of the test, see above).
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit { rlim_cur: whole + line / 2, rlim_max: libc::RLIM_INFINITY };
+            assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+        }
+        let err = w.write_window(&window(1)).unwrap_err();
+        assert!(err.to_string().contains("probe_windows_node1.jsonl"), "{err}");
+        assert_eq!(std::fs::metadata(w.path()).unwrap().len(), whole);
+        let f = read(w.path()).unwrap();
+        assert_eq!(f.windows.len(), 1);
+        assert!(!f.truncated_tail);
+    }
 }

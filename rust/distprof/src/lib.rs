@@ -5,10 +5,12 @@
 //! `timestamp`, reading `clock`) -> `ProbeRecord`s per `window` -> `estimate` ->
 //! `model` -> `jsonl` and the `xplane` export; offline `merge`, `validate`, `report`.
 
+pub mod atomic_file;
 pub mod config;
 pub mod context;
 pub mod distprof_plane;
 pub mod estimate;
+pub mod file_name;
 // Entry points of the fuzz targets (fuzz/) and their property tests; not an API.
 #[doc(hidden)]
 pub mod fuzz;

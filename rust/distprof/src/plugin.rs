@@ -62,6 +62,31 @@ pub trait Backend: Send {
     }
 }
 
+thread_local! {
+    static PANICS_REPORTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread (one of the plugin's own) as one whose panics are caught and
+/// reported by the plugin's one log line, so the panic hook of the FFI prints nothing else
+/// on the host's stderr.
+pub fn mark_thread_panics_reported() {
+    PANICS_REPORTED.with(|c| c.set(true));
+}
+
+/// True on a thread marked by [`mark_thread_panics_reported`].
+pub fn thread_panics_reported() -> bool {
+    PANICS_REPORTED.with(|c| c.get())
+}
+
+/// The message of a caught panic, for the one log line.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string())
+}
+
 /// How a backend's own threads report a failure: the plugin turns off with one log line
 /// naming `what` failed and why.
 pub type OnFailure = Arc<dyn Fn(&str, &str) + Send + Sync>;

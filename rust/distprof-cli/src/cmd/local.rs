@@ -214,10 +214,10 @@ pub(crate) fn spawn_cluster(
     for node in 0..num_nodes {
         let cfg = Config { probe_port: addrs[node as usize].port(), ..config.clone() };
         let cfg_path = out_dir.join(format!("node{node}.config.json"));
-        std::fs::write(&cfg_path, serde_json::to_string_pretty(&cfg)?).with_context(|| format!("writing `{}`", cfg_path.display()))?;
+        distprof::atomic_file::write(&cfg_path, serde_json::to_string_pretty(&cfg)?.as_bytes()).with_context(|| format!("writing `{}`", cfg_path.display()))?;
         let sim = SimSpec { clock: clocks[node as usize], faces: faces.map(<[_]>::to_vec), start_real_ns: Some(start_real_ns) };
         let sim_path = out_dir.join(format!("node{node}.sim.json"));
-        std::fs::write(&sim_path, serde_json::to_string(&sim)?).with_context(|| format!("writing `{}`", sim_path.display()))?;
+        distprof::atomic_file::write(&sim_path, serde_json::to_string(&sim)?.as_bytes()).with_context(|| format!("writing `{}`", sim_path.display()))?;
         let child = Command::new(&exe)
             .args(["run", "--rank", &node.to_string(), "--nodes", &num_nodes.to_string()])
             .args(["--rendezvous", &store.to_string(), "--bind", "127.0.0.1"])
@@ -381,7 +381,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("distprof-local-{}", std::process::id())),
     };
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating --output-dir `{}`", out_dir.display()))?;
+    distprof::atomic_file::create_dir_all(&out_dir).with_context(|| format!("creating --output-dir `{}`", out_dir.display()))?;
     let config = Config { output_dir: out_dir.to_string_lossy().into_owned(), ..config };
 
     let addrs = free_loopback_addrs(n)?;

@@ -37,7 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .unwrap_or_else(|| args.out.join("merged.trace.json")),
         )
     };
-    std::fs::create_dir_all(&args.out).map_err(|e| {
+    distprof::atomic_file::create_dir_all(&args.out).map_err(|e| {
         anyhow::anyhow!(
             "{}: cannot create output directory: {e}",
             args.out.display()

@@ -7,7 +7,6 @@
 
 use anyhow::{bail, Context};
 use distprof::report::{render, ReportInput};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -110,35 +109,13 @@ fn load_input(path: &Path) -> anyhow::Result<ReportInput> {
     })
 }
 
-/// Writes `bytes` to `out` so that a reader sees either the old file or the whole new one.
+/// Writes `bytes` to `out` so that a reader sees either the old file or the whole new one
+/// (`distprof::atomic_file`).
 fn write_atomically(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = out.file_name().with_context(|| {
-        format!(
-            "--out `{}` names no file; give a file path such as report.html",
-            out.display()
-        )
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, out)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        bail!(
-            "cannot write the report to `{}`: {e}; check that the directory exists and is writable",
-            out.display()
-        );
+    if out.file_name().is_none() {
+        bail!("--out `{}` names no file; give a file path such as report.html", out.display());
     }
-    Ok(())
+    distprof::atomic_file::write(out, bytes).map_err(|e| {
+        anyhow::anyhow!("cannot write the report: {e}; check that the directory exists and is writable")
+    })
 }

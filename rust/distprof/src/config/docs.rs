@@ -100,7 +100,7 @@ mod tests {
             panic!("{DOC_PATH} lacks the markers {BEGIN_MARKER} / {END_MARKER}")
         });
         if std::env::var_os("DISTPROF_BLESS").is_some() {
-            std::fs::write(&path, &fresh).unwrap();
+            crate::atomic_file::write(&path, fresh.as_bytes()).unwrap();
             page = fresh.clone();
         }
         assert!(

@@ -71,7 +71,7 @@ mod tests {
         let path = repo_root().join(SCHEMA_PATH);
         let fresh = schema_json();
         if std::env::var_os("DISTPROF_BLESS").is_some() {
-            std::fs::write(&path, &fresh).unwrap();
+            crate::atomic_file::write(&path, fresh.as_bytes()).unwrap();
         }
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(

@@ -17,6 +17,7 @@ pub mod sink;
 pub mod timemap;
 pub mod wire;
 
+use crate::atomic_file::AtomicFile;
 use crate::distprof_plane::{DistprofPlaneData, PlaneError};
 use crate::model::NodeClockModel;
 use chrome::ChromeWriter;
@@ -293,23 +294,25 @@ pub fn merge(
         .join("plugins")
         .join("profile")
         .join(run_name(g0_ns));
-    std::fs::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
+    crate::atomic_file::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
         path: run_dir.clone(),
         err: e,
     })?;
+    // Every output is written whole or not at all (a temporary file renamed at the end):
+    // a merge that fails or is killed leaves no truncated trace for XProf to load.
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |err| MergeError::Io { path, err }
+    };
+    let mut chrome_file = None;
     let mut chrome = match &opts.chrome {
         Some(p) => {
-            let f = std::fs::File::create(p).map_err(|e| MergeError::Io {
-                path: p.clone(),
-                err: e,
-            })?;
+            let f = AtomicFile::create(p).map_err(io_err(p))?;
+            let handle = f.handle().map_err(io_err(p))?;
+            chrome_file = Some(f);
             Some(
-                ChromeWriter::new(Box::new(BufWriter::with_capacity(1 << 20, f)), g0_ns).map_err(
-                    |e| MergeError::Io {
-                        path: p.clone(),
-                        err: e,
-                    },
-                )?,
+                ChromeWriter::new(Box::new(BufWriter::with_capacity(1 << 20, handle)), g0_ns)
+                    .map_err(io_err(p))?,
             )
         }
         None => None,
@@ -318,17 +321,16 @@ pub fn merge(
     let mut summaries = Vec::new();
     let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
     for n in &nodes {
-        let hostname = format!("node{}.{}", n.node, n.hostname);
+        // The host name comes from the input trace: one sanitized path component, so a
+        // name like `../../etc` cannot place the output outside the run directory.
+        let hostname = format!("node{}.{}", n.node, crate::file_name::component(&n.hostname));
         let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
         let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io {
             path: n.path.clone(),
             err: e,
         })?;
-        let file = std::fs::File::create(&out_path).map_err(|e| MergeError::Io {
-            path: out_path.clone(),
-            err: e,
-        })?;
-        let mut w = sink::PatchWriter::new(file);
+        let atomic = AtomicFile::create(&out_path).map_err(io_err(&out_path))?;
+        let mut w = sink::PatchWriter::new(atomic.handle().map_err(io_err(&out_path))?);
         let total_mb = buf.len() / 1_000_000;
         let node = n.node;
         let mut plane_progress = |done: usize| {
@@ -357,10 +359,8 @@ pub fn merge(
                     err,
                 },
             })?;
-        bytes_out += w.finish().map_err(|e| MergeError::Io {
-            path: out_path.clone(),
-            err: e,
-        })?;
+        bytes_out += w.finish().map_err(io_err(&out_path))?;
+        atomic.commit().map_err(io_err(&out_path))?;
         bytes_in += buf.len() as u64;
         drop(buf);
         progress(&format!(
@@ -391,7 +391,10 @@ pub fn merge(
     }
     if let Some(c) = chrome {
         let p = opts.chrome.clone().unwrap_or_default();
-        c.finish().map_err(|e| MergeError::Io { path: p, err: e })?;
+        c.finish().map_err(io_err(&p))?;
+        if let Some(f) = chrome_file {
+            f.commit().map_err(io_err(&p))?;
+        }
     }
     Ok(MergeReport {
         run_dir,

@@ -119,12 +119,8 @@ impl NodeSession {
         let thread = std::thread::Builder::new()
             .name(format!("distprof-rdv-{node}"))
             .spawn(move || {
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    agree(node, num_nodes, thread_lease.as_deref(), &config, started)
-                }))
-                .unwrap_or_else(|_| {
-                    Err("internal error: the rendezvous thread panicked".to_string())
-                });
+                super::mark_thread_panics_reported();
+                let result = agree_watched(node, num_nodes, thread_lease.clone(), config, started);
                 // The store is let go before anyone can see the outcome.
                 if let Some(lease) = &thread_lease {
                     lease.revoke();
@@ -214,6 +210,59 @@ impl Drop for NodeSession {
     fn drop(&mut self) {
         if let Some(lease) = &self.lease {
             lease.revoke();
+        }
+    }
+}
+
+/// How long after the lease's end a store call may still be running before distprof
+/// gives up on it. A store that honours timeouts returns by the lease's end (the lease cuts
+/// every `get` there); one that does not may never return.
+const HUNG_STORE_GRACE_MS: u64 = 1_000;
+
+/// [`agree`] on a thread of its own, waited for until the lease's end plus
+/// [`HUNG_STORE_GRACE_MS`]. A host store whose `Get` ignores its timeout would otherwise
+/// keep the node pending (and the plugin on, doing nothing) for the rest of the process;
+/// the thread stuck inside the host's call is left behind (nothing can interrupt it) and
+/// finds the lease revoked if it ever returns.
+fn agree_watched(
+    node: NodeId,
+    num_nodes: u32,
+    lease: Option<Arc<KvLease>>,
+    config: Config,
+    started: Instant,
+) -> Result<(RunContext, UdpSocket), String> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let timeout_ms = config.rendezvous_timeout_ms;
+    let limit = Duration::from_millis(timeout_ms + HUNG_STORE_GRACE_MS);
+    std::thread::Builder::new()
+        .name(format!("distprof-kv-{node}"))
+        .spawn(move || {
+            super::mark_thread_panics_reported();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                agree(node, num_nodes, lease.as_deref(), &config, started)
+            }))
+            .unwrap_or_else(|panic| {
+                Err(format!(
+                    "internal error: the rendezvous thread panicked: {}",
+                    super::panic_message(panic.as_ref())
+                ))
+            });
+            // The receiver may have given up on us; nothing else to do then.
+            let _ = tx.send(result);
+        })
+        .map_err(|e| format!("cannot start the rendezvous thread of node {node}: {e}"))?;
+    match rx.recv_timeout(limit.saturating_sub(started.elapsed())) {
+        Ok(result) => result,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(format!(
+            "the host's key-value store did not return from a call within {} ms of the GPU \
+             client's creation although distprof asked for at most `rendezvous_timeout_ms` = \
+             {} ms (a Get that ignores its timeout?); distprof gave up on the rendezvous and \
+             no longer calls the store",
+            limit.as_millis(),
+            timeout_ms
+        )),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            Err("internal error: the rendezvous thread ended without a result".into())
         }
     }
 }
@@ -438,6 +487,43 @@ mod tests {
         let f = failures.lock().unwrap();
         assert_eq!(f.len(), 1, "{f:?}");
         assert!(f[0].starts_with("rendezvous of node 1/2: "), "{}", f[0]);
+    }
+
+    /// A host store whose `get` ignores its timeout (blocks far longer than asked).
+    struct HangingKv;
+    impl KvStore for HangingKv {
+        fn get(&self, _key: &str, _timeout: Duration) -> Result<String, KvError> {
+            std::thread::sleep(Duration::from_secs(3_600));
+            Err(KvError::Unavailable("woke up".into()))
+        }
+        fn try_get(&self, _key: &str) -> Result<Option<String>, KvError> {
+            Ok(None)
+        }
+        fn set(&self, _key: &str, _value: &str) -> Result<(), KvError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_store_call_that_never_returns_fails_the_node_after_timeout_plus_grace() {
+        let (on_failure, failures) = sink();
+        let hook = Instant::now();
+        let s = NodeSession::start(1, 2, Some(Box::new(HangingKv)), &config(200), on_failure).unwrap();
+        match s.wait(Duration::from_secs(10)) {
+            NodeState::Failed { reason } => {
+                assert!(reason.contains("did not return") && reason.contains("200 ms"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let took = hook.elapsed();
+        let bound = Duration::from_millis(200 + HUNG_STORE_GRACE_MS);
+        assert!(took >= bound && took < bound + Duration::from_millis(500), "{took:?}");
+        assert!(!s.holds_store());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while failures.lock().unwrap().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(failures.lock().unwrap().len(), 1);
     }
 
     #[test]

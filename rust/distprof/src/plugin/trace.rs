@@ -140,18 +140,34 @@ impl TraceSession {
                 Arc::clone(&snapshots),
             );
             let period = Duration::from_millis(config.snapshot_period_ms.max(1));
+            let on_failure = Arc::clone(on_failure);
             std::thread::Builder::new()
                 .name("distprof-snapshot".into())
-                .spawn(move || loop {
-                    std::thread::park_timeout(period);
-                    if stop.load(Ordering::Acquire) {
-                        break;
+                .spawn(move || {
+                    super::mark_thread_panics_reported();
+                    // The tracer clock is the host's code: a panic (or a bug of ours) here
+                    // turns the plugin off with one line instead of ending the sampling
+                    // silently.
+                    let sampled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
+                        std::thread::park_timeout(period);
+                        if stop.load(Ordering::Acquire) {
+                            break;
+                        }
+                        let pair = snapshot(&tracer);
+                        snapshots
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(pair);
+                    }));
+                    if let Err(panic) = sampled {
+                        on_failure(
+                            "snapshot sampler",
+                            &format!(
+                                "internal error: the snapshot thread panicked: {}",
+                                super::panic_message(panic.as_ref())
+                            ),
+                        );
                     }
-                    let pair = snapshot(&tracer);
-                    snapshots
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(pair);
                 })
                 .map_err(|e| PluginError::new(format!("cannot start the snapshot thread: {e}")))?
         };
@@ -204,11 +220,15 @@ impl TraceSession {
                 std::thread::Builder::new()
                     .name(format!("distprof-probe-{node}"))
                     .spawn(move || {
+                        super::mark_thread_panics_reported();
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             probe(node, &context, socket, &config, &stop, &progress)
                         }))
-                        .unwrap_or_else(|_| {
-                            Err("internal error: the probe thread panicked".into())
+                        .unwrap_or_else(|panic| {
+                            Err(format!(
+                                "internal error: the probe thread panicked: {}",
+                                super::panic_message(panic.as_ref())
+                            ))
                         });
                         progress.lock().unwrap_or_else(|p| p.into_inner()).finished = true;
                         if let Err(reason) = result {
@@ -444,8 +464,9 @@ fn probe(
         "model": NodeClockModel { node, reachable: node == ctx.reference_node || !segments.is_empty(), segments },
     });
     let path = model_path(&dir, node);
-    std::fs::write(&path, format!("{model}\n"))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // Whole or absent: `distprof merge` must never read half a model.
+    crate::atomic_file::write(&path, format!("{model}\n").as_bytes())
+        .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
     tracing::info!(
         node,
         windows,
