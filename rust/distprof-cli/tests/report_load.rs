@@ -311,9 +311,13 @@ fn real_run_directory_loads_with_every_node_edge_point_and_fit() {
         input.loops
     );
     // Each residual is the sum of the three edges' fitted offsets around the triangle (an
-    // edge probed the other way counts negated). Its size is not asserted: on this loaded
-    // machine a window's single-edge fit is sometimes far off (see above), and showing that
-    // as a large residual is what the panel is for.
+    // edge probed the other way counts negated), each moved from its prober's midpoint to
+    // the common instant by its rate times the prober's offset. Its size is not asserted:
+    // on this loaded machine a window's single-edge fit is sometimes far off (see above),
+    // and showing that as a large residual is what the panel is for.
+    let offset = |n: u32, w: u64| -> f64 {
+        input.nodes[n as usize].segments.iter().find(|s| s.window_id == w).expect("loop node estimated").offset_ns
+    };
     let theta = |a: u32, b: u32, w: u64| -> f64 {
         let find = |s: u32, d: u32| {
             input
@@ -321,7 +325,7 @@ fn real_run_directory_loads_with_every_node_edge_point_and_fit() {
                 .iter()
                 .find(|e| (e.src, e.dst) == (s, d))
                 .and_then(|e| e.fits.iter().find(|f| f.window_id == w))
-                .map(|f| f.offset_ns)
+                .map(|f| f.offset_ns + f.drift_ppb * 1e-9 * offset(s, w))
         };
         find(a, b)
             .or_else(|| find(b, a).map(|v| -v))
@@ -418,4 +422,23 @@ fn cut_off_last_line_is_skipped_and_a_malformed_line_is_named() {
         msg.contains(&empty.path().display().to_string()) && msg.contains("probe_windows_node"),
         "{msg}"
     );
+}
+
+/// A simulated run whose clocks are up to 1 s apart and 100 ppm apart in rate: every
+/// triangle closes to within the edges' own errors (hundreds of ns), not to the rate times
+/// offset products (tens of us) that summing each edge at its own prober's midpoint gives.
+#[test]
+fn loops_of_a_simulated_run_close_to_the_edge_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["simulate", "--nodes", "8", "--duration-s", "12", "--seed", "3", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let input = from_run_dir(dir.path()).unwrap();
+    assert!(input.loops.len() >= 3, "{:?}", input.loops);
+    for l in &input.loops {
+        assert!(l.residual_ns.abs() < 2_000.0, "{l:?}");
+    }
 }
