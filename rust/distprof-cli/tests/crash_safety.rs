@@ -2,8 +2,9 @@
 //! - probing nodes (`distprof run`, 4 real processes over loopback): after every kill, each
 //!   node's JSONL file is absent (killed before it existed) or readable by
 //!   `distprof::jsonl::read`: its meta line whole, every closed window parses, window ids
-//!   run 0, 1, 2, ... without a gap, and every window that closed (nominally) more than
-//!   250 ms before the kill is there; at most a cut-off last line, which the reader reports;
+//!   run 0, 1, 2, ... without a gap, and every window the node announced as written (its
+//!   debug log line, printed after the write returned) is there; at most a cut-off last
+//!   line, which the reader reports;
 //! - `distprof merge` (whole-file outputs): after every kill, every `.xplane.pb` and the
 //!   Chrome JSON in the output is a whole file (decodes / parses): the previous complete
 //!   output or the new complete one, never a prefix.
@@ -77,17 +78,22 @@ struct Counts {
     files_absent: u32,
     windows_checked: u64,
     windows_lost: u64,
+    /// Windows the killed nodes had announced as written before their kill.
+    windows_announced: u64,
     torn_lines: u32,
 }
 
-/// How late a window may close and reach the file after its nominal end (scheduling on a
-/// busy 2-core machine, the engine's poll interval) before it counts as lost.
-const CLOSE_SLACK_NS: i64 = 250_000_000;
+/// The windows a node announced as written on stderr (`window written` at debug level,
+/// logged after the write returned): the ones a kill must not take away.
+fn windows_announced(stderr: &Path) -> u64 {
+    let text = std::fs::read_to_string(stderr).unwrap_or_default();
+    text.lines().filter(|l| l.contains("window written")).count() as u64
+}
 
-/// One node's file after its process was killed at `killed_at_ns` (realtime; `None` if
-/// it had ended by itself); every problem is a lost window: a line that does not parse, a
-/// gap in the window ids, or fewer windows than had closed well before the kill.
-fn check_node_file(path: &Path, node: u32, killed_at_ns: Option<i64>, counts: &mut Counts) {
+/// One node's file after its process was killed (`announced` holds the windows it said it
+/// had written; `None` if it ended by itself); every problem is a lost window: a line that
+/// does not parse, a gap in the window ids, or fewer windows than announced.
+fn check_node_file(path: &Path, node: u32, announced: Option<u64>, counts: &mut Counts) {
     if !path.exists() {
         counts.files_absent += 1;
         return;
@@ -98,12 +104,11 @@ fn check_node_file(path: &Path, node: u32, killed_at_ns: Option<i64>, counts: &m
             assert_eq!(f.meta.node, node, "{}", path.display());
             counts.windows_checked += f.windows.len() as u64;
             counts.torn_lines += u32::from(f.truncated_tail);
-            if let Some(kill_ns) = killed_at_ns {
-                let window_ns = (f.meta.config.probe_window_s * 1e9) as i64;
-                let closed = (kill_ns - f.meta.start_local_ns - CLOSE_SLACK_NS).max(0) / window_ns;
-                let missing = (closed as u64).saturating_sub(f.windows.len() as u64);
+            if let Some(announced) = announced {
+                counts.windows_announced += announced;
+                let missing = announced.saturating_sub(f.windows.len() as u64);
                 if missing > 0 {
-                    eprintln!("{}: {} windows, but {closed} had closed before the kill", path.display(), f.windows.len());
+                    eprintln!("{}: {} windows, but the node had announced {announced}", path.display(), f.windows.len());
                 }
                 counts.windows_lost += missing;
             }
@@ -153,8 +158,9 @@ fn kill9_of_probing_nodes_never_loses_a_closed_window() {
                     .args(["--rendezvous-timeout-ms", "5000"])
                     .arg("--config")
                     .arg(&cfg)
+                    .env("XLA_DIST_PROF_LOG", "warn,distprof::jsonl=debug")
                     .stdout(Stdio::null())
-                    .stderr(Stdio::null())
+                    .stderr(std::fs::File::create(dir.path().join(format!("node{rank}.stderr"))).unwrap())
                     .spawn()
                     .unwrap();
                 // Most kills after the rendezvous (~0.1-0.3 s), some during it.
@@ -164,31 +170,32 @@ fn kill9_of_probing_nodes_never_loses_a_closed_window() {
             .collect();
         let t0 = Instant::now();
         children.sort_by_key(|c| c.2);
-        let mut killed_at_ns = vec![None; NODES as usize];
+        let mut killed = vec![false; NODES as usize];
         for (rank, child, at) in &mut children {
             std::thread::sleep(at.saturating_sub(t0.elapsed()));
-            let now_ns = distprof::clock::realtime_ns();
             if kill9(child) {
                 counts.kills += 1;
-                killed_at_ns[*rank as usize] = Some(now_ns);
+                killed[*rank as usize] = true;
             } else {
                 eprintln!("round {round}: node {rank} had already ended before its kill at {at:?}");
             }
         }
         for rank in 0..NODES {
             let path = out.join(distprof::jsonl::file_name(rank));
-            check_node_file(&path, rank, killed_at_ns[rank as usize], &mut counts);
+            let announced = killed[rank as usize].then(|| windows_announced(&dir.path().join(format!("node{rank}.stderr"))));
+            check_node_file(&path, rank, announced, &mut counts);
         }
     }
     record_figure(
         "kill9_probing_nodes",
         format!(
-        "FIGURE kill9 probing nodes (seed {}): kills={} files={} files_absent={} windows_checked={} windows_lost={} torn_lines={} ({:.1} s)",
+        "FIGURE kill9 probing nodes (seed {}): kills={} files={} files_absent={} windows_checked={} windows_announced_before_kill={} windows_lost={} torn_lines={} ({:.1} s)",
         seed(),
         counts.kills,
         counts.files,
         counts.files_absent,
         counts.windows_checked,
+        counts.windows_announced,
         counts.windows_lost,
         counts.torn_lines,
         started.elapsed().as_secs_f64()
@@ -196,6 +203,7 @@ fn kill9_of_probing_nodes_never_loses_a_closed_window() {
     assert_eq!(counts.windows_lost, 0, "{counts:?}");
     assert!(counts.kills >= ROUNDS * NODES * 3 / 4, "too few kills landed: {counts:?}");
     assert!(counts.windows_checked >= 100, "the kills came too early to test anything: {counts:?}");
+    assert!(counts.windows_announced >= 100, "no node announced its windows (log filter?): {counts:?}");
 }
 
 /// Every visible output of a merge is whole: each `.xplane.pb` decodes, the Chrome JSON

@@ -55,12 +55,23 @@ pub struct JsonlWriter {
 }
 
 impl JsonlWriter {
-    /// Creates (replacing) the file in `dir` with its meta line.
+    /// Creates the file in `dir` with its meta line. A file already there (a node restarted
+    /// on the same output_dir) is kept under the first free `<name>.<k>` and named in a
+    /// warning: what an earlier run recorded is never overwritten.
     pub fn create(dir: &Path, meta: &Meta) -> io::Result<JsonlWriter> {
         crate::atomic_file::create_dir_all(dir).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot create output_dir `{}`: {e}", dir.display()))
         })?;
         let path = dir.join(file_name(meta.node));
+        if path.exists() {
+            let kept = keep_earlier_file(&path)?;
+            tracing::warn!(
+                "`{}` existed (an earlier run of node {} on this output_dir); kept as `{}`",
+                path.display(),
+                meta.node,
+                kept.display()
+            );
+        }
         // The file appears with its meta line whole (temporary file renamed), so a file
         // that exists always names its node and session, even after a `kill -9` at once.
         let mut first = serde_json::to_string(meta).map_err(io::Error::other)?;
@@ -78,7 +89,11 @@ impl JsonlWriter {
     }
 
     pub fn write_window(&mut self, w: &ClosedWindow) -> io::Result<()> {
-        self.write_line(&serde_json::to_string(w).map_err(io::Error::other)?)
+        self.write_line(&serde_json::to_string(w).map_err(io::Error::other)?)?;
+        // After the write returned, the window survives a kill of the process: the crash
+        // tests hold the file to every window this line announced.
+        tracing::debug!(node = w.node, window_id = w.window_id, "window written");
+        Ok(())
     }
 
     fn write_line(&mut self, line: &str) -> io::Result<()> {
@@ -102,6 +117,25 @@ impl JsonlWriter {
             }
         }
     }
+}
+
+/// Renames `path` to the first free `<path>.<k>` (k = 1, 2, ...) and returns the new name.
+fn keep_earlier_file(path: &Path) -> io::Result<PathBuf> {
+    for k in 1..=1000u32 {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".{k}"));
+        let kept = PathBuf::from(name);
+        if !kept.exists() {
+            std::fs::rename(path, &kept).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot keep the earlier `{}` as `{}`: {e}", path.display(), kept.display()))
+            })?;
+            return Ok(kept);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("`{}` and 1000 earlier copies exist; choose another output_dir", path.display()),
+    ))
 }
 
 /// A parsed file.
@@ -233,5 +267,23 @@ mod tests {
         let f = read(w.path()).unwrap();
         assert_eq!(f.windows.len(), 1);
         assert!(!f.truncated_tail);
+    }
+
+    /// A node restarted on the same output_dir: its earlier file is kept whole beside the
+    /// new one, twice over, never overwritten.
+    #[test]
+    fn a_restart_keeps_the_earlier_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = JsonlWriter::create(dir.path(), &meta()).unwrap();
+        first.write_window(&window(0)).unwrap();
+        drop(first);
+        let mut second = JsonlWriter::create(dir.path(), &meta()).unwrap();
+        second.write_window(&window(0)).unwrap();
+        second.write_window(&window(1)).unwrap();
+        drop(second);
+        JsonlWriter::create(dir.path(), &meta()).unwrap();
+        let name = dir.path().join(file_name(1));
+        let kept = |k: u32| read(&PathBuf::from(format!("{}.{k}", name.display()))).unwrap().windows.len();
+        assert_eq!((kept(1), kept(2), read(&name).unwrap().windows.len()), (1, 2, 0));
     }
 }
