@@ -11,7 +11,7 @@ use super::fit::fit_edge;
 use super::hull::{self, FitError, Hulls, Line};
 use std::collections::{HashMap, VecDeque};
 use super::network::{self, EdgeObs, EdgeVerdict, NetworkSolution};
-use super::points::{for_each_edge, WindowBounds};
+use super::points::{for_each_edge_with, WindowBounds};
 use super::purity::{PurityCounts, PurityTolerance};
 use super::settings::{EstimatorSettings, NetworkMode};
 use crate::config::EstimatorKind;
@@ -140,7 +140,9 @@ fn estimate(
     let mut edges = Vec::new();
     let mut obs = Vec::new();
     let mut fitted = Vec::new(); // (edge index, line, timestamp noise) per obs
-    let counts = for_each_edge(records, spec.num_nodes, window, tol, |e| {
+    // Only the round-trip baselines read the per-probe list.
+    let want_probes = matches!(settings.estimator, EstimatorKind::Ntp | EstimatorKind::TwoPoint);
+    let counts = for_each_edge_with(records, spec.num_nodes, window, tol, want_probes, |e| {
         let mut report = EdgeReport {
             src: e.src,
             dst: e.dst,

@@ -36,6 +36,12 @@ pub struct Args {
     /// Estimation window, s (default: the configuration default).
     #[arg(long)]
     window_s: Option<f64>,
+    /// Past windows in the hull's drift fit (default: the estimator default).
+    #[arg(long)]
+    drift_history_windows: Option<usize>,
+    /// Only these estimators (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_estimator)]
+    estimators: Vec<EstimatorKind>,
     /// The real `distprof local` run: node processes (0 skips it).
     #[arg(long, default_value_t = 4)]
     local_nodes: u32,
@@ -46,6 +52,11 @@ pub struct Args {
     /// delay each way).
     #[arg(long, default_value_t = 20.0)]
     local_jitter_us: f64,
+}
+
+fn parse_estimator(s: &str) -> Result<EstimatorKind, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| format!("unknown estimator `{s}`; use one of {}", distprof::config::fields::ESTIMATORS.join(", ")))
 }
 
 #[derive(serde::Serialize, Clone)]
@@ -92,8 +103,11 @@ struct Acc {
 
 fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
     let cluster = Cluster::new(scenario.clone()).map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
-    let combos: Vec<(EstimatorKind, bool)> =
-        ESTIMATORS.iter().flat_map(|&k| [(k, true), (k, false)]).collect();
+    let combos: Vec<(EstimatorKind, bool)> = ESTIMATORS
+        .iter()
+        .filter(|k| args.estimators.is_empty() || args.estimators.contains(k))
+        .flat_map(|&k| [(k, true), (k, false)])
+        .collect();
     let mut acc: Vec<Acc> = combos.iter().map(|_| Acc::default()).collect();
     let mut histories: Vec<History> = combos.iter().map(|_| History::default()).collect();
     for k in 0..cluster.num_windows() {
@@ -107,6 +121,7 @@ fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
             let settings = EstimatorSettings {
                 estimator: kind,
                 network: if wls { NetworkMode::Wls } else { NetworkMode::Tree },
+                drift_history_windows: args.drift_history_windows.unwrap_or(EstimatorSettings::default().drift_history_windows),
                 ..EstimatorSettings::default()
             };
             let started = thread_cpu_s();
