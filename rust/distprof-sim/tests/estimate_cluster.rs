@@ -72,9 +72,10 @@ fn a_node_with_only_its_own_edges_reaches_its_neighbours_only() {
 #[test]
 fn drift_history_makes_drift_several_times_better() {
     use distprof::estimate::{estimate_window_with_history, History};
-    let s = Scenario { nodes: 12, duration_s: 24.0, seed: 3, ..Scenario::reference() };
+    // 4 s windows: six of them, the first few with growing history.
+    let s = Scenario { nodes: 12, duration_s: 24.0, window_s: 4.0, seed: 3, ..Scenario::reference() };
     let c = Cluster::new(s).expect("valid scenario");
-    let settings = EstimatorSettings::default();
+    let settings = EstimatorSettings { drift_span_s: 16.0, ..EstimatorSettings::default() };
     let mut history = History::default();
     let (mut with_sq, mut without_sq, mut n) = (0.0, 0.0, 0);
     for k in 0..c.num_windows() {
@@ -82,7 +83,7 @@ fn drift_history_makes_drift_several_times_better() {
         let spec = c.window_spec(k);
         let with = estimate_window_with_history(&recs, &spec, &settings, &mut history);
         let without = estimate_window(&recs, &spec, &settings);
-        if k < settings.drift_history_windows as u64 {
+        if k < settings.history_windows(4_000_000_000) as u64 {
             continue;
         }
         for i in 1..12u32 {

@@ -62,6 +62,8 @@ fn cross(o: Point, a: Point, b: Point) -> f64 {
 
 /// Points per bucket of the pre-filter (see `candidates`).
 const FILTER_BUCKET: usize = 16;
+/// Absolute room for rounding in the pre-filter's interpolation (see `candidates`).
+const FILTER_ROUNDING_NS: f64 = 1e-3;
 
 /// The points that can be vertices of the lower hull (after the sign flip `s`), in order.
 /// A point strictly above a segment between two of the points, inside its x range, lies
@@ -72,24 +74,23 @@ const FILTER_BUCKET: usize = 16;
 /// their minimum (queueing), so this discards almost every point with one branch-free
 /// comparison, and the monotone chain (a branchy pop-or-not per point) then runs on a few
 /// dozen. Exact: the hull of the survivors is the hull of all points.
-fn candidates(sorted: &[Point], s: f64, out: &mut Vec<Point>) {
+fn candidates<const LOWER: bool>(sorted: &[Point], out: &mut Vec<Point>) {
     out.clear();
     let n = sorted.len();
-    let flip = |p: &Point| Point { x_ns: p.x_ns, y_ns: s * p.y_ns };
+    let flip = |p: &Point| Point { x_ns: p.x_ns, y_ns: if LOWER { p.y_ns } else { -p.y_ns } };
     if n <= 3 * FILTER_BUCKET {
         out.extend(sorted.iter().map(flip));
         return;
     }
     // Anchors: the first point, the lowest of every bucket, the last point.
-    let buckets = n.div_ceil(FILTER_BUCKET);
-    let mut anchor: Vec<Point> = Vec::with_capacity(buckets + 2);
+    let mut anchor: Vec<Point> = Vec::with_capacity(n.div_ceil(FILTER_BUCKET) + 2);
     anchor.push(flip(&sorted[0]));
     for bucket in sorted.chunks(FILTER_BUCKET) {
         let mut best = flip(&bucket[0]);
         for p in &bucket[1..] {
-            let y = s * p.y_ns;
-            if y < best.y_ns {
-                best = Point { x_ns: p.x_ns, y_ns: y };
+            let q = flip(p);
+            if q.y_ns < best.y_ns {
+                best = q;
             }
         }
         anchor.push(best);
@@ -106,13 +107,13 @@ fn candidates(sorted: &[Point], s: f64, out: &mut Vec<Point>) {
             continue;
         }
         let slope = (b.y_ns - a.y_ns) / dx;
+        // Keep what is on or below the segment, with room for the rounding of the
+        // interpolation (at most a few ulps of the larger end value; keeping a point too
+        // many is harmless). Rarely true, so the branch predicts well.
+        let room = FILTER_ROUNDING_NS + 1e-12 * (a.y_ns.abs() + b.y_ns.abs());
         for p in bucket {
             let q = flip(p);
-            // Keep what is on or below the segment (with a little room for rounding in
-            // the interpolation: keeping a point too many is harmless). Rarely true, so
-            // the branch predicts well.
-            let line = a.y_ns + slope * (q.x_ns - a.x_ns);
-            if q.y_ns <= line + 1e-9 * (line.abs() + q.y_ns.abs()) {
+            if q.y_ns <= a.y_ns + slope * (q.x_ns - a.x_ns) + room {
                 out.push(q);
             }
         }
@@ -123,9 +124,8 @@ fn candidates(sorted: &[Point], s: f64, out: &mut Vec<Point>) {
 /// each side compiles to its own branch-free loop: this is the hot path of a window).
 fn chain<const LOWER: bool>(sorted: &[Point]) -> Vec<Point> {
     // The upper hull of (x, y) is the lower hull of (x, -y).
-    let s = if LOWER { 1.0 } else { -1.0 };
     let mut cand = Vec::new();
-    candidates(sorted, s, &mut cand);
+    candidates::<LOWER>(sorted, &mut cand);
     let mut h: Vec<Point> = Vec::with_capacity(64);
     for &q in &cand {
         // Of points sharing an x only the lowest (after the sign flip) matters.

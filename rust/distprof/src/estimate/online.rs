@@ -90,7 +90,7 @@ pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Es
 }
 
 /// One window of a sequence: as `estimate_window`, but with the hull estimator the drift
-/// comes from this window and the `drift_history_windows` before it (the error of an
+/// comes from this window and the past windows within `drift_span_s` before it (the error of an
 /// extreme-point slope falls with the square of the span), and the offset from this
 /// window's points at that slope. Call once per window, in order, with the same history.
 pub fn estimate_window_with_history(
@@ -162,7 +162,7 @@ fn estimate(
                         line.line = long;
                     }
                     past.push_back(PastHulls { mid_ns: window.mid_ns(), y_origin_ns: e.y_origin_ns, hulls: line.hulls.clone() });
-                    while past.len() > settings.drift_history_windows {
+                    while past.len() > settings.history_windows(window.end_ns - window.start_ns) {
                         past.pop_front();
                     }
                 }
