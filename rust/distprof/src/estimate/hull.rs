@@ -61,7 +61,7 @@ fn cross(o: Point, a: Point, b: Point) -> f64 {
 }
 
 /// Points per bucket of the pre-filter (see `candidates`).
-const FILTER_BUCKET: usize = 16;
+const FILTER_BUCKET: usize = 32;
 /// Absolute room for rounding in the pre-filter's interpolation (see `candidates`).
 const FILTER_ROUNDING_NS: f64 = 1e-3;
 
