@@ -322,6 +322,7 @@ mod tests {
         let mut s = Scenario::reference();
         s.nodes = 8;
         s.duration_s = 8.0;
+        s.window_s = 4.0;
         let a = Cluster::new(s.clone()).expect("scenario").records(1);
         let b = Cluster::new(s.clone()).expect("scenario").records(1);
         assert_eq!(a, b);
@@ -329,7 +330,7 @@ mod tests {
         let c = Cluster::new(s).expect("scenario").records(1);
         assert_ne!(a, c);
         // 7 edges per node, window / cadence probes per edge, 4% of records lose a packet.
-        let probes = s_probes_per_window(&Scenario::reference());
+        let probes = s_probes_per_window(&Scenario { window_s: 4.0, ..Scenario::reference() });
         let expected = 56.0 * probes * 0.96;
         assert!((a.len() as f64 - expected).abs() < expected * 0.1, "{} vs {expected}", a.len());
     }
@@ -339,6 +340,7 @@ mod tests {
         let mut s = Scenario::reference();
         s.nodes = 4;
         s.duration_s = 8.0;
+        s.window_s = 4.0;
         s.wander_ppb_per_sqrt_s = 0.0;
         let c = Cluster::new(s).expect("scenario");
         // Without wander a node's drift against the reference is fixed:

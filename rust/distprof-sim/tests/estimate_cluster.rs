@@ -4,8 +4,9 @@
 use distprof::estimate::{estimate_window, EstimatorSettings, ModelBuilder, NetworkMode};
 use distprof_sim::cluster::{Cluster, Scenario};
 
+/// 4 s windows: three of them in 12 s, cheap, whatever the default window.
 fn small(nodes: u32, asymmetry_max_ns: f64) -> Cluster {
-    let s = Scenario { nodes, duration_s: 12.0, asymmetry_max_ns, seed: 7, ..Scenario::reference() };
+    let s = Scenario { nodes, duration_s: 12.0, window_s: 4.0, asymmetry_max_ns, seed: 7, ..Scenario::reference() };
     Cluster::new(s).expect("valid scenario")
 }
 
@@ -72,9 +73,10 @@ fn a_node_with_only_its_own_edges_reaches_its_neighbours_only() {
 #[test]
 fn drift_history_makes_drift_several_times_better() {
     use distprof::estimate::{estimate_window_with_history, History};
-    let s = Scenario { nodes: 12, duration_s: 24.0, seed: 3, ..Scenario::reference() };
+    // 4 s windows: six of them, the first few with growing history.
+    let s = Scenario { nodes: 12, duration_s: 24.0, window_s: 4.0, seed: 3, ..Scenario::reference() };
     let c = Cluster::new(s).expect("valid scenario");
-    let settings = EstimatorSettings::default();
+    let settings = EstimatorSettings { drift_span_s: 16.0, ..EstimatorSettings::default() };
     let mut history = History::default();
     let (mut with_sq, mut without_sq, mut n) = (0.0, 0.0, 0);
     for k in 0..c.num_windows() {
@@ -82,7 +84,7 @@ fn drift_history_makes_drift_several_times_better() {
         let spec = c.window_spec(k);
         let with = estimate_window_with_history(&recs, &spec, &settings, &mut history);
         let without = estimate_window(&recs, &spec, &settings);
-        if k < settings.drift_history_windows as u64 {
+        if k < settings.history_windows(4_000_000_000) as u64 {
             continue;
         }
         for i in 1..12u32 {
@@ -97,4 +99,33 @@ fn drift_history_makes_drift_several_times_better() {
     let (with_rms, without_rms) = ((with_sq / n as f64).sqrt(), (without_sq / n as f64).sqrt());
     assert!(with_rms < 0.5 * without_rms, "with history {with_rms} ppb, without {without_rms} ppb");
     assert!(with_rms < 30.0, "drift rms {with_rms} ppb");
+}
+
+/// Why the default window is 15 s: the offset error of an extreme-point fit falls as
+/// 1 / (probes per window), so over the same 30 s of the reference noise the default
+/// window's offsets (with the default drift span) are far better than 4 s windows'.
+#[test]
+fn the_default_window_beats_short_windows() {
+    use distprof::estimate::{estimate_window_with_history, History};
+    let rms = |window_s: f64| {
+        let s = Scenario { nodes: 16, duration_s: 30.0, window_s, seed: 5, ..Scenario::reference() };
+        let c = Cluster::new(s).expect("valid scenario");
+        let mut history = History::default();
+        let (mut sq, mut n) = (0.0, 0);
+        for k in 0..c.num_windows() {
+            let est = estimate_window_with_history(&c.records(k), &c.window_spec(k), &EstimatorSettings::default(), &mut history);
+            for i in 1..16u32 {
+                let seg = est.segments[i as usize].expect("reachable");
+                let t = c.truth(i, k);
+                assert!((seg.offset_ns - t.offset_ns).abs() <= seg.bound_ns, "window {k} node {i}");
+                sq += (seg.offset_ns - t.offset_ns).powi(2);
+                n += 1;
+            }
+        }
+        (sq / n as f64).sqrt()
+    };
+    let default_window_s = distprof::config::Config::default().probe_window_s;
+    let (long, short) = (rms(default_window_s), rms(4.0));
+    assert!(long < 0.75 * short, "{default_window_s} s windows: {long} ns rms; 4 s windows: {short} ns rms");
+    assert!(long < 60.0, "{default_window_s} s windows: {long} ns rms");
 }

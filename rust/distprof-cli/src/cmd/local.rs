@@ -61,6 +61,11 @@ pub struct Args {
     /// microseconds; two-way probes cannot see it, so it shows up as error within the bound.
     #[arg(long, default_value_t = 0.0)]
     asymmetry_us: f64,
+    /// Flag windows whose error bound exceeds this, in nanoseconds (default: the
+    /// configuration default plus twice the relay's one-way delay and asymmetry, see
+    /// `local_max_bound_ns`).
+    #[arg(long)]
+    max_bound_ns: Option<u64>,
     /// Relay: mean exponential queueing delay in microseconds.
     #[arg(long, default_value_t = 0.0)]
     jitter_us: f64,
@@ -353,6 +358,18 @@ struct EdgeResult {
     windows_down: usize,
 }
 
+/// The flag limit that fits the relay. The bound is honest: for each hop it is at least
+/// half the smallest round trip, since two-way probes cannot tell path asymmetry from
+/// offset, so through a relay with a 100 us one-way delay every window's bound is
+/// ~100-150 us and the configuration default (10 us, for real networks with a few us of
+/// path) would flag every window and say nothing. The relay's own delay and asymmetry are
+/// known here, so the limit is the default plus that floor for up to two hops: a window is
+/// flagged when its bound says something beyond what the relay itself imposes.
+fn local_max_bound_ns(args: &Args, default_ns: u64) -> u64 {
+    let per_hop_us = (args.delay_us + args.asymmetry_us.abs()).max(0.0);
+    default_ns.saturating_add((2.0 * per_hop_us * 1e3).min(1e9) as u64)
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let n = args.nodes;
     if n < 2 {
@@ -375,6 +392,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         probe_cadence_us: args.cadence_us.unwrap_or(defaults.probe_cadence_us),
         probe_out_degree: args.out_degree.unwrap_or(defaults.probe_out_degree),
         handshake_timeout_ms: args.down_after_ms.unwrap_or(defaults.handshake_timeout_ms),
+        max_bound_ns: args.max_bound_ns.unwrap_or_else(|| local_max_bound_ns(&args, defaults.max_bound_ns)),
         ..defaults
     };
     let out_dir = match &args.output_dir {

@@ -369,21 +369,21 @@ mod tests {
 
     #[test]
     fn window_must_hold_enough_probes() {
-        // 4 s at 200 ms = 20 probes: exactly enough.
+        // The default 15 s at 750 ms = 20 probes: exactly enough.
         let c = Config {
-            probe_cadence_us: 200_000,
+            probe_cadence_us: 750_000,
             ..Config::default()
         };
         assert!(judge(&c, &["probe_cadence_us"], true).is_empty());
-        // 4 s at 250 ms = 16 probes.
+        // 15 s at 1 s = 15 probes.
         let c = Config {
-            probe_cadence_us: 250_000,
+            probe_cadence_us: 1_000_000,
             ..Config::default()
         };
         let got = judge(&c, &["probe_cadence_us"], true);
         assert_eq!(got.len(), 1, "{got:#?}");
-        assert!(got[0].starts_with("f.json: $.probe_cadence_us: probe_window_s = 4 (default) holds only 16 probes at probe_cadence_us = 250000 (file f.json)"), "{}", got[0]);
-        assert!(got[0].ends_with("fix: raise probe_window_s to at least 5 or lower probe_cadence_us to at most 200000"), "{}", got[0]);
+        assert!(got[0].starts_with("f.json: $.probe_cadence_us: probe_window_s = 15 (default) holds only 15 probes at probe_cadence_us = 1000000 (file f.json)"), "{}", got[0]);
+        assert!(got[0].ends_with("fix: raise probe_window_s to at least 20 or lower probe_cadence_us to at most 750000"), "{}", got[0]);
     }
 
     #[test]

@@ -60,24 +60,83 @@ fn cross(o: Point, a: Point, b: Point) -> f64 {
     (a.x_ns - o.x_ns) * (b.y_ns - o.y_ns) - (a.y_ns - o.y_ns) * (b.x_ns - o.x_ns)
 }
 
+/// Points per bucket of the pre-filter (see `candidates`).
+const FILTER_BUCKET: usize = 32;
+/// Absolute room for rounding in the pre-filter's interpolation (see `candidates`).
+const FILTER_ROUNDING_NS: f64 = 1e-3;
+
+/// The points that can be vertices of the lower hull (after the sign flip `s`), in order.
+/// A point strictly above a segment between two of the points, inside its x range, lies
+/// inside the hull and is no vertex. The points are cut into buckets of
+/// `FILTER_BUCKET`; every point of bucket j is tested against the segment from the lowest
+/// point of bucket j - 1 to the lowest of bucket j + 1 (the first and the last point at the
+/// ends), whose x range contains the whole bucket. One-way delays sit mostly far above
+/// their minimum (queueing), so this discards almost every point with one branch-free
+/// comparison, and the monotone chain (a branchy pop-or-not per point) then runs on a few
+/// dozen. Exact: the hull of the survivors is the hull of all points.
+fn candidates<const LOWER: bool>(sorted: &[Point], out: &mut Vec<Point>) {
+    out.clear();
+    let n = sorted.len();
+    let flip = |p: &Point| Point { x_ns: p.x_ns, y_ns: if LOWER { p.y_ns } else { -p.y_ns } };
+    if n <= 3 * FILTER_BUCKET {
+        out.extend(sorted.iter().map(flip));
+        return;
+    }
+    // Anchors: the first point, the lowest of every bucket, the last point.
+    let mut anchor: Vec<Point> = Vec::with_capacity(n.div_ceil(FILTER_BUCKET) + 2);
+    anchor.push(flip(&sorted[0]));
+    for bucket in sorted.chunks(FILTER_BUCKET) {
+        let mut best = flip(&bucket[0]);
+        for p in &bucket[1..] {
+            let q = flip(p);
+            if q.y_ns < best.y_ns {
+                best = q;
+            }
+        }
+        anchor.push(best);
+    }
+    anchor.push(flip(&sorted[n - 1]));
+    for (j, bucket) in sorted.chunks(FILTER_BUCKET).enumerate() {
+        // anchor[j] is bucket j - 1's lowest (or the first point), anchor[j + 2] bucket
+        // j + 1's (or the last point).
+        let (a, b) = (anchor[j], anchor[j + 2]);
+        let dx = b.x_ns - a.x_ns;
+        if !(dx > 0.0) {
+            // Equal x at both ends (repeated x): no segment to test against.
+            out.extend(bucket.iter().map(flip));
+            continue;
+        }
+        let slope = (b.y_ns - a.y_ns) / dx;
+        // Keep what is on or below the segment, with room for the rounding of the
+        // interpolation (at most a few ulps of the larger end value; keeping a point too
+        // many is harmless). Rarely true, so the branch predicts well.
+        let room = FILTER_ROUNDING_NS + 1e-12 * (a.y_ns.abs() + b.y_ns.abs());
+        for p in bucket {
+            let q = flip(p);
+            if q.y_ns <= a.y_ns + slope * (q.x_ns - a.x_ns) + room {
+                out.push(q);
+            }
+        }
+    }
+}
+
 /// Andrew's monotone chain over points sorted by x; `LOWER` picks the side (a const so
 /// each side compiles to its own branch-free loop: this is the hot path of a window).
 fn chain<const LOWER: bool>(sorted: &[Point]) -> Vec<Point> {
     // The upper hull of (x, y) is the lower hull of (x, -y).
-    let s = if LOWER { 1.0 } else { -1.0 };
+    let mut cand = Vec::new();
+    candidates::<LOWER>(sorted, &mut cand);
     let mut h: Vec<Point> = Vec::with_capacity(64);
-    for &p in sorted {
-        let py = s * p.y_ns;
+    for &q in &cand {
         // Of points sharing an x only the lowest (after the sign flip) matters.
         if let Some(last) = h.last() {
-            if last.x_ns == p.x_ns {
-                if py >= last.y_ns {
+            if last.x_ns == q.x_ns {
+                if q.y_ns >= last.y_ns {
                     continue;
                 }
                 h.pop();
             }
         }
-        let q = Point { x_ns: p.x_ns, y_ns: py };
         while h.len() >= 2 && cross(h[h.len() - 2], h[h.len() - 1], q) <= 0.0 {
             h.pop();
         }
@@ -206,6 +265,62 @@ mod tests {
         let same_x = pts(&[(0.0, 5.0), (0.0, 6.0)]);
         let same_x_r = pts(&[(0.0, 1.0), (0.0, 2.0)]);
         assert_eq!(fit(&same_x, &same_x_r).unwrap_err(), FitError::Degenerate);
+    }
+
+    /// The plain monotone chain, without the pre-filter.
+    fn reference_lower(sorted: &[Point]) -> Vec<Point> {
+        let mut h: Vec<Point> = Vec::new();
+        for &p in sorted {
+            if let Some(last) = h.last() {
+                if last.x_ns == p.x_ns {
+                    if p.y_ns >= last.y_ns {
+                        continue;
+                    }
+                    h.pop();
+                }
+            }
+            while h.len() >= 2 && cross(h[h.len() - 2], h[h.len() - 1], p) <= 0.0 {
+                h.pop();
+            }
+            h.push(p);
+        }
+        h
+    }
+
+    #[test]
+    fn the_pre_filter_keeps_the_exact_hull() {
+        // Delay-like clouds (exponential excess over a sloped line, a few repeated x and
+        // collinear runs) of many sizes: the filtered hull equals the plain one.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut unit = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for n in [3usize, 17, 33, 34, 100, 401, 2000] {
+            for round in 0..20 {
+                let mut v: Vec<Point> = (0..n)
+                    .map(|i| {
+                        // Collinear runs with exact (integer) arithmetic: with rounding,
+                        // "collinear" is not a well-defined predicate.
+                        if round % 7 == 0 {
+                            let x = (i / 2) as f64;
+                            return Point { x_ns: x, y_ns: 3.0 * x + if i % 3 == 0 { 1.0 } else { 0.0 } };
+                        }
+                        let x = if round % 5 == 0 { (i / 3) as f64 } else { i as f64 * 10.0 + unit() * 5.0 };
+                        let excess = -20_000.0 * (1.0 - unit()).ln();
+                        Point { x_ns: x, y_ns: 0.001 * x + excess }
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
+                assert_eq!(lower_hull(&v), reference_lower(&v), "n = {n}, round {round}");
+                let flipped: Vec<Point> = v.iter().map(|p| Point { x_ns: p.x_ns, y_ns: -p.y_ns }).collect();
+                let mut want = reference_lower(&flipped);
+                want.iter_mut().for_each(|p| p.y_ns = -p.y_ns);
+                assert_eq!(upper_hull(&v), want, "n = {n}, round {round} (upper)");
+            }
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::fit::fit_edge;
 use super::hull::{self, FitError, Hulls, Line};
 use std::collections::{HashMap, VecDeque};
 use super::network::{self, EdgeObs, EdgeVerdict, NetworkSolution};
-use super::points::{for_each_edge, WindowBounds};
+use super::points::{for_each_edge_with, WindowBounds};
 use super::purity::{PurityCounts, PurityTolerance};
 use super::settings::{EstimatorSettings, NetworkMode};
 use crate::config::EstimatorKind;
@@ -90,7 +90,7 @@ pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Es
 }
 
 /// One window of a sequence: as `estimate_window`, but with the hull estimator the drift
-/// comes from this window and the `drift_history_windows` before it (the error of an
+/// comes from this window and the past windows within `drift_span_s` before it (the error of an
 /// extreme-point slope falls with the square of the span), and the offset from this
 /// window's points at that slope. Call once per window, in order, with the same history.
 pub fn estimate_window_with_history(
@@ -140,7 +140,9 @@ fn estimate(
     let mut edges = Vec::new();
     let mut obs = Vec::new();
     let mut fitted = Vec::new(); // (edge index, line, timestamp noise) per obs
-    let counts = for_each_edge(records, spec.num_nodes, window, tol, |e| {
+    // Only the round-trip baselines read the per-probe list.
+    let want_probes = matches!(settings.estimator, EstimatorKind::Ntp | EstimatorKind::TwoPoint);
+    let counts = for_each_edge_with(records, spec.num_nodes, window, tol, want_probes, |e| {
         let mut report = EdgeReport {
             src: e.src,
             dst: e.dst,
@@ -160,7 +162,7 @@ fn estimate(
                         line.line = long;
                     }
                     past.push_back(PastHulls { mid_ns: window.mid_ns(), y_origin_ns: e.y_origin_ns, hulls: line.hulls.clone() });
-                    while past.len() > settings.drift_history_windows {
+                    while past.len() > settings.history_windows(window.end_ns - window.start_ns) {
                         past.pop_front();
                     }
                 }

@@ -95,8 +95,22 @@ pub fn for_each_edge(
     num_nodes: u32,
     window: WindowBounds,
     tol: PurityTolerance,
+    visit: impl FnMut(&EdgePoints),
+) -> PurityCounts {
+    for_each_edge_with(records, num_nodes, window, tol, true, visit)
+}
+
+/// As `for_each_edge`; with `want_probes` false `EdgePoints::probes` stays empty (only the
+/// round-trip baselines read it; the hull path saves a push and a sort per record).
+pub fn for_each_edge_with(
+    records: &[ProbeRecord],
+    num_nodes: u32,
+    window: WindowBounds,
+    tol: PurityTolerance,
+    want_probes: bool,
     mut visit: impl FnMut(&EdgePoints),
 ) -> PurityCounts {
+    let mut scratch: Vec<i64> = Vec::new();
     let mut total = PurityCounts::default();
     let mut buf = EdgePoints {
         src: 0,
@@ -114,7 +128,7 @@ pub fn for_each_edge(
         runs.sort_unstable_by_key(|r| r.0);
         for (key, lo, hi) in runs {
             let mut counts = PurityCounts::default();
-            edge_points(key, &records[lo..hi], window, tol, &mut counts, &mut buf);
+            edge_points(key, &records[lo..hi], window, tol, want_probes, &mut counts, &mut buf, &mut scratch);
             total.add(&counts);
             visit(&buf);
         }
@@ -154,7 +168,7 @@ pub fn for_each_edge(
         recs.dedup_by_key(|r| r.seq);
         let duplicates = (before - recs.len()) as u64;
         let mut counts = PurityCounts { duplicates, records: duplicates, ..Default::default() };
-        edge_points(key, &recs, window, tol, &mut counts, &mut buf);
+        edge_points(key, &recs, window, tol, want_probes, &mut counts, &mut buf, &mut scratch);
         total.add(&counts);
         visit(&buf);
     }
@@ -221,13 +235,15 @@ fn edge_points<R: std::borrow::Borrow<ProbeRecord>>(
     recs: &[R],
     window: WindowBounds,
     tol: PurityTolerance,
+    want_probes: bool,
     counts: &mut PurityCounts,
     e: &mut EdgePoints,
+    raw_y: &mut Vec<i64>,
 ) {
     let mid = window.mid_ns();
     // The median forward y is the origin: robust against a few absurd records.
-    let mut raw_y: Vec<i64> =
-        recs.iter().map(|r| r.borrow()).filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])).collect();
+    raw_y.clear();
+    raw_y.extend(recs.iter().map(|r| r.borrow()).filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])));
     let half = raw_y.len() / 2;
     let y_origin_ns = if raw_y.is_empty() { 0 } else { *raw_y.select_nth_unstable(half).1 };
     let point = |x_abs: i64, later: i64, earlier: i64| -> Option<Point> {
@@ -287,13 +303,18 @@ fn edge_points<R: std::borrow::Borrow<ProbeRecord>>(
                 }
             }
         }
-        if let (Some(f), Some(b)) = (&fwd, &rev) {
+        if let (true, Some(f), Some(b)) = (want_probes, &fwd, &rev) {
             e.probes.push(Probe { fwd: f[0], rev: b[0] });
         }
     }
-    // Records come in seq order, so these are nearly sorted and the sort is linear.
-    e.fwd.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
-    e.rev.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
+    // Records come in seq order, so these are nearly sorted and the sort is linear; the
+    // check first skips even that in the usual case.
+    let by_x = |a: &Point, b: &Point| a.x_ns.total_cmp(&b.x_ns);
+    for v in [&mut e.fwd, &mut e.rev] {
+        if !v.is_sorted_by(|a, b| by_x(a, b).is_le()) {
+            v.sort_by(by_x);
+        }
+    }
     e.probes.sort_by(|a, b| a.fwd.x_ns.total_cmp(&b.fwd.x_ns));
     e.gap_noise_ns = if gap_n > 0 { (gap_sq_sum / gap_n as f64).sqrt() } else { 0.0 };
     e.counts = *counts;

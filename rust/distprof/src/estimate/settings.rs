@@ -22,9 +22,12 @@ pub struct EstimatorSettings {
     /// Segments whose bound exceeds this are flagged.
     pub max_bound_ns: u64,
     pub network: NetworkMode,
-    /// Past windows whose hulls join the current one's for the drift (hull estimator,
-    /// `online::estimate_window_with_history`). 2: the slope spans 12 s of 4 s windows.
-    pub drift_history_windows: usize,
+    /// How far back the drift fit reaches (hull estimator,
+    /// `online::estimate_window_with_history`): the current window plus as many past
+    /// windows as make up this span (`history_windows`). Longer spans average more probes
+    /// (the slope error of extreme points falls as 1 / span^1.5-2) but lag behind the
+    /// clocks' wander: 30 s balances the two at 1 ppb/sqrt(s) wander (docs/estimation.md).
+    pub drift_span_s: f64,
     /// Cost parameter of the linfa-svm reference estimator (large C: close to hard margin).
     pub svm_c: f64,
 }
@@ -42,6 +45,18 @@ impl EstimatorSettings {
     }
 }
 
+impl EstimatorSettings {
+    /// Past windows the drift fit uses with windows of `window_ns`: enough that the
+    /// current and past windows together span `drift_span_s` (none when one window does).
+    pub fn history_windows(&self, window_ns: i64) -> usize {
+        if !(self.drift_span_s.is_finite() && self.drift_span_s > 0.0) || window_ns <= 0 {
+            return 0;
+        }
+        let windows = (self.drift_span_s * 1e9 / window_ns as f64 - 1e-9).ceil();
+        (windows as usize).saturating_sub(1).min(64)
+    }
+}
+
 impl Default for EstimatorSettings {
     fn default() -> Self {
         Self {
@@ -50,7 +65,7 @@ impl Default for EstimatorSettings {
             purity_rel_tolerance: 0.1,
             max_bound_ns: 10_000,
             network: NetworkMode::Wls,
-            drift_history_windows: 4,
+            drift_span_s: 30.0,
             // environment.md §4: C = 1 is visibly soft (0.5 µs off); C = 100 approaches the
             // exact max-margin line the hull computes.
             svm_c: 100.0,

@@ -36,16 +36,27 @@ pub struct Args {
     /// Estimation window, s (default: the configuration default).
     #[arg(long)]
     window_s: Option<f64>,
+    /// Span of the hull's drift fit, s (default: the estimator default).
+    #[arg(long)]
+    drift_span_s: Option<f64>,
+    /// Only these estimators (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_estimator)]
+    estimators: Vec<EstimatorKind>,
     /// The real `distprof local` run: node processes (0 skips it).
     #[arg(long, default_value_t = 4)]
     local_nodes: u32,
-    /// Its duration, s (at the default 4 s window: 5 full windows).
-    #[arg(long, default_value_t = 20.0)]
+    /// Its duration, s (at the default 15 s window: 4 full windows).
+    #[arg(long, default_value_t = 62.0)]
     local_duration: f64,
     /// Its relay jitter: mean exponential queueing per datagram, µs (on a 100 µs one-way
     /// delay each way).
     #[arg(long, default_value_t = 20.0)]
     local_jitter_us: f64,
+}
+
+fn parse_estimator(s: &str) -> Result<EstimatorKind, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| format!("unknown estimator `{s}`; use one of {}", distprof::config::fields::ESTIMATORS.join(", ")))
 }
 
 #[derive(serde::Serialize, Clone)]
@@ -60,7 +71,7 @@ pub struct Row {
     pub p99_offset_err_ns: Option<f64>,
     pub p50_drift_err_ppb: Option<f64>,
     pub p99_drift_err_ppb: Option<f64>,
-    /// The same p99s without the first `drift_history_windows` windows, whose drift fit
+    /// The same p99s without the first `history_windows` windows, whose drift fit
     /// has less history (start-up); reported next to, never instead of, the full figures.
     pub warm_p99_offset_err_ns: Option<f64>,
     pub warm_p99_drift_err_ppb: Option<f64>,
@@ -92,8 +103,11 @@ struct Acc {
 
 fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
     let cluster = Cluster::new(scenario.clone()).map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
-    let combos: Vec<(EstimatorKind, bool)> =
-        ESTIMATORS.iter().flat_map(|&k| [(k, true), (k, false)]).collect();
+    let combos: Vec<(EstimatorKind, bool)> = ESTIMATORS
+        .iter()
+        .filter(|k| args.estimators.is_empty() || args.estimators.contains(k))
+        .flat_map(|&k| [(k, true), (k, false)])
+        .collect();
     let mut acc: Vec<Acc> = combos.iter().map(|_| Acc::default()).collect();
     let mut histories: Vec<History> = combos.iter().map(|_| History::default()).collect();
     for k in 0..cluster.num_windows() {
@@ -107,6 +121,7 @@ fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
             let settings = EstimatorSettings {
                 estimator: kind,
                 network: if wls { NetworkMode::Wls } else { NetworkMode::Tree },
+                drift_span_s: args.drift_span_s.unwrap_or(EstimatorSettings::default().drift_span_s),
                 ..EstimatorSettings::default()
             };
             let started = thread_cpu_s();
@@ -124,7 +139,7 @@ fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
                     let (eo, ed) = ((s.offset_ns - truth[i].offset_ns).abs(), (s.drift_ppb - truth[i].drift_ppb).abs());
                     a.off.push(eo);
                     a.drift.push(ed);
-                    if k >= settings.drift_history_windows as u64 {
+                    if k >= settings.history_windows(spec.end_local_ns - spec.start_local_ns) as u64 {
                         a.warm_off.push(eo);
                         a.warm_drift.push(ed);
                     }
@@ -259,7 +274,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "note": format!(
             "headline: hull with network correction; estimate512_ms: one window, 512 nodes with out-degree 8 \
              (16 edges per node counting both ends), thread CPU time, median over windows; hull drift \
-             over the current and up to 4 past windows (warm_*: windows with full history); svm only at N <= {} and \
+             over the current and the past windows within the drift span (warm_*: windows with full history); svm only at N <= {} and \
              on {} window(s) (0.1-1 s per edge fit); local run: {} `distprof local` processes for {} s through the relay, \
              100 us one way plus exponential jitter of mean {} us, offset error at every full window's midpoint",
             args.svm_max_nodes, args.svm_windows, args.local_nodes, args.local_duration, args.local_jitter_us
