@@ -182,6 +182,8 @@ fn report_from_json_input_renders_in_chromium() {
     let mut scenario = Scenario::reference();
     scenario.nodes = 8;
     scenario.duration_s = 8.0;
+    // Two windows to draw (the default window is 15 s).
+    scenario.window_s = 4.0;
     scenario.seed = 3;
     let run_dir = tempfile::tempdir().unwrap();
     Cluster::new(scenario)
@@ -256,7 +258,7 @@ fn report_of_a_64_node_simulated_run_is_small_and_opens_fast() {
     let started = Instant::now();
     let sim = run_with_timeout(
         Command::new(BIN)
-            .args(["simulate", "--nodes", "64", "--duration-s", "12", "--seed", "7", "--json", "--out"])
+            .args(["simulate", "--nodes", "64", "--duration-s", "12", "--window-s", "4", "--seed", "7", "--json", "--out"])
             .arg(&run_dir),
         Duration::from_secs(300),
     );
