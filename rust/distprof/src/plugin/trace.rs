@@ -18,7 +18,7 @@
 //! file (`distprof-model-node<N>.json`), which `distprof merge` reads.
 //!
 //! **Several traces in one process** write to separate directories ([`trace_output_dir`]):
-//! the first into `output_dir`, the next into `output_dir/trace1/`, and so on.
+//! the first that probes into `output_dir`, the next into `output_dir/trace1/`, and so on.
 
 use super::node::{NodeSession, NodeState};
 use super::{OnFailure, PluginError, TracerClock};
@@ -93,11 +93,13 @@ pub struct TraceSession {
     sampler: JoinHandle<()>,
     probes: Vec<ProbeRun>,
     stopped: bool,
-    /// 0 for the first trace of the process, then 1, 2, ...: see [`trace_output_dir`].
+    /// 0 for the first trace of the process that probes, then 1, 2, ...: see
+    /// [`trace_output_dir`].
     index: u32,
 }
 
-/// Where trace `index` writes its JSONL and model files: the first trace into
+/// Where trace `index` writes its JSONL and model files (traces that probed nothing are
+/// not counted): the first trace into
 /// `output_dir` itself, trace k >= 1 into `output_dir/trace<k>/`, so that a second profile
 /// in the same process does not overwrite the first one's files and every directory holds
 /// one run for `distprof report/merge --run-dir`.
@@ -123,7 +125,9 @@ impl TraceSession {
         } else {
             "host"
         };
-        let index = previous.map_or(0, |p| p.index.saturating_add(1));
+        // A trace that probed nothing (every node still pending) wrote no files: the next
+        // one may use its directory.
+        let index = previous.map_or(0, |p| if p.probes.is_empty() { p.index } else { p.index.saturating_add(1) });
         let tracer: SharedTracer = Arc::new(Mutex::new(tracer_clock));
         let first = snapshot(&tracer);
         let tracer_start = TracerStart {
