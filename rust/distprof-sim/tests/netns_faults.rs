@@ -34,18 +34,15 @@ fn link_down_mid_run_takes_the_edge_down_and_back_up() {
     veth(&a, "dpfa0", "10.78.1.1/24", &b, "dpfb0", "10.78.1.2/24").unwrap();
     let sock_a = a.run(|| UdpSocket::bind("10.78.1.1:7200")).unwrap().unwrap();
     let sock_b = b.run(|| UdpSocket::bind("10.78.1.2:7200")).unwrap().unwrap();
-    let ctx = RunContext {
-        session_id: "netns-faults".into(),
-        session_token: 4242,
-        num_nodes: 2,
-        reference_node: 0,
-        nodes: vec![
+    let ctx = RunContext::without_rendezvous(
+        "netns-faults",
+        4242,
+        vec![
             NodeInfo { node: 0, probe_addr: sock_a.local_addr().unwrap(), hostname: a.name().into() },
             NodeInfo { node: 1, probe_addr: sock_b.local_addr().unwrap(), hostname: b.name().into() },
         ],
-        out_edges: vec![vec![1], vec![0]],
-        config_digest: String::new(),
-    };
+        vec![vec![1], vec![0]],
+    );
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config {
         enabled: true,

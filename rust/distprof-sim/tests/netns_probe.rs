@@ -44,18 +44,15 @@ fn two_namespaced_hosts_probe_through_a_relay_namespace() {
     )
     .unwrap();
 
-    let ctx = RunContext {
-        session_id: "netns".into(),
-        session_token: 42,
-        num_nodes: 2,
-        reference_node: 0,
-        nodes: vec![
+    let ctx = RunContext::without_rendezvous(
+        "netns",
+        42,
+        vec![
             NodeInfo { node: 0, probe_addr: sock_a.local_addr().unwrap(), hostname: a.name().into() },
             NodeInfo { node: 1, probe_addr: sock_b.local_addr().unwrap(), hostname: b.name().into() },
         ],
-        out_edges: vec![vec![1], vec![0]],
-        config_digest: String::new(),
-    };
+        vec![vec![1], vec![0]],
+    );
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config {
         enabled: true,

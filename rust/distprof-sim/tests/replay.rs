@@ -40,15 +40,12 @@ fn replays_are_dropped_as_stale_and_a_forged_far_seq_does_not_block_real_probes(
         .collect();
     let relay = Relay::start(endpoints, RelayConfig::clean(100.0)).unwrap();
     let token = 0x5EC0_7E57;
-    let ctx = RunContext {
-        session_id: "replay".into(),
-        session_token: token,
-        num_nodes: 2,
-        reference_node: 0,
-        nodes: (0..2).map(|i| NodeInfo { node: i, probe_addr: addrs[i as usize], hostname: "h".into() }).collect(),
-        out_edges: vec![vec![1], vec![0]],
-        config_digest: String::new(),
-    };
+    let ctx = RunContext::without_rendezvous(
+        "replay",
+        token,
+        (0..2).map(|i| NodeInfo { node: i, probe_addr: addrs[i as usize], hostname: "h".into() }).collect(),
+        vec![vec![1], vec![0]],
+    );
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config {
         enabled: true,

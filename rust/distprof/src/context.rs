@@ -35,3 +35,25 @@ pub struct RunContext {
     /// is told which fields differ.
     pub config_digest: String,
 }
+
+impl RunContext {
+    /// A context agreed without a rendezvous (tests, and runs whose context is given in a
+    /// file): nodes numbered by their position in `nodes`, node 0 the reference, no
+    /// configuration digest to compare.
+    pub fn without_rendezvous(
+        session_id: &str,
+        session_token: u64,
+        nodes: Vec<NodeInfo>,
+        out_edges: Vec<Vec<NodeId>>,
+    ) -> RunContext {
+        RunContext {
+            session_id: session_id.to_string(),
+            session_token,
+            num_nodes: nodes.len() as u32,
+            reference_node: 0,
+            nodes,
+            out_edges,
+            config_digest: String::new(),
+        }
+    }
+}

@@ -9,19 +9,16 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 fn context(socks: &[UdpSocket], out_edges: Vec<Vec<u32>>) -> RunContext {
-    RunContext {
-        session_id: "test".into(),
-        session_token: 0x1234_5678_9abc_def0,
-        num_nodes: socks.len() as u32,
-        reference_node: 0,
-        nodes: socks
+    RunContext::without_rendezvous(
+        "test",
+        0x1234_5678_9abc_def0,
+        socks
             .iter()
             .enumerate()
             .map(|(i, s)| NodeInfo { node: i as u32, probe_addr: s.local_addr().unwrap(), hostname: "localhost".into() })
             .collect(),
         out_edges,
-        config_digest: String::new(),
-    }
+    )
 }
 
 /// theta = S_dst - S_src at the instant the src clock reads `mid_local_ns`, exactly.

@@ -202,6 +202,16 @@ pub(crate) struct Cluster {
     pub start_real_ns: i64,
 }
 
+/// Writes node `node`'s config and test-network files into `out_dir`, the ones
+/// `distprof run --config FILE --sim-file FILE` reads, and returns their paths.
+pub(crate) fn write_node_files(out_dir: &Path, node: NodeId, cfg: &Config, sim: &SimSpec) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let cfg_path = out_dir.join(format!("node{node}.config.json"));
+    distprof::atomic_file::write(&cfg_path, serde_json::to_string_pretty(cfg)?.as_bytes()).with_context(|| format!("writing `{}`", cfg_path.display()))?;
+    let sim_path = out_dir.join(format!("node{node}.sim.json"));
+    distprof::atomic_file::write(&sim_path, serde_json::to_string(sim)?.as_bytes()).with_context(|| format!("writing `{}`", sim_path.display()))?;
+    Ok((cfg_path, sim_path))
+}
+
 /// Writes each node's config and test-network files and spawns one `distprof run` per node.
 pub(crate) fn spawn_cluster(
     num_nodes: u32,
@@ -218,11 +228,8 @@ pub(crate) fn spawn_cluster(
     let mut children = Vec::new();
     for node in 0..num_nodes {
         let cfg = Config { probe_port: addrs[node as usize].port(), ..config.clone() };
-        let cfg_path = out_dir.join(format!("node{node}.config.json"));
-        distprof::atomic_file::write(&cfg_path, serde_json::to_string_pretty(&cfg)?.as_bytes()).with_context(|| format!("writing `{}`", cfg_path.display()))?;
         let sim = SimSpec { clock: clocks[node as usize], faces: faces.map(<[_]>::to_vec), start_real_ns: Some(start_real_ns) };
-        let sim_path = out_dir.join(format!("node{node}.sim.json"));
-        distprof::atomic_file::write(&sim_path, serde_json::to_string(&sim)?.as_bytes()).with_context(|| format!("writing `{}`", sim_path.display()))?;
+        let (cfg_path, sim_path) = write_node_files(out_dir, node, &cfg, &sim)?;
         let child = Command::new(&exe)
             .args(["run", "--rank", &node.to_string(), "--nodes", &num_nodes.to_string()])
             .args(["--rendezvous", &store.to_string(), "--bind", "127.0.0.1"])

@@ -101,7 +101,7 @@ fn candidates<const LOWER: bool>(sorted: &[Point], out: &mut Vec<Point>) {
         // j + 1's (or the last point).
         let (a, b) = (anchor[j], anchor[j + 2]);
         let dx = b.x_ns - a.x_ns;
-        if !(dx > 0.0) {
+        if dx.is_nan() || dx <= 0.0 {
             // Equal x at both ends (repeated x): no segment to test against.
             out.extend(bucket.iter().map(flip));
             continue;

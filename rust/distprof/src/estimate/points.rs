@@ -230,6 +230,8 @@ fn merge_run<'a>(
     }
 }
 
+// The buffers (counts, e, raw_y) are the caller's so that one allocation serves every edge.
+#[allow(clippy::too_many_arguments)]
 fn edge_points<R: std::borrow::Borrow<ProbeRecord>>(
     (src, dst): (NodeId, NodeId),
     recs: &[R],

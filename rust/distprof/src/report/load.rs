@@ -60,6 +60,9 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
     };
     let mut edges: BTreeMap<(NodeId, NodeId), EdgeSeries> = BTreeMap::new();
     let mut fitted: BTreeMap<(NodeId, NodeId, u64), f64> = BTreeMap::new();
+    // Per edge, the estimated windows holding its records: the fits to expect (the
+    // prober's own windows are binned differently and may count one more or less).
+    let mut windows_with_records: BTreeMap<(NodeId, NodeId), usize> = BTreeMap::new();
     for f in &files {
         for &dst in &f.file.meta.out_edges {
             edges
@@ -70,6 +73,12 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
     for w in &run.windows {
         let (wid, start_ns, end_ns) = (w.spec.window_id, w.spec.start_local_ns, w.spec.end_local_ns);
         let mid_ns = start_ns + (end_ns.max(start_ns) - start_ns) / 2;
+        let mut in_this_window: Vec<(NodeId, NodeId)> = w.records.iter().map(|r| (r.src, r.dst)).collect();
+        in_this_window.sort_unstable();
+        in_this_window.dedup();
+        for key in in_this_window {
+            *windows_with_records.entry(key).or_default() += 1;
+        }
         for r in &w.records {
             let fwd_pure = tol.judge(r.fwd_tx_ns, r.fwd_rx_ns) == PairVerdict::Pure;
             let rev_pure = tol.judge(r.rev_tx_ns, r.rev_rx_ns) == PairVerdict::Pure;
@@ -115,7 +124,8 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
         }
     }
     for (key, e) in edges.iter_mut() {
-        let (health, note) = edge_health(e, stats.get(key).map(Vec::as_slice).unwrap_or(&[]));
+        let expected_fits = windows_with_records.get(key).copied().unwrap_or(0);
+        let (health, note) = edge_health(e, stats.get(key).map(Vec::as_slice).unwrap_or(&[]), expected_fits);
         e.health = health;
         e.health_note = note;
     }
@@ -154,7 +164,7 @@ fn empty_edge(src: NodeId, dst: NodeId) -> EdgeSeries {
 /// Down when the edge completed no probe; degraded when it went down, lost more than
 /// [`MAX_LOSS_SHARE`], had fewer than [`MIN_PURE_SHARE`] pure probes, or a window without
 /// a separating line or without a fit; else ok.
-fn edge_health(e: &EdgeSeries, stats: &[&EdgeWindowStats]) -> (EdgeHealth, String) {
+fn edge_health(e: &EdgeSeries, stats: &[&EdgeWindowStats], expected_fits: usize) -> (EdgeHealth, String) {
     let sent: u64 = stats.iter().map(|s| s.sent).sum();
     let complete: u64 = stats.iter().map(|s| s.complete).sum();
     let pure: u64 = stats.iter().map(|s| s.pure).sum();
@@ -179,8 +189,7 @@ fn edge_health(e: &EdgeSeries, stats: &[&EdgeWindowStats]) -> (EdgeHealth, Strin
     if complete > 0 && (pure as f64) < MIN_PURE_SHARE * complete as f64 {
         notes.push(format!("only {pure} of {complete} probes pure (queueing)"));
     }
-    let windows_with_probes = stats.iter().filter(|s| s.complete > 0).count();
-    let (h, fit_note) = e.assess_health(Some(windows_with_probes));
+    let (h, fit_note) = e.assess_health(Some(expected_fits));
     if h != EdgeHealth::Ok {
         // Purity was judged above from the prober's counts (both directions of a probe);
         // keep only what the fits add.
@@ -273,6 +282,7 @@ mod tests {
         let (h, note) = edge_health(
             &empty_edge(0, 1),
             &[&stat(10, 0, 0, 10, false), &stat(10, 0, 0, 10, false)],
+            0,
         );
         assert_eq!(
             (h, note.as_str()),
@@ -283,11 +293,11 @@ mod tests {
         );
         let ok = [stat(100, 100, 90, 0, true), stat(100, 99, 95, 1, true)];
         assert_eq!(
-            edge_health(&edge(398, 2), &ok.iter().collect::<Vec<_>>()),
+            edge_health(&edge(398, 2), &ok.iter().collect::<Vec<_>>(), 2),
             (EdgeHealth::Ok, String::new())
         );
         let bad = [stat(100, 80, 10, 20, true), stat(100, 50, 5, 50, false)];
-        let (h, note) = edge_health(&edge(260, 1), &bad.iter().collect::<Vec<_>>());
+        let (h, note) = edge_health(&edge(260, 1), &bad.iter().collect::<Vec<_>>(), 2);
         assert_eq!(h, EdgeHealth::Degraded);
         assert_eq!(note, "down in 1 of 2 windows; lost 70 of 200 probes; only 15 of 130 probes pure (queueing); 1 of 2 windows fitted");
     }

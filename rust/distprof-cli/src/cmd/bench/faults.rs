@@ -12,7 +12,7 @@
 //! down), drop counters, and offset error against truth; with `--json` one object as the
 //! last line, with every invariant that failed under `violations` (exit code 1 if any).
 
-use crate::cmd::local::{SimSpec, WorkerReport};
+use crate::cmd::local::{write_node_files, SimSpec, WorkerReport};
 use crate::cmd::local_truth::{self, Verdict};
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
@@ -303,11 +303,8 @@ fn run_scenario(s: &Scenario, n: u32, duration: Duration, flood_rate_per_s: f64,
     let spawn = |node: NodeId, out: &Path, probe_for: Duration| -> anyhow::Result<Proc> {
         std::fs::create_dir_all(out)?;
         let cfg = Config { output_dir: out.to_string_lossy().into_owned(), ..config.clone() };
-        let cfg_path = out.join(format!("node{node}.config.json"));
-        std::fs::write(&cfg_path, serde_json::to_string_pretty(&cfg)?)?;
         let sim = SimSpec { clock: clocks[node as usize], faces: Some(faces.clone()), start_real_ns: Some(start_real_ns) };
-        let sim_path = out.join(format!("node{node}.sim.json"));
-        std::fs::write(&sim_path, serde_json::to_string(&sim)?)?;
+        let (cfg_path, sim_path) = write_node_files(out, node, &cfg, &sim)?;
         let exe = std::env::current_exe().context("locating the distprof binary")?;
         let child = Command::new(exe)
             .args(["run", "--rank", &node.to_string(), "--duration", &probe_for.as_secs_f64().to_string()])
