@@ -6,7 +6,7 @@
 
 use crate::clock::VirtualClock;
 use crate::config::Config;
-use crate::context::NodeId;
+use crate::context::{NodeId, RunContext};
 use crate::timestamp::StampMode;
 use crate::window::ClosedWindow;
 use serde::{Deserialize, Serialize};
@@ -40,6 +40,35 @@ pub struct Meta {
     pub start_local_ns: i64,
     /// The effective configuration.
     pub config: Config,
+}
+
+impl Meta {
+    /// The meta line of node `node` probing in the run `ctx` with stamps of `mode`, starting
+    /// at `start_local_ns` of its clock; no virtual clock (set it for test networks).
+    pub fn for_node(
+        ctx: &RunContext,
+        node: NodeId,
+        mode: StampMode,
+        timestamp_note: String,
+        start_local_ns: i64,
+        config: &Config,
+    ) -> Meta {
+        Meta {
+            meta: true,
+            format_version: FORMAT_VERSION,
+            node,
+            session_id: ctx.session_id.clone(),
+            session_token: ctx.session_token,
+            reference_node: ctx.reference_node,
+            timestamp_mode: mode,
+            stamp_error_bound_ns: mode.stamp_error_bound_ns(),
+            timestamp_note,
+            virtual_clock: None,
+            out_edges: ctx.out_edges.get(node as usize).cloned().unwrap_or_default(),
+            start_local_ns,
+            config: config.clone(),
+        }
+    }
 }
 
 pub fn file_name(node: NodeId) -> String {

@@ -5,7 +5,7 @@
 use crate::clock::{realtime_ns, VirtualClock};
 use crate::config::Config;
 use crate::context::{NodeId, RunContext};
-use crate::jsonl::{JsonlWriter, Meta, FORMAT_VERSION};
+use crate::jsonl::{JsonlWriter, Meta};
 use crate::estimate::node_edges::{EdgeFit, NodeEdgeEstimator};
 use crate::estimate::EstimatorSettings;
 use crate::probe::{gap_preserved, Engine, EngineParams, EngineStats, PurityFn};
@@ -160,19 +160,8 @@ pub fn run_node(
     }
     let start_local_ns = opts.clock.apply(realtime_ns());
     let meta = Meta {
-        meta: true,
-        format_version: FORMAT_VERSION,
-        node,
-        session_id: ctx.session_id.clone(),
-        session_token: ctx.session_token,
-        reference_node: ctx.reference_node,
-        timestamp_mode: mode,
-        stamp_error_bound_ns: mode.stamp_error_bound_ns(),
-        timestamp_note,
         virtual_clock: (opts.clock != VirtualClock::IDENTITY).then_some(opts.clock),
-        out_edges: peers.clone(),
-        start_local_ns,
-        config: config.clone(),
+        ..Meta::for_node(ctx, node, mode, timestamp_note, start_local_ns, config)
     };
     let mut writer = JsonlWriter::create(std::path::Path::new(&config.output_dir), &meta).map_err(StandaloneError::Io)?;
     tracing::info!(node, ?mode, peers = ?peers, "probing for {:?}", opts.duration);

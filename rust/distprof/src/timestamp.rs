@@ -156,14 +156,12 @@ impl StampedSocket {
                 Err(e) => tracing::warn!("kernel timestamping unavailable ({e}); using user-space stamps"),
             }
         }
-        Ok(StampedSocket {
-            sock,
-            mode,
-            next_tx_id: 0,
-            user_tx: VecDeque::new(),
-            stats: StampStats::default(),
-            hardware_note,
-        })
+        Ok(StampedSocket::with_mode(sock, mode, hardware_note))
+    }
+
+    /// A socket whose timestamping is already set up as `mode` says.
+    fn with_mode(sock: UdpSocket, mode: StampMode, hardware_note: String) -> StampedSocket {
+        StampedSocket { sock, mode, next_tx_id: 0, user_tx: VecDeque::new(), stats: StampStats::default(), hardware_note }
     }
 
     /// Kernel receive stamps only (no transmit stamps, so no error queue to drain): for a
@@ -182,14 +180,7 @@ impl StampedSocket {
                 StampMode::User
             }
         };
-        Ok(StampedSocket {
-            sock,
-            mode,
-            next_tx_id: 0,
-            user_tx: VecDeque::new(),
-            stats: StampStats::default(),
-            hardware_note: String::new(),
-        })
+        Ok(StampedSocket::with_mode(sock, mode, String::new()))
     }
 
     pub fn mode(&self) -> StampMode {

@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::context::{NodeId, RunContext};
 use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
 use crate::estimate::{estimate_window_with_history, EstimatorSettings, History, WindowSpec};
-use crate::jsonl::{JsonlWriter, Meta, FORMAT_VERSION};
+use crate::jsonl::{JsonlWriter, Meta};
 use crate::model::{ClockSegment, NodeClockModel};
 use crate::estimate::node_edges::NodeEdgeEstimator;
 use crate::probe::{gap_preserved, Engine, EngineParams};
@@ -387,23 +387,8 @@ fn probe(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .timestamp_mode = Some(mode_name.clone());
-    let peers = &ctx.out_edges[node as usize];
     let params = EngineParams::for_node(ctx, node, config, VirtualClock::IDENTITY, gap_preserved);
-    let meta = Meta {
-        meta: true,
-        format_version: FORMAT_VERSION,
-        node,
-        session_id: ctx.session_id.clone(),
-        session_token: ctx.session_token,
-        reference_node: ctx.reference_node,
-        timestamp_mode: mode,
-        stamp_error_bound_ns: mode.stamp_error_bound_ns(),
-        timestamp_note: sock.hardware_note.clone(),
-        virtual_clock: None,
-        out_edges: peers.clone(),
-        start_local_ns: realtime_ns(),
-        config: config.clone(),
-    };
+    let meta = Meta::for_node(ctx, node, mode, sock.hardware_note.clone(), realtime_ns(), config);
     let dir = PathBuf::from(&config.output_dir);
     let mut writer = JsonlWriter::create(&dir, &meta)
         .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
