@@ -21,7 +21,9 @@ fn count(v: &Value, map: &str, k: &str) -> u64 {
 fn every_network_fault_keeps_the_run_alive_counted_and_within_bounds() {
     let t = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_distprof"))
-        .args(["bench", "faults", "--duration", "3", "--json"])
+        // 4 s per scenario, as the README's figures: at 3 s the 30% loss scenario (83% of
+        // probes lose a datagram) sometimes estimated 7 of the 8 node-windows it must.
+        .args(["bench", "faults", "--duration", "4", "--json"])
         .env("RUST_LOG", "error")
         .output()
         .unwrap();
