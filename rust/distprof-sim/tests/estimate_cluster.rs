@@ -129,3 +129,43 @@ fn the_default_window_beats_short_windows() {
     assert!(long < 0.75 * short, "{default_window_s} s windows: {long} ns rms; 4 s windows: {short} ns rms");
     assert!(long < 60.0, "{default_window_s} s windows: {long} ns rms");
 }
+
+/// The model a run delivers fits each window's drift over the windows either side of it
+/// (`Smoother`); online, a window knows only itself and the past. Over whole runs of the
+/// reference scenario the run model's drift is far better (the first window of a run gets
+/// a span at all, and a centred span follows the clocks' wander), its offsets as good and
+/// still inside their bounds, and every window comes back once, in order.
+#[test]
+fn the_run_model_centres_the_drift_fit_and_beats_the_online_one() {
+    use distprof::estimate::{estimate_run_windows, estimate_window_with_history, History};
+    let settings = EstimatorSettings::default();
+    let (mut run_sq, mut online_sq, mut run_off_sq, mut online_off_sq, mut n) = (0.0, 0.0, 0.0, 0.0, 0);
+    for seed in [11, 12] {
+        let c = Cluster::new(Scenario { nodes: 16, seed, ..Scenario::reference() }).expect("valid scenario");
+        let inputs = (0..c.num_windows()).map(|k| (c.records(k), c.window_spec(k)));
+        let run = estimate_run_windows(inputs, &settings);
+        let ids: Vec<u64> = run.iter().map(|(e, _)| e.window_id).collect();
+        assert_eq!(ids, (0..c.num_windows()).collect::<Vec<_>>(), "seed {seed}");
+        let mut history = History::default();
+        for (k, (est, _)) in (0..).zip(&run) {
+            let online = estimate_window_with_history(&c.records(k), &c.window_spec(k), &settings, &mut history);
+            for i in 1..16u32 {
+                let t = c.truth(i, k);
+                let r = est.segments[i as usize].expect("reachable");
+                let o = online.segments[i as usize].expect("reachable");
+                assert!((r.offset_ns - t.offset_ns).abs() <= r.bound_ns, "seed {seed} window {k} node {i}");
+                run_sq += (r.drift_ppb - t.drift_ppb).powi(2);
+                online_sq += (o.drift_ppb - t.drift_ppb).powi(2);
+                run_off_sq += (r.offset_ns - t.offset_ns).powi(2);
+                online_off_sq += (o.offset_ns - t.offset_ns).powi(2);
+                n += 1;
+            }
+        }
+    }
+    let rms = |sq: f64| (sq / n as f64).sqrt();
+    let (run, online) = (rms(run_sq), rms(online_sq));
+    eprintln!("drift rms: run {run:.2} ppb, online {online:.2} ppb; offset rms: run {:.1} ns, online {:.1} ns", rms(run_off_sq), rms(online_off_sq));
+    assert!(run < 0.6 * online, "run model {run} ppb, online {online} ppb");
+    assert!(run < 6.0, "run model drift rms {run} ppb");
+    assert!(rms(run_off_sq) < 1.2 * rms(online_off_sq) && rms(run_off_sq) < 50.0, "offset rms {} vs {}", rms(run_off_sq), rms(online_off_sq));
+}

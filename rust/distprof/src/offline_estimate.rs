@@ -1,7 +1,7 @@
 //! The offline estimate of a finished run: every node's `probe_windows_node<id>.jsonl`
 //! (docs/jsonl.md) of a run directory, the records re-binned into common windows and
-//! estimated window by window with the configured estimator, the drift history and the
-//! network-wide solve (docs/estimation.md).
+//! estimated window by window with the configured estimator, a drift fit centred on each
+//! window (`estimate::Smoother`) and the network-wide solve (docs/estimation.md).
 //!
 //! `distprof report --run-dir`, `distprof merge/validate --run-dir` and the verdict of
 //! `distprof local` all go through [`estimate_run`], so they agree on every number.
@@ -17,10 +17,9 @@
 //! Why not read the files' `model` fields: a node's online model only knows its own edges;
 //! the network solve needs every edge of a window at once.
 
-use crate::clock::thread_cpu_s;
 use crate::config::Config;
 use crate::context::NodeId;
-use crate::estimate::{estimate_window_with_history, EstimatorSettings, History, ModelBuilder, WindowEstimate, WindowSpec};
+use crate::estimate::{estimate_run_windows, EstimatorSettings, ModelBuilder, WindowEstimate, WindowSpec};
 use crate::jsonl::{self, NodeFile};
 use crate::model::NodeClockModel;
 use crate::record::ProbeRecord;
@@ -178,17 +177,17 @@ pub fn estimate_run(files: &[RunFile]) -> Result<RunEstimate, RunDirError> {
         }
     }
 
-    let mut history = History::default();
-    let windows = bounds
+    // Each window's drift fit is centred on it (`estimate::Smoother`).
+    let specs: Vec<WindowSpec> = bounds
+        .into_iter()
+        .map(|(window_id, start_local_ns, end_local_ns)| WindowSpec { window_id, start_local_ns, end_local_ns, num_nodes, reference })
+        .collect();
+    let estimates = estimate_run_windows(binned.iter().zip(specs.iter().copied()), &settings);
+    let windows = specs
         .into_iter()
         .zip(binned)
-        .map(|((window_id, start_local_ns, end_local_ns), records)| {
-            let spec = WindowSpec { window_id, start_local_ns, end_local_ns, num_nodes, reference };
-            let started = thread_cpu_s();
-            let estimate = estimate_window_with_history(&records, &spec, &settings, &mut history);
-            let estimate_cpu_ms = (thread_cpu_s() - started) * 1e3;
-            EstimatedWindow { spec, records, estimate, estimate_cpu_ms }
-        })
+        .zip(estimates)
+        .map(|((spec, records), (estimate, estimate_cpu_ms))| EstimatedWindow { spec, records, estimate, estimate_cpu_ms })
         .collect();
     Ok(RunEstimate { reference, num_nodes, config, windows, records_outside })
 }

@@ -6,7 +6,7 @@
 
 use anyhow::Context;
 use distprof::config::{Config, EstimatorKind};
-use distprof::estimate::{estimate_window, estimate_window_with_history, EstimatorSettings, History, NetworkMode};
+use distprof::estimate::{estimate_run_windows, estimate_window, EstimatorSettings, NetworkMode};
 use distprof_sim::cluster::{Cluster, Scenario};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -41,7 +41,7 @@ pub struct Args {
     /// Per-edge estimates only (spanning tree), no network correction.
     #[arg(long)]
     no_network: bool,
-    /// Each window on its own (no drift history).
+    /// Each window on its own (no drift fit over the neighbouring windows).
     #[arg(long)]
     no_history: bool,
     /// Print one JSON object as the last line.
@@ -95,21 +95,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut rejected = Vec::new();
     let mut unreachable = Vec::new();
     let mut estimate_ms = Vec::new();
-    let mut history = History::default();
     let mut out = std::io::stdout().lock();
     if !args.json {
         writeln!(out, "window node  true_offset_ns   est_offset_ns  err_ns  true_drift_ppb  est_drift_ppb  err_ppb  bound_ns flag")?;
     }
-    for k in 0..cluster.num_windows() {
-        let records = cluster.records(k);
-        let started = thread_cpu_s();
-        let spec = cluster.window_spec(k);
-        let est = if args.no_history {
-            estimate_window(&records, &spec, &settings)
-        } else {
-            estimate_window_with_history(&records, &spec, &settings, &mut history)
-        };
-        estimate_ms.push((thread_cpu_s() - started) * 1e3);
+    let windows = (0..cluster.num_windows()).map(|k| (cluster.records(k), cluster.window_spec(k)));
+    let estimates: Vec<_> = if args.no_history {
+        windows
+            .map(|(records, spec)| {
+                let started = thread_cpu_s();
+                let est = estimate_window(&records, &spec, &settings);
+                (est, (thread_cpu_s() - started) * 1e3)
+            })
+            .collect()
+    } else {
+        estimate_run_windows(windows, &settings)
+    };
+    for (k, (est, ms)) in (0..).zip(estimates) {
+        estimate_ms.push(ms);
         for (a, b) in est.rejected_edges() {
             rejected.push(serde_json::json!({"window": k, "src": a, "dst": b}));
         }

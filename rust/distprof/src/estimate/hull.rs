@@ -183,6 +183,14 @@ impl Hulls {
         (lo, hi)
     }
 
+    /// The max-margin line among the lines of slope `b`: midway between the two supports.
+    /// None when a hull is empty or a value is not finite.
+    pub fn line_at_slope(&self, b: f64) -> Option<Line> {
+        let (min_f, max_r) = self.support(b);
+        let line = Line { slope: b, intercept_ns: 0.5 * (min_f + max_r) };
+        (line.intercept_ns.is_finite() && line.slope.is_finite()).then_some(line)
+    }
+
     fn gap(&self, b: f64) -> f64 {
         let (lo, hi) = self.support(b);
         lo - hi

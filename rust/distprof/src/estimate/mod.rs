@@ -6,9 +6,13 @@
 //! `fit` draws one line per edge with the configured estimator (`hull` by default, `svm`,
 //! or the `ntp` / `two_point` baselines); `network` solves all edges at once for node
 //! offsets and drifts; `bound` turns the data into an error bound; `online` runs the whole
-//! chain for one window and produces the `model::ClockSegment`s. See docs/estimation.md.
+//! chain for one window and produces the `model::ClockSegment`s. `drift` refits a hull
+//! line's slope over neighbouring windows: the past ones as a window closes
+//! (`online::History`), both sides for the model a run delivers (`smoother`). See
+//! docs/estimation.md.
 
 pub mod bound;
+pub mod drift;
 pub mod fit;
 pub mod hull;
 pub mod network;
@@ -18,9 +22,11 @@ pub mod online;
 pub mod points;
 pub mod purity;
 pub mod settings;
+pub mod smoother;
 #[cfg(feature = "svm")]
 pub mod svm;
 pub mod two_point;
 
-pub use online::{estimate_window, estimate_window_with_history, History, ModelBuilder, WindowEstimate, WindowSpec};
+pub use online::{estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate, WindowFits, WindowSpec};
+pub use smoother::{estimate_run_windows, Smoother};
 pub use settings::{EstimatorSettings, NetworkMode};

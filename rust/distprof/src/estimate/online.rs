@@ -7,11 +7,11 @@
 //! host clock); the reference's midpoint M is the common instant of the network solve.
 
 use super::bound::{edge_uncertainty_ns, node_bounds_ns};
-use super::fit::fit_edge;
-use super::hull::{self, FitError, Hulls, Line};
-use std::collections::{HashMap, VecDeque};
+use super::fit::{fit_edge, EdgeLine};
+use super::hull::{FitError, Line};
 use super::network::{self, EdgeObs, EdgeVerdict, NetworkSolution};
 use super::points::{for_each_edge_with, WindowBounds};
+use std::collections::VecDeque;
 use super::purity::{PurityCounts, PurityTolerance};
 use super::settings::{EstimatorSettings, NetworkMode};
 use crate::config::EstimatorKind;
@@ -70,79 +70,96 @@ impl WindowEstimate {
     }
 }
 
-/// The hulls of an edge's last windows. The hull of a union is the hull of the union of
-/// hulls, so a few dozen vertices per window are all the history the drift fit needs.
-#[derive(Debug, Clone, Default)]
-pub struct History {
-    edges: HashMap<(NodeId, NodeId), VecDeque<PastHulls>>,
+/// One window's edges fitted, before the network solve. The hull lines' slopes can still
+/// be refit over neighbouring windows (`drift`) before `solve` turns them into node
+/// clocks.
+#[derive(Debug, Clone)]
+pub struct WindowFits {
+    pub spec: WindowSpec,
+    counts: PurityCounts,
+    edges: Vec<EdgeReport>,
+    /// The edges with a line, in (src, dst) order.
+    pub(super) fitted: Vec<FittedEdge>,
 }
 
+/// An edge with a line: what the network solve and the bound need of it.
 #[derive(Debug, Clone)]
-struct PastHulls {
-    mid_ns: i64,
-    y_origin_ns: i64,
-    hulls: Hulls,
+pub(super) struct FittedEdge {
+    /// Its report in `WindowFits::edges`.
+    report: usize,
+    pub(super) key: (NodeId, NodeId),
+    pub(super) y_origin_ns: i64,
+    gap_noise_ns: f64,
+    pub(super) line: EdgeLine,
+}
+
+impl WindowFits {
+    pub(super) fn mid_ns(&self) -> i64 {
+        self.window().mid_ns()
+    }
+
+    fn window(&self) -> WindowBounds {
+        WindowBounds { start_ns: self.spec.start_local_ns, end_ns: self.spec.end_local_ns.max(self.spec.start_local_ns) }
+    }
+
+    /// Replaces the lines that `lines` (in edge order, as `drift::long_lines` gives them)
+    /// has a new one for.
+    pub fn set_lines(&mut self, lines: Vec<Option<Line>>) {
+        for (f, line) in self.fitted.iter_mut().zip(lines) {
+            if let Some(line) = line {
+                f.line.line = line;
+            }
+        }
+    }
+
+    /// The fit of edge `key`, if it has one this window.
+    pub(super) fn edge(&self, key: (NodeId, NodeId)) -> Option<&FittedEdge> {
+        self.fitted.binary_search_by_key(&key, |f| f.key).ok().map(|i| &self.fitted[i])
+    }
+}
+
+/// The past windows' fits of a sequence, for the online drift fit (`drift_span_s` back).
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    past: VecDeque<WindowFits>,
 }
 
 /// One window on its own: offset and drift from this window's points only.
 pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &EstimatorSettings) -> WindowEstimate {
-    estimate(records, spec, settings, None)
+    solve(&fit_window(records, spec, settings), settings)
 }
 
-/// One window of a sequence: as `estimate_window`, but with the hull estimator the drift
-/// comes from this window and the past windows within `drift_span_s` before it (the error of an
-/// extreme-point slope falls with the square of the span), and the offset from this
-/// window's points at that slope. Call once per window, in order, with the same history.
+/// One window of a sequence, as it closes: as `estimate_window`, but with the hull
+/// estimator the drift comes from this window and the past windows within `drift_span_s`
+/// before it (the error of an extreme-point slope falls with the square of the span), and
+/// the offset from this window's points at that slope. Call once per window, in order,
+/// with the same history. Offline, `Smoother` also uses the windows after each one.
 pub fn estimate_window_with_history(
     records: &[ProbeRecord],
     spec: &WindowSpec,
     settings: &EstimatorSettings,
     history: &mut History,
 ) -> WindowEstimate {
-    estimate(records, spec, settings, Some(history))
+    let mut fits = fit_window(records, spec, settings);
+    let past: Vec<&WindowFits> = history.past.iter().collect();
+    let lines = super::drift::long_lines(&fits, &past, settings);
+    fits.set_lines(lines);
+    let estimate = solve(&fits, settings);
+    history.past.push_back(fits);
+    while history.past.len() > settings.history_windows(spec.end_local_ns - spec.start_local_ns) {
+        history.past.pop_front();
+    }
+    estimate
 }
 
-/// The slope over this window's and the past windows' hulls, then the max-margin
-/// intercept of this window's hulls at that slope. None when there is no usable history.
-fn long_line(cur: &Hulls, mid_ns: i64, y_origin_ns: i64, past: &VecDeque<PastHulls>) -> Option<Line> {
-    if past.is_empty() {
-        return None;
-    }
-    let shift = |p: &PastHulls, v: &[super::points::Point]| -> Option<Vec<super::points::Point>> {
-        let dx = p.mid_ns.checked_sub(mid_ns)? as f64;
-        let dy = p.y_origin_ns.checked_sub(y_origin_ns)? as f64;
-        Some(v.iter().map(|q| super::points::Point { x_ns: q.x_ns + dx, y_ns: q.y_ns + dy }).collect())
-    };
-    let mut fwd = cur.fwd_lower.clone();
-    let mut rev = cur.rev_upper.clone();
-    for p in past {
-        fwd.extend(shift(p, &p.hulls.fwd_lower)?);
-        rev.extend(shift(p, &p.hulls.rev_upper)?);
-    }
-    fwd.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
-    rev.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
-    let b = hull::fit(&fwd, &rev).ok()?.line.slope;
-    let hi = cur.fwd_lower.iter().map(|p| p.y_ns - b * p.x_ns).fold(f64::INFINITY, f64::min);
-    let lo = cur.rev_upper.iter().map(|p| p.y_ns - b * p.x_ns).fold(f64::NEG_INFINITY, f64::max);
-    let line = Line { slope: b, intercept_ns: 0.5 * (hi + lo) };
-    (line.intercept_ns.is_finite() && line.slope.is_finite()).then_some(line)
-}
-
-fn estimate(
-    records: &[ProbeRecord],
-    spec: &WindowSpec,
-    settings: &EstimatorSettings,
-    mut history: Option<&mut History>,
-) -> WindowEstimate {
-    let n = spec.num_nodes as usize;
-    let window = WindowBounds { start_ns: spec.start_local_ns, end_ns: spec.end_local_ns.max(spec.start_local_ns) };
+/// Every edge of one window fitted with the configured estimator.
+pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &EstimatorSettings) -> WindowFits {
+    let mut fits = WindowFits { spec: *spec, counts: PurityCounts::default(), edges: Vec::new(), fitted: Vec::new() };
+    let window = fits.window();
     let tol = PurityTolerance { abs_ns: settings.purity_abs_tolerance_ns, rel: settings.purity_rel_tolerance };
-    let mut edges = Vec::new();
-    let mut obs = Vec::new();
-    let mut fitted = Vec::new(); // (edge index, line, timestamp noise) per obs
     // Only the round-trip baselines read the per-probe list.
     let want_probes = matches!(settings.estimator, EstimatorKind::Ntp | EstimatorKind::TwoPoint);
-    let counts = for_each_edge_with(records, spec.num_nodes, window, tol, want_probes, |e| {
+    fits.counts = for_each_edge_with(records, spec.num_nodes, window, tol, want_probes, |e| {
         let mut report = EdgeReport {
             src: e.src,
             dst: e.dst,
@@ -155,53 +172,57 @@ fn estimate(
             verdict: None,
         };
         match fit_edge(settings.estimator, e, settings.svm_c) {
-            Ok(mut line) => {
-                if let (Some(h), EstimatorKind::Hull) = (history.as_deref_mut(), settings.estimator) {
-                    let past = h.edges.entry((e.src, e.dst)).or_default();
-                    if let Some(long) = long_line(&line.hulls, window.mid_ns(), e.y_origin_ns, past) {
-                        line.line = long;
-                    }
-                    past.push_back(PastHulls { mid_ns: window.mid_ns(), y_origin_ns: e.y_origin_ns, hulls: line.hulls.clone() });
-                    while past.len() > settings.history_windows(window.end_ns - window.start_ns) {
-                        past.pop_front();
-                    }
-                }
-                let theta = e.y_origin_ns as f64 + line.line.intercept_ns;
-                let u0 = edge_uncertainty_ns(&line.hulls, &line.line, 0.0, e.gap_noise_ns);
-                report.theta_ns = Some(theta);
-                report.theta_rate_ppb = Some(line.line.slope * 1e9);
-                report.margin_ns = line.margin_ns.is_finite().then_some(line.margin_ns);
-                let sigma = if u0.is_finite() { u0.max(MIN_WEIGHT_SIGMA_NS) } else { 1e9 };
-                obs.push(EdgeObs {
-                    src: e.src,
-                    dst: e.dst,
-                    alpha: line.line.slope,
-                    beta_ns: theta,
-                    weight: 1.0 / (sigma * sigma),
-                });
-                fitted.push((edges.len(), line, e.gap_noise_ns));
-            }
+            Ok(line) => fits.fitted.push(FittedEdge {
+                report: fits.edges.len(),
+                key: (e.src, e.dst),
+                y_origin_ns: e.y_origin_ns,
+                gap_noise_ns: e.gap_noise_ns,
+                line,
+            }),
             Err(err) => report.fit_error = Some(err),
         }
-        edges.push(report);
+        fits.edges.push(report);
     });
+    fits
+}
+
+/// The network solve, the bounds and the segments of one fitted window.
+pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate {
+    let spec = &fits.spec;
+    let n = spec.num_nodes as usize;
+    let mut edges = fits.edges.clone();
+    let obs: Vec<EdgeObs> = fits
+        .fitted
+        .iter()
+        .map(|f| {
+            let (line, report) = (&f.line, &mut edges[f.report]);
+            let theta = f.y_origin_ns as f64 + line.line.intercept_ns;
+            let u0 = edge_uncertainty_ns(&line.hulls, &line.line, 0.0, f.gap_noise_ns);
+            report.theta_ns = Some(theta);
+            report.theta_rate_ppb = Some(line.line.slope * 1e9);
+            report.margin_ns = line.margin_ns.is_finite().then_some(line.margin_ns);
+            let sigma = if u0.is_finite() { u0.max(MIN_WEIGHT_SIGMA_NS) } else { 1e9 };
+            EdgeObs { src: f.key.0, dst: f.key.1, alpha: line.line.slope, beta_ns: theta, weight: 1.0 / (sigma * sigma) }
+        })
+        .collect();
 
     let solution = network::solve(spec.num_nodes, spec.reference, &obs, settings.network == NetworkMode::Wls);
     // Each edge's uncertainty where the network evaluates it: at G = M, i.e. x = o_src.
     let uncertainty: Vec<f64> = obs
         .iter()
-        .zip(&fitted)
-        .map(|(o, (_, line, noise_ns))| {
+        .zip(&fits.fitted)
+        .map(|(o, f)| {
             let x = solution.offset_ns.get(o.src as usize).copied().flatten().unwrap_or(0.0);
-            edge_uncertainty_ns(&line.hulls, &line.line, x, *noise_ns)
+            edge_uncertainty_ns(&f.line.hulls, &f.line.line, x, f.gap_noise_ns)
         })
         .collect();
-    for (k, (ei, _, _)) in fitted.iter().enumerate() {
-        edges[*ei].uncertainty_ns = uncertainty[k].is_finite().then_some(uncertainty[k]);
-        edges[*ei].verdict = solution.edges.get(k).copied();
+    for (k, f) in fits.fitted.iter().enumerate() {
+        edges[f.report].uncertainty_ns = uncertainty[k].is_finite().then_some(uncertainty[k]);
+        edges[f.report].verdict = solution.edges.get(k).copied();
     }
     let bounds = node_bounds_ns(n, spec.reference, &obs, &uncertainty, &solution);
 
+    let window = fits.window();
     let mid = window.mid_ns();
     let mut flagged = Vec::new();
     let segments: Vec<Option<ClockSegment>> = (0..n)
@@ -231,7 +252,7 @@ fn estimate(
         .collect();
     WindowEstimate {
         window_id: spec.window_id,
-        counts,
+        counts: fits.counts,
         edges,
         unreachable: solution.unreachable.clone(),
         network: solution,

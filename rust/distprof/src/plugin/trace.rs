@@ -26,7 +26,9 @@ use crate::clock::{realtime_ns, VirtualClock};
 use crate::config::Config;
 use crate::context::{NodeId, RunContext};
 use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
-use crate::estimate::{estimate_window_with_history, EstimatorSettings, History, WindowSpec};
+use crate::estimate::{
+    estimate_window_with_history, fit_window, EstimatorSettings, History, Smoother, WindowEstimate, WindowSpec,
+};
 use crate::jsonl::{JsonlWriter, Meta};
 use crate::model::{ClockSegment, NodeClockModel};
 use crate::estimate::node_edges::NodeEdgeEstimator;
@@ -70,7 +72,10 @@ fn snapshot(tracer: &SharedTracer) -> SnapshotPair {
 struct Progress {
     timestamp_mode: Option<String>,
     /// This node's segments (offset and drift against the reference), one per window in
-    /// which this node was reachable from the reference through its own edges.
+    /// which this node was reachable from the reference through its own edges: the online
+    /// estimate as the window closes, replaced by the run's (drift fit centred on the
+    /// window, `Smoother`) once the next window has closed, and for the last windows when
+    /// probing stops.
     segments: Vec<ClockSegment>,
     probe_stats: Vec<ProbeEdgeStats>,
     windows: u64,
@@ -394,6 +399,7 @@ fn probe(
         .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
     let settings = EstimatorSettings::from_config(config);
     let mut history = History::default();
+    let mut smoother = Smoother::new(settings, (config.probe_window_s * 1e9) as i64);
     let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
     let engine = Engine::new(params, sock);
     engine
@@ -414,6 +420,7 @@ fn probe(
                 };
                 let estimate =
                     estimate_window_with_history(&w.records, &spec, &settings, &mut history);
+                let smoothed = smoother.push(fit_window(&w.records, &spec, &settings));
                 let stats = w
                     .edges
                     .iter()
@@ -437,11 +444,13 @@ fn probe(
                 if let Some(Some(seg)) = estimate.segments.get(node as usize) {
                     p.segments.push(*seg);
                 }
+                replace_segments(&mut p.segments, node, &smoothed);
             },
         )
         .map_err(|e| format!("probe engine: {e}"))?;
     let (segments, windows) = {
-        let p = progress.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+        replace_segments(&mut p.segments, node, &smoother.finish());
         (p.segments.clone(), p.windows)
     };
     let model = serde_json::json!({
@@ -463,6 +472,16 @@ fn probe(
         path.display()
     );
     Ok(())
+}
+
+/// Puts `node`'s segment of each of `estimates` in place of the online one of its window.
+fn replace_segments(segments: &mut Vec<ClockSegment>, node: NodeId, estimates: &[WindowEstimate]) {
+    for seg in estimates.iter().filter_map(|e| e.segments.get(node as usize).copied().flatten()) {
+        match segments.iter_mut().find(|s| s.window_id == seg.window_id) {
+            Some(s) => *s = seg,
+            None => segments.push(seg),
+        }
+    }
 }
 
 /// Round trip of the first packet of a record's pair, without the peer's turnaround.

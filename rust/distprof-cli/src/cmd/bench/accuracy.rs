@@ -7,7 +7,7 @@
 
 use super::super::simulate::{quantile, thread_cpu_s};
 use distprof::config::EstimatorKind;
-use distprof::estimate::{estimate_window_with_history, EstimatorSettings, History, NetworkMode};
+use distprof::estimate::{estimate_run_windows, estimate_window_with_history, EstimatorSettings, History, NetworkMode, WindowEstimate};
 use distprof_sim::cluster::{Cluster, Scenario};
 use anyhow::Context as _;
 use std::io::Write;
@@ -59,22 +59,31 @@ fn parse_estimator(s: &str) -> Result<EstimatorKind, String> {
         .map_err(|_| format!("unknown estimator `{s}`; use one of {}", distprof::config::fields::ESTIMATORS.join(", ")))
 }
 
+/// Which drift fit a row's model used.
+#[derive(serde::Serialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "snake_case")]
+pub enum Fit {
+    /// The model a run delivers (profiler-stop export, merge, report): each window's
+    /// drift over the windows either side of it (`estimate::Smoother`).
+    Run,
+    /// What is known as each window closes (the JSONL and the plugin until the next
+    /// window closes): drift over this and the past windows only.
+    Online,
+}
+
 #[derive(serde::Serialize, Clone)]
 pub struct Row {
     pub source: String,
     pub nodes: u32,
     pub estimator: EstimatorKind,
     pub network_correction: bool,
+    pub fit: Fit,
     pub windows: u64,
     pub samples: usize,
     pub p50_offset_err_ns: Option<f64>,
     pub p99_offset_err_ns: Option<f64>,
     pub p50_drift_err_ppb: Option<f64>,
     pub p99_drift_err_ppb: Option<f64>,
-    /// The same p99s without the first `history_windows` windows, whose drift fit
-    /// has less history (start-up); reported next to, never instead of, the full figures.
-    pub warm_p99_offset_err_ns: Option<f64>,
-    pub warm_p99_drift_err_ppb: Option<f64>,
     /// Median thread CPU time of one window's estimate (all edges, network solve, bounds).
     pub estimate_ms_p50: f64,
     /// Share of segments whose bound exceeded the limit, and the median bound.
@@ -90,8 +99,6 @@ const ESTIMATORS: [EstimatorKind; 4] = [EstimatorKind::Hull, EstimatorKind::Svm,
 struct Acc {
     off: Vec<f64>,
     drift: Vec<f64>,
-    warm_off: Vec<f64>,
-    warm_drift: Vec<f64>,
     ms: Vec<f64>,
     bounds: Vec<f64>,
     flagged: usize,
@@ -101,79 +108,88 @@ struct Acc {
     windows: u64,
 }
 
+impl Acc {
+    /// Adds one window's estimate, scored against the simulated truth.
+    fn add(&mut self, cluster: &Cluster, est: &WindowEstimate, cpu_ms: f64) {
+        self.ms.push(cpu_ms);
+        self.windows += 1;
+        self.rejected += est.rejected_edges().len();
+        self.unreachable += est.unreachable.len();
+        for (i, seg) in (0..).zip(&est.segments) {
+            let Some(s) = seg.filter(|_| i != cluster.reference()) else { continue };
+            let truth = cluster.truth(i, est.window_id);
+            self.off.push((s.offset_ns - truth.offset_ns).abs());
+            self.drift.push((s.drift_ppb - truth.drift_ppb).abs());
+            self.bounds.push(s.bound_ns);
+            self.segments += 1;
+            self.flagged += s.flagged as usize;
+        }
+    }
+
+    fn row(mut self, nodes: u32, estimator: EstimatorKind, network_correction: bool, fit: Fit) -> Row {
+        Row {
+            source: "simulation".into(),
+            nodes,
+            estimator,
+            network_correction,
+            fit,
+            windows: self.windows,
+            samples: self.off.len(),
+            p50_offset_err_ns: quantile(&mut self.off, 0.5),
+            p99_offset_err_ns: quantile(&mut self.off, 0.99),
+            p50_drift_err_ppb: quantile(&mut self.drift, 0.5),
+            p99_drift_err_ppb: quantile(&mut self.drift, 0.99),
+            estimate_ms_p50: quantile(&mut self.ms, 0.5).unwrap_or(0.0),
+            flagged_fraction: self.flagged as f64 / self.segments.max(1) as f64,
+            bound_ns_p50: quantile(&mut self.bounds, 0.5),
+            rejected_edges: self.rejected,
+            unreachable_node_windows: self.unreachable,
+        }
+    }
+}
+
+/// Every estimator with and without network correction as a run delivers it, plus the
+/// default estimator's online model.
 fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
     let cluster = Cluster::new(scenario.clone()).map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
-    let combos: Vec<(EstimatorKind, bool)> = ESTIMATORS
-        .iter()
-        .filter(|k| args.estimators.is_empty() || args.estimators.contains(k))
-        .flat_map(|&k| [(k, true), (k, false)])
-        .collect();
-    let mut acc: Vec<Acc> = combos.iter().map(|_| Acc::default()).collect();
-    let mut histories: Vec<History> = combos.iter().map(|_| History::default()).collect();
-    for k in 0..cluster.num_windows() {
-        let records = cluster.records(k);
-        let spec = cluster.window_spec(k);
-        let truth: Vec<_> = (0..scenario.nodes).map(|i| cluster.truth(i, k)).collect();
-        for (ci, &(kind, wls)) in combos.iter().enumerate() {
-            if kind == EstimatorKind::Svm && (scenario.nodes > args.svm_max_nodes || k >= args.svm_windows) {
+    let settings_of = |estimator, wls: bool| EstimatorSettings {
+        estimator,
+        network: if wls { NetworkMode::Wls } else { NetworkMode::Tree },
+        drift_span_s: args.drift_span_s.unwrap_or(EstimatorSettings::default().drift_span_s),
+        ..EstimatorSettings::default()
+    };
+    let mut rows = Vec::new();
+    for kind in ESTIMATORS.into_iter().filter(|k| args.estimators.is_empty() || args.estimators.contains(k)) {
+        let windows = if kind == EstimatorKind::Svm {
+            if scenario.nodes > args.svm_max_nodes {
                 continue;
             }
-            let settings = EstimatorSettings {
-                estimator: kind,
-                network: if wls { NetworkMode::Wls } else { NetworkMode::Tree },
-                drift_span_s: args.drift_span_s.unwrap_or(EstimatorSettings::default().drift_span_s),
-                ..EstimatorSettings::default()
-            };
-            let started = thread_cpu_s();
-            let est = estimate_window_with_history(&records, &spec, &settings, &mut histories[ci]);
-            let a = &mut acc[ci];
-            a.ms.push((thread_cpu_s() - started) * 1e3);
-            a.windows += 1;
-            a.rejected += est.rejected_edges().len();
-            a.unreachable += est.unreachable.len();
-            for (i, seg) in est.segments.iter().enumerate() {
-                if i as u32 == cluster.reference() {
-                    continue;
+            args.svm_windows.min(cluster.num_windows())
+        } else {
+            cluster.num_windows()
+        };
+        for wls in [true, false] {
+            let settings = settings_of(kind, wls);
+            let mut acc = Acc::default();
+            let inputs = (0..windows).map(|k| (cluster.records(k), cluster.window_spec(k)));
+            for (est, ms) in estimate_run_windows(inputs, &settings) {
+                acc.add(&cluster, &est, ms);
+            }
+            rows.push(acc.row(scenario.nodes, kind, wls, Fit::Run));
+            if kind == EstimatorKind::Hull && wls {
+                let mut acc = Acc::default();
+                let mut history = History::default();
+                for k in 0..windows {
+                    let records = cluster.records(k);
+                    let started = thread_cpu_s();
+                    let est = estimate_window_with_history(&records, &cluster.window_spec(k), &settings, &mut history);
+                    acc.add(&cluster, &est, (thread_cpu_s() - started) * 1e3);
                 }
-                if let Some(s) = seg {
-                    let (eo, ed) = ((s.offset_ns - truth[i].offset_ns).abs(), (s.drift_ppb - truth[i].drift_ppb).abs());
-                    a.off.push(eo);
-                    a.drift.push(ed);
-                    if k >= settings.history_windows(spec.end_local_ns - spec.start_local_ns) as u64 {
-                        a.warm_off.push(eo);
-                        a.warm_drift.push(ed);
-                    }
-                    a.bounds.push(s.bound_ns);
-                    a.segments += 1;
-                    a.flagged += s.flagged as usize;
-                }
+                rows.push(acc.row(scenario.nodes, kind, wls, Fit::Online));
             }
         }
     }
-    Ok(combos
-        .iter()
-        .zip(acc)
-        .filter(|(_, a)| a.windows > 0)
-        .map(|(&(kind, wls), mut a)| Row {
-            source: "simulation".into(),
-            nodes: scenario.nodes,
-            estimator: kind,
-            network_correction: wls,
-            windows: a.windows,
-            samples: a.off.len(),
-            p50_offset_err_ns: quantile(&mut a.off, 0.5),
-            p99_offset_err_ns: quantile(&mut a.off, 0.99),
-            p50_drift_err_ppb: quantile(&mut a.drift, 0.5),
-            p99_drift_err_ppb: quantile(&mut a.drift, 0.99),
-            warm_p99_offset_err_ns: quantile(&mut a.warm_off, 0.99),
-            warm_p99_drift_err_ppb: quantile(&mut a.warm_drift, 0.99),
-            estimate_ms_p50: quantile(&mut a.ms, 0.5).unwrap_or(0.0),
-            flagged_fraction: a.flagged as f64 / a.segments.max(1) as f64,
-            bound_ns_p50: quantile(&mut a.bounds, 0.5),
-            rejected_edges: a.rejected,
-            unreachable_node_windows: a.unreachable,
-        })
-        .collect())
+    Ok(rows)
 }
 
 /// The real `distprof local` run with relay jitter: this very binary is spawned as
@@ -216,14 +232,13 @@ fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
         nodes: args.local_nodes,
         estimator,
         network_correction: v["network_correction"].as_bool().unwrap_or(true),
+        fit: Fit::Run,
         windows: v["full_windows"].as_u64().unwrap_or(0),
         samples: v["samples"].as_u64().unwrap_or(0) as usize,
         p50_offset_err_ns: f("p50_offset_error_ns"),
         p99_offset_err_ns: f("p99_offset_error_ns"),
         p50_drift_err_ppb: f("p50_drift_error_ppb"),
         p99_drift_err_ppb: f("p99_drift_error_ppb"),
-        warm_p99_offset_err_ns: None,
-        warm_p99_drift_err_ppb: None,
         estimate_ms_p50: f("estimate_ms_p50").unwrap_or(0.0),
         flagged_fraction: f("flagged_fraction").unwrap_or(0.0),
         bound_ns_p50: f("bound_ns_p50"),
@@ -242,8 +257,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "{:>10} {:>5} {:>9} {:>4} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8} {:>6}",
-        "source", "nodes", "estimator", "net", "off_p50", "off_p99", "drift_p50", "drift_p99", "est_ms", "bound50", "flag%"
+        "{:>10} {:>5} {:>9} {:>4} {:>6} {:>8} {:>8} {:>9} {:>9} {:>8} {:>8} {:>6}",
+        "source", "nodes", "estimator", "net", "fit", "off_p50", "off_p99", "drift_p50", "drift_p99", "est_ms", "bound50", "flag%"
     )?;
     let mut rows = Vec::new();
     for &n in &args.nodes {
@@ -257,24 +272,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         print_row(&mut out, &r)?;
         rows.push(r);
     }
-    let find = |source: &str, n: Option<u32>| {
+    let find = |source: &str, n: Option<u32>, fit: Fit| {
         rows.iter().find(|r| {
-            r.source == source && n.is_none_or(|n| r.nodes == n) && r.estimator == EstimatorKind::Hull && r.network_correction
+            r.source == source
+                && n.is_none_or(|n| r.nodes == n)
+                && r.estimator == EstimatorKind::Hull
+                && r.network_correction
+                && r.fit == fit
         })
     };
     let summary = serde_json::json!({
         "rows": rows,
         "scenario": reference,
-        "sim64_p99_offset_ns": find("simulation", Some(64)).and_then(|r| r.p99_offset_err_ns),
-        "sim64_p99_drift_ppb": find("simulation", Some(64)).and_then(|r| r.p99_drift_err_ppb),
-        "estimate512_ms": find("simulation", Some(512)).map(|r| r.estimate_ms_p50),
-        "sim64_warm_p99_offset_ns": find("simulation", Some(64)).and_then(|r| r.warm_p99_offset_err_ns),
-        "sim64_warm_p99_drift_ppb": find("simulation", Some(64)).and_then(|r| r.warm_p99_drift_err_ppb),
-        "local_p99_offset_ns": find("local", None).and_then(|r| r.p99_offset_err_ns),
+        "sim64_p99_offset_ns": find("simulation", Some(64), Fit::Run).and_then(|r| r.p99_offset_err_ns),
+        "sim64_p99_drift_ppb": find("simulation", Some(64), Fit::Run).and_then(|r| r.p99_drift_err_ppb),
+        "estimate512_ms": find("simulation", Some(512), Fit::Run).map(|r| r.estimate_ms_p50),
+        "sim64_online_p99_offset_ns": find("simulation", Some(64), Fit::Online).and_then(|r| r.p99_offset_err_ns),
+        "sim64_online_p99_drift_ppb": find("simulation", Some(64), Fit::Online).and_then(|r| r.p99_drift_err_ppb),
+        "local_p99_offset_ns": find("local", None, Fit::Run).and_then(|r| r.p99_offset_err_ns),
         "note": format!(
-            "headline: hull with network correction; estimate512_ms: one window, 512 nodes with out-degree 8 \
-             (16 edges per node counting both ends), thread CPU time, median over windows; hull drift \
-             over the current and the past windows within the drift span (warm_*: windows with full history); svm only at N <= {} and \
+            "headline: hull with network correction, the model a run delivers (fit = run: each window's drift \
+             fit centred on it, over the windows either side; fit = online: this and the past windows only, \
+             what each window's close knows); estimate512_ms: one window, 512 nodes with out-degree 8 \
+             (16 edges per node counting both ends), thread CPU time, median over windows; svm only at N <= {} and \
              on {} window(s) (0.1-1 s per edge fit); local run: {} `distprof local` processes for {} s through the relay, \
              100 us one way plus exponential jitter of mean {} us, offset error at every full window's midpoint",
             args.svm_max_nodes, args.svm_windows, args.local_nodes, args.local_duration, args.local_jitter_us
@@ -290,11 +310,12 @@ fn print_row(out: &mut impl Write, r: &Row) -> std::io::Result<()> {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     writeln!(
         out,
-        "{:>10} {:>5} {:>9} {:>4} {:>8} {:>8} {:>9} {:>9} {:>8.2} {:>8} {:>6.1}",
+        "{:>10} {:>5} {:>9} {:>4} {:>6} {:>8} {:>8} {:>9} {:>9} {:>8.2} {:>8} {:>6.1}",
         r.source,
         r.nodes,
         format!("{:?}", r.estimator).to_lowercase(),
         if r.network_correction { "wls" } else { "tree" },
+        if r.fit == Fit::Run { "run" } else { "online" },
         f(r.p50_offset_err_ns),
         f(r.p99_offset_err_ns),
         f(r.p50_drift_err_ppb),
