@@ -245,7 +245,7 @@ pub fn read_truth(path: &Path) -> Result<TruthFile, String> {
 mod tests {
     use super::super::Scenario;
     use super::*;
-    use distprof::estimate::{estimate_window_with_history, History};
+    use distprof::estimate::estimate_run_windows;
     use distprof::offline_estimate::{estimate_run, read_run_dir};
 
     fn small() -> Cluster {
@@ -299,10 +299,10 @@ mod tests {
         let run = estimate_run(&files).unwrap();
         assert_eq!(run.records_outside, 0);
         let settings = EstimatorSettings::from_config(&run.config);
-        let mut history = History::default();
-        for (k, w) in run.windows.iter().enumerate() {
+        let mem = estimate_run_windows((0..c.num_windows()).map(|k| (c.records(k), c.window_spec(k))), &settings);
+        assert_eq!(run.windows.len(), mem.len());
+        for (k, (w, (mem, _))) in run.windows.iter().zip(&mem).enumerate() {
             assert_eq!(w.spec, c.window_spec(k as u64));
-            let mem = estimate_window_with_history(&c.records(k as u64), &c.window_spec(k as u64), &settings, &mut history);
             assert_eq!(w.estimate.segments, mem.segments, "window {k}");
         }
 
