@@ -21,9 +21,13 @@ pub struct Args {
     /// Node counts to simulate.
     #[arg(long, value_delimiter = ',', default_values_t = vec![8u32, 64, 512])]
     nodes: Vec<u32>,
-    /// Simulation seed.
+    /// Simulation seed (and of the local run).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Simulated runs per node count, seeds `seed`, `seed + 1`, ...: every row pools their
+    /// samples (a 60 s run of 64 nodes gives 252, so its p99 is the 3rd largest error).
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
     /// linfa-svm fits take ~0.1-1 s per edge-window: it runs only at node counts up to
     /// this and on this many windows.
     #[arg(long, default_value_t = 8)]
@@ -151,7 +155,11 @@ impl Acc {
 /// Every estimator with and without network correction as a run delivers it, plus the
 /// default estimator's online model.
 fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
-    let cluster = Cluster::new(scenario.clone()).map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
+    // One cluster per seed; every row pools the seeds' samples.
+    let clusters = (0..args.seeds.max(1))
+        .map(|i| Cluster::new(Scenario { seed: scenario.seed + i, ..scenario.clone() }))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
     let settings_of = |estimator, wls: bool| EstimatorSettings {
         estimator,
         network: if wls { NetworkMode::Wls } else { NetworkMode::Tree },
@@ -160,30 +168,30 @@ fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
     };
     let mut rows = Vec::new();
     for kind in ESTIMATORS.into_iter().filter(|k| args.estimators.is_empty() || args.estimators.contains(k)) {
-        let windows = if kind == EstimatorKind::Svm {
-            if scenario.nodes > args.svm_max_nodes {
-                continue;
-            }
-            args.svm_windows.min(cluster.num_windows())
-        } else {
-            cluster.num_windows()
-        };
+        if kind == EstimatorKind::Svm && scenario.nodes > args.svm_max_nodes {
+            continue;
+        }
+        let windows = |c: &Cluster| if kind == EstimatorKind::Svm { args.svm_windows.min(c.num_windows()) } else { c.num_windows() };
         for wls in [true, false] {
             let settings = settings_of(kind, wls);
             let mut acc = Acc::default();
-            let inputs = (0..windows).map(|k| (cluster.records(k), cluster.window_spec(k)));
-            for (est, ms) in estimate_run_windows(inputs, &settings) {
-                acc.add(&cluster, &est, ms);
+            for c in &clusters {
+                let inputs = (0..windows(c)).map(|k| (c.records(k), c.window_spec(k)));
+                for (est, ms) in estimate_run_windows(inputs, &settings) {
+                    acc.add(c, &est, ms);
+                }
             }
             rows.push(acc.row(scenario.nodes, kind, wls, Fit::Run));
             if kind == EstimatorKind::Hull && wls {
                 let mut acc = Acc::default();
-                let mut history = History::default();
-                for k in 0..windows {
-                    let records = cluster.records(k);
-                    let started = thread_cpu_s();
-                    let est = estimate_window_with_history(&records, &cluster.window_spec(k), &settings, &mut history);
-                    acc.add(&cluster, &est, (thread_cpu_s() - started) * 1e3);
+                for c in &clusters {
+                    let mut history = History::default();
+                    for k in 0..windows(c) {
+                        let records = c.records(k);
+                        let started = thread_cpu_s();
+                        let est = estimate_window_with_history(&records, &c.window_spec(k), &settings, &mut history);
+                        acc.add(c, &est, (thread_cpu_s() - started) * 1e3);
+                    }
                 }
                 rows.push(acc.row(scenario.nodes, kind, wls, Fit::Online));
             }
@@ -284,6 +292,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let summary = serde_json::json!({
         "rows": rows,
         "scenario": reference,
+        "seeds": (args.seed..args.seed + args.seeds.max(1)).collect::<Vec<u64>>(),
         "sim64_p99_offset_ns": find("simulation", Some(64), Fit::Run).and_then(|r| r.p99_offset_err_ns),
         "sim64_p99_drift_ppb": find("simulation", Some(64), Fit::Run).and_then(|r| r.p99_drift_err_ppb),
         "estimate512_ms": find("simulation", Some(512), Fit::Run).map(|r| r.estimate_ms_p50),
