@@ -453,7 +453,9 @@ fn rewrite_plane(
     let name = name.unwrap_or(b"");
     let kind = if name == TASK_ENV_PLANE.as_bytes() {
         Kind::TaskEnv
-    } else if name == DISTPROF_PLANE.as_bytes() {
+    } else if name == DISTPROF_PLANE.as_bytes() || name == DISTPROF_APPLIED_PLANE.as_bytes() {
+        // A merge output's applied plane is the model a merge already used: copied as it
+        // is, like the plane it came from, never mapped a second time.
         Kind::Verbatim
     } else if name.starts_with(b"/device:") {
         Kind::Device
