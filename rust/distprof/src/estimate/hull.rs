@@ -61,74 +61,15 @@ fn cross(o: Point, a: Point, b: Point) -> f64 {
 }
 
 /// Points per bucket of the pre-filter (see `candidates`).
-const FILTER_BUCKET: usize = 32;
+const FILTER_BUCKET: usize = 16;
 /// Absolute room for rounding in the pre-filter's interpolation (see `candidates`).
 const FILTER_ROUNDING_NS: f64 = 1e-3;
 
-/// The points that can be vertices of the lower hull (after the sign flip `s`), in order.
-/// A point strictly above a segment between two of the points, inside its x range, lies
-/// inside the hull and is no vertex. The points are cut into buckets of
-/// `FILTER_BUCKET`; every point of bucket j is tested against the segment from the lowest
-/// point of bucket j - 1 to the lowest of bucket j + 1 (the first and the last point at the
-/// ends), whose x range contains the whole bucket. One-way delays sit mostly far above
-/// their minimum (queueing), so this discards almost every point with one branch-free
-/// comparison, and the monotone chain (a branchy pop-or-not per point) then runs on a few
-/// dozen. Exact: the hull of the survivors is the hull of all points.
-fn candidates<const LOWER: bool>(sorted: &[Point], out: &mut Vec<Point>) {
-    out.clear();
-    let n = sorted.len();
-    let flip = |p: &Point| Point { x_ns: p.x_ns, y_ns: if LOWER { p.y_ns } else { -p.y_ns } };
-    if n <= 3 * FILTER_BUCKET {
-        out.extend(sorted.iter().map(flip));
-        return;
-    }
-    // Anchors: the first point, the lowest of every bucket, the last point.
-    let mut anchor: Vec<Point> = Vec::with_capacity(n.div_ceil(FILTER_BUCKET) + 2);
-    anchor.push(flip(&sorted[0]));
-    for bucket in sorted.chunks(FILTER_BUCKET) {
-        let mut best = flip(&bucket[0]);
-        for p in &bucket[1..] {
-            let q = flip(p);
-            if q.y_ns < best.y_ns {
-                best = q;
-            }
-        }
-        anchor.push(best);
-    }
-    anchor.push(flip(&sorted[n - 1]));
-    for (j, bucket) in sorted.chunks(FILTER_BUCKET).enumerate() {
-        // anchor[j] is bucket j - 1's lowest (or the first point), anchor[j + 2] bucket
-        // j + 1's (or the last point).
-        let (a, b) = (anchor[j], anchor[j + 2]);
-        let dx = b.x_ns - a.x_ns;
-        if dx.is_nan() || dx <= 0.0 {
-            // Equal x at both ends (repeated x): no segment to test against.
-            out.extend(bucket.iter().map(flip));
-            continue;
-        }
-        let slope = (b.y_ns - a.y_ns) / dx;
-        // Keep what is on or below the segment, with room for the rounding of the
-        // interpolation (at most a few ulps of the larger end value; keeping a point too
-        // many is harmless). Rarely true, so the branch predicts well.
-        let room = FILTER_ROUNDING_NS + 1e-12 * (a.y_ns.abs() + b.y_ns.abs());
-        for p in bucket {
-            let q = flip(p);
-            if q.y_ns <= a.y_ns + slope * (q.x_ns - a.x_ns) + room {
-                out.push(q);
-            }
-        }
-    }
-}
-
-/// Andrew's monotone chain over points sorted by x; `LOWER` picks the side (a const so
-/// each side compiles to its own branch-free loop: this is the hot path of a window).
-fn chain<const LOWER: bool>(sorted: &[Point]) -> Vec<Point> {
-    // The upper hull of (x, y) is the lower hull of (x, -y).
-    let mut cand = Vec::new();
-    candidates::<LOWER>(sorted, &mut cand);
-    let mut h: Vec<Point> = Vec::with_capacity(64);
-    for &q in &cand {
-        // Of points sharing an x only the lowest (after the sign flip) matters.
+/// Andrew's monotone chain: the lower hull of points sorted by x, into `h`.
+fn monotone_chain(sorted: impl IntoIterator<Item = Point>, h: &mut Vec<Point>) {
+    h.clear();
+    for q in sorted {
+        // Of points sharing an x only the lowest matters.
         if let Some(last) = h.last() {
             if last.x_ns == q.x_ns {
                 if q.y_ns >= last.y_ns {
@@ -142,7 +83,117 @@ fn chain<const LOWER: bool>(sorted: &[Point]) -> Vec<Point> {
         }
         h.push(q);
     }
+}
+
+/// Walks a lower hull (x strictly increasing, at least two vertices) by increasing x.
+struct HullCursor<'a> {
+    hull: &'a [Point],
+    /// slopes[i]: of the segment hull[i]..hull[i + 1].
+    slopes: Vec<f64>,
+}
+
+impl<'a> HullCursor<'a> {
+    fn new(hull: &'a [Point]) -> Self {
+        let slopes = hull.windows(2).map(|w| (w[1].y_ns - w[0].y_ns) / (w[1].x_ns - w[0].x_ns)).collect();
+        Self { hull, slopes }
+    }
+
+    /// The hull's value at `x_ns`; `seg` is the segment of the last x asked for, which
+    /// must not be larger than `x_ns`.
+    fn at(&self, seg: &mut usize, x_ns: f64) -> f64 {
+        while *seg + 1 < self.slopes.len() && self.hull[*seg + 1].x_ns < x_ns {
+            *seg += 1;
+        }
+        let a = self.hull[*seg];
+        a.y_ns + self.slopes[*seg] * (x_ns - a.x_ns)
+    }
+}
+
+/// The points that can be vertices of the lower hull (after the sign flip `LOWER` picks),
+/// in order. A point strictly above a segment between two of the points, inside its x
+/// range, lies inside the hull and is no vertex. So: take the lowest point of every bucket
+/// of `FILTER_BUCKET` points and the two end points, build their lower hull (a few dozen
+/// points), and keep only the points on or below it. One-way delays sit mostly far above
+/// their minimum (queueing), so whole buckets lie above it: a bucket whose lowest point is
+/// above the coarse hull's highest value over the bucket's x range (at one of its ends,
+/// the hull being convex) is skipped without looking at its points. The monotone chain (a
+/// branchy pop-or-not per point) then runs on a few dozen survivors. Exact: the hull of
+/// the survivors is the hull of all points.
+///
+/// The filter works on the points sheared by the edge's rough slope (y - s x): a shear
+/// keeps which points are hull vertices, and it levels the drift (up to 50 ppm, i.e. 16 µs
+/// over a bucket's 0.3 s, as much as the queueing) so that "lowest in the bucket" and the
+/// skip test mean something.
+fn candidates<const LOWER: bool>(sorted: &[Point], out: &mut Vec<Point>) {
+    out.clear();
+    let flip = |p: &Point| Point { x_ns: p.x_ns, y_ns: if LOWER { p.y_ns } else { -p.y_ns } };
+    let n = sorted.len();
+    if n <= 2 * FILTER_BUCKET {
+        out.extend(sorted.iter().map(flip));
+        return;
+    }
+    let lowest_of = |bucket: &[Point], s: f64| {
+        let sheared_y = |p: &Point| flip(p).y_ns - s * p.x_ns;
+        // Index and value, not the point: two selects a compiler makes branch-free (which
+        // point of a bucket is lowest is random, so a branch would mispredict).
+        let (mut best, mut best_y) = (0, sheared_y(&bucket[0]));
+        for (i, p) in bucket.iter().enumerate().skip(1) {
+            let y = sheared_y(p);
+            let lower = y < best_y;
+            best = if lower { i } else { best };
+            best_y = if lower { y } else { best_y };
+        }
+        Point { x_ns: bucket[best].x_ns, y_ns: best_y }
+    };
+    // The rough slope: from the first bucket's lowest point to the last one's.
+    let (first, last) = (lowest_of(&sorted[..FILTER_BUCKET], 0.0), lowest_of(&sorted[n - FILTER_BUCKET..], 0.0));
+    let s = match (last.y_ns - first.y_ns) / (last.x_ns - first.x_ns) {
+        s if s.is_finite() => s,
+        _ => 0.0,
+    };
+    let sheared = |p: &Point| Point { x_ns: p.x_ns, y_ns: flip(p).y_ns - s * p.x_ns };
+    let lowest: Vec<Point> = sorted.chunks(FILTER_BUCKET).map(|b| lowest_of(b, s)).collect();
+    let mut coarse = Vec::with_capacity(64);
+    let ends = [sheared(&sorted[0]), sheared(&sorted[n - 1])];
+    monotone_chain(std::iter::once(ends[0]).chain(lowest.iter().copied()).chain(std::iter::once(ends[1])), &mut coarse);
+    if coarse.len() < 2 {
+        // Every point at one x.
+        out.extend(sorted.iter().map(flip));
+        return;
+    }
+    // Keep what is on or below the coarse hull, with room for the rounding of the shear
+    // and the interpolation (a few ulps of the largest value; keeping a point too many is
+    // harmless).
+    let largest_y = coarse.iter().map(|p| p.y_ns.abs()).fold(0.0, f64::max);
+    let largest_x = sorted[0].x_ns.abs().max(sorted[n - 1].x_ns.abs());
+    let room = FILTER_ROUNDING_NS + 1e-12 * (largest_y + s.abs() * largest_x);
+    let cursor = HullCursor::new(&coarse);
+    let mut seg = 0;
+    for (bucket, low) in sorted.chunks(FILTER_BUCKET).zip(&lowest) {
+        let at_start = cursor.at(&mut seg, bucket[0].x_ns);
+        let at_end = cursor.at(&mut { seg }, bucket[bucket.len() - 1].x_ns);
+        if low.y_ns > at_start.max(at_end) + room {
+            continue;
+        }
+        let mut inside = seg;
+        for p in bucket {
+            if sheared(p).y_ns <= cursor.at(&mut inside, p.x_ns) + room {
+                out.push(flip(p));
+            }
+        }
+    }
+}
+
+/// The lower hull (after the sign flip `LOWER` picks) of points sorted by x: the monotone
+/// chain over the pre-filter's survivors. A const so each side compiles to its own
+/// branch-free loops: this is the hot path of a window.
+fn chain<const LOWER: bool>(sorted: &[Point]) -> Vec<Point> {
+    let mut cand = Vec::new();
+    candidates::<LOWER>(sorted, &mut cand);
+    let mut h: Vec<Point> = Vec::with_capacity(cand.len().min(64));
+    monotone_chain(cand, &mut h);
     if !LOWER {
+        // The upper hull of (x, y) is the lower hull of (x, -y).
         h.iter_mut().for_each(|p| p.y_ns = -p.y_ns);
     }
     h

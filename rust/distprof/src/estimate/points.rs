@@ -5,7 +5,7 @@
 //! a reverse packet gives y = tx(dst clock) - rx(src clock) = theta - reverse delay, below
 //! it. x is measured from the window midpoint in the src clock, so the fitted intercept is
 //! theta at the midpoint (the prototype measured x from an arbitrary record, which put
-//! beta at an arbitrary instant). y is measured from `y_origin_ns`, the median forward y,
+//! beta at an arbitrary instant). y is measured from `y_origin_ns`, a median forward y,
 //! so that the fit works on small numbers.
 
 use super::purity::{PairVerdict, PurityCounts, PurityTolerance};
@@ -20,6 +20,8 @@ const MAX_Y_SPREAD_NS: i64 = 10_000_000_000;
 /// Reverse packets arrive a little after the window closes; records whose stamps fall
 /// further than this outside the window belong to another window.
 const WINDOW_SLACK_NS: i64 = 100_000_000;
+/// Records whose forward y give an edge's y origin (see `edge_points`).
+const ORIGIN_SAMPLE: usize = 31;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
@@ -80,9 +82,9 @@ impl WindowBounds {
     pub fn mid_ns(&self) -> i64 {
         self.start_ns + (self.end_ns - self.start_ns) / 2
     }
-    fn contains(&self, t_ns: i64) -> bool {
-        t_ns >= self.start_ns.saturating_sub(WINDOW_SLACK_NS)
-            && t_ns <= self.end_ns.saturating_add(WINDOW_SLACK_NS)
+    /// The stamps that belong to the window: its interval widened by the slack.
+    fn with_slack(&self) -> (i64, i64) {
+        (self.start_ns.saturating_sub(WINDOW_SLACK_NS), self.end_ns.saturating_add(WINDOW_SLACK_NS))
     }
 }
 
@@ -243,17 +245,40 @@ fn edge_points<R: std::borrow::Borrow<ProbeRecord>>(
     raw_y: &mut Vec<i64>,
 ) {
     let mid = window.mid_ns();
-    // The median forward y is the origin: robust against a few absurd records.
+    // The origin: the median forward y of a sample spread over the edge's records, robust
+    // against a minority of absurd records like the median of all, without a pass over
+    // them (this runs once per edge and window on every record: it is the hot path).
     raw_y.clear();
-    raw_y.extend(recs.iter().map(|r| r.borrow()).filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])));
+    let step = recs.len().div_ceil(ORIGIN_SAMPLE).max(1);
+    raw_y.extend(recs.iter().step_by(step).map(|r| r.borrow()).filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])));
     let half = raw_y.len() / 2;
     let y_origin_ns = if raw_y.is_empty() { 0 } else { *raw_y.select_nth_unstable(half).1 };
-    let point = |x_abs: i64, later: i64, earlier: i64| -> Option<Point> {
-        let y = later.checked_sub(earlier)?.checked_sub(y_origin_ns)?;
-        if y.unsigned_abs() > MAX_Y_SPREAD_NS as u64 || !window.contains(x_abs) {
-            return None;
+    let (lo, hi) = window.with_slack();
+    // One direction's two points: x the stamps on the src clock, y = later - earlier.
+    // None if a stamp is garbage (out of the window, overflowing, absurdly far).
+    let pair_points = |x: [i64; 2], later: [i64; 2], earlier: [i64; 2]| -> Option<[Point; 2]> {
+        let one = |i: usize| {
+            let y = later[i].checked_sub(earlier[i])?.checked_sub(y_origin_ns)?;
+            if y.unsigned_abs() > MAX_Y_SPREAD_NS as u64 || x[i] < lo || x[i] > hi {
+                return None;
+            }
+            Some(Point { x_ns: x[i].checked_sub(mid)? as f64, y_ns: y as f64 })
+        };
+        Some([one(0)?, one(1)?])
+    };
+    let (mut gap_sq_sum, mut gap_n) = (0.0f64, 0u64);
+    // Judges one direction's pair and keeps its points if it is pure.
+    let mut keep_pure = |points: Option<[Point; 2]>, tx: [i64; 2], rx: [i64; 2], kept: &mut Vec<Point>| {
+        let Some(points) = points else { return PairVerdict::Invalid };
+        let verdict = tol.judge(tx, rx);
+        if verdict == PairVerdict::Pure {
+            // judge has checked that both gaps are positive and do not overflow.
+            let diff = ((rx[1] - rx[0]) - (tx[1] - tx[0])) as f64 / 2.0;
+            gap_sq_sum += diff * diff;
+            gap_n += 1;
+            kept.extend_from_slice(&points);
         }
-        Some(Point { x_ns: x_abs.checked_sub(mid)? as f64, y_ns: y as f64 })
+        verdict
     };
     e.src = src;
     e.dst = dst;
@@ -261,59 +286,35 @@ fn edge_points<R: std::borrow::Borrow<ProbeRecord>>(
     e.fwd.clear();
     e.rev.clear();
     e.probes.clear();
-    let (mut gap_sq_sum, mut gap_n) = (0.0f64, 0u64);
     for r in recs {
         let r: &ProbeRecord = r.borrow();
         counts.records += 1;
-        if !window.contains(r.fwd_tx_ns[0]) {
+        if r.fwd_tx_ns[0] < lo || r.fwd_tx_ns[0] > hi {
             counts.misplaced += 1;
             continue;
         }
-        let both = |a: Option<Point>, b: Option<Point>| Some([a?, b?]);
-        let fwd = both(
-            point(r.fwd_tx_ns[0], r.fwd_rx_ns[0], r.fwd_tx_ns[0]),
-            point(r.fwd_tx_ns[1], r.fwd_rx_ns[1], r.fwd_tx_ns[1]),
-        );
-        let rev = both(
-            point(r.rev_rx_ns[0], r.rev_tx_ns[0], r.rev_rx_ns[0]),
-            point(r.rev_rx_ns[1], r.rev_tx_ns[1], r.rev_rx_ns[1]),
-        );
-        for (pts, tx, rx, is_fwd) in
-            [(&fwd, r.fwd_tx_ns, r.fwd_rx_ns, true), (&rev, r.rev_tx_ns, r.rev_rx_ns, false)]
-        {
-            let verdict = match pts {
-                None => PairVerdict::Invalid,
-                Some(_) => tol.judge(tx, rx),
-            };
-            match (verdict, is_fwd) {
-                (PairVerdict::Invalid, _) => counts.invalid_pairs += 1,
-                (PairVerdict::Impure, true) => counts.fwd_impure += 1,
-                (PairVerdict::Impure, false) => counts.rev_impure += 1,
-                (PairVerdict::Pure, _) => {
-                    let diff = ((rx[1] - rx[0]) - (tx[1] - tx[0])) as f64 / 2.0;
-                    gap_sq_sum += diff * diff;
-                    gap_n += 1;
-                    let list = if is_fwd { &mut e.fwd } else { &mut e.rev };
-                    if let Some(p) = pts {
-                        list.extend_from_slice(p);
-                    }
-                    if is_fwd {
-                        counts.fwd_pure += 1;
-                    } else {
-                        counts.rev_pure += 1;
-                    }
-                }
-            }
+        let fwd = pair_points(r.fwd_tx_ns, r.fwd_rx_ns, r.fwd_tx_ns);
+        let rev = pair_points(r.rev_rx_ns, r.rev_tx_ns, r.rev_rx_ns);
+        match keep_pure(fwd, r.fwd_tx_ns, r.fwd_rx_ns, &mut e.fwd) {
+            PairVerdict::Pure => counts.fwd_pure += 1,
+            PairVerdict::Impure => counts.fwd_impure += 1,
+            PairVerdict::Invalid => counts.invalid_pairs += 1,
         }
-        if let (true, Some(f), Some(b)) = (want_probes, &fwd, &rev) {
+        match keep_pure(rev, r.rev_tx_ns, r.rev_rx_ns, &mut e.rev) {
+            PairVerdict::Pure => counts.rev_pure += 1,
+            PairVerdict::Impure => counts.rev_impure += 1,
+            PairVerdict::Invalid => counts.invalid_pairs += 1,
+        }
+        if let (true, Some(f), Some(b)) = (want_probes, fwd, rev) {
             e.probes.push(Probe { fwd: f[0], rev: b[0] });
         }
     }
     // Records come in seq order, so these are nearly sorted and the sort is linear; the
     // check first skips even that in the usual case.
+    // x comes from an i64, so it is never NaN and `<=` orders it.
     let by_x = |a: &Point, b: &Point| a.x_ns.total_cmp(&b.x_ns);
     for v in [&mut e.fwd, &mut e.rev] {
-        if !v.is_sorted_by(|a, b| by_x(a, b).is_le()) {
+        if !v.is_sorted_by(|a, b| a.x_ns <= b.x_ns) {
             v.sort_by(by_x);
         }
     }
