@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn the_pre_filter_keeps_the_exact_hull() {
         // Delay-like clouds (exponential excess over a sloped line, a few repeated x and
-        // collinear runs) of many sizes: the filtered hull equals the plain one.
+        // collinear runs, outliers) of many sizes: the filtered hull equals the plain one.
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let mut unit = move || {
             state ^= state << 13;
@@ -369,7 +369,11 @@ mod tests {
                         }
                         let x = if round % 5 == 0 { (i / 3) as f64 } else { i as f64 * 10.0 + unit() * 5.0 };
                         let excess = -20_000.0 * (1.0 - unit()).ln();
-                        Point { x_ns: x, y_ns: 0.001 * x + excess }
+                        // Slopes the filter's shear must level, either sign; an absurd
+                        // low point at an end that skews the rough slope.
+                        let slope = [0.001, -40.0, 300.0][round % 3];
+                        let outlier = if round % 4 == 1 && i == 0 { -1e7 } else { 0.0 };
+                        Point { x_ns: x, y_ns: slope * x + excess + outlier }
                     })
                     .collect();
                 v.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
