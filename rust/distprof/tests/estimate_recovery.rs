@@ -355,10 +355,17 @@ fn record_order_does_not_change_the_estimate() {
     // Interleaved and reversed: the grouping path instead of the in-place runs.
     let mut mixed: Vec<ProbeRecord> = (0..100).flat_map(|i| [runs[i], runs[100 + i], runs[200 + i]]).collect();
     mixed.reverse();
+    // Whole runs, edges in descending order: in place, then sorted.
+    let descending: Vec<ProbeRecord> = runs.chunks(100).rev().flatten().copied().collect();
+    // One edge's run split around the others: found only after two edges are done.
+    let split: Vec<ProbeRecord> = [&runs[..50], &runs[100..], &runs[50..100]].concat();
     let s = EstimatorSettings::default();
     let a = estimate_window(&runs, &spec(3), &s);
-    let b = estimate_window(&mixed, &spec(3), &s);
-    assert_eq!(a.segments, b.segments);
-    assert_eq!(a.counts, b.counts);
     assert_eq!(a.counts.fwd_pure + a.counts.fwd_impure, 300);
+    for other in [&mixed, &descending, &split] {
+        let b = estimate_window(other, &spec(3), &s);
+        assert_eq!(a.segments, b.segments);
+        assert_eq!(a.counts, b.counts);
+        assert_eq!(a.edges, b.edges);
+    }
 }

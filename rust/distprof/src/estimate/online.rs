@@ -10,7 +10,7 @@ use super::bound::{edge_uncertainty_ns, node_bounds_ns};
 use super::fit::{fit_edge, EdgeLine};
 use super::hull::{FitError, Line};
 use super::network::{self, EdgeObs, EdgeVerdict, NetworkSolution};
-use super::points::{for_each_edge_with, WindowBounds};
+use super::points::{map_edges, WindowBounds};
 use std::collections::VecDeque;
 use super::purity::{PurityCounts, PurityTolerance};
 use super::settings::{EstimatorSettings, NetworkMode};
@@ -159,8 +159,8 @@ pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Estimat
     let tol = PurityTolerance { abs_ns: settings.purity_abs_tolerance_ns, rel: settings.purity_rel_tolerance };
     // Only the round-trip baselines read the per-probe list.
     let want_probes = matches!(settings.estimator, EstimatorKind::Ntp | EstimatorKind::TwoPoint);
-    fits.counts = for_each_edge_with(records, spec.num_nodes, window, tol, want_probes, |e| {
-        let mut report = EdgeReport {
+    let (edges, counts) = map_edges(records, spec.num_nodes, window, tol, want_probes, |e| {
+        let report = EdgeReport {
             src: e.src,
             dst: e.dst,
             counts: e.counts,
@@ -171,18 +171,23 @@ pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Estimat
             uncertainty_ns: None,
             verdict: None,
         };
-        match fit_edge(settings.estimator, e, settings.svm_c) {
-            Ok(line) => fits.fitted.push(FittedEdge {
-                report: fits.edges.len(),
-                key: (e.src, e.dst),
-                y_origin_ns: e.y_origin_ns,
-                gap_noise_ns: e.gap_noise_ns,
-                line,
-            }),
+        let fitted = fit_edge(settings.estimator, e, settings.svm_c).map(|line| FittedEdge {
+            report: 0,
+            key: (e.src, e.dst),
+            y_origin_ns: e.y_origin_ns,
+            gap_noise_ns: e.gap_noise_ns,
+            line,
+        });
+        (report, fitted)
+    });
+    fits.counts = counts;
+    for (mut report, fitted) in edges {
+        match fitted {
+            Ok(f) => fits.fitted.push(FittedEdge { report: fits.edges.len(), ..f }),
             Err(err) => report.fit_error = Some(err),
         }
         fits.edges.push(report);
-    });
+    }
     fits
 }
 

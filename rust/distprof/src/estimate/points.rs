@@ -88,32 +88,21 @@ impl WindowBounds {
     }
 }
 
-/// Groups one window's records by edge, turns each edge's into points and hands them to
-/// `visit`, in (src, dst) order. One buffer is reused for all edges: a window of 4096
-/// edges would otherwise hold ~80 MB of points at once. Never panics: bad records are
-/// counted in the returned totals.
-pub fn for_each_edge(
-    records: &[ProbeRecord],
-    num_nodes: u32,
-    window: WindowBounds,
-    tol: PurityTolerance,
-    visit: impl FnMut(&EdgePoints),
-) -> PurityCounts {
-    for_each_edge_with(records, num_nodes, window, tol, true, visit)
-}
-
-/// As `for_each_edge`; with `want_probes` false `EdgePoints::probes` stays empty (only the
-/// round-trip baselines read it; the hull path saves a push and a sort per record).
-pub fn for_each_edge_with(
+/// Groups one window's records by edge, turns each edge's into points and maps them with
+/// `f`; the results come in (src, dst) order. One buffer is reused for all edges: a
+/// window of 4096 edges would otherwise hold ~80 MB of points at once. With `want_probes`
+/// false `EdgePoints::probes` stays empty (only the round-trip baselines read it; the hull
+/// path saves a push and a sort per record). Never panics: bad records are counted in the
+/// returned totals.
+pub fn map_edges<T>(
     records: &[ProbeRecord],
     num_nodes: u32,
     window: WindowBounds,
     tol: PurityTolerance,
     want_probes: bool,
-    mut visit: impl FnMut(&EdgePoints),
-) -> PurityCounts {
+    mut f: impl FnMut(&EdgePoints) -> T,
+) -> (Vec<T>, PurityCounts) {
     let mut scratch: Vec<i64> = Vec::new();
-    let mut total = PurityCounts::default();
     let mut buf = EdgePoints {
         src: 0,
         dst: 0,
@@ -124,18 +113,14 @@ pub fn for_each_edge_with(
         counts: PurityCounts::default(),
         gap_noise_ns: 0.0,
     };
-    // Fast path: the probe engine writes each edge's records as one run in seq order; then
-    // the runs are used in place, without grouping or copying.
-    if let Some(mut runs) = contiguous_runs(records, num_nodes) {
-        runs.sort_unstable_by_key(|r| r.0);
-        for (key, lo, hi) in runs {
-            let mut counts = PurityCounts::default();
-            edge_points(key, &records[lo..hi], window, tol, want_probes, &mut counts, &mut buf, &mut scratch);
-            total.add(&counts);
-            visit(&buf);
-        }
-        return total;
+    let mut edge = |key, recs: &[&ProbeRecord], mut counts: PurityCounts| {
+        edge_points(key, recs, window, tol, want_probes, &mut counts, &mut buf, &mut scratch);
+        (f(&buf), counts)
+    };
+    if let Some(done) = map_runs_in_place(records, num_nodes, &mut edge) {
+        return done;
     }
+    let mut total = PurityCounts::default();
     let mut by_edge: HashMap<(NodeId, NodeId), Vec<&ProbeRecord>> = HashMap::new();
     // Records come in runs of one edge; remember the run's list to skip most lookups.
     let mut run: Option<((NodeId, NodeId), Vec<&ProbeRecord>)> = None;
@@ -163,60 +148,65 @@ pub fn for_each_edge_with(
     }
     let mut keys: Vec<_> = by_edge.keys().copied().collect();
     keys.sort_unstable();
+    let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let mut recs = by_edge.remove(&key).unwrap_or_default();
         recs.sort_by_key(|r| r.seq);
         let before = recs.len();
         recs.dedup_by_key(|r| r.seq);
         let duplicates = (before - recs.len()) as u64;
-        let mut counts = PurityCounts { duplicates, records: duplicates, ..Default::default() };
-        edge_points(key, &recs, window, tol, want_probes, &mut counts, &mut buf, &mut scratch);
+        let (value, counts) = edge(key, &recs, PurityCounts { duplicates, records: duplicates, ..Default::default() });
         total.add(&counts);
-        visit(&buf);
+        out.push(value);
     }
-    total
+    (out, total)
 }
 
-/// The points of every edge at once (tests and tools; the online path streams).
-pub fn build_edges(
+/// The fast path of `map_edges`: the probe engine writes each edge's records as one run in
+/// seq order, and then each run is used in place, without grouping or copying, right
+/// after the scan that found it (while it is in cache: a window of 512 nodes is ~120 MB
+/// of records, and a second pass over them from memory costs as much as the scan). None,
+/// with the work so far dropped, at the first record that breaks that order: a record
+/// of no valid edge, an edge whose records come in two runs, a seq that does not increase.
+fn map_runs_in_place<T>(
     records: &[ProbeRecord],
     num_nodes: u32,
-    window: WindowBounds,
-    tol: PurityTolerance,
-) -> (Vec<EdgePoints>, PurityCounts) {
-    let mut edges = Vec::new();
-    let total = for_each_edge(records, num_nodes, window, tol, |e| edges.push(e.clone()));
-    (edges, total)
+    edge: &mut impl FnMut((NodeId, NodeId), &[&ProbeRecord], PurityCounts) -> (T, PurityCounts),
+) -> Option<(Vec<T>, PurityCounts)> {
+    let mut total = PurityCounts::default();
+    let mut out: Vec<((NodeId, NodeId), T)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut run: Vec<&ProbeRecord> = Vec::with_capacity(512);
+    let mut rest = records;
+    while let Some(first) = rest.first() {
+        let key = (first.src, first.dst);
+        if !valid_edge(first, num_nodes) || !seen.insert(key) {
+            return None;
+        }
+        run.clear();
+        run.push(first);
+        for r in &rest[1..] {
+            if (r.src, r.dst) != key {
+                break;
+            }
+            if r.seq <= run[run.len() - 1].seq {
+                return None;
+            }
+            run.push(r);
+        }
+        rest = &rest[run.len()..];
+        let (value, counts) = edge(key, &run, PurityCounts::default());
+        total.add(&counts);
+        out.push((key, value));
+    }
+    if !out.is_sorted_by_key(|(key, _)| *key) {
+        out.sort_by_key(|(key, _)| *key);
+    }
+    Some((out.into_iter().map(|(_, value)| value).collect(), total))
 }
 
 fn valid_edge(r: &ProbeRecord, num_nodes: u32) -> bool {
     r.src != r.dst && r.src < num_nodes && r.dst < num_nodes
-}
-
-/// (edge, start, end) of each run when every valid edge's records form exactly one run
-/// with strictly increasing seq (so no duplicates either); None otherwise.
-/// (edge, start, end) of one run of records.
-type Run = ((NodeId, NodeId), usize, usize);
-
-fn contiguous_runs(records: &[ProbeRecord], num_nodes: u32) -> Option<Vec<Run>> {
-    let mut runs: Vec<Run> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for (i, r) in records.iter().enumerate() {
-        if !valid_edge(r, num_nodes) {
-            return None;
-        }
-        let key = (r.src, r.dst);
-        match runs.last_mut() {
-            Some((k, _, end)) if *k == key && records[*end - 1].seq < r.seq => *end = i + 1,
-            _ => {
-                if !seen.insert(key) {
-                    return None;
-                }
-                runs.push((key, i, i + 1));
-            }
-        }
-    }
-    Some(runs)
 }
 
 fn merge_run<'a>(
@@ -234,9 +224,9 @@ fn merge_run<'a>(
 
 // The buffers (counts, e, raw_y) are the caller's so that one allocation serves every edge.
 #[allow(clippy::too_many_arguments)]
-fn edge_points<R: std::borrow::Borrow<ProbeRecord>>(
+fn edge_points(
     (src, dst): (NodeId, NodeId),
-    recs: &[R],
+    recs: &[&ProbeRecord],
     window: WindowBounds,
     tol: PurityTolerance,
     want_probes: bool,
@@ -250,7 +240,7 @@ fn edge_points<R: std::borrow::Borrow<ProbeRecord>>(
     // them (this runs once per edge and window on every record: it is the hot path).
     raw_y.clear();
     let step = recs.len().div_ceil(ORIGIN_SAMPLE).max(1);
-    raw_y.extend(recs.iter().step_by(step).map(|r| r.borrow()).filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])));
+    raw_y.extend(recs.iter().step_by(step).filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])));
     let half = raw_y.len() / 2;
     let y_origin_ns = if raw_y.is_empty() { 0 } else { *raw_y.select_nth_unstable(half).1 };
     let (lo, hi) = window.with_slack();
@@ -287,7 +277,6 @@ fn edge_points<R: std::borrow::Borrow<ProbeRecord>>(
     e.rev.clear();
     e.probes.clear();
     for r in recs {
-        let r: &ProbeRecord = r.borrow();
         counts.records += 1;
         if r.fwd_tx_ns[0] < lo || r.fwd_tx_ns[0] > hi {
             counts.misplaced += 1;
