@@ -27,6 +27,6 @@ pub mod smoother;
 pub mod svm;
 pub mod two_point;
 
-pub use online::{estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate, WindowFits, WindowSpec};
+pub use online::{estimate_fits_with_history, estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate, WindowFits, WindowSpec};
 pub use smoother::{estimate_run_windows, Smoother};
 pub use settings::{EstimatorSettings, NetworkMode};

@@ -6,7 +6,7 @@
 //! It is the estimation chain of `online` with this node as the reference: the edge lines
 //! are the same, and a neighbour's segment is then its clock against this node's.
 
-use super::online::{estimate_window_with_history, EdgeReport, History, WindowSpec};
+use super::online::{estimate_fits_with_history, fit_window, EdgeReport, History, WindowFits, WindowSpec};
 use super::settings::EstimatorSettings;
 use crate::config::EstimatorKind;
 use crate::context::NodeId;
@@ -57,15 +57,18 @@ impl NodeEdgeEstimator {
     /// The fits of this node's out-edges over one closed window. Microseconds per edge
     /// for the hull estimator; call once per window, in order.
     pub fn window(&mut self, w: &ClosedWindow) -> WindowModel {
-        let spec = WindowSpec {
-            window_id: w.window_id,
-            start_local_ns: w.start_local_ns,
-            end_local_ns: w.end_local_ns,
-            num_nodes: self.num_nodes,
-            reference: self.node,
-        };
         let own: Vec<_> = w.records.iter().filter(|r| r.src == self.node).copied().collect();
-        let est = estimate_window_with_history(&own, &spec, &self.settings, &mut self.history);
+        let fits = fit_window(&own, &self.spec(w), &self.settings);
+        self.window_fitted(w, fits)
+    }
+
+    /// As `window`, with the window's records already fitted (`fit_window` of
+    /// `w.records`, which in a prober's window are all its own out-edges'): the plugin
+    /// fits each window once for this, its online segments and the run model.
+    pub fn window_fitted(&mut self, w: &ClosedWindow, mut fits: WindowFits) -> WindowModel {
+        // The edge lines do not depend on the reference; the solve does.
+        fits.spec = self.spec(w);
+        let est = estimate_fits_with_history(fits, &self.settings, &mut self.history);
         let edges = w
             .edges
             .iter()
@@ -87,6 +90,19 @@ impl NodeEdgeEstimator {
             estimator: self.settings.estimator,
             mid_local_ns: w.start_local_ns + (w.end_local_ns - w.start_local_ns) / 2,
             edges,
+        }
+    }
+}
+
+impl NodeEdgeEstimator {
+    /// Window `w` with this node as the reference.
+    fn spec(&self, w: &ClosedWindow) -> WindowSpec {
+        WindowSpec {
+            window_id: w.window_id,
+            start_local_ns: w.start_local_ns,
+            end_local_ns: w.end_local_ns,
+            num_nodes: self.num_nodes,
+            reference: self.node,
         }
     }
 }

@@ -140,13 +140,19 @@ pub fn estimate_window_with_history(
     settings: &EstimatorSettings,
     history: &mut History,
 ) -> WindowEstimate {
-    let mut fits = fit_window(records, spec, settings);
+    estimate_fits_with_history(fit_window(records, spec, settings), settings, history)
+}
+
+/// As `estimate_window_with_history`, for a window already fitted (`fit_window`): a caller
+/// that also hands the fits to a `Smoother` fits each window once.
+pub fn estimate_fits_with_history(mut fits: WindowFits, settings: &EstimatorSettings, history: &mut History) -> WindowEstimate {
     let past: Vec<&WindowFits> = history.past.iter().collect();
     let lines = super::drift::long_lines(&fits, &past, settings);
     fits.set_lines(lines);
     let estimate = solve(&fits, settings);
+    let window_ns = fits.spec.end_local_ns - fits.spec.start_local_ns;
     history.past.push_back(fits);
-    while history.past.len() > settings.history_windows(spec.end_local_ns - spec.start_local_ns) {
+    while history.past.len() > settings.history_windows(window_ns) {
         history.past.pop_front();
     }
     estimate

@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::context::{NodeId, RunContext};
 use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
 use crate::estimate::{
-    estimate_window_with_history, fit_window, EstimatorSettings, History, Smoother, WindowEstimate, WindowSpec,
+    estimate_fits_with_history, fit_window, EstimatorSettings, History, Smoother, WindowEstimate, WindowSpec,
 };
 use crate::jsonl::{JsonlWriter, Meta};
 use crate::model::{ClockSegment, NodeClockModel};
@@ -408,9 +408,6 @@ fn probe(
             stop,
             &mut writer,
             &mut |w: &mut ClosedWindow| {
-                // The online model of this node's own edges goes into the window's JSONL
-                // line, as in standalone runs.
-                w.model = serde_json::to_value(own_edges.window(w)).ok();
                 let spec = WindowSpec {
                     window_id: w.window_id,
                     start_local_ns: w.start_local_ns,
@@ -418,9 +415,14 @@ fn probe(
                     num_nodes: ctx.num_nodes,
                     reference: ctx.reference_node,
                 };
-                let estimate =
-                    estimate_window_with_history(&w.records, &spec, &settings, &mut history);
-                let smoothed = smoother.push(fit_window(&w.records, &spec, &settings));
+                // Fitted once: for the node's own model, its online segments and the run
+                // model.
+                let fits = fit_window(&w.records, &spec, &settings);
+                // The online model of this node's own edges goes into the window's JSONL
+                // line, as in standalone runs.
+                w.model = serde_json::to_value(own_edges.window_fitted(w, fits.clone())).ok();
+                let estimate = estimate_fits_with_history(fits.clone(), &settings, &mut history);
+                let smoothed = smoother.push(fits);
                 let stats = w
                     .edges
                     .iter()
