@@ -172,6 +172,14 @@ fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
             continue;
         }
         let windows = |c: &Cluster| if kind == EstimatorKind::Svm { args.svm_windows.min(c.num_windows()) } else { c.num_windows() };
+        // Progress on stderr: a whole table takes minutes (linfa-svm alone ~3 min at N = 8).
+        eprintln!(
+            "bench accuracy: {} nodes, {}, {} run(s){}",
+            scenario.nodes,
+            format!("{kind:?}").to_lowercase(),
+            clusters.len(),
+            if kind == EstimatorKind::Svm { " (slow: 0.1-1 s per edge fit)" } else { "" }
+        );
         for wls in [true, false] {
             let settings = settings_of(kind, wls);
             let mut acc = Acc::default();
@@ -208,6 +216,7 @@ fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
     if args.local_nodes == 0 {
         return Ok(Vec::new());
     }
+    eprintln!("bench accuracy: real `distprof local` run, {} nodes for {} s", args.local_nodes, args.local_duration);
     let exe = std::env::current_exe().context("locating the distprof binary")?;
     let dir = std::env::temp_dir().join(format!("distprof-bench-accuracy-{}", std::process::id()));
     let out = std::process::Command::new(&exe)
