@@ -23,6 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// How long before a datagram is due the relay stops sleeping and polls (see
+/// `relay_loop`).
+const SPIN_BEFORE_DUE: Duration = Duration::from_micros(30);
 /// Longest the relay thread sleeps before checking its stop flag.
 const MAX_SLEEP: Duration = Duration::from_millis(20);
 /// Queued datagrams beyond which new ones are dropped (a bounded memory, like a router).
@@ -314,10 +317,15 @@ fn relay_loop(
             local.forwarded += 1;
             local.bytes_forwarded += q.data.len() as u64;
         }
-        // Sleep until the next due datagram or an arrival.
+        // Sleep until just before the next due datagram or an arrival, then poll without
+        // sleeping until it is due: a timed wake-up comes several µs late, by an amount
+        // that depends on what else the machine does at that moment, and that lateness is
+        // one-way delay no real link adds (the probes' fixed cadences line up the same
+        // way at every tick, so it made some directions' minimum delays µs longer than
+        // the reverse's: path asymmetry that no two-way method can see).
         let mut wait = MAX_SLEEP;
         if let Some(q) = queue.peek() {
-            wait = wait.min(q.0.due.saturating_duration_since(Instant::now()));
+            wait = wait.min(q.0.due.saturating_duration_since(Instant::now()).saturating_sub(SPIN_BEFORE_DUE));
         }
         let ts = libc::timespec { tv_sec: 0, tv_nsec: wait.as_nanos() as libc::c_long };
         // SAFETY: pfds is a live array of pollfd of the given length.
