@@ -163,8 +163,8 @@ pub fn map_edges<T>(
 }
 
 /// The fast path of `map_edges`: the probe engine writes each edge's records as one run in
-/// seq order, and then each run is used in place, without grouping or copying, right
-/// after the scan that found it (while it is in cache: a window of 512 nodes is ~120 MB
+/// seq order, and then each run is used where it lies, without grouping or copying
+/// records, right after the scan that found it (while it is in cache: a window of 512 nodes is ~120 MB
 /// of records, and a second pass over them from memory costs as much as the scan). None,
 /// with the work so far dropped, at the first record that breaks that order: a record
 /// of no valid edge, an edge whose records come in two runs, a seq that does not increase.
