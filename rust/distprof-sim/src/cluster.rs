@@ -30,8 +30,6 @@ use serde::Serialize;
 /// handling of large values is exercised.
 pub const EPOCH_NS: i64 = 1_700_000_000_000_000_000;
 pub const MAX_NODES: u32 = 4096;
-/// Independent per-packet jitter on top of the pair's shared queueing.
-const PACKET_JITTER_MEAN_NS: f64 = 300.0;
 /// Responder turnaround between receiving the forward pair and sending the reverse pair.
 const TURNAROUND_NS: f64 = 20_000.0;
 /// Simulated time before the first and after the last window, so that every node's
@@ -49,6 +47,10 @@ pub struct Scenario {
     pub duration_s: f64,
     pub base_delay_ns: f64,
     pub queue_mean_ns: f64,
+    /// Mean of an independent exponential jitter per packet on top of the pair's shared
+    /// queueing: the two packets of a real pair never see exactly the same queue. Not
+    /// part of the reference scenario (which makes it harder, not easier).
+    pub packet_jitter_mean_ns: f64,
     pub burst_fraction: f64,
     pub burst_min_ns: f64,
     pub burst_max_ns: f64,
@@ -76,6 +78,7 @@ impl Scenario {
             duration_s: 60.0,
             base_delay_ns: 10_000.0,
             queue_mean_ns: 20_000.0,
+            packet_jitter_mean_ns: 300.0,
             burst_fraction: 0.05,
             burst_min_ns: 50_000.0,
             burst_max_ns: 500_000.0,
@@ -112,6 +115,7 @@ impl Scenario {
         let nonneg = [
             ("base_delay_ns", self.base_delay_ns),
             ("queue_mean_ns", self.queue_mean_ns),
+            ("packet_jitter_mean_ns", self.packet_jitter_mean_ns),
             ("burst_min_ns", self.burst_min_ns),
             ("timestamp_sigma_ns", self.timestamp_sigma_ns),
             ("asymmetry_max_ns", self.asymmetry_max_ns),
@@ -276,7 +280,7 @@ impl Cluster {
             }
             let delays = |base: f64, rng: &mut random::Stream| -> [f64; 2] {
                 let q = base.max(0.0) + rng.exp(s.queue_mean_ns);
-                let mut d = [q + rng.exp(PACKET_JITTER_MEAN_NS), q + rng.exp(PACKET_JITTER_MEAN_NS)];
+                let mut d = [q + rng.exp(s.packet_jitter_mean_ns), q + rng.exp(s.packet_jitter_mean_ns)];
                 if rng.chance(s.burst_fraction) {
                     let b = rng.uniform(s.burst_min_ns, s.burst_max_ns);
                     d[0] += b;

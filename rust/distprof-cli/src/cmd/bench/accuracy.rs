@@ -40,6 +40,10 @@ pub struct Args {
     /// Estimation window, s (default: the configuration default).
     #[arg(long)]
     window_s: Option<f64>,
+    /// Mean of the simulated independent jitter per packet, ns, on top of the pair's
+    /// shared queueing (default 300; 0 is the reference scenario to the letter).
+    #[arg(long)]
+    packet_jitter_ns: Option<f64>,
     /// Span of the hull's drift fit, s (default: the estimator default).
     #[arg(long)]
     drift_span_s: Option<f64>,
@@ -268,9 +272,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(bad) = args.nodes.iter().find(|&&n| !(2..=distprof_sim::cluster::MAX_NODES).contains(&n)) {
         anyhow::bail!("--nodes {bad}: each node count must be in 2..={}", distprof_sim::cluster::MAX_NODES);
     }
+    if let Some(j) = args.packet_jitter_ns.filter(|j| !(j.is_finite() && *j >= 0.0)) {
+        anyhow::bail!("--packet-jitter-ns {j}: must be a number of ns >= 0 (0: no jitter beyond the pair's shared queueing)");
+    }
     let mut reference = Scenario { seed: args.seed, ..Scenario::reference() };
     reference.cadence_us = args.cadence_us.unwrap_or(reference.cadence_us);
     reference.window_s = args.window_s.unwrap_or(reference.window_s);
+    reference.packet_jitter_mean_ns = args.packet_jitter_ns.unwrap_or(reference.packet_jitter_mean_ns);
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
