@@ -183,6 +183,28 @@ fn every_estimator_recovers_a_clock() {
 }
 
 #[test]
+fn absurd_records_where_the_origin_sample_looks_do_not_take_the_edge() {
+    // Every third record's forward receive stamp is off by 1000 s: a third of the records,
+    // at the very period the origin's sample of 31 out of 93 steps by.
+    let mut g = Gen(4242);
+    let zero = Clock { offset_ns: 0.0, rate: 0.0 };
+    let peer = Clock { offset_ns: 3e5, rate: 2e-6 };
+    let link = Link { delay_fwd_ns: 10_000.0, delay_rev_ns: 10_000.0, queue_mean_ns: 5_000.0, noise_ns: 50.0 };
+    let clean = records(&mut g, (0, zero), (1, peer), &link, 93);
+    let mut bad = clean.clone();
+    for r in bad.iter_mut().step_by(3) {
+        r.fwd_rx_ns[0] += 1_000_000_000_000;
+    }
+    let s = EstimatorSettings::default();
+    let (a, b) = (estimate_window(&clean, &spec(2), &s), estimate_window(&bad, &spec(2), &s));
+    // The absurd third is invalid; the rest keep their points and the edge its line.
+    assert_eq!(b.counts.invalid_pairs, 31, "{:?}", b.counts);
+    assert_eq!(b.counts.rev_pure, a.counts.rev_pure);
+    let (ca, cb) = (a.segments[1].expect("clean"), b.segments[1].expect("with absurd records"));
+    assert!((ca.offset_ns - cb.offset_ns).abs() < 1_000.0, "{ca:?} vs {cb:?}");
+}
+
+#[test]
 fn garbage_records_never_panic() {
     let mut g = Gen(31337);
     let zero = Clock { offset_ns: 0.0, rate: 0.0 };

@@ -132,8 +132,10 @@ fn candidates<const LOWER: bool>(sorted: &[Point], out: &mut Vec<Point>) {
         out.extend(sorted.iter().map(flip));
         return;
     }
+    // x from the first point in the shear: absolute x times a steep slope could overflow.
+    let x0 = sorted[0].x_ns;
     let lowest_of = |bucket: &[Point], s: f64| {
-        let sheared_y = |p: &Point| flip(p).y_ns - s * p.x_ns;
+        let sheared_y = |p: &Point| flip(p).y_ns - s * (p.x_ns - x0);
         // Index and value, not the point: two selects a compiler makes branch-free (which
         // point of a bucket is lowest is random, so a branch would mispredict).
         let (mut best, mut best_y) = (0, sheared_y(&bucket[0]));
@@ -151,7 +153,7 @@ fn candidates<const LOWER: bool>(sorted: &[Point], out: &mut Vec<Point>) {
         s if s.is_finite() => s,
         _ => 0.0,
     };
-    let sheared = |p: &Point| Point { x_ns: p.x_ns, y_ns: flip(p).y_ns - s * p.x_ns };
+    let sheared = |p: &Point| Point { x_ns: p.x_ns, y_ns: flip(p).y_ns - s * (p.x_ns - x0) };
     let lowest: Vec<Point> = sorted.chunks(FILTER_BUCKET).map(|b| lowest_of(b, s)).collect();
     let mut coarse = Vec::with_capacity(64);
     let ends = [sheared(&sorted[0]), sheared(&sorted[n - 1])];
@@ -165,8 +167,12 @@ fn candidates<const LOWER: bool>(sorted: &[Point], out: &mut Vec<Point>) {
     // and the interpolation (a few ulps of the largest value; keeping a point too many is
     // harmless).
     let largest_y = coarse.iter().map(|p| p.y_ns.abs()).fold(0.0, f64::max);
-    let largest_x = sorted[0].x_ns.abs().max(sorted[n - 1].x_ns.abs());
-    let room = FILTER_ROUNDING_NS + 1e-12 * (largest_y + s.abs() * largest_x);
+    let room = FILTER_ROUNDING_NS + 1e-12 * (largest_y + s.abs() * (sorted[n - 1].x_ns - x0));
+    if !room.is_finite() {
+        // Values beyond what f64 arithmetic on them keeps exact enough: no filter.
+        out.extend(sorted.iter().map(flip));
+        return;
+    }
     let cursor = HullCursor::new(&coarse);
     let mut seg = 0;
     for (bucket, low) in sorted.chunks(FILTER_BUCKET).zip(&lowest) {
@@ -384,6 +390,20 @@ mod tests {
                 assert_eq!(upper_hull(&v), want, "n = {n}, round {round} (upper)");
             }
         }
+    }
+
+    #[test]
+    fn the_pre_filter_survives_slopes_that_overflow_a_shear() {
+        // A rough slope of ~1e298 at x ~ 1e10: sheared values would overflow to infinity.
+        let v: Vec<Point> =
+            (0..40).map(|i| Point { x_ns: 1e10 + i as f64, y_ns: if i < 24 { 0.0 } else { 1e300 } }).collect();
+        assert_eq!(lower_hull(&v), reference_lower(&v));
+        let flipped: Vec<Point> = v.iter().map(|p| Point { x_ns: p.x_ns, y_ns: -p.y_ns }).collect();
+        let mut want = reference_lower(&flipped);
+        want.iter_mut().for_each(|p| p.y_ns = -p.y_ns);
+        assert_eq!(upper_hull(&v), want);
+        let rev: Vec<Point> = (0..40).map(|i| Point { x_ns: 1e10 + i as f64, y_ns: -1.0 }).collect();
+        assert!(fit(&v, &rev).is_ok());
     }
 
     #[test]

@@ -94,6 +94,14 @@ impl WindowBounds {
 /// false `EdgePoints::probes` stays empty (only the round-trip baselines read it; the hull
 /// path saves a push and a sort per record). Never panics: bad records are counted in the
 /// returned totals.
+///
+/// The probe engine of a standalone node writes each edge's records as one run in seq
+/// order. Such a run is used where it lies, right after the scan that found it, while it
+/// is in cache (a window of 512 nodes is ~120 MB of records: reading them all once to
+/// group them and again to use them cost twice the memory traffic). The records of an
+/// edge that come in several runs, or out of seq order, are gathered and used once the
+/// scan is done, sorted by seq and without duplicates; `f` may then have seen that edge's
+/// first run already, and its result for it is dropped.
 pub fn map_edges<T>(
     records: &[ProbeRecord],
     num_nodes: u32,
@@ -117,109 +125,69 @@ pub fn map_edges<T>(
         edge_points(key, recs, window, tol, want_probes, &mut counts, &mut buf, &mut scratch);
         (f(&buf), counts)
     };
-    if let Some(done) = map_runs_in_place(records, num_nodes, &mut edge) {
-        return done;
-    }
-    let mut total = PurityCounts::default();
-    let mut by_edge: HashMap<(NodeId, NodeId), Vec<&ProbeRecord>> = HashMap::new();
-    // Records come in runs of one edge; remember the run's list to skip most lookups.
-    let mut run: Option<((NodeId, NodeId), Vec<&ProbeRecord>)> = None;
-    for r in records {
-        if !valid_edge(r, num_nodes) {
-            total.records += 1;
-            total.misplaced += 1;
+    // Records of no valid edge: counted, nothing else.
+    let mut misplaced = PurityCounts::default();
+    // Every edge in order of its first record: its result (None while or once its records
+    // are scattered) and where its first run lies.
+    type Slot<T> = ((NodeId, NodeId), Option<(T, PurityCounts)>, std::ops::Range<usize>);
+    let mut edges: Vec<Slot<T>> = Vec::new();
+    let mut slot_of: HashMap<(NodeId, NodeId), usize> = HashMap::new();
+    // Edges whose records are not one run in seq order: all their records so far.
+    let mut scattered: HashMap<(NodeId, NodeId), Vec<&ProbeRecord>> = HashMap::new();
+    let mut run: Vec<&ProbeRecord> = Vec::with_capacity(512);
+    let mut start = 0;
+    while let Some(first) = records.get(start) {
+        if !valid_edge(first, num_nodes) {
+            misplaced.records += 1;
+            misplaced.misplaced += 1;
+            start += 1;
             continue;
         }
-        let key = (r.src, r.dst);
-        match &mut run {
-            Some((k, list)) if *k == key => list.push(r),
-            _ => {
-                if let Some((k, list)) = run.take() {
-                    merge_run(&mut by_edge, k, list);
-                }
-                let mut list = Vec::with_capacity(256);
-                list.push(r);
-                run = Some((key, list));
+        let key = (first.src, first.dst);
+        run.clear();
+        run.extend(records[start..].iter().take_while(|r| (r.src, r.dst) == key));
+        let here = start..start + run.len();
+        start = here.end;
+        if let Some(list) = scattered.get_mut(&key) {
+            list.extend_from_slice(&run);
+        } else if let Some(&i) = slot_of.get(&key) {
+            // A second run: the first one's result goes.
+            edges[i].1 = None;
+            scattered.insert(key, records[edges[i].2.clone()].iter().chain(run.iter().copied()).collect());
+        } else {
+            slot_of.insert(key, edges.len());
+            if run.windows(2).all(|w| w[0].seq < w[1].seq) {
+                edges.push((key, Some(edge(key, &run, PurityCounts::default())), here));
+            } else {
+                edges.push((key, None, here));
+                scattered.insert(key, run.clone());
             }
         }
     }
-    if let Some((k, list)) = run.take() {
-        merge_run(&mut by_edge, k, list);
-    }
-    let mut keys: Vec<_> = by_edge.keys().copied().collect();
-    keys.sort_unstable();
-    let mut out = Vec::with_capacity(keys.len());
-    for key in keys {
-        let mut recs = by_edge.remove(&key).unwrap_or_default();
+    for (key, mut recs) in scattered {
         recs.sort_by_key(|r| r.seq);
         let before = recs.len();
         recs.dedup_by_key(|r| r.seq);
         let duplicates = (before - recs.len()) as u64;
-        let (value, counts) = edge(key, &recs, PurityCounts { duplicates, records: duplicates, ..Default::default() });
-        total.add(&counts);
-        out.push(value);
+        edges[slot_of[&key]].1 = Some(edge(key, &recs, PurityCounts { duplicates, records: duplicates, ..Default::default() }));
     }
+    if !edges.is_sorted_by_key(|slot| slot.0) {
+        edges.sort_unstable_by_key(|slot| slot.0);
+    }
+    let mut total = misplaced;
+    let out = edges
+        .into_iter()
+        .filter_map(|(_, result, _)| result)
+        .map(|(value, counts)| {
+            total.add(&counts);
+            value
+        })
+        .collect();
     (out, total)
-}
-
-/// The fast path of `map_edges`: the probe engine writes each edge's records as one run in
-/// seq order, and then each run is used where it lies, without grouping or copying
-/// records, right after the scan that found it (while it is in cache: a window of 512 nodes is ~120 MB
-/// of records, and a second pass over them from memory costs as much as the scan). None,
-/// with the work so far dropped, at the first record that breaks that order: a record
-/// of no valid edge, an edge whose records come in two runs, a seq that does not increase.
-fn map_runs_in_place<T>(
-    records: &[ProbeRecord],
-    num_nodes: u32,
-    edge: &mut impl FnMut((NodeId, NodeId), &[&ProbeRecord], PurityCounts) -> (T, PurityCounts),
-) -> Option<(Vec<T>, PurityCounts)> {
-    let mut total = PurityCounts::default();
-    let mut out: Vec<((NodeId, NodeId), T)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut run: Vec<&ProbeRecord> = Vec::with_capacity(512);
-    let mut rest = records;
-    while let Some(first) = rest.first() {
-        let key = (first.src, first.dst);
-        if !valid_edge(first, num_nodes) || !seen.insert(key) {
-            return None;
-        }
-        run.clear();
-        run.push(first);
-        for r in &rest[1..] {
-            if (r.src, r.dst) != key {
-                break;
-            }
-            if r.seq <= run[run.len() - 1].seq {
-                return None;
-            }
-            run.push(r);
-        }
-        rest = &rest[run.len()..];
-        let (value, counts) = edge(key, &run, PurityCounts::default());
-        total.add(&counts);
-        out.push((key, value));
-    }
-    if !out.is_sorted_by_key(|(key, _)| *key) {
-        out.sort_by_key(|(key, _)| *key);
-    }
-    Some((out.into_iter().map(|(_, value)| value).collect(), total))
 }
 
 fn valid_edge(r: &ProbeRecord, num_nodes: u32) -> bool {
     r.src != r.dst && r.src < num_nodes && r.dst < num_nodes
-}
-
-fn merge_run<'a>(
-    by_edge: &mut HashMap<(NodeId, NodeId), Vec<&'a ProbeRecord>>,
-    key: (NodeId, NodeId),
-    list: Vec<&'a ProbeRecord>,
-) {
-    match by_edge.get_mut(&key) {
-        Some(existing) => existing.extend(list),
-        None => {
-            by_edge.insert(key, list);
-        }
-    }
 }
 
 // The buffers (counts, e, raw_y) are the caller's so that one allocation serves every edge.
@@ -234,15 +202,46 @@ fn edge_points(
     e: &mut EdgePoints,
     raw_y: &mut Vec<i64>,
 ) {
-    let mid = window.mid_ns();
     // The origin: the median forward y of a sample spread over the edge's records, robust
     // against a minority of absurd records like the median of all, without a pass over
     // them (this runs once per edge and window on every record: it is the hot path).
+    let forward_y = |r: &&ProbeRecord| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0]);
+    let median = |raw_y: &mut Vec<i64>| match raw_y.len() {
+        0 => 0,
+        n => *raw_y.select_nth_unstable(n / 2).1,
+    };
     raw_y.clear();
     let step = recs.len().div_ceil(ORIGIN_SAMPLE).max(1);
-    raw_y.extend(recs.iter().step_by(step).filter_map(|r| r.fwd_rx_ns[0].checked_sub(r.fwd_tx_ns[0])));
-    let half = raw_y.len() / 2;
-    let y_origin_ns = if raw_y.is_empty() { 0 } else { *raw_y.select_nth_unstable(half).1 };
+    raw_y.extend(recs.iter().step_by(step).filter_map(forward_y));
+    let sampled = median(raw_y);
+    let before = *counts;
+    fill_points((src, dst), recs, sampled, window, tol, want_probes, counts, e);
+    if counts.invalid_pairs - before.invalid_pairs > counts.usable() - before.usable() {
+        // Most pairs were garbage against the sample's origin: absurd records where the
+        // sample happened to look (e.g. every k-th). The median of all decides.
+        raw_y.clear();
+        raw_y.extend(recs.iter().filter_map(forward_y));
+        let all = median(raw_y);
+        if all != sampled {
+            *counts = before;
+            fill_points((src, dst), recs, all, window, tol, want_probes, counts, e);
+        }
+    }
+}
+
+/// The points, probes and counts of one edge's records with y measured from `y_origin_ns`.
+#[allow(clippy::too_many_arguments)]
+fn fill_points(
+    (src, dst): (NodeId, NodeId),
+    recs: &[&ProbeRecord],
+    y_origin_ns: i64,
+    window: WindowBounds,
+    tol: PurityTolerance,
+    want_probes: bool,
+    counts: &mut PurityCounts,
+    e: &mut EdgePoints,
+) {
+    let mid = window.mid_ns();
     let (lo, hi) = window.with_slack();
     // One direction's two points: x the stamps on the src clock, y = later - earlier.
     // None if a stamp is garbage (out of the window, overflowing, absurdly far).

@@ -59,6 +59,11 @@ pub struct PurityCounts {
 }
 
 impl PurityCounts {
+    /// Pairs whose timestamps made sense, pure or not.
+    pub fn usable(&self) -> u64 {
+        self.fwd_pure + self.fwd_impure + self.rev_pure + self.rev_impure
+    }
+
     pub fn add(&mut self, other: &PurityCounts) {
         self.records += other.records;
         self.duplicates += other.duplicates;
