@@ -334,21 +334,8 @@ mod tests {
 
     /// The plain monotone chain, without the pre-filter.
     fn reference_lower(sorted: &[Point]) -> Vec<Point> {
-        let mut h: Vec<Point> = Vec::new();
-        for &p in sorted {
-            if let Some(last) = h.last() {
-                if last.x_ns == p.x_ns {
-                    if p.y_ns >= last.y_ns {
-                        continue;
-                    }
-                    h.pop();
-                }
-            }
-            while h.len() >= 2 && cross(h[h.len() - 2], h[h.len() - 1], p) <= 0.0 {
-                h.pop();
-            }
-            h.push(p);
-        }
+        let mut h = Vec::new();
+        monotone_chain(sorted.iter().copied(), &mut h);
         h
     }
 

@@ -92,9 +92,7 @@ impl NodeEdgeEstimator {
             edges,
         }
     }
-}
 
-impl NodeEdgeEstimator {
     /// Window `w` with this node as the reference.
     fn spec(&self, w: &ClosedWindow) -> WindowSpec {
         WindowSpec {

@@ -121,8 +121,9 @@ pub fn map_edges<T>(
         counts: PurityCounts::default(),
         gap_noise_ns: 0.0,
     };
+    let rules = PointRules { window, tol, want_probes };
     let mut edge = |key, recs: &[&ProbeRecord], mut counts: PurityCounts| {
-        edge_points(key, recs, window, tol, want_probes, &mut counts, &mut buf, &mut scratch);
+        edge_points(key, recs, rules, &mut counts, &mut buf, &mut scratch);
         (f(&buf), counts)
     };
     // Records of no valid edge: counted, nothing else.
@@ -190,14 +191,19 @@ fn valid_edge(r: &ProbeRecord, num_nodes: u32) -> bool {
     r.src != r.dst && r.src < num_nodes && r.dst < num_nodes
 }
 
-// The buffers (counts, e, raw_y) are the caller's so that one allocation serves every edge.
-#[allow(clippy::too_many_arguments)]
-fn edge_points(
-    (src, dst): (NodeId, NodeId),
-    recs: &[&ProbeRecord],
+/// What turns a window's records into points: the same for every edge.
+#[derive(Clone, Copy)]
+struct PointRules {
     window: WindowBounds,
     tol: PurityTolerance,
     want_probes: bool,
+}
+
+// The buffers (counts, e, raw_y) are the caller's so that one allocation serves every edge.
+fn edge_points(
+    key: (NodeId, NodeId),
+    recs: &[&ProbeRecord],
+    rules: PointRules,
     counts: &mut PurityCounts,
     e: &mut EdgePoints,
     raw_y: &mut Vec<i64>,
@@ -215,7 +221,7 @@ fn edge_points(
     raw_y.extend(recs.iter().step_by(step).filter_map(forward_y));
     let sampled = median(raw_y);
     let before = *counts;
-    fill_points((src, dst), recs, sampled, window, tol, want_probes, counts, e);
+    fill_points(key, recs, sampled, rules, counts, e);
     if counts.invalid_pairs - before.invalid_pairs > counts.usable() - before.usable() {
         // Most pairs were garbage against the sample's origin: absurd records where the
         // sample happened to look (e.g. every k-th). The median of all decides.
@@ -224,20 +230,17 @@ fn edge_points(
         let all = median(raw_y);
         if all != sampled {
             *counts = before;
-            fill_points((src, dst), recs, all, window, tol, want_probes, counts, e);
+            fill_points(key, recs, all, rules, counts, e);
         }
     }
 }
 
 /// The points, probes and counts of one edge's records with y measured from `y_origin_ns`.
-#[allow(clippy::too_many_arguments)]
 fn fill_points(
     (src, dst): (NodeId, NodeId),
     recs: &[&ProbeRecord],
     y_origin_ns: i64,
-    window: WindowBounds,
-    tol: PurityTolerance,
-    want_probes: bool,
+    PointRules { window, tol, want_probes }: PointRules,
     counts: &mut PurityCounts,
     e: &mut EdgePoints,
 ) {
