@@ -375,6 +375,8 @@ pub fn xspace_seeds() -> Vec<(&'static str, Vec<u8>)> {
         flagged: w == 1,
     };
     let plane_data = |tracer: bool| DistprofPlaneData {
+        session_id: String::new(),
+        edge_fits: Vec::new(),
         node: 1,
         reference_node: 0,
         hostname: "gpu-host-1".into(),

@@ -236,6 +236,8 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
             })
             .collect();
         let data = DistprofPlaneData {
+            session_id: String::new(),
+            edge_fits: Vec::new(),
             node: k as u32,
             reference_node: 0,
             hostname: "vm".into(),

@@ -27,6 +27,22 @@ impl KvLease {
         }
     }
 
+    /// Lends a store already shared (the one a finished rendezvous handed over) until
+    /// `expires` or [`KvLease::revoke`].
+    pub fn from_shared(store: Arc<dyn KvStore>, expires: Instant) -> Self {
+        Self {
+            store: Mutex::new(Some(store)),
+            expires,
+        }
+    }
+
+    /// Ends the lease now and gives its store to the caller (`None` once revoked or
+    /// expired): a node that agreed keeps the store for the fit exchange of its traces.
+    pub fn hand_over(&self) -> Option<Arc<dyn KvStore>> {
+        let store = self.store.lock().unwrap_or_else(|p| p.into_inner()).take();
+        store.filter(|_| Instant::now() < self.expires)
+    }
+
     /// Ends the lease now. A call in flight keeps the store until it returns (bounded by
     /// the expiry); later calls fail. Never blocks on the store.
     pub fn revoke(&self) {

@@ -314,6 +314,8 @@ fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
         })
         .collect();
     let data = DistprofPlaneData {
+        session_id: String::new(),
+        edge_fits: Vec::new(),
         node,
         reference_node: 0,
         hostname: format!("bench{node}"),
