@@ -12,7 +12,7 @@ use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::{NodeId, RunContext};
 use distprof::jsonl;
-use distprof::offline_estimate::RunFile;
+use distprof_offline::run_dir_estimate::RunFile;
 use distprof::standalone::{run_node, NodeOptions, NodeSummary};
 use distprof_sim::relay::{route_through, PathModel, Relay, RelayConfig, RelayEndpoint};
 use rand::{Rng, SeedableRng};

@@ -460,7 +460,7 @@ fn node_problem(
 }
 
 /// The context must be internally consistent and list this node as it joined.
-pub(crate) fn check_context(
+pub fn check_context(
     key: &str,
     ctx: &RunContext,
     ann: &Announcement,

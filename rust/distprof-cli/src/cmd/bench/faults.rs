@@ -19,7 +19,7 @@ use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::{NodeId, NodeInfo, RunContext};
 use distprof::jsonl::{self, NodeFile};
-use distprof::offline_estimate::RunFile;
+use distprof_offline::run_dir_estimate::RunFile;
 use distprof::rendezvous::digest;
 use distprof::topology::build_probe_graph;
 use distprof_sim::inject::{Flood, FloodCounts, FloodPlan};

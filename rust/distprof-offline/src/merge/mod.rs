@@ -17,9 +17,9 @@ pub mod sink;
 pub mod timemap;
 pub mod wire;
 
-use crate::atomic_file::AtomicFile;
-use crate::distprof_plane::{DistprofPlaneData, PlaneError};
-use crate::model::NodeClockModel;
+use distprof::atomic_file::AtomicFile;
+use distprof::distprof_plane::{DistprofPlaneData, PlaneError};
+use distprof::model::NodeClockModel;
 use chrome::ChromeWriter;
 use rewrite::{NodeOutput, RewriteStats, SpaceInfo};
 use std::io::BufWriter;
@@ -294,7 +294,7 @@ pub fn merge(
         .join("plugins")
         .join("profile")
         .join(run_name(g0_ns));
-    crate::atomic_file::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
+    distprof::atomic_file::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
         path: run_dir.clone(),
         err: e,
     })?;
@@ -323,7 +323,7 @@ pub fn merge(
     for n in &nodes {
         // The host name comes from the input trace: one sanitized path component, so a
         // name like `../../etc` cannot place the output outside the run directory.
-        let hostname = format!("node{}.{}", n.node, crate::file_name::component(&n.hostname));
+        let hostname = format!("node{}.{}", n.node, distprof::file_name::component(&n.hostname));
         let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
         let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io {
             path: n.path.clone(),

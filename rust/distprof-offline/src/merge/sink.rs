@@ -99,7 +99,7 @@ impl PatchWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xplane::{XLine, XPlane, XSpace};
+    use distprof::xplane::{XLine, XPlane, XSpace};
     use prost::Message;
 
     #[test]

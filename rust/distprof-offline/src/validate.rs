@@ -105,7 +105,7 @@ pub struct ValidateReport {
 pub fn validate(
     inputs: &[PathBuf],
     allow_uncorrected: bool,
-    models: &[crate::model::NodeClockModel],
+    models: &[distprof::model::NodeClockModel],
 ) -> Result<ValidateReport, MergeError> {
     let paths = find_inputs(inputs)?;
     let (mut before, mut after) = (Collectives::new(), Collectives::new());

@@ -10,9 +10,9 @@ use super::chrome::ChromeWriter;
 use super::sink::PatchWriter;
 use super::timemap::{CorrectionPiece, NodeTimeMap};
 use super::wire::{self, Field, Fields, WireError};
-use crate::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
-use crate::snapshot::RPiece;
-use crate::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
+use distprof::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
+use distprof::snapshot::RPiece;
+use distprof::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
 use prost::Message;
 use std::collections::HashMap;
 use std::io;
@@ -317,7 +317,7 @@ struct LineMapper<'a, 'm> {
     ref_ps: i128,
     /// Cached R piece with its line-relative constants (s0 - ref, r_base - r0).
     rp: std::cell::Cell<(RPiece, i64, i64)>,
-    fit: Option<&'a crate::snapshot::SnapshotFit>,
+    fit: Option<&'a distprof::snapshot::SnapshotFit>,
 }
 
 impl<'a, 'm> LineMapper<'a, 'm> {
@@ -414,7 +414,7 @@ pub fn rewrite_space(
         };
         *o.next_plane_id += 1;
         let id = p.intern_stat("uncorrected");
-        p.stats.push(crate::xplane::XStat {
+        p.stats.push(distprof::xplane::XStat {
             metadata_id: id,
             value: Some(XStatValue::Uint64Value(1)),
         });
