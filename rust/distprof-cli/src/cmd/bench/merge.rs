@@ -156,6 +156,8 @@ fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
                 chrome: chrome.then(|| out.join("merged.trace.json")),
                 allow_uncorrected: false,
                 models: vec![],
+                models_origin: None,
+                force: false,
             };
             merge(&[inputs], &opts, &mut |l| eprintln!("{l}"))?;
         }
