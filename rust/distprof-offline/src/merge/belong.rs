@@ -128,3 +128,82 @@ pub fn outside_windows_ns(span: (Option<i64>, Option<i64>), model: &NodeClockMod
     let outside = |t: i64| if t < lo { lo.saturating_sub(t) } else { t.saturating_sub(hi).max(0) };
     [span.0, span.1].into_iter().flatten().map(outside).max().unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use distprof::model::ClockSegment;
+
+    fn plane(session: &str, node: u32) -> DistprofPlaneData {
+        DistprofPlaneData {
+            session_id: session.into(),
+            node,
+            reference_node: 0,
+            hostname: format!("host{node}"),
+            timestamp_mode: "kernel".into(),
+            tracer_clock: "host".into(),
+            tracer_start: None,
+            model: NodeClockModel { node, reachable: true, segments: vec![segment(0, 1_000.0)] },
+            snapshots: Vec::new(),
+            probe_stats: Vec::new(),
+            edge_fits: Vec::new(),
+        }
+    }
+
+    fn segment(k: i64, offset_ns: f64) -> ClockSegment {
+        let w = 15_000_000_000;
+        ClockSegment {
+            window_id: k as u64,
+            start_local_ns: k * w,
+            end_local_ns: (k + 1) * w,
+            mid_local_ns: k * w + w / 2,
+            offset_ns,
+            drift_ppb: 10.0,
+            bound_ns: 500.0,
+            flagged: false,
+        }
+    }
+
+    #[test]
+    fn traces_and_models_of_other_runs_are_named_with_both_files() {
+        let (a, b) = (plane("s-run-a", 0), plane("s-run-b", 1));
+        let err = check_sessions(&[(Path::new("a.xplane.pb"), &a), (Path::new("b.xplane.pb"), &b)], None).unwrap_err().to_string();
+        assert!(err.contains("a.xplane.pb") && err.contains("s-run-a") && err.contains("b.xplane.pb") && err.contains("s-run-b"), "{err}");
+        let origin = ModelOrigin { path: "/runs/other".into(), session_id: Some("s-run-b".into()) };
+        let err = check_sessions(&[(Path::new("a.xplane.pb"), &a)], Some(&origin)).unwrap_err().to_string();
+        assert!(err.contains("a.xplane.pb") && err.contains("/runs/other") && err.contains("another run"), "{err}");
+        // The same run passes; planes without a session (older traces) are not compared.
+        let same = ModelOrigin { session_id: Some("s-run-a".into()), ..origin };
+        assert!(check_sessions(&[(Path::new("a.xplane.pb"), &a), (Path::new("c.xplane.pb"), &plane("", 2))], Some(&same)).is_ok());
+    }
+
+    #[test]
+    fn a_plane_in_another_hosts_trace_is_refused() {
+        let p = plane("s", 1);
+        assert!(check_host(Path::new("t.xplane.pb"), &p, &["host1".into()]).is_ok());
+        let err = check_host(Path::new("t.xplane.pb"), &p, &["host7".into()]).unwrap_err().to_string();
+        assert!(err.contains("t.xplane.pb") && err.contains("host1") && err.contains("host7"), "{err}");
+    }
+
+    #[test]
+    fn a_profile_far_outside_the_windows_is_refused_and_near_it_extrapolated() {
+        let m = NodeClockModel { node: 1, reachable: true, segments: vec![segment(0, 0.0), segment(1, 0.0)] };
+        assert_eq!(extrapolation_ns(Path::new("t"), (Some(1_000), Some(29_000_000_000)), &m, Path::new("m")).unwrap(), 0);
+        assert_eq!(extrapolation_ns(Path::new("t"), (Some(-5_000_000_000), Some(31_000_000_000)), &m, Path::new("m")).unwrap(), 5_000_000_000);
+        let err = extrapolation_ns(Path::new("t.xplane.pb"), (Some(4_000_000_000_000), None), &m, Path::new("m.json")).unwrap_err().to_string();
+        assert!(err.contains("t.xplane.pb") && err.contains("m.json") && err.contains("outside the windows"), "{err}");
+    }
+
+    #[test]
+    fn absurd_values_are_refused() {
+        for (offset, what) in [(1e300, "beyond a day"), (f64::NAN, "non-finite"), (f64::INFINITY, "non-finite")] {
+            let m = NodeClockModel { node: 3, reachable: true, segments: vec![segment(0, offset)] };
+            let err = check_sane(&m, Path::new("m.json")).unwrap_err().to_string();
+            assert!(err.contains("m.json") && err.contains("node 3") && err.contains(what), "{err}");
+        }
+        let mut s = segment(0, 0.0);
+        s.drift_ppb = 2e6;
+        assert!(check_sane(&NodeClockModel { node: 3, reachable: true, segments: vec![s] }, Path::new("m")).is_err());
+        assert!(check_sane(&NodeClockModel { node: 3, reachable: true, segments: vec![segment(0, 5e6)] }, Path::new("m")).is_ok());
+    }
+}
