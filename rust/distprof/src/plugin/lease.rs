@@ -6,7 +6,10 @@
 //! which runs right after the client is created: the lease expires
 //! `rendezvous_timeout_ms` after hook 1, is revoked as soon as the rendezvous ends (or the
 //! plugin turns off), and every call after that fails without touching the store. A
-//! blocking `get` is cut short at the expiry, so no call can run past it.
+//! blocking `get` is cut short at the expiry, so no call can run past it. A node that
+//! agreed is handed the store ([`KvLease::hand_over`]) and lends it to each trace in a new
+//! lease ([`KvLease::from_shared`]) for the fit exchange, revoked when the trace ends: a
+//! trace runs while XLA profiles its client, and between traces nothing calls the store.
 
 use crate::kv::{KvError, KvStore};
 use std::sync::{Arc, Mutex};

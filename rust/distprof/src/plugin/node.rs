@@ -4,7 +4,8 @@
 //!
 //! The hook only creates the lease and starts the thread; it never waits. The thread uses
 //! the store through a [`KvLease`] that ends `rendezvous_timeout_ms` after the hook and is
-//! revoked the moment the rendezvous returns. A failure is reported once through the
+//! revoked the moment the rendezvous returns; an agreed node keeps the store for its
+//! traces' fit exchange (`plugin::fit_exchange`). A failure is reported once through the
 //! plugin's `on_failure` (one log line; the plugin turns off).
 
 use super::lease::KvLease;
