@@ -69,8 +69,13 @@ impl NodeWindowFits {
     /// True when every number is finite and the window is well formed: a corrupt plane or
     /// store value must not reach the solve.
     pub fn is_sane(&self) -> bool {
+        // Times within +-2^62 ns (146 years of epoch either way): midpoints and shifts
+        // below cannot overflow.
+        const LIMIT_NS: i64 = 1 << 62;
         self.version == SHARED_FITS_VERSION
             && self.end_local_ns >= self.start_local_ns
+            && self.start_local_ns.abs() < LIMIT_NS
+            && self.end_local_ns.abs() < LIMIT_NS
             && self.edges.iter().all(|e| {
                 e.line.as_ref().is_none_or(|l| {
                     l.gap_noise_ns.is_finite()
