@@ -85,8 +85,6 @@ pub enum PlaneError {
     Missing(&'static str),
     #[error("distprof plane: format version {0} is newer than this distprof reads ({FORMAT_VERSION}); upgrade distprof")]
     Version(u64),
-    #[error("distprof plane: an edge fit does not parse ({0}); the trace is damaged, merge it with --models or --run-dir")]
-    BadFits(String),
 }
 
 /// Serialized `XPlane` for the C++ export hook to append to the node's XSpace.
@@ -403,16 +401,18 @@ impl DistprofPlaneData {
                 min_rtt_ns: g(stat::RTT)?,
             });
         }
+        // The fits are an optional input of merge's network solve: a damaged entry is left
+        // out (and said), never a reason to refuse the trace.
         let mut edge_fits = Vec::new();
         for e in line(LINE_FITS) {
-            let Some(XStatValue::StrValue(json)) = ids.find(&e.stats, stat::FITS) else {
-                return Err(PlaneError::Missing(stat::FITS));
+            let parsed = match ids.find(&e.stats, stat::FITS) {
+                Some(XStatValue::StrValue(json)) => serde_json::from_str::<NodeWindowFits>(json).ok(),
+                _ => None,
             };
-            let f: NodeWindowFits = serde_json::from_str(json).map_err(|e| PlaneError::BadFits(e.to_string()))?;
-            if f.node != node || !f.is_sane() {
-                return Err(PlaneError::BadFits(format!("window {} of node {} in the plane of node {node} is not a sane fit", f.window_id, f.node)));
+            match parsed {
+                Some(f) if f.node == node && f.is_sane() => edge_fits.push(f),
+                _ => tracing::warn!("distprof plane of node {node}: an edge fit is damaged; left out of the network solve"),
             }
-            edge_fits.push(f);
         }
         let text_stat = |n: &'static str| match plane_stat(n) {
             Some(XStatValue::StrValue(s)) => s.clone(),
