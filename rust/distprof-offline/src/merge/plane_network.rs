@@ -47,3 +47,74 @@ pub fn better_model<'a>(solved: &'a [NodeClockModel], plane: &'a DistprofPlaneDa
         _ => &plane.model,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use distprof::estimate::shared::SHARED_FITS_VERSION;
+    use distprof::estimate::{NodeWindowFits, SharedEdge, SharedLine};
+
+    /// Node `src`'s fits of window 0: one edge per `(dst, theta_ns)`, a flat line with both
+    /// hulls 1 us either side of it.
+    fn fits(src: u32, edges: &[(u32, f64)]) -> NodeWindowFits {
+        let w = 15_000_000_000;
+        NodeWindowFits {
+            version: SHARED_FITS_VERSION,
+            node: src,
+            window_id: 0,
+            start_local_ns: w,
+            end_local_ns: 2 * w,
+            edges: edges
+                .iter()
+                .map(|&(dst, theta)| SharedEdge {
+                    dst,
+                    counts: Default::default(),
+                    fit_error: None,
+                    line: Some(SharedLine {
+                        y_origin_ns: 0,
+                        gap_noise_ns: 0.0,
+                        slope: 0.0,
+                        intercept_ns: theta,
+                        margin_ns: Some(1_000.0),
+                        fwd_lower: vec![[-7e9, theta + 1_000.0], [7e9, theta + 1_000.0]],
+                        rev_upper: vec![[-7e9, theta - 1_000.0], [7e9, theta - 1_000.0]],
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    fn plane(node: u32, edge_fits: Vec<NodeWindowFits>) -> DistprofPlaneData {
+        DistprofPlaneData {
+            session_id: "s".into(),
+            node,
+            reference_node: 0,
+            hostname: String::new(),
+            timestamp_mode: "kernel".into(),
+            tracer_clock: "host".into(),
+            tracer_start: None,
+            // As a node exports when it could not solve the network itself.
+            model: NodeClockModel { node, reachable: node == 0, segments: Vec::new() },
+            snapshots: Vec::new(),
+            probe_stats: Vec::new(),
+            edge_fits,
+        }
+    }
+
+    /// Node 2 does not probe the reference, and its own plane knows no model; the fits of
+    /// all three planes reach it through node 1: o_1 = theta_01, o_2 = o_1 + theta_12.
+    #[test]
+    fn a_node_that_does_not_probe_the_reference_is_solved_from_every_plane() {
+        let planes = [plane(0, vec![fits(0, &[(1, 5_000.0)])]), plane(1, vec![fits(1, &[(2, -2_000.0)])]), plane(2, vec![fits(2, &[(1, 2_000.0)])])];
+        let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
+        let solved = models_from_planes(&refs, &EstimatorSettings::default());
+        let m2 = better_model(&solved, &planes[2]);
+        assert!(m2.reachable && m2.segments.len() == 1, "{m2:?}");
+        assert!((m2.segments[0].offset_ns - 3_000.0).abs() < 1e-6, "{m2:?}");
+        assert!((better_model(&solved, &planes[1]).segments[0].offset_ns - 5_000.0).abs() < 1e-6);
+        // Node 2's plane alone knows only its own edge: its own model (none) is kept.
+        let alone = models_from_planes(&[&planes[2]], &EstimatorSettings::default());
+        assert!(alone.iter().all(|m| m.node == 0 || !m.reachable));
+        assert!(std::ptr::eq(better_model(&alone, &planes[2]), &planes[2].model));
+    }
+}
