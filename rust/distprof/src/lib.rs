@@ -22,6 +22,7 @@ pub mod logging;
 pub mod model;
 pub mod plugin;
 pub mod probe;
+pub mod probe_run;
 pub mod record;
 pub mod rendezvous;
 pub mod snapshot;

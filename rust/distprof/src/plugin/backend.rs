@@ -150,7 +150,7 @@ mod tests {
     const BEHIND_NS: i64 = 5_000_000_000;
     impl TracerClock for BehindClock {
         fn now_ns(&self) -> u64 {
-            (crate::snapshot::host_clock_ns() - BEHIND_NS) as u64
+            (crate::clock::realtime_ns() - BEHIND_NS) as u64
         }
     }
 
