@@ -642,10 +642,10 @@ mod tests {
             ("\u{b}0\u{fffd}[x", "0\u{fffd}[x"),
         ] {
             assert_eq!(
-                distprof::logging::parse_filter(spaced)
+                distprof::config::log_filter::parse_filter(spaced)
                     .map(|f| f.to_string())
                     .map_err(|e| e.to_string()),
-                distprof::logging::parse_filter(tight)
+                distprof::config::log_filter::parse_filter(tight)
                     .map(|f| f.to_string())
                     .map_err(|e| e.to_string()),
                 "{spaced:?}"
