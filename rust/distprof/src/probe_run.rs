@@ -81,7 +81,7 @@ pub fn run_probing(
     let settings = EstimatorSettings::from_config(config);
     let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
     let stats = Engine::new(params, sock)
-        .run(deadline, stop, &mut writer, &mut |w: &mut ClosedWindow| {
+        .run(deadline, stop, &mut |mut w: ClosedWindow| {
             let spec = WindowSpec {
                 window_id: w.window_id,
                 start_local_ns: w.start_local_ns,
@@ -91,8 +91,10 @@ pub fn run_probing(
             };
             let fits = fit_window(&w.records, &spec, &settings);
             // The online model of this node's own edges goes into the window's JSONL line.
-            w.model = Some(own_edges.window_fitted(w, fits.clone()));
-            on_window(FittedWindow { window: w, fits });
+            w.model = Some(own_edges.window_fitted(&w, fits.clone()));
+            on_window(FittedWindow { window: &w, fits });
+            // Flushed per window: a crash loses at most the open one.
+            writer.write_window(&w)
         })
         .map_err(ProbeRunError::Engine)?;
     Ok(ProbeRunOutcome { mode, jsonl_path: writer.path().to_path_buf(), stats })
