@@ -90,10 +90,10 @@ fn write(root: &Path, rel: &str, content: &str) -> Result<(), PatchError> {
     let path = root.join(rel);
     let io = |e: std::io::Error| PatchError::Io { file: path.clone(), message: e.to_string() };
     if let Some(dir) = path.parent() {
-        distprof::atomic_file::create_dir_all(dir).map_err(io)?;
+        distprof_atomic_file::create_dir_all(dir).map_err(io)?;
     }
     // Whole or not at all: a killed `distprof xla apply` never leaves half a source file.
-    distprof::atomic_file::write(&path, content.as_bytes()).map_err(io)
+    distprof_atomic_file::write(&path, content.as_bytes()).map_err(io)
 }
 
 /// Inserts every missing hook and wiring edit into the XLA tree at `root` and (re)writes the
@@ -225,7 +225,7 @@ pub fn diff(root: &Path, release: &Release) -> Result<Series, PatchErrors> {
 /// Writes a series into `out_dir` (created if needed), replacing earlier `*.patch` files there so
 /// a regenerated series never mixes with a stale one.
 pub fn write_series(series: &Series, out_dir: &Path) -> std::io::Result<()> {
-    distprof::atomic_file::create_dir_all(out_dir)?;
+    distprof_atomic_file::create_dir_all(out_dir)?;
     for entry in std::fs::read_dir(out_dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "patch") {
@@ -233,7 +233,7 @@ pub fn write_series(series: &Series, out_dir: &Path) -> std::io::Result<()> {
         }
     }
     for patch in &series.patches {
-        distprof::atomic_file::write(&out_dir.join(&patch.name), patch.content.as_bytes())?;
+        distprof_atomic_file::write(&out_dir.join(&patch.name), patch.content.as_bytes())?;
     }
     Ok(())
 }
