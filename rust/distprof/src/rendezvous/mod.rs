@@ -35,6 +35,9 @@ pub const MASTER: NodeId = 0;
 const POLL_MIN: Duration = Duration::from_millis(50);
 const POLL_MAX: Duration = Duration::from_secs(1);
 
+/// While waiting, a node or the master logs where it stands this often.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
 /// At most this much of the timeout is kept back by the master to tell the nodes why the
 /// session failed.
 const ABORT_MARGIN_MAX: Duration = Duration::from_secs(2);
@@ -207,9 +210,27 @@ fn run_master(
     let joins_deadline = deadline - (total / 10).min(ABORT_MARGIN_MAX);
     let mut nodes = vec![me];
     let mut nonces = vec![0u64];
+    let mut next_progress = started + PROGRESS_EVERY;
     for n in 1..num_nodes {
         let key = join_key(&session_id, n);
-        let text = match kv.get(&key, remaining(joins_deadline)) {
+        // In slices, to log progress while a late node is awaited.
+        let got = loop {
+            let slice = remaining(joins_deadline).min(next_progress.saturating_duration_since(Instant::now()));
+            match kv.get(&key, slice) {
+                Err(KvError::Timeout { .. }) if !remaining(joins_deadline).is_zero() => {
+                    if Instant::now() >= next_progress {
+                        next_progress += PROGRESS_EVERY;
+                        tracing::info!(
+                            "rendezvous: session {session_id}: {n} of {num_nodes} nodes joined after {} s; waiting for node {n} for up to {} s more",
+                            started.elapsed().as_secs(),
+                            remaining(joins_deadline).as_secs()
+                        );
+                    }
+                }
+                other => break other,
+            }
+        };
+        let text = match got {
             Ok(t) => t,
             Err(KvError::Timeout { .. }) => {
                 // Name every absent node, not just the first.
@@ -311,7 +332,20 @@ fn run_node(
     let mut joined: Option<Joined> = None;
     let mut stale_rounds_skipped = 0u32;
     let mut poll = POLL_MIN;
+    let mut next_progress = started + PROGRESS_EVERY;
     loop {
+        if Instant::now() >= next_progress {
+            next_progress += PROGRESS_EVERY;
+            let what = match &joined {
+                Some(j) => format!("joined session {}, waiting for the master's run context", j.session_id),
+                None => format!("waiting for the master (node 0) to open a session (round {round})"),
+            };
+            tracing::info!(
+                "rendezvous: node {node}: {what}; {} s so far, up to {} s more",
+                started.elapsed().as_secs(),
+                remaining(deadline).as_secs()
+            );
+        }
         if remaining(deadline).is_zero() {
             let waited_ms = started.elapsed().as_millis() as u64;
             return Err(match joined {
