@@ -99,6 +99,7 @@ mod tests {
                 bound_limit_ns: None,
                 config: serde_json::Value::Null,
                 synthetic: false,
+                dropped: None,
             },
             nodes: Vec::new(),
             hostnames: Default::default(),
