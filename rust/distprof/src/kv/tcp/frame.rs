@@ -16,15 +16,15 @@
 use crate::kv::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use std::io::{self, Read, Write};
 
-pub(crate) const MAGIC: &[u8; 4] = b"DPKV";
-pub(crate) const VERSION: u16 = 2;
+pub const MAGIC: &[u8; 4] = b"DPKV";
+pub const VERSION: u16 = 2;
 /// The largest secret a HELLO may carry.
 pub const MAX_SECRET_BYTES: usize = 256;
 /// The largest frame read before the handshake: a HELLO with the largest secret. A peer
 /// that has not said HELLO cannot make the server allocate more.
-pub(crate) const MAX_HELLO_FRAME_BYTES: usize = 1 + 4 + 2 + 4 + MAX_SECRET_BYTES;
+pub const MAX_HELLO_FRAME_BYTES: usize = 1 + 4 + 2 + 4 + MAX_SECRET_BYTES;
 /// The largest frame: a SET with the largest key and value plus field headers.
-pub(crate) const MAX_FRAME_BYTES: usize = MAX_VALUE_BYTES + MAX_KEY_BYTES + 64;
+pub const MAX_FRAME_BYTES: usize = MAX_VALUE_BYTES + MAX_KEY_BYTES + 64;
 /// Error messages from the server are short; longer ones are cut, not refused.
 const MAX_MESSAGE_BYTES: usize = 4096;
 
@@ -40,7 +40,7 @@ const OP_ERROR: u8 = 0x84;
 const OP_BUSY: u8 = 0x85;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Request {
+pub enum Request {
     Hello { version: u16, secret: String },
     Get { key: String, timeout_ms: u64 },
     TryGet { key: String },
@@ -48,7 +48,7 @@ pub(crate) enum Request {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Response {
+pub enum Response {
     Ok,
     Value(String),
     NotFound,
@@ -61,7 +61,7 @@ pub(crate) enum Response {
 /// Why a frame could not be read: the connection failed, or the peer sent bytes that are
 /// not our protocol (which no retry will fix).
 #[derive(Debug)]
-pub(crate) enum FrameError {
+pub enum FrameError {
     Io(io::Error),
     Malformed(String),
 }
@@ -94,14 +94,18 @@ fn write_frame(w: &mut impl Write, body: &[u8]) -> io::Result<()> {
     w.flush()
 }
 
-pub(crate) fn write_request(w: &mut impl Write, req: &Request) -> io::Result<()> {
+pub fn write_request(w: &mut impl Write, req: &Request) -> io::Result<()> {
     let mut body = Vec::new();
     match req {
         Request::Hello { version, secret } => {
             body.push(OP_HELLO);
             body.extend_from_slice(MAGIC);
             body.extend_from_slice(&version.to_le_bytes());
-            put_str(&mut body, secret);
+            // Version 1 had no secret; its HELLO stays byte for byte what it was, so that
+            // an old peer gets the version error, not a frame error.
+            if *version >= 2 {
+                put_str(&mut body, secret);
+            }
         }
         Request::Get { key, timeout_ms } => {
             body.push(OP_GET);
@@ -121,7 +125,7 @@ pub(crate) fn write_request(w: &mut impl Write, req: &Request) -> io::Result<()>
     write_frame(w, &body)
 }
 
-pub(crate) fn write_response(w: &mut impl Write, resp: &Response) -> io::Result<()> {
+pub fn write_response(w: &mut impl Write, resp: &Response) -> io::Result<()> {
     let mut body = Vec::new();
     match resp {
         Response::Ok => body.push(OP_OK),
@@ -223,12 +227,12 @@ impl<'a> Fields<'a> {
     }
 }
 
-pub(crate) fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameError> {
+pub fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameError> {
     read_request_limited(r, MAX_FRAME_BYTES)
 }
 
 /// Like [`read_request`] for frames of at most `max_len` bytes (the handshake's limit).
-pub(crate) fn read_request_limited(
+pub fn read_request_limited(
     r: &mut impl Read,
     max_len: usize,
 ) -> Result<Option<Request>, FrameError> {
@@ -249,7 +253,7 @@ pub(crate) fn read_request_limited(
             }
             let version = f.u16("version")?;
             // Version 1 HELLOs end here; the server then answers with a version error.
-            let secret = if f.pos < f.body.len() {
+            let secret = if version >= 2 {
                 f.string("secret", MAX_SECRET_BYTES)?
             } else {
                 String::new()
@@ -278,7 +282,7 @@ pub(crate) fn read_request_limited(
     Ok(Some(req))
 }
 
-pub(crate) fn read_response(r: &mut impl Read) -> Result<Response, FrameError> {
+pub fn read_response(r: &mut impl Read) -> Result<Response, FrameError> {
     let Some(body) = read_frame(r, MAX_FRAME_BYTES)? else {
         return Err(FrameError::Io(io::Error::new(
             io::ErrorKind::UnexpectedEof,

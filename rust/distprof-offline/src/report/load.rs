@@ -1,5 +1,5 @@
 //! Builds a [`ReportInput`] from a run directory: every node's `probe_windows_node<id>.jsonl`
-//! (docs/jsonl.md), estimated again offline by [`crate::offline_estimate`] (records re-binned
+//! (docs/jsonl.md), estimated again offline by [`crate::run_dir_estimate`] (records re-binned
 //! into the reference's windows, configured estimator, drift history, network solve), plus
 //! what only the page needs: every record's one-way-delay points, the edge fits, edge health
 //! from the prober's window stats, and triangle loop residuals.
@@ -7,12 +7,12 @@
 use super::input::{
     owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, ReportInput, RunFacts, MIN_PURE_SHARE,
 };
-use crate::config::TimestampMode;
-use crate::context::NodeId;
-use crate::estimate::purity::{PairVerdict, PurityTolerance};
-use crate::offline_estimate::{estimate_run, read_run_dir, RunDirError, RunFile};
-use crate::timestamp::StampMode;
-use crate::window::EdgeWindowStats;
+use distprof::config::TimestampMode;
+use distprof::context::NodeId;
+use distprof::estimate::purity::{PairVerdict, PurityTolerance};
+use crate::run_dir_estimate::{estimate_run, read_run_dir, RunDirError, RunFile};
+use distprof::timestamp::StampMode;
+use distprof::window::EdgeWindowStats;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -133,7 +133,7 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
     let (timestamp_mode, timestamp_bound_ns) = worst_stamp_mode(&files);
     let mut dropped_by_reason = BTreeMap::new();
     for w in files.iter().flat_map(|f| &f.file.windows) {
-        crate::probe::drops::add_reasons(&mut dropped_by_reason, &w.dropped);
+        distprof::probe::drops::add_reasons(&mut dropped_by_reason, &w.dropped);
     }
     let input = ReportInput {
         facts: RunFacts {
@@ -145,7 +145,7 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
             bound_limit_ns: Some(run.config.max_bound_ns as f64),
             config: serde_json::to_value(&run.config).unwrap_or(serde_json::Value::Null),
             synthetic: false,
-            dropped: Some(crate::probe::DropCounts::from_reasons(&dropped_by_reason)),
+            dropped: Some(distprof::probe::DropCounts::from_reasons(&dropped_by_reason)),
         },
         nodes: run.models(),
         hostnames: BTreeMap::new(),

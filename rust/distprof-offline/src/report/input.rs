@@ -17,10 +17,10 @@
 //! `margin_ns` half the vertical gap. With the node models of the estimator
 //! (`offset` = node ahead of the reference), theta = `offset_dst - offset_src`.
 
-use crate::config::{EstimatorKind, TimestampMode};
-use crate::context::NodeId;
-use crate::model::NodeClockModel;
-use crate::record::ProbeRecord;
+use distprof::config::{EstimatorKind, TimestampMode};
+use distprof::context::NodeId;
+use distprof::model::NodeClockModel;
+use distprof::record::ProbeRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -66,7 +66,7 @@ pub struct RunFacts {
     /// Datagrams the nodes dropped over the run, by class, when known: foreign and
     /// malformed ones mean someone else is sending to the probe ports.
     #[serde(default)]
-    pub dropped: Option<crate::probe::DropCounts>,
+    pub dropped: Option<distprof::probe::DropCounts>,
 }
 
 /// One directed probe edge `src -> dst` over the run.
