@@ -106,27 +106,9 @@ fn check(ctx: &RunContext, node: NodeId, config: &Config) -> Result<(), Standalo
             return Err(StandaloneError::Context(format!("out_edges[{i}] contains {p}, not a peer of node {i}")));
         }
     }
-    if config.probe_cadence_us == 0 {
-        return Err(StandaloneError::Config("probe_cadence_us = 0; set it to the probe interval, e.g. 20000".into()));
-    }
-    if config.packet_spacing_us.saturating_mul(4) > config.probe_cadence_us {
-        return Err(StandaloneError::Config(format!(
-            "packet_spacing_us = {} leaves no room in probe_cadence_us = {}; keep the pair gap under a quarter of the cadence",
-            config.packet_spacing_us, config.probe_cadence_us
-        )));
-    }
-    if !(config.probe_window_s.is_finite() && config.probe_window_s >= 0.1) {
-        return Err(StandaloneError::Config(format!(
-            "probe_window_s = {}; use a window of at least 0.1 s, e.g. 4",
-            config.probe_window_s
-        )));
-    }
-    if config.handshake_timeout_ms < 20 {
-        return Err(StandaloneError::Config(format!(
-            "handshake_timeout_ms = {}; use at least 20 ms",
-            config.handshake_timeout_ms
-        )));
-    }
+    // The one validation every entry point shares (`distprof config check`, `run`, the
+    // plugin): a config that loads is a config that runs.
+    crate::config::validate_config(config).map_err(|errors| StandaloneError::Config(errors.one_line()))?;
     Ok(())
 }
 
@@ -222,4 +204,91 @@ pub fn run_node(
         edges,
         estimator: settings.estimator,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{self, fields};
+    use crate::context::NodeInfo;
+    use std::path::{Path, PathBuf};
+
+    fn one_node() -> RunContext {
+        RunContext::without_rendezvous(
+            "agree",
+            1,
+            vec![NodeInfo { node: 0, probe_addr: "127.0.0.1:9".parse().unwrap(), hostname: "h".into() }],
+            vec![vec![]],
+        )
+    }
+
+    /// The configs to judge: every preset, and a grid over the fields of the combination
+    /// rules around their edges (spacing at and past a quarter of the cadence, the
+    /// handshake at the old 20 ms rule and at two cadences, windows at 20 probes).
+    fn configs() -> Vec<(String, Config)> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/configs");
+        let mut out: Vec<(String, Config)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .map(|p| (p.display().to_string(), config::check_file(&p).unwrap()))
+            .collect();
+        assert_eq!(out.len(), 4, "the four presets");
+        for cadence in [1_000u64, 4_000, 40_000, 750_000, 1_000_000] {
+            for spacing in [1u64, 250, 251, 1_000, 10_000, 10_001, 39_999, 40_000] {
+                for handshake in [10u64, 19, 20, 80, 2_000, 600_001] {
+                    for window in [0.1f64, 0.5, 15.0] {
+                        let c = Config {
+                            probe_cadence_us: cadence,
+                            packet_spacing_us: spacing,
+                            handshake_timeout_ms: handshake,
+                            probe_window_s: window,
+                            ..Config::default()
+                        };
+                        out.push((format!("cadence {cadence} spacing {spacing} handshake {handshake} window {window}"), c));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The config as the environment variables the plugin and `distprof run` read.
+    fn as_env(c: &Config) -> std::collections::HashMap<String, String> {
+        c.to_json_map()
+            .into_iter()
+            .map(|(name, value)| {
+                let var = fields::by_name(&name).unwrap().env.to_string();
+                let text = match value {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                (var, text)
+            })
+            .collect()
+    }
+
+    /// One validation: `distprof config check` (a file), `distprof run` and the plugin (the
+    /// environment), code-built configs and the standalone node all accept exactly the same
+    /// configurations.
+    #[test]
+    fn every_entry_point_accepts_exactly_the_same_configs() {
+        let ctx = one_node();
+        let (mut accepted, mut refused) = (0, 0);
+        for (name, c) in configs() {
+            let file = config::check_text(&PathBuf::from("f.json"), &serde_json::to_string(&c).unwrap()).is_ok();
+            let env = as_env(&c);
+            let environment = config::load(&|var| env.get(var).cloned()).is_ok();
+            let built = config::validate_config(&c).is_ok();
+            let node = check(&ctx, 0, &c).is_ok();
+            assert_eq!([file, environment, built], [node; 3], "{name}: file, environment, built vs node");
+            if node {
+                accepted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        // The grid straddles the rules: both outcomes occur often.
+        assert!(accepted > 100 && refused > 100, "{accepted} accepted, {refused} refused");
+    }
 }

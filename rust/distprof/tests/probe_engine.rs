@@ -204,6 +204,11 @@ fn bad_datagrams_are_dropped_and_counted() {
     assert_eq!(dropped.get("wrong_token"), Some(&1));
     assert_eq!(dropped.get("wrong_dst"), Some(&1));
     assert_eq!(dropped.get("unexpected"), Some(&1));
+    // The run's summary carries the same counts, and their classes, for `local`'s table,
+    // `--json` and the report.
+    assert_eq!(sum.stats.dropped_by_reason, dropped);
+    let classes = distprof::probe::DropCounts::from_reasons(&sum.stats.dropped_by_reason);
+    assert_eq!((classes.foreign, classes.malformed), (3, 2), "{classes:?}");
 }
 
 /// User-space stamps, the fallback, run the same exchange and say so in the file.

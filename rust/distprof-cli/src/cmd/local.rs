@@ -254,6 +254,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             });
         }
     }
+    // Datagrams the nodes dropped, over every window of every node.
+    let mut dropped_by_reason = std::collections::BTreeMap::new();
+    for w in files.iter().flat_map(|f| &f.file.windows) {
+        distprof::probe::drops::add_reasons(&mut dropped_by_reason, &w.dropped);
+    }
+    let drops = distprof::probe::DropCounts::from_reasons(&dropped_by_reason);
     let reference = config.reference_node;
     let verdict = local_truth::judge(&files, &clocks)?;
 
@@ -295,6 +301,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         fmt(verdict.p99_offset_error_ns, 1e3, 3),
         fmt(verdict.p99_drift_error_ppb, 1.0, 1),
     );
+    println!(
+        "datagrams dropped: {} ({} foreign, {} malformed, {} late or duplicate){}",
+        drops.total(),
+        drops.foreign,
+        drops.malformed,
+        drops.late_or_duplicate,
+        if dropped_by_reason.is_empty() { String::new() } else { format!("; by reason {dropped_by_reason:?}") }
+    );
     if !verdict.rejected_edges.is_empty() {
         println!("edges rejected by the network solve: {:?}", verdict.rejected_edges);
     }
@@ -332,6 +346,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "records_outside": verdict.records_outside,
             "probes_sent": sent,
             "probes_lost": lost,
+            "dropped": drops,
+            "dropped_by_reason": dropped_by_reason,
             "output_dir": out_dir,
         });
         println!("{obj}");

@@ -47,6 +47,53 @@ pub enum MergeError {
     NoInputs(String),
     #[error("node {node} appears twice: {a} and {b}; pass each node's trace once")]
     DuplicateNode { node: u32, a: PathBuf, b: PathBuf },
+    #[error("{path}: the output of an earlier distprof merge (it carries the `/host:distprof-applied` plane); merging it again would show its hosts twice; pass the profiler's own per-node traces")]
+    OwnOutput { path: PathBuf },
+    #[error("--out {out} lies inside the input directory {input}: a later merge would read this merge's output as more nodes; choose an output directory outside {input}")]
+    OutputInsideInput { out: PathBuf, input: PathBuf },
+    #[error("{path}: lies in the run tree merge writes under --out {out}; pass the profiler's traces, not a merge output")]
+    InputInsideOutput { path: PathBuf, out: PathBuf },
+    #[error("{path}: an empty trace (0 bytes): the profiler wrote nothing; pass a trace the profiler finished")]
+    EmptyTrace { path: PathBuf },
+    #[error("{path}: a trace with no events (no plane besides Task Environment and distprof's); pass a trace that recorded something")]
+    NoEvents { path: PathBuf },
+}
+
+/// `path` made absolute and free of `..` and symlinks as far as it exists (the rest, not
+/// yet created, appended as given), so that containment is judged on real locations.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |p: PathBuf, c| p.join(c));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// Refuses an output directory inside an input directory (a later merge would read the
+/// output as more nodes) and an input inside the run tree merge writes.
+fn check_paths(inputs: &[PathBuf], out_dir: &Path) -> Result<(), MergeError> {
+    let out = resolved(out_dir);
+    let out_tree = out.join("plugins").join("profile");
+    for input in inputs {
+        let real = resolved(input);
+        if real.is_dir() && out.starts_with(&real) {
+            return Err(MergeError::OutputInsideInput { out: out_dir.to_path_buf(), input: input.clone() });
+        }
+        if real.starts_with(&out_tree) {
+            return Err(MergeError::InputInsideOutput { path: input.clone(), out: out_dir.to_path_buf() });
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -161,6 +208,9 @@ pub fn load_node(
             err: e,
         })?
         .len();
+    if bytes == 0 {
+        return Err(MergeError::EmptyTrace { path: path.into() });
+    }
     let info = prescan::prescan_file(path)
         .map_err(|e| MergeError::Io {
             path: path.into(),
@@ -170,6 +220,9 @@ pub fn load_node(
             path: path.into(),
             err: e,
         })?;
+    if info.event_planes == 0 {
+        return Err(MergeError::NoEvents { path: path.into() });
+    }
     let plane = match &info.distprof {
         Some(p) => Some(
             DistprofPlaneData::from_xplane(p).map_err(|e| MergeError::Plane {
@@ -182,6 +235,7 @@ pub fn load_node(
     let node = plane.as_ref().map(|p| p.node).unwrap_or(index);
     let given = models.iter().find(|m| m.node == node);
     let map = match &plane {
+        // `validate` reads merge outputs through this too: their events are on G already.
         _ if info.already_merged => NodeTimeMap::identity(),
         _ if given.is_some() => {
             NodeTimeMap::from_parts(given.expect("checked"), plane.as_ref(), allow_uncorrected)
@@ -263,10 +317,14 @@ pub fn merge(
     opts: &MergeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<MergeReport, MergeError> {
+    check_paths(inputs, &opts.out_dir)?;
     let paths = find_inputs(inputs)?;
     let mut nodes = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         let n = load_node(p, i as u32, opts.allow_uncorrected, &opts.models)?;
+        if n.info.already_merged {
+            return Err(MergeError::OwnOutput { path: n.path });
+        }
         if let Some(prev) = nodes.iter().find(|m: &&LoadedNode| m.node == n.node) {
             return Err(MergeError::DuplicateNode {
                 node: n.node,
@@ -379,8 +437,7 @@ pub fn merge(
             input: n.path.clone(),
             output: out_path,
             hostname,
-            corrected: !n.info.already_merged
-                && model_of(n, &opts.models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
+            corrected: model_of(n, &opts.models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
             events: st.events,
             device_events_without_fit: st.device_events_without_fit,
             max_bound_ns: model_of(n, &opts.models)

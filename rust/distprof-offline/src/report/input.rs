@@ -63,6 +63,10 @@ pub struct RunFacts {
     /// True when the input was generated, not measured: the page says so on top.
     #[serde(default)]
     pub synthetic: bool,
+    /// Datagrams the nodes dropped over the run, by class, when known: foreign and
+    /// malformed ones mean someone else is sending to the probe ports.
+    #[serde(default)]
+    pub dropped: Option<distprof::probe::DropCounts>,
 }
 
 /// One directed probe edge `src -> dst` over the run.

@@ -17,6 +17,9 @@ pub enum Location {
     /// A field that kept its default (only reachable through inconsistent combinations whose
     /// other side is also a default, i.e. a bug in the defaults; named rather than hidden).
     Default { field: String },
+    /// A field of a configuration built in code rather than loaded
+    /// (`config::validate_config`).
+    Field { field: String },
 }
 
 impl fmt::Display for Location {
@@ -26,6 +29,7 @@ impl fmt::Display for Location {
             Location::File { file } => write!(f, "{}", file.display()),
             Location::Env { var } => write!(f, "environment variable {var}"),
             Location::Default { field } => write!(f, "default of {field}"),
+            Location::Field { field } => write!(f, "config field {field}"),
         }
     }
 }

@@ -99,6 +99,9 @@ pub struct EngineStats {
     pub packets_sent: u64,
     pub packets_received: u64,
     pub dropped: u64,
+    /// Dropped datagrams per reason over the run (the JSONL has them per window).
+    #[serde(default)]
+    pub dropped_by_reason: std::collections::BTreeMap<String, u64>,
     /// Per-window pair gaps are in the records; this is the measured probe count per edge.
     pub per_edge_sent: Vec<(NodeId, u64)>,
 }
@@ -251,6 +254,7 @@ impl Engine {
             self.expire(Instant::now(), Instant::now() < stop_at);
             if Instant::now() >= next_window {
                 let w = self.acc.close(self.local_now_ns());
+                self.note_drops(&w);
                 on_window(w)?;
                 self.stats.windows += 1;
                 next_window += self.p.window;
@@ -280,6 +284,7 @@ impl Engine {
             self.edges[e].inflight.clear();
         }
         let w = self.acc.close(self.local_now_ns());
+        self.note_drops(&w);
         on_window(w)?;
         self.stats.windows += 1;
         self.stats.per_edge_sent = self.edges.iter().map(|e| (e.peer, e.sent)).collect();
@@ -369,6 +374,25 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Adds a closed window's drops to the run's and logs a window that dropped many: a
+    /// flood of foreign or malformed datagrams must show up in the log, not only in the JSONL.
+    fn note_drops(&mut self, w: &crate::window::ClosedWindow) {
+        super::drops::add_reasons(&mut self.stats.dropped_by_reason, &w.dropped);
+        let counts = super::DropCounts::from_reasons(&w.dropped);
+        if counts.total() > super::drops::DROP_LOG_THRESHOLD {
+            tracing::warn!(
+                node = self.p.node,
+                window = w.window_id,
+                "dropped {} datagrams in one window: {} foreign (another run or node), {} malformed, {} late or duplicate; by reason {:?}",
+                counts.total(),
+                counts.foreign,
+                counts.malformed,
+                counts.late_or_duplicate,
+                w.dropped
+            );
+        }
     }
 
     fn drop_packet(&mut self, reason: &str) {
