@@ -133,24 +133,56 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     assert_eq!(none.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&none.stderr).contains("--run-dir"), "{}", String::from_utf8_lossy(&none.stderr));
 
-    // The run's models (nodes 0..2) replace the traces' own: every node is corrected by
-    // them, so the merge needs no --allow-uncorrected.
+    // The fixtures are another run's traces: the run's models do not belong to them (their
+    // windows are hours away from the profiles), and merge says so, naming both.
     let out = tmp.path().join("out");
-    let merged = Command::new(exe)
-        .arg("merge")
-        .arg(fixtures())
-        .arg("--out")
-        .arg(&out)
-        .arg("--run-dir")
-        .arg(&run)
-        .args(["--json", "--no-chrome"])
-        .output()
-        .unwrap();
+    let merge = |force: bool| {
+        let mut c = Command::new(exe);
+        c.arg("merge").arg(fixtures()).arg("--out").arg(&out).arg("--run-dir").arg(&run).args(["--json", "--no-chrome"]);
+        if force {
+            c.arg("--force");
+        }
+        c.output().unwrap()
+    };
+    let refused = merge(false);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("outside the windows") && err.contains(".xplane.pb") && err.contains(&run.display().to_string()), "{err}");
+    assert!(err.contains("--force"), "{err}");
+
+    // An expert may force it: the run's models (nodes 0..2) replace the traces' own, every
+    // node is corrected by them, and the report states how far they were extrapolated.
+    let merged = merge(true);
     assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
     let report: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
     let nodes = report["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 3);
     assert!(nodes.iter().all(|n| n["corrected"] == true), "{report}");
+    assert!(nodes.iter().all(|n| n["extrapolated_ns"].as_i64().unwrap() > 60_000_000_000), "{report}");
+}
+
+#[test]
+fn models_with_absurd_values_are_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_distprof");
+    let models = tmp.path().join("m.json");
+    let seg = |offset: &str| {
+        format!(
+            r#"[{{"node":1,"reachable":true,"segments":[{{"window_id":0,"start_local_ns":0,"end_local_ns":10,"mid_local_ns":5,"offset_ns":{offset},"drift_ppb":0.0,"bound_ns":100.0,"flagged":false}}]}}]"#
+        )
+    };
+    std::fs::write(&models, seg("1e300")).unwrap();
+    for force in [false, true] {
+        let mut c = Command::new(exe);
+        c.arg("merge").arg(fixtures()).arg("--out").arg(tmp.path().join("out")).arg("--models").arg(&models).arg("--no-chrome");
+        if force {
+            c.arg("--force");
+        }
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("m.json") && err.contains("node 1") && err.contains("beyond a day"), "{err}");
+    }
 }
 
 /// Runs `distprof merge INPUTS --out OUT --allow-uncorrected --json`.

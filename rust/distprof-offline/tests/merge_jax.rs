@@ -236,6 +236,8 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
             })
             .collect();
         let data = DistprofPlaneData {
+            session_id: String::new(),
+            edge_fits: Vec::new(),
             node: k as u32,
             reference_node: 0,
             hostname: "vm".into(),
@@ -288,6 +290,8 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
         chrome: Some(chrome.clone()),
         allow_uncorrected: false,
         models: vec![],
+        models_origin: None,
+        force: false,
     };
     let report = merge(&[inputs], &opts, &mut |l| eprintln!("{l}")).unwrap();
     assert_eq!(report.nodes.len(), 3);
@@ -435,6 +439,8 @@ fn merge_refuses_traces_without_a_model_and_names_the_fix() {
         chrome: None,
         allow_uncorrected: false,
         models: vec![],
+        models_origin: None,
+        force: false,
     };
     let err = merge(std::slice::from_ref(&p), &opts, &mut |_| {})
         .unwrap_err()

@@ -13,6 +13,7 @@
 //! - rendezvous and probing: [`make_backend`], which returns [`backend::EngineBackend`].
 
 pub mod backend;
+pub mod fit_exchange;
 pub mod lease;
 pub mod node;
 pub mod trace;

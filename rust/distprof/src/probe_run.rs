@@ -16,7 +16,7 @@ use crate::window::ClosedWindow;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What a probing run needs besides its socket.
 #[derive(Clone, Copy)]
@@ -57,13 +57,14 @@ pub struct ProbeRunOutcome {
     pub stats: EngineStats,
 }
 
-/// Runs the engine until `deadline` or `stop`, writing every closed window to the node's
+/// Runs the engine for `run_for` (counted from when it starts, after the socket and the
+/// file are set up) or until `stop`, writing every closed window to the node's
 /// JSONL file in `config.output_dir`. `on_started` learns the timestamp mode once the
 /// socket is set up; `on_window` gets each closed window just before its line is written.
 pub fn run_probing(
     setup: ProbeRunSetup<'_>,
     socket: UdpSocket,
-    deadline: Instant,
+    run_for: Duration,
     stop: &AtomicBool,
     on_started: &mut dyn FnMut(StampMode),
     on_window: &mut dyn FnMut(FittedWindow<'_>),
@@ -81,7 +82,7 @@ pub fn run_probing(
     let settings = EstimatorSettings::from_config(config);
     let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
     let stats = Engine::new(params, sock)
-        .run(deadline, stop, &mut |mut w: ClosedWindow| {
+        .run(Instant::now() + run_for, stop, &mut |mut w: ClosedWindow| {
             let spec = WindowSpec {
                 window_id: w.window_id,
                 start_local_ns: w.start_local_ns,

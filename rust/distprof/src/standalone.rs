@@ -15,7 +15,7 @@ use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest a node waits for an agreed start time; a start further away is a mistake.
 const MAX_START_WAIT: Duration = Duration::from_secs(60);
@@ -148,7 +148,7 @@ pub fn run_node(
     let outcome = run_probing(
         setup,
         socket,
-        Instant::now() + opts.duration,
+        opts.duration,
         stop,
         &mut |mode| tracing::info!(node, ?mode, peers = ?peers, "probing for {:?}", opts.duration),
         &mut |FittedWindow { window: w, .. }| {

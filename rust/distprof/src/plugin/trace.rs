@@ -26,10 +26,11 @@ use crate::clock::{realtime_ns, VirtualClock};
 use crate::config::Config;
 use crate::context::{NodeId, RunContext};
 use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
-use crate::estimate::{
-    estimate_fits_with_history, EstimatorSettings, History, Smoother, WindowEstimate,
-};
-use crate::model::{ClockSegment, NodeClockModel};
+use super::fit_exchange::{Exchange, ExchangeState, FINAL_WAIT_MAX};
+use super::lease::KvLease;
+use crate::estimate::online::WindowFits;
+use crate::estimate::{EstimatorSettings, NodeWindowFits, Smoother};
+use crate::model::NodeClockModel;
 use crate::probe::gap_preserved;
 use crate::probe_run::{run_probing, FittedWindow, ProbeRunError, ProbeRunSetup};
 use crate::record::ProbeRecord;
@@ -37,6 +38,7 @@ use crate::snapshot::{sample_pair, SnapshotPair};
 use crate::xplane::XSpace;
 use prost::Message;
 use std::net::UdpSocket;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,13 +71,13 @@ fn snapshot(tracer: &SharedTracer) -> SnapshotPair {
 #[derive(Debug, Default)]
 struct Progress {
     timestamp_mode: Option<String>,
-    /// This node's segments (offset and drift against the reference), one per window in
-    /// which this node was reachable from the reference through its own edges: the online
-    /// estimate as the window closes, replaced by the run's (drift fit centred on the
-    /// window, `Smoother`) once the next window has closed, and for the last windows when
-    /// probing stops.
-    segments: Vec<ClockSegment>,
     probe_stats: Vec<ProbeEdgeStats>,
+    /// This node's final edge fits per window (drift fit centred on the window,
+    /// `Smoother`), as shared with the other nodes.
+    final_fits: Vec<NodeWindowFits>,
+    /// Closed windows not final yet (the smoother waits for the windows after them): their
+    /// own fits, until the final ones replace them.
+    provisional_fits: BTreeMap<u64, NodeWindowFits>,
     windows: u64,
     finished: bool,
 }
@@ -84,6 +86,10 @@ struct ProbeRun {
     node: NodeId,
     context: Arc<RunContext>,
     progress: Arc<Mutex<Progress>>,
+    /// The network-wide segments of this node (`fit_exchange`).
+    exchange: Arc<Mutex<ExchangeState>>,
+    /// The store lent to this trace's exchange; revoked when the trace is dropped.
+    kv: Option<Arc<KvLease>>,
     thread: JoinHandle<()>,
 }
 
@@ -215,6 +221,12 @@ impl TraceSession {
                 }
             };
             let progress = Arc::new(Mutex::new(Progress::default()));
+            let exchange = Arc::new(Mutex::new(ExchangeState::default()));
+            // The store is lent for the trace plus the exchange's end; dropping the trace
+            // (plugin off, or the next trace) revokes it.
+            let kv = n
+                .exchange_store()
+                .map(|store| Arc::new(KvLease::from_shared(store, Instant::now() + MAX_TRACE + FINAL_WAIT_MAX * 2)));
             let thread = {
                 let (config, context, stop, progress) = (
                     Config { output_dir: trace_output_dir(&config.output_dir, index), ..config.clone() },
@@ -222,6 +234,15 @@ impl TraceSession {
                     Arc::clone(&stop),
                     Arc::clone(&progress),
                 );
+                let exchange = Exchange {
+                    node: n.node,
+                    ctx: Arc::clone(&context),
+                    trace: index,
+                    kv: kv.clone(),
+                    settings: EstimatorSettings::from_config(&config),
+                    window: Duration::from_secs_f64(config.probe_window_s),
+                    state: Arc::clone(&exchange),
+                };
                 let on_failure = Arc::clone(on_failure);
                 let node = n.node;
                 std::thread::Builder::new()
@@ -229,7 +250,7 @@ impl TraceSession {
                     .spawn(move || {
                         super::mark_thread_panics_reported();
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            probe(node, &context, socket, &config, &stop, &progress)
+                            probe(node, &context, socket, &config, &stop, &progress, exchange)
                         }))
                         .unwrap_or_else(|panic| {
                             Err(format!(
@@ -252,6 +273,8 @@ impl TraceSession {
                 node: n.node,
                 context,
                 progress,
+                exchange,
+                kv,
                 thread,
             });
         }
@@ -302,21 +325,30 @@ impl TraceSession {
         let mut space = XSpace::default();
         for n in nodes {
             let run = self.probes.iter().find(|r| r.node == n.node);
-            let (timestamp_mode, segments, probe_stats) = match run {
+            let (timestamp_mode, segments, probe_stats, edge_fits) = match run {
                 Some(r) => {
                     let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
+                    let segments = r.exchange.lock().unwrap_or_else(|p| p.into_inner()).segments.clone();
+                    let mut fits = p.final_fits.clone();
+                    fits.extend(p.provisional_fits.values().cloned());
                     (
                         p.timestamp_mode
                             .clone()
                             .unwrap_or_else(|| "starting".into()),
-                        p.segments.clone(),
+                        segments,
                         p.probe_stats.clone(),
+                        fits,
                     )
                 }
-                None => ("none".to_string(), Vec::new(), Vec::new()),
+                None => ("none".to_string(), Vec::new(), Vec::new(), Vec::new()),
             };
             let reference_node = run.map_or(config.reference_node, |r| r.context.reference_node);
+            let session_id = match n.state() {
+                NodeState::Agreed { context, .. } => context.session_id.clone(),
+                _ => String::new(),
+            };
             let data = DistprofPlaneData {
+                session_id,
                 node: n.node,
                 reference_node,
                 hostname: hostname.clone(),
@@ -330,6 +362,7 @@ impl TraceSession {
                 },
                 snapshots: snapshots.clone(),
                 probe_stats,
+                edge_fits,
             };
             space.planes.push(data.to_xplane());
         }
@@ -342,6 +375,14 @@ impl TraceSession {
         let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
         Some(p.windows)
     }
+
+    /// Node `node`'s fit exchange so far: windows solved network-wide, and its cost
+    /// (tests, diagnostics and `bench overhead`).
+    pub fn exchange(&self, node: NodeId) -> Option<ExchangeState> {
+        let r = self.probes.iter().find(|r| r.node == node)?;
+        let s = r.exchange.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Some(s)
+    }
 }
 
 impl Drop for TraceSession {
@@ -350,6 +391,9 @@ impl Drop for TraceSession {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.sampler.thread().unpark();
+        for kv in self.probes.iter().filter_map(|r| r.kv.as_ref()) {
+            kv.revoke();
+        }
     }
 }
 
@@ -369,8 +413,9 @@ pub fn model_path(dir: &Path, node: NodeId) -> PathBuf {
 }
 
 /// The probe thread: the engine on the agreed context until `stop`, each closed window
-/// written to the JSONL file and fitted at once (this node's own edges; the network of
-/// all nodes is solved offline from every node's file), the model written at the end.
+/// written to the JSONL file and fitted at once; the fits final (drift fit over the
+/// windows either side) go to the node's fit exchange, which solves the whole network from
+/// every node's fits (`fit_exchange`); the model file is written when the exchange ends.
 fn probe(
     node: NodeId,
     ctx: &RunContext,
@@ -378,6 +423,7 @@ fn probe(
     config: &Config,
     stop: &AtomicBool,
     progress: &Mutex<Progress>,
+    exchange: Exchange,
 ) -> Result<(), String> {
     let setup = ProbeRunSetup {
         ctx,
@@ -388,13 +434,30 @@ fn probe(
         start_local_ns: realtime_ns(),
     };
     let settings = EstimatorSettings::from_config(config);
-    let mut history = History::default();
     let mut smoother = Smoother::new(settings, (config.probe_window_s * 1e9) as i64);
+    let (to_exchange, from_probe) = std::sync::mpsc::channel::<WindowFits>();
+    let exchange_thread = std::thread::Builder::new()
+        .name(format!("distprof-fits-{node}"))
+        .spawn(move || {
+            super::mark_thread_panics_reported();
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| exchange.run(from_probe)))
+                .map_err(|panic| format!("internal error: the fit exchange panicked: {}", super::panic_message(panic.as_ref())))
+        })
+        .map_err(|e| format!("cannot start the fit exchange thread of node {node}: {e}"))?;
+    let finalised = |done: Vec<WindowFits>| {
+        let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+        for f in done {
+            p.provisional_fits.remove(&f.spec.window_id);
+            p.final_fits.push(f.share(node));
+            // The exchange thread ends only once `to_exchange` is dropped below.
+            let _ = to_exchange.send(f);
+        }
+    };
     let mut mode_name = String::new();
-    let outcome = run_probing(
+    let ran = run_probing(
         setup,
         socket,
-        Instant::now() + MAX_TRACE,
+        MAX_TRACE,
         stop,
         &mut |mode| {
             mode_name = serde_json::to_value(mode)
@@ -404,9 +467,6 @@ fn probe(
             progress.lock().unwrap_or_else(|p| p.into_inner()).timestamp_mode = Some(mode_name.clone());
         },
         &mut |FittedWindow { window: w, fits }| {
-            // One fit serves the online segments and the run model.
-            let estimate = estimate_fits_with_history(fits.clone(), &settings, &mut history);
-            let smoothed = smoother.push(fits);
             let stats = w.edges.iter().filter(|e| e.src == node).map(|e| ProbeEdgeStats {
                 window_id: w.window_id,
                 peer: e.dst,
@@ -414,26 +474,27 @@ fn probe(
                 pairs_lost: e.lost,
                 min_rtt_ns: w.records.iter().filter(|r| r.dst == e.dst).map(ProbeRecord::round_trip_ns).min().unwrap_or(0),
             });
-            let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
-            p.windows += 1;
-            p.probe_stats.extend(stats);
-            if let Some(Some(seg)) = estimate.segments.get(node as usize) {
-                p.segments.push(*seg);
+            {
+                let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+                p.windows += 1;
+                p.probe_stats.extend(stats);
+                p.provisional_fits.insert(w.window_id, fits.share(node));
             }
-            replace_segments(&mut p.segments, node, &smoothed);
+            finalised(smoother.push_fits(fits));
         },
     );
+    finalised(smoother.finish_fits());
+    drop(to_exchange);
     let dir = PathBuf::from(&config.output_dir);
-    match outcome {
+    match ran {
         Ok(_) => {}
         Err(e @ ProbeRunError::Output(_)) => return Err(format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory")),
         Err(e) => return Err(e.to_string()),
     }
-    let (segments, windows) = {
-        let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
-        replace_segments(&mut p.segments, node, &smoother.finish());
-        (p.segments.clone(), p.windows)
-    };
+    let segments = exchange_thread
+        .join()
+        .map_err(|_| "internal error: the fit exchange thread ended without a result".to_string())??;
+    let windows = progress.lock().unwrap_or_else(|p| p.into_inner()).windows;
     let model = serde_json::json!({
         "node": node,
         "session_id": ctx.session_id,
@@ -453,14 +514,4 @@ fn probe(
         path.display()
     );
     Ok(())
-}
-
-/// Puts `node`'s segment of each of `estimates` in place of the online one of its window.
-fn replace_segments(segments: &mut Vec<ClockSegment>, node: NodeId, estimates: &[WindowEstimate]) {
-    for seg in estimates.iter().filter_map(|e| e.segments.get(node as usize).copied().flatten()) {
-        match segments.iter_mut().find(|s| s.window_id == seg.window_id) {
-            Some(s) => *s = seg,
-            None => segments.push(seg),
-        }
-    }
 }

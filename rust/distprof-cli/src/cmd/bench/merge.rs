@@ -156,6 +156,8 @@ fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
                 chrome: chrome.then(|| out.join("merged.trace.json")),
                 allow_uncorrected: false,
                 models: vec![],
+                models_origin: None,
+                force: false,
             };
             merge(&[inputs], &opts, &mut |l| eprintln!("{l}"))?;
         }
@@ -315,6 +317,8 @@ fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
         })
         .collect();
     let data = DistprofPlaneData {
+        session_id: String::new(),
+        edge_fits: Vec::new(),
         node,
         reference_node: 0,
         hostname: format!("bench{node}"),
