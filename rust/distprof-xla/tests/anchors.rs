@@ -15,8 +15,8 @@ const CLIENT_SRC: &str = r#"// Synthetic client: only the anchor lines matter.
 
 #include <memory>
 
-int MakeClient(const Opts& options) {
-  auto kv_store = options.store;
+int MakeClient(const GpuClientOptions& options) {
+  std::shared_ptr<KeyValueStoreInterface> kv_store = options.store;
   TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);
   if (kv_store == nullptr) {
     kv_store = MakeLocalStore();
@@ -37,8 +37,8 @@ const CLIENT_PATCHED: &str = r#"// Synthetic client: only the anchor lines matte
 
 #include <memory>
 
-int MakeClient(const Opts& options) {
-  auto kv_store = options.store;
+int MakeClient(const GpuClientOptions& options) {
+  std::shared_ptr<KeyValueStoreInterface> kv_store = options.store;
   TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);
   if (kv_store == nullptr) {
     kv_store = MakeLocalStore();
@@ -66,7 +66,7 @@ void Tracer::Start() {
 void Tracer::Stop() {
   rocm_tracer_->Disable();
 }
-void Tracer::Collect(Space* space) {
+void Tracer::Collect(XSpace* space) {
   if (rocm_trace_collector_) rocm_trace_collector_->Export(space);
 }
 "#;
@@ -78,6 +78,17 @@ void Agent::Connect() {
   StartHeartbeats();
 }
 "#;
+
+/// Synthetic declarations of what the hooks pass (checked by the tool before it writes a call).
+const OPTIONS_H: (&str, &str) =
+    ("xla/pjrt/plugin/xla_gpu/xla_gpu_client_options.h", "struct GpuClientOptions {\n  int node_id = 0;\n  int num_nodes = 1;\n};\n");
+const TRACER_H: (&str, &str) =
+    ("xla/backends/profiler/gpu/rocm_tracer.h", "class RocmTracer {\n public:\n  static uint64_t GetTimestamp();\n};\n");
+const AGENT_TSL_H: &str = "xla/tsl/distributed_runtime/coordination/coordination_service_agent.h";
+const AGENT_PJRT_H: &str = "xla/pjrt/distributed/coordination/coordination_service_agent.h";
+/// The agent class as jax <= 0.9.0 declares it (the task as a proto) and as jax >= 0.9.1 does.
+const AGENT_WITH_TASK: &str = "class Agent : public Base {\n  tensorflow::CoordinatedTask task_;\n};\n";
+const AGENT_WITH_TASK_ID: &str = "class Agent {\n  CoordinationService::TaskId task_id_;\n};\n";
 
 fn build_file(src: &str) -> String {
     format!(
@@ -128,6 +139,9 @@ fn tree() -> tempfile::TempDir {
     write(root, CLIENT, CLIENT_SRC);
     write(root, TRACER, TRACER_SRC);
     write(root, AGENT_TSL, AGENT_SRC);
+    for (rel, text) in [OPTIONS_H, TRACER_H, (AGENT_TSL_H, AGENT_WITH_TASK)] {
+        write(root, rel, text);
+    }
     write(root, "xla/pjrt/gpu/BUILD", &build_file("se_gpu_pjrt_client.cc"));
     write(root, "xla/backends/profiler/gpu/BUILD", &build_file("device_tracer_rocm.cc"));
     write(root, "xla/tsl/distributed_runtime/coordination/BUILD", &build_file("coordination_service_agent.cc"));
@@ -302,11 +316,63 @@ fn pjrt_agent_copy_is_used_when_present() {
     let dir = tree();
     let root = dir.path();
     write(root, AGENT_PJRT, AGENT_SRC);
+    write(root, AGENT_PJRT_H, AGENT_WITH_TASK_ID);
     write(root, "xla/pjrt/distributed/coordination/BUILD", &build_file("coordination_service_agent.cc"));
     let report = apply(root, &Release::default()).unwrap();
     assert_eq!(report.agent, AgentCopy::Pjrt);
     assert!(read(root, AGENT_PJRT).contains("\n  distprof::OnAgentConnected(task_id_);\n"));
     assert_eq!(read(root, AGENT_TSL), AGENT_SRC, "the unused tsl copy stays upstream");
+    let site = report.sites.iter().find(|s| s.file == AGENT_PJRT).unwrap();
+    assert_eq!(site.declared[0].file, AGENT_PJRT_H);
+    assert_eq!(site.declared[0].line, 2);
+}
+
+/// jax 0.8.2 to 0.9.0: the `xla/pjrt` agent copy exists but still holds the task as a proto,
+/// so the call form follows the declaration, not the file path.
+#[test]
+fn agent_call_form_follows_the_declared_member_not_the_copy() {
+    let dir = tree();
+    let root = dir.path();
+    write(root, AGENT_PJRT, AGENT_SRC);
+    write(root, AGENT_PJRT_H, AGENT_WITH_TASK);
+    write(root, "xla/pjrt/distributed/coordination/BUILD", &build_file("coordination_service_agent.cc"));
+    let report = apply(root, &Release::default()).unwrap();
+    assert_eq!(report.agent, AgentCopy::Pjrt);
+    assert!(read(root, AGENT_PJRT).contains("\n  distprof::OnAgentConnected(task_.task_id());\n"));
+    check(root, &Release::default()).unwrap();
+}
+
+#[test]
+fn a_hook_whose_names_no_version_form_declares_is_refused_by_name() {
+    let dir = tree();
+    let root = dir.path();
+    // A member renamed again, and the clock reader gone: no form fits either hook.
+    write(root, AGENT_TSL_H, "class Agent {\n  TaskHandle handle_;\n};\n");
+    write(root, TRACER_H.0, "class RocmTracer {\n public:\n  static uint64_t ReadClock();\n};\n");
+    let before = snapshot(root);
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(matches!(&errors[0], PatchError::NoDeclaredCallForm { file, tried, .. }
+        if file == Path::new(TRACER) && tried.contains("RocmTracer::GetTimestamp") && tried.contains("class RocmTracer")));
+    assert!(matches!(&errors[1], PatchError::NoDeclaredCallForm { file, tried, .. }
+        if file == Path::new(AGENT_TSL) && tried.contains("`task_id_`") && tried.contains("`task_`")));
+    assert!(errors[1].to_string().contains("add a call form"), "{}", errors[1]);
+    assert_eq!(snapshot(root), before, "nothing written");
+}
+
+/// A tree patched by a tool that chose the form by file path (`task_id_` where the class holds
+/// `task_`) would not compile; check names the line.
+#[test]
+fn check_refuses_a_hook_call_in_an_undeclared_form() {
+    let dir = tree();
+    let root = dir.path();
+    apply(root, &Release::default()).unwrap();
+    let patched = read(root, AGENT_TSL).replace("OnAgentConnected(task_.task_id());", "OnAgentConnected(task_id_);");
+    write(root, AGENT_TSL, &patched);
+    let errors = check(root, &Release::default()).unwrap_err().0;
+    assert!(errors.iter().any(|e| matches!(e, PatchError::UndeclaredHookCall { file, found, expected, .. }
+        if file == Path::new(AGENT_TSL) && found == "distprof::OnAgentConnected(task_id_);"
+            && expected == "distprof::OnAgentConnected(task_.task_id());")), "{errors:?}");
 }
 
 #[test]
