@@ -5,7 +5,11 @@
 #      is unreachable (never fetched), and no hook runs;
 #   2. with the define and @distributed_profiling overridden by a local stand-in: every hook runs,
 #      with the arguments the call sites pass;
-#   3. with the define and no override: the build fails on fetching @distributed_profiling.
+#   3. with the define and no override: the build fails on fetching @distributed_profiling;
+#   4. `apply --local-dir`: with the define, @distributed_profiling is that directory (no
+#      override) and every hook runs;
+#   5. a non-https release URL is refused by the tool, and written by hand it breaks even the
+#      build without the define (the stand-in repo.bzl refuses single-URL archives as XLA's does).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 fixture="$root/tests/fixtures/xla-wiring"
@@ -28,8 +32,11 @@ find "$work" -name '*.fixture' | while read -r f; do mv "$f" "${f%.fixture}"; do
 
 (cd "$root" && cargo build -q -p distprof-cli)
 distprof="$root/target/debug/distprof"
-"$distprof" xla apply --xla-dir "$work/xla" --release-url http://127.0.0.1:9/distprof-xla.tar.gz >/dev/null
-"$distprof" xla check --xla-dir "$work/xla" --release-url http://127.0.0.1:9/distprof-xla.tar.gz >/dev/null
+# An https URL nothing serves (the stand-in mirror and the URL are both loopback port 9).
+release=(--release-url https://127.0.0.1:9/distprof-xla.tar.gz
+  --release-sha256 "$(printf 'no such archive' | sha256sum | cut -d' ' -f1)")
+"$distprof" xla apply --xla-dir "$work/xla" "${release[@]}" >/dev/null
+"$distprof" xla check --xla-dir "$work/xla" "${release[@]}" >/dev/null
 
 # --batch: no server outlives the step; a private output root keeps other Bazel users apart.
 # Bazel 4.2.3 offline: rules_cc from our stub, rules_java from Debian (tests/setup/10-bazel.sh).
@@ -65,4 +72,21 @@ if bz build --define enable_distributed_profiling=true //:main >"$work/fetch.log
   fail "with the define and no release reachable, the build should fail"
 fi
 grep -q "distributed_profiling" "$work/fetch.log" || { cat "$work/fetch.log" >&2; fail "the fetch failure does not name @distributed_profiling"; }
-echo "50-xla-bazel-wiring: ok (define off = upstream output, define on = 5 hooks, repository fetched only when on)"
+"$distprof" xla apply --xla-dir "$work/xla" --local-dir "$work/hooks" >/dev/null
+bz run --define enable_distributed_profiling=true //:main >"$work/local.txt" 2>"$work/local.log" \
+  || { cat "$work/local.log" >&2; fail "build with the define and --local-dir failed"; }
+[ "$(cat "$work/local.txt")" = "$expected_on" ] || { diff <(echo "$expected_on") "$work/local.txt" >&2 || true; fail "with --local-dir, the hooks did not run as expected"; }
+
+if "$distprof" xla apply --xla-dir "$work/xla" --release-url http://127.0.0.1:9/distprof-xla.tar.gz \
+     --release-sha256 "${release[3]}" >/dev/null 2>"$work/http.err"; then
+  fail "a non-https release URL was accepted"
+fi
+grep -q "is not https" "$work/http.err" || { cat "$work/http.err" >&2; fail "the non-https refusal does not say why"; }
+# What that URL would do if written anyway: XLA's rules refuse it while workspace2.bzl loads.
+"$distprof" xla apply --xla-dir "$work/xla" "${release[@]}" >/dev/null
+sed -i 's|tf_mirror_urls("https://|tf_mirror_urls("http://|' "$work/xla/third_party/distributed_profiling/workspace.bzl"
+if bz build //:main >"$work/single.log" 2>&1; then
+  fail "the stand-in repo.bzl accepted a single-URL archive; it must refuse it as XLA's does"
+fi
+grep -q "must have redundant URLs" "$work/single.log" || { cat "$work/single.log" >&2; fail "the single-URL failure is not XLA's"; }
+echo "50-xla-bazel-wiring: ok (define off = upstream output, define on = 5 hooks, repository fetched only when on, --local-dir, non-https refused)"

@@ -20,7 +20,7 @@ pub mod wiring;
 pub use error::{PatchError, PatchErrors};
 pub use hooks::AgentCopy;
 pub use tree::HookSite;
-pub use wiring::Release;
+pub use wiring::{Release, ReleaseError};
 
 use edit::Planned;
 use std::path::{Path, PathBuf};

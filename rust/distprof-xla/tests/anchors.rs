@@ -1,7 +1,7 @@
 //! The patch tool on a synthetic XLA tree: files written for these tests that hold only the
 //! anchor lines distprof looks for, in made-up surroundings (no XLA code).
 
-use distprof_xla::{apply, check, diff, AgentCopy, PatchError, Release};
+use distprof_xla::{apply, check, diff, AgentCopy, PatchError, Release, ReleaseError};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -379,11 +379,8 @@ fn check_refuses_a_hook_call_in_an_undeclared_form() {
 fn release_values_land_in_the_repository_declaration() {
     let dir = tree();
     let root = dir.path();
-    let release = Release {
-        url: "https://example.org/distprof-xla-9.9.9.tar.gz".into(),
-        sha256: "ab".repeat(32),
-        strip_prefix: "distprof-xla-9.9.9".into(),
-    };
+    let release =
+        Release::archive("https://example.org/distprof-xla-9.9.9.tar.gz", &"AB".repeat(32), "distprof-xla-9.9.9").unwrap();
     apply(root, &release).unwrap();
     let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
     assert!(ws.contains(&format!("sha256 = \"{}\"", "ab".repeat(32))));
@@ -460,4 +457,54 @@ fn a_missing_rule_anchor_is_reported_once() {
             purpose: "the hook macro on the owning target",
         }]
     );
+}
+
+#[test]
+fn release_values_that_would_break_xla_or_starlark_are_refused_by_name() {
+    let sha = "ab".repeat(32);
+    assert_eq!(
+        Release::archive("http://example.org/a.tar.gz", &sha, ""),
+        Err(ReleaseError::NotHttps { url: "http://example.org/a.tar.gz".into() })
+    );
+    assert!(Release::archive("file:///tmp/a.tar.gz", &sha, "").unwrap_err().to_string().contains("tf_mirror_urls"));
+    assert_eq!(
+        Release::archive("https://example.org/a.tar.gz", "abc", ""),
+        Err(ReleaseError::BadChecksum { sha256: "abc".into() })
+    );
+    assert_eq!(
+        Release::archive("https://example.org/a.tar.gz", &"0".repeat(64), ""),
+        Err(ReleaseError::PlaceholderChecksum)
+    );
+    assert!(matches!(
+        Release::archive("https://example.org/a\n.tar.gz", &sha, ""),
+        Err(ReleaseError::ControlCharacter { .. })
+    ));
+    assert!(matches!(Release::local(Path::new("relative/dir")), Err(ReleaseError::LocalDir { .. })));
+}
+
+#[test]
+fn quotes_and_backslashes_are_escaped_in_the_written_starlark() {
+    let dir = tree();
+    let root = dir.path();
+    let release = Release::archive("https://example.org/x\"y\\z.tar.gz", &"ab".repeat(32), "p\"q").unwrap();
+    apply(root, &release).unwrap();
+    let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
+    assert!(ws.contains(r#"urls = tf_mirror_urls("https://example.org/x\"y\\z.tar.gz"),"#), "{ws}");
+    assert!(ws.contains(r#"strip_prefix = "p\"q","#), "{ws}");
+}
+
+#[test]
+fn a_local_directory_is_declared_as_a_local_repository() {
+    let dir = tree();
+    let root = dir.path();
+    let hooks = tempfile::tempdir().unwrap();
+    let missing = Release::local(hooks.path()).unwrap_err();
+    assert!(missing.to_string().contains("no BUILD.bazel"), "{missing}");
+    write(hooks.path(), "BUILD.bazel", "");
+    write(hooks.path(), "WORKSPACE", "");
+    apply(root, &Release::local(hooks.path()).unwrap()).unwrap();
+    let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
+    assert!(ws.contains("native.local_repository("), "{ws}");
+    assert!(ws.contains(&format!("path = \"{}\",", hooks.path().display())), "{ws}");
+    assert!(!ws.contains("tf_http_archive"), "{ws}");
 }

@@ -56,24 +56,29 @@ struct TreeArgs {
     /// Top directory inside the tarball.
     #[arg(long)]
     release_strip_prefix: Option<String>,
+    /// Declare @distributed_profiling as this local directory (absolute; holding WORKSPACE and
+    /// BUILD.bazel) instead of a release archive.
+    #[arg(long, conflicts_with_all = ["release_url", "release_sha256", "release_strip_prefix"])]
+    local_dir: Option<PathBuf>,
 }
 
 impl TreeArgs {
+    /// The release to write: a local directory, an https archive with its SHA-256, or (nothing
+    /// given) the placeholder for a later `--override_repository`.
     fn release(&self) -> anyhow::Result<Release> {
-        let mut release = Release::default();
-        if let Some(url) = &self.release_url {
-            release.url = url.clone();
+        if let Some(dir) = &self.local_dir {
+            return Ok(Release::local(dir)?);
         }
-        if let Some(sha) = &self.release_sha256 {
-            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-                anyhow::bail!("--release-sha256 {sha:?} is not 64 hex digits; pass the output of `sha256sum <tarball>`");
+        match (&self.release_url, &self.release_sha256) {
+            (None, None) if self.release_strip_prefix.is_none() => Ok(Release::default()),
+            (Some(url), Some(sha)) => {
+                let prefix = self.release_strip_prefix.clone().unwrap_or_default();
+                Ok(Release::archive(url, sha, &prefix)?)
             }
-            release.sha256 = sha.to_ascii_lowercase();
+            _ => anyhow::bail!(
+                "--release-url and --release-sha256 go together (and --release-strip-prefix needs both); pass the archive's https URL and `sha256sum <archive>`"
+            ),
         }
-        if let Some(prefix) = &self.release_strip_prefix {
-            release.strip_prefix = prefix.clone();
-        }
-        Ok(release)
     }
 
     fn validate(&self) -> anyhow::Result<()> {
