@@ -5,11 +5,13 @@
 #      is unreachable (never fetched), and no hook runs;
 #   2. with the define and @distributed_profiling overridden by a local stand-in: every hook runs,
 #      with the arguments the call sites pass;
-#   3. with the define and no override: the build fails on fetching @distributed_profiling;
-#   4. `apply --local-dir`: with the define, @distributed_profiling is that directory (no
-#      override) and every hook runs;
-#   5. a non-https release URL is refused by the tool, and written by hand it breaks even the
-#      build without the define (the stand-in repo.bzl refuses single-URL archives as XLA's does).
+#   3. with the define and no source named: the build fails saying which --repo_env to pass;
+#   4. without the define, `bazel query 'deps(//...)'` and `bazel fetch //...` work offline and
+#      fetch nothing of distprof (its repository is a configure-style stand-in until named);
+#   5. `apply --local-dir` + --repo_env=DISTRIBUTED_PROFILING=1, and --repo_env=
+#      DISTRIBUTED_PROFILING_PATH: @distributed_profiling is that directory and every hook runs;
+#   6. a non-https release URL is refused by the tool; the stand-in repo.bzl refuses a single-URL
+#      archive while workspace2.bzl loads, as XLA's does (why the tool refuses it).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 fixture="$root/tests/fixtures/xla-wiring"
@@ -41,12 +43,14 @@ release=(--release-url https://127.0.0.1:9/distprof-xla.tar.gz
 # --batch: no server outlives the step; a private output root keeps other Bazel users apart.
 # Bazel 4.2.3 offline: rules_cc from our stub, rules_java from Debian (tests/setup/10-bazel.sh).
 bz() {
-  local command="$1"
+  local command="$1" build_only=()
   shift
+  # query and fetch take no build options.
+  case "$command" in build | run | test) build_only=(--nosandbox_debug) ;; esac
   (cd "$work/xla" && bazel --batch --output_user_root="$work/bazel-root" "$command" \
     --override_repository=rules_cc="$work/rules_cc" \
     --override_repository=rules_java=/usr/share/bazel/rules/java \
-    --nosandbox_debug "$@")
+    "${build_only[@]}" "$@")
 }
 
 fail() { echo "50-xla-bazel-wiring: $*" >&2; exit 1; }
@@ -69,12 +73,21 @@ hook: OnAgentConnected task_id=3"
 [ "$(cat "$work/on.txt")" = "$expected_on" ] || { diff <(echo "$expected_on") "$work/on.txt" >&2 || true; fail "with the define, the hooks did not run as expected"; }
 
 if bz build --define enable_distributed_profiling=true //:main >"$work/fetch.log" 2>&1; then
-  fail "with the define and no release reachable, the build should fail"
+  fail "with the define and no source named, the build should fail"
 fi
-grep -q "distributed_profiling" "$work/fetch.log" || { cat "$work/fetch.log" >&2; fail "the fetch failure does not name @distributed_profiling"; }
+grep -q "@distributed_profiling is not configured" "$work/fetch.log" || { cat "$work/fetch.log" >&2; fail "the failure does not say how to name @distributed_profiling"; }
+
+# Without the define: query and fetch follow every select() branch, so they reach
+# @distributed_profiling; it must resolve to the stand-in without reading or fetching anything.
+bz query 'deps(//...)' >"$work/query.txt" 2>"$work/query.log" || { cat "$work/query.log" >&2; fail "bazel query 'deps(//...)' failed without the define"; }
+grep -q "@distributed_profiling//:pjrt_hooks" "$work/query.txt" || fail "query did not follow the select() branch to @distributed_profiling"
+bz fetch //... >"$work/fetch-off.log" 2>&1 || { cat "$work/fetch-off.log" >&2; fail "bazel fetch //... failed without the define"; }
+bz run --define enable_distributed_profiling=true --repo_env=DISTRIBUTED_PROFILING_PATH="$work/hooks" \
+  //:main >"$work/path.txt" 2>"$work/path.log" || { cat "$work/path.log" >&2; fail "build with DISTRIBUTED_PROFILING_PATH failed"; }
+[ "$(cat "$work/path.txt")" = "$expected_on" ] || { diff <(echo "$expected_on") "$work/path.txt" >&2 || true; fail "with DISTRIBUTED_PROFILING_PATH, the hooks did not run as expected"; }
 "$distprof" xla apply --xla-dir "$work/xla" --local-dir "$work/hooks" >/dev/null
-bz run --define enable_distributed_profiling=true //:main >"$work/local.txt" 2>"$work/local.log" \
-  || { cat "$work/local.log" >&2; fail "build with the define and --local-dir failed"; }
+bz run --define enable_distributed_profiling=true --repo_env=DISTRIBUTED_PROFILING=1 //:main \
+  >"$work/local.txt" 2>"$work/local.log" || { cat "$work/local.log" >&2; fail "build with the define and --local-dir failed"; }
 [ "$(cat "$work/local.txt")" = "$expected_on" ] || { diff <(echo "$expected_on") "$work/local.txt" >&2 || true; fail "with --local-dir, the hooks did not run as expected"; }
 
 if "$distprof" xla apply --xla-dir "$work/xla" --release-url http://127.0.0.1:9/distprof-xla.tar.gz \
@@ -82,11 +95,16 @@ if "$distprof" xla apply --xla-dir "$work/xla" --release-url http://127.0.0.1:9/
   fail "a non-https release URL was accepted"
 fi
 grep -q "is not https" "$work/http.err" || { cat "$work/http.err" >&2; fail "the non-https refusal does not say why"; }
-# What that URL would do if written anyway: XLA's rules refuse it while workspace2.bzl loads.
-"$distprof" xla apply --xla-dir "$work/xla" "${release[@]}" >/dev/null
-sed -i 's|tf_mirror_urls("https://|tf_mirror_urls("http://|' "$work/xla/third_party/distributed_profiling/workspace.bzl"
-if bz build //:main >"$work/single.log" 2>&1; then
+# What such a URL does to XLA's own rules (the stand-ins behave the same): a single-URL archive
+# declared in workspace2.bzl fails every command, whatever is built.
+cat >>"$work/xla/workspace2.bzl" <<'BZL'
+
+def _single_url_archive():
+    tf_http_archive(name = "single_url", sha256 = "0" * 64, urls = tf_mirror_urls("http://127.0.0.1:9/a.tar.gz"))
+BZL
+sed -i 's|^    pass$|    _single_url_archive()|' "$work/xla/workspace2.bzl"
+if bz query //:main >"$work/single.log" 2>&1; then
   fail "the stand-in repo.bzl accepted a single-URL archive; it must refuse it as XLA's does"
 fi
 grep -q "must have redundant URLs" "$work/single.log" || { cat "$work/single.log" >&2; fail "the single-URL failure is not XLA's"; }
-echo "50-xla-bazel-wiring: ok (define off = upstream output, define on = 5 hooks, repository fetched only when on, --local-dir, non-https refused)"
+echo "50-xla-bazel-wiring: ok (define off = upstream output and query/fetch work offline; define on = 5 hooks from a named path or --local-dir, a clear error otherwise; non-https refused)"

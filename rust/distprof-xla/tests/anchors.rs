@@ -384,7 +384,7 @@ fn release_values_land_in_the_repository_declaration() {
     apply(root, &release).unwrap();
     let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
     assert!(ws.contains(&format!("sha256 = \"{}\"", "ab".repeat(32))));
-    assert!(ws.contains("urls = tf_mirror_urls(\"https://example.org/distprof-xla-9.9.9.tar.gz\")"));
+    assert!(ws.contains("url = \"https://example.org/distprof-xla-9.9.9.tar.gz\""), "{ws}");
     // A tree patched with other release values fails check on exactly that file.
     let errors = check(root, &Release::default()).unwrap_err().0;
     assert_eq!(
@@ -489,22 +489,22 @@ fn quotes_and_backslashes_are_escaped_in_the_written_starlark() {
     let release = Release::archive("https://example.org/x\"y\\z.tar.gz", &"ab".repeat(32), "p\"q").unwrap();
     apply(root, &release).unwrap();
     let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
-    assert!(ws.contains(r#"urls = tf_mirror_urls("https://example.org/x\"y\\z.tar.gz"),"#), "{ws}");
-    assert!(ws.contains(r#"strip_prefix = "p\"q","#), "{ws}");
+    assert!(ws.contains(r#"url = "https://example.org/x\"y\\z.tar.gz","#), "{ws}");
+    assert!(ws.contains(r#"strip_prefix = "p\"q")"#), "{ws}");
 }
 
 #[test]
-fn a_local_directory_is_declared_as_a_local_repository() {
+fn a_local_directory_is_the_source_the_repository_rule_reads() {
     let dir = tree();
     let root = dir.path();
     let hooks = tempfile::tempdir().unwrap();
     let missing = Release::local(hooks.path()).unwrap_err();
     assert!(missing.to_string().contains("no BUILD.bazel"), "{missing}");
     write(hooks.path(), "BUILD.bazel", "");
-    write(hooks.path(), "WORKSPACE", "");
     apply(root, &Release::local(hooks.path()).unwrap()).unwrap();
     let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
-    assert!(ws.contains("native.local_repository("), "{ws}");
-    assert!(ws.contains(&format!("path = \"{}\",", hooks.path().display())), "{ws}");
+    assert!(ws.contains(&format!("_SOURCE = struct(path = \"{}\", url = None", hooks.path().display())), "{ws}");
+    // Nothing is fetched by declaring it: no http rule, and the stand-in is the default.
     assert!(!ws.contains("tf_http_archive"), "{ws}");
+    assert!(ws.contains("_UNCONFIGURED"), "{ws}");
 }
