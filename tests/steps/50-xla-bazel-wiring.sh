@@ -16,6 +16,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 fixture="$root/tests/fixtures/xla-wiring"
 command -v bazel >/dev/null || { echo "bazel missing: run tests/setup/10-bazel.sh" >&2; exit 1; }
+# The version table is generated from the recorded survey results, never edited by hand.
+python3 "$root/patches/xla/gen_readme.py" --check
 work="$(mktemp -d)"
 cleanup() {
   chmod -R u+w "$work" 2>/dev/null || true
