@@ -9,6 +9,7 @@
 //! Nothing is written unless every anchor of every file was found.
 
 pub mod anchor;
+pub mod decls;
 pub mod edit;
 pub mod error;
 pub mod hooks;
@@ -18,7 +19,8 @@ pub mod wiring;
 
 pub use error::{PatchError, PatchErrors};
 pub use hooks::AgentCopy;
-pub use wiring::Release;
+pub use tree::HookSite;
+pub use wiring::{Release, ReleaseError};
 
 use edit::Planned;
 use std::path::{Path, PathBuf};
@@ -45,6 +47,8 @@ pub struct FileReport {
 pub struct Report {
     pub agent: AgentCopy,
     pub files: Vec<FileReport>,
+    /// Every hook call site, its call form and where the names it passes are declared.
+    pub sites: Vec<HookSite>,
     /// Generated files written by this run.
     pub written: Vec<String>,
 }
@@ -82,6 +86,7 @@ fn report(plan: &tree::Plan, made: bool, written: Vec<String>) -> Report {
                 added_lines: added_lines(f),
             })
             .collect(),
+        sites: plan.sites.clone(),
         written,
     }
 }
