@@ -31,7 +31,7 @@ mod validate;
 
 pub use env::{parse_bool, unknown_env_warnings};
 pub use error::{ConfigError, ConfigErrors, Location};
-pub use load::{check_file, check_text, load, load_from_env};
+pub use load::{check_file, check_text, load, load_from_env, load_with_text};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
