@@ -144,10 +144,24 @@ fn trace_stop() {
     })
 }
 
-/// True once the last trace's probe threads have ended (their last window is in the model).
+/// Waits (GIL released) up to `timeout_s` for the last trace's probe threads to end, so
+/// their last window is in the model; true when they did. The wait is here rather than in
+/// Python: `time.sleep` fails under libfaketime (the end-to-end test's skewed clocks).
 #[pyfunction]
-fn probes_finished() -> bool {
-    guarded("trace stop", true, || current().as_ref().is_none_or(|c| c.plugin.probes_finished()))
+fn wait_probes_finished(py: Python<'_>, timeout_s: f64) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout_s.max(0.0));
+    py.detach(|| {
+        guarded("trace stop", true, || loop {
+            let plugin = current().as_ref().map(|c| c.plugin);
+            if plugin.is_none_or(|p| p.probes_finished()) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        })
+    })
 }
 
 /// The plugin's export: a serialized XSpace holding only the distprof plane(s), to append to
@@ -226,7 +240,7 @@ fn wait_agreed(py: Python<'_>, timeout_s: f64) -> String {
 #[pyfunction]
 fn log_error(message: &str) {
     start_logging(&Config::default().log_filter);
-    tracing::error!("{message}");
+    tracing::error!(target: "distprof::python", "{message}");
 }
 
 /// The distprof planes of a serialized XSpace (a whole `.xplane.pb` or an export), as a JSON
@@ -243,18 +257,50 @@ fn distprof_planes(data: &[u8]) -> PyResult<String> {
     serde_json::to_string(&planes).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// The serialized distprof planes (`XPlane` messages, as they are in the file) of a
+/// serialized XSpace, for tests that compare bytes.
+#[pyfunction]
+fn distprof_plane_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Vec<Py<PyBytes>>> {
+    let space = XSpace::decode(data).map_err(|e| PyValueError::new_err(format!("not a valid XSpace: {e}")))?;
+    Ok(space
+        .planes
+        .iter()
+        .filter(|p| p.name == DISTPROF_PLANE)
+        .map(|p| PyBytes::new(py, &p.encode_to_vec()).unbind())
+        .collect())
+}
+
+/// For each distprof plane of a serialized XSpace: its contents read back
+/// (`DistprofPlaneData::from_xplane`) and exported again by the plugin's plane exporter
+/// (`distprof_plane_bytes`), serialized: what the XLA hook appends for those inputs.
+#[pyfunction]
+fn plugin_plane_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Vec<Py<PyBytes>>> {
+    let space = XSpace::decode(data).map_err(|e| PyValueError::new_err(format!("not a valid XSpace: {e}")))?;
+    space
+        .planes
+        .iter()
+        .filter(|p| p.name == DISTPROF_PLANE)
+        .map(|p| {
+            let contents = DistprofPlaneData::from_xplane(p).map_err(|e| PyValueError::new_err(e.to_string()))?;
+            Ok(PyBytes::new(py, &distprof::distprof_plane::distprof_plane_bytes(&contents)).unbind())
+        })
+        .collect()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(trace_start, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stop, m)?)?;
-    m.add_function(wrap_pyfunction!(probes_finished, m)?)?;
+    m.add_function(wrap_pyfunction!(wait_probes_finished, m)?)?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
     m.add_function(wrap_pyfunction!(status, m)?)?;
     m.add_function(wrap_pyfunction!(wait_agreed, m)?)?;
     m.add_function(wrap_pyfunction!(log_error, m)?)?;
     m.add_function(wrap_pyfunction!(distprof_planes, m)?)?;
+    m.add_function(wrap_pyfunction!(distprof_plane_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(plugin_plane_bytes, m)?)?;
     Ok(())
 }

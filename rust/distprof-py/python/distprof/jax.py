@@ -18,7 +18,6 @@ and profiling is off for the rest of the process (``distprof.status()["error"]``
 import contextlib
 import json
 import os
-import time
 
 from . import DistprofError, _kv, _native, _xspace
 
@@ -33,11 +32,11 @@ PROBES_FINISH_TIMEOUT_S = 5.0
 CONFIG_LABEL = "distprof.jax.start(config=...)"
 
 
-def _fail(message, strict):
+def _fail(message, strict, *, profiling_off=True):
     """Raises when strict, else the one log line."""
     if strict:
         raise DistprofError(message)
-    _native.log_error(f"distprof disabled: {message}")
+    _native.log_error(f"distprof disabled: {message}" if profiling_off else f"distprof: {message}")
 
 
 def _config_layer(config):
@@ -94,11 +93,6 @@ def start(config=None, *, strict=False):
         raise DistprofError(st.get("error"))
 
 
-def _finished_probes(deadline):
-    while not _native.probes_finished() and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
 @contextlib.contextmanager
 def trace(log_dir, *, strict=False, **profiler_kwargs):
     """``jax.profiler.trace(log_dir, ...)`` that also probes while the profile runs and, once
@@ -111,7 +105,11 @@ def trace(log_dir, *, strict=False, **profiler_kwargs):
     import jax
 
     log_dir = os.fspath(log_dir)
-    running = json.loads(_native.status()).get("enabled", False)
+    st = json.loads(_native.status())
+    if strict and st.get("error"):
+        # The node failed on its own thread since start(): strict callers hear it here.
+        raise DistprofError(st["error"])
+    running = st.get("enabled", False)
     before = {}
     profiling = False
     try:
@@ -123,7 +121,8 @@ def trace(log_dir, *, strict=False, **profiler_kwargs):
         profiling = True
     except Exception as err:  # noqa: BLE001
         _native.trace_stop()
-        _fail(f"distprof.jax.trace({log_dir!r}): the profiler did not start: {err}", strict)
+        _fail(f"distprof.jax.trace({log_dir!r}): the profiler did not start: {err}; this trace has no profile",
+              strict, profiling_off=False)
     try:
         yield
     finally:
@@ -132,19 +131,18 @@ def trace(log_dir, *, strict=False, **profiler_kwargs):
 
 
 def _finish(jax, log_dir, before, running, strict):
-    deadline = None
     try:
         jax.profiler.stop_trace()
     except Exception as err:  # noqa: BLE001
         _native.trace_stop()
-        _fail(f"distprof.jax.trace({log_dir!r}): the profiler did not write its trace: {err}", strict)
+        _fail(f"distprof.jax.trace({log_dir!r}): the profiler did not write its trace: {err}; this trace has no profile",
+              strict, profiling_off=False)
         return
     if not running:
         return
     _native.trace_stop()
-    deadline = time.monotonic() + PROBES_FINISH_TIMEOUT_S
     try:
-        _finished_probes(deadline)
+        _native.wait_probes_finished(PROBES_FINISH_TIMEOUT_S)
         planes = _native.export()
         if not planes:
             st = json.loads(_native.status())
