@@ -20,8 +20,15 @@ impl PyStore {
 
 /// The exception as one line: its type and message, which is what the log line shows.
 fn describe(py: Python<'_>, call: &str, err: &PyErr) -> KvError {
-    let kind = err.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "exception".into());
-    KvError::Unavailable(format!("the Python key-value client's {call} raised {kind}: {}", err.value(py)))
+    let kind = err
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "exception".into());
+    KvError::Unavailable(format!(
+        "the Python key-value client's {call} raised {kind}: {}",
+        err.value(py)
+    ))
 }
 
 impl TryStore for PyStore {
@@ -39,7 +46,11 @@ impl TryStore for PyStore {
                 reason: format!("the client returned a non-string value: {}", e.value(py)),
             })?;
             if text.len() > MAX_VALUE_BYTES {
-                return Err(KvError::TooLarge { key: key.into(), len: text.len(), limit: MAX_VALUE_BYTES });
+                return Err(KvError::TooLarge {
+                    key: key.into(),
+                    len: text.len(),
+                    limit: MAX_VALUE_BYTES,
+                });
             }
             Ok(Some(text))
         })

@@ -110,11 +110,18 @@ fn start(node: u32, num_nodes: u32, kv: Option<Py<PyAny>>, config_json: &str, la
         if let Some(previous) = cur.take() {
             previous.plugin.stop();
         }
-        *PENDING_CONFIG.lock().unwrap_or_else(|p| p.into_inner()) = Some(load_config(label, config_json));
+        *PENDING_CONFIG.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(load_config(label, config_json));
         let state: &'static AtomicU8 = Box::leak(Box::new(AtomicU8::new(STATE_UNINIT)));
         let plugin: &'static Plugin = Box::leak(Box::new(Plugin::new(state, take_pending_config)));
-        let store: Option<Box<dyn KvStore>> = kv.map(|adapter| Box::new(Polling(kv::PyStore::new(adapter))) as _);
-        *cur = Some(Current { plugin, node, num_nodes, tracing: false });
+        let store: Option<Box<dyn KvStore>> =
+            kv.map(|adapter| Box::new(Polling(kv::PyStore::new(adapter))) as _);
+        *cur = Some(Current {
+            plugin,
+            node,
+            num_nodes,
+            tracing: false,
+        });
         drop(cur);
         plugin.on_client_created(node, num_nodes, store);
     })
@@ -149,7 +156,8 @@ fn trace_stop() {
 /// Python: `time.sleep` fails under libfaketime (the end-to-end test's skewed clocks).
 #[pyfunction]
 fn wait_probes_finished(py: Python<'_>, timeout_s: f64) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout_s.max(0.0));
+    let deadline =
+        std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout_s.max(0.0));
     py.detach(|| {
         guarded("trace stop", true, || loop {
             let plugin = current().as_ref().map(|c| c.plugin);
@@ -207,7 +215,9 @@ fn status() -> String {
             (None, None) => "disabled".to_string(),
             (Some(s), None) => s["status"].as_str().unwrap_or("unknown").to_string(),
         };
-        if let (Some(serde_json::Value::Object(fields)), Some(map)) = (node_state, out.as_object_mut()) {
+        if let (Some(serde_json::Value::Object(fields)), Some(map)) =
+            (node_state, out.as_object_mut())
+        {
             for (k, v) in fields {
                 if k != "status" {
                     map.insert(k, v);
@@ -223,7 +233,8 @@ fn status() -> String {
 /// the status. For tests and for programs that want probing from the first trace.
 #[pyfunction]
 fn wait_agreed(py: Python<'_>, timeout_s: f64) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout_s.max(0.0));
+    let deadline =
+        std::time::Instant::now() + std::time::Duration::from_secs_f64(timeout_s.max(0.0));
     py.detach(|| loop {
         let pending = current()
             .as_ref()
@@ -247,12 +258,15 @@ fn log_error(message: &str) {
 /// list of plane contents (`DistprofPlaneData`).
 #[pyfunction]
 fn distprof_planes(data: &[u8]) -> PyResult<String> {
-    let space = XSpace::decode(data).map_err(|e| PyValueError::new_err(format!("not a valid XSpace: {e}")))?;
+    let space = XSpace::decode(data)
+        .map_err(|e| PyValueError::new_err(format!("not a valid XSpace: {e}")))?;
     let planes = space
         .planes
         .iter()
         .filter(|p| p.name == DISTPROF_PLANE)
-        .map(|p| DistprofPlaneData::from_xplane(p).map_err(|e| PyValueError::new_err(e.to_string())))
+        .map(|p| {
+            DistprofPlaneData::from_xplane(p).map_err(|e| PyValueError::new_err(e.to_string()))
+        })
         .collect::<PyResult<Vec<_>>>()?;
     serde_json::to_string(&planes).map_err(|e| PyValueError::new_err(e.to_string()))
 }
@@ -261,7 +275,8 @@ fn distprof_planes(data: &[u8]) -> PyResult<String> {
 /// serialized XSpace, for tests that compare bytes.
 #[pyfunction]
 fn distprof_plane_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Vec<Py<PyBytes>>> {
-    let space = XSpace::decode(data).map_err(|e| PyValueError::new_err(format!("not a valid XSpace: {e}")))?;
+    let space = XSpace::decode(data)
+        .map_err(|e| PyValueError::new_err(format!("not a valid XSpace: {e}")))?;
     Ok(space
         .planes
         .iter()
@@ -275,14 +290,20 @@ fn distprof_plane_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Vec<Py<PyBytes>
 /// (`distprof_plane_bytes`), serialized: what the XLA hook appends for those inputs.
 #[pyfunction]
 fn plugin_plane_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Vec<Py<PyBytes>>> {
-    let space = XSpace::decode(data).map_err(|e| PyValueError::new_err(format!("not a valid XSpace: {e}")))?;
+    let space = XSpace::decode(data)
+        .map_err(|e| PyValueError::new_err(format!("not a valid XSpace: {e}")))?;
     space
         .planes
         .iter()
         .filter(|p| p.name == DISTPROF_PLANE)
         .map(|p| {
-            let contents = DistprofPlaneData::from_xplane(p).map_err(|e| PyValueError::new_err(e.to_string()))?;
-            Ok(PyBytes::new(py, &distprof::distprof_plane::distprof_plane_bytes(&contents)).unbind())
+            let contents = DistprofPlaneData::from_xplane(p)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            Ok(PyBytes::new(
+                py,
+                &distprof::distprof_plane::distprof_plane_bytes(&contents),
+            )
+            .unbind())
         })
         .collect()
 }

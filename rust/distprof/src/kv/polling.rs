@@ -80,7 +80,10 @@ mod tests {
     #[test]
     fn get_sees_a_key_set_later_within_the_longest_pause() {
         let mem = Arc::new(MemoryStore::new());
-        let store = Polling(Counted { mem: Arc::clone(&mem), calls: AtomicUsize::new(0) });
+        let store = Polling(Counted {
+            mem: Arc::clone(&mem),
+            calls: AtomicUsize::new(0),
+        });
         let writer = {
             let mem = Arc::clone(&mem);
             std::thread::spawn(move || {
@@ -94,7 +97,10 @@ mod tests {
         let set_at = writer.join().unwrap();
         assert_eq!(value, "v");
         let lag = seen.duration_since(set_at);
-        assert!(lag <= LONGEST_PAUSE + Duration::from_millis(30), "seen {lag:?} after the set");
+        assert!(
+            lag <= LONGEST_PAUSE + Duration::from_millis(30),
+            "seen {lag:?} after the set"
+        );
         // 1+2+4+...+32 ms, then every 50 ms: about 8 calls in 200 ms, never a busy loop.
         let calls = store.0.calls.load(Ordering::SeqCst);
         assert!((5..=20).contains(&calls), "{calls} calls");
@@ -102,12 +108,26 @@ mod tests {
 
     #[test]
     fn get_times_out_by_its_deadline_naming_the_key() {
-        let store = Polling(Counted { mem: Arc::new(MemoryStore::new()), calls: AtomicUsize::new(0) });
+        let store = Polling(Counted {
+            mem: Arc::new(MemoryStore::new()),
+            calls: AtomicUsize::new(0),
+        });
         let t = Instant::now();
-        let err = store.get("missing", Duration::from_millis(120)).unwrap_err();
+        let err = store
+            .get("missing", Duration::from_millis(120))
+            .unwrap_err();
         let took = t.elapsed();
-        assert!(took >= Duration::from_millis(120) && took < Duration::from_millis(200), "{took:?}");
-        assert_eq!(err, KvError::Timeout { key: "missing".into(), timeout_ms: 120 });
+        assert!(
+            took >= Duration::from_millis(120) && took < Duration::from_millis(200),
+            "{took:?}"
+        );
+        assert_eq!(
+            err,
+            KvError::Timeout {
+                key: "missing".into(),
+                timeout_ms: 120
+            }
+        );
     }
 
     /// A store whose calls fail: the first error is returned as it is, not retried.
@@ -124,7 +144,9 @@ mod tests {
     #[test]
     fn an_error_of_the_store_ends_the_get_at_once() {
         let t = Instant::now();
-        let err = Polling(Broken).get("k", Duration::from_secs(5)).unwrap_err();
+        let err = Polling(Broken)
+            .get("k", Duration::from_secs(5))
+            .unwrap_err();
         assert!(t.elapsed() < Duration::from_millis(50));
         assert_eq!(err, KvError::Unavailable("coordinator gone".into()));
     }
