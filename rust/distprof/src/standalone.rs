@@ -5,11 +5,11 @@
 use crate::clock::{realtime_ns, VirtualClock};
 use crate::config::Config;
 use crate::context::{NodeId, RunContext};
-use crate::jsonl::{JsonlWriter, Meta};
-use crate::estimate::node_edges::{EdgeFit, NodeEdgeEstimator};
 use crate::estimate::EstimatorSettings;
-use crate::probe::{gap_preserved, Engine, EngineParams, EngineStats, PurityFn};
-use crate::timestamp::{StampMode, StampedSocket};
+use crate::probe::{gap_preserved, EngineStats, PurityFn};
+use crate::probe_run::{run_probing, FittedWindow, ProbeRunError, ProbeRunSetup};
+use crate::timestamp::StampMode;
+use crate::window::EdgeFit;
 use serde::{Deserialize, Serialize};
 use std::net::UdpSocket;
 use std::path::PathBuf;
@@ -140,11 +140,7 @@ pub fn run_node(
     opts: &NodeOptions,
 ) -> Result<NodeSummary, StandaloneError> {
     check(ctx, node, config)?;
-    let sock = StampedSocket::new(socket, config.timestamping).map_err(StandaloneError::Socket)?;
-    let mode = sock.mode();
-    let timestamp_note = sock.hardware_note.clone();
     let peers = &ctx.out_edges[node as usize];
-    let params = EngineParams::for_node(ctx, node, config, opts.clock, opts.purity);
     if let Some(start) = opts.start_at_real_ns {
         let wait_ns = start - realtime_ns();
         if wait_ns > MAX_START_WAIT.as_nanos() as i64 {
@@ -159,13 +155,7 @@ pub fn run_node(
         }
     }
     let start_local_ns = opts.clock.apply(realtime_ns());
-    let meta = Meta {
-        virtual_clock: (opts.clock != VirtualClock::IDENTITY).then_some(opts.clock),
-        ..Meta::for_node(ctx, node, mode, timestamp_note, start_local_ns, config)
-    };
-    let mut writer = JsonlWriter::create(std::path::Path::new(&config.output_dir), &meta).map_err(StandaloneError::Io)?;
-    tracing::info!(node, ?mode, peers = ?peers, "probing for {:?}", opts.duration);
-    let engine = Engine::new(params, sock);
+    let setup = ProbeRunSetup { ctx, node, config, clock: opts.clock, purity: opts.purity, start_local_ns };
     let never = AtomicBool::new(false);
     let stop = opts.stop.as_deref().unwrap_or(&never);
     let mut up_at_end = vec![true; peers.len()];
@@ -173,9 +163,13 @@ pub fn run_node(
     let mut min_round_trip: Vec<Option<i64>> = vec![None; peers.len()];
     let mut last_fit: Vec<Option<(u64, i64, EdgeFit)>> = vec![None; peers.len()];
     let settings = EstimatorSettings::from_config(config);
-    let mut model = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
-    let stats = engine
-        .run(Instant::now() + opts.duration, stop, &mut writer, &mut |w| {
+    let outcome = run_probing(
+        setup,
+        socket,
+        Instant::now() + opts.duration,
+        stop,
+        &mut |mode| tracing::info!(node, ?mode, peers = ?peers, "probing for {:?}", opts.duration),
+        &mut |FittedWindow { window: w, .. }| {
             for (i, e) in w.edges.iter().enumerate() {
                 up_at_end[i] = e.up;
                 totals[i].0 += e.complete;
@@ -183,20 +177,25 @@ pub fn run_node(
             }
             for r in &w.records {
                 if let Some(i) = peers.iter().position(|&p| p == r.dst) {
-                    let rtt = (r.rev_rx_ns[0] - r.fwd_tx_ns[0]) - (r.rev_tx_ns[0] - r.fwd_rx_ns[0]);
+                    let rtt = r.round_trip_ns();
                     min_round_trip[i] = Some(min_round_trip[i].map_or(rtt, |m| m.min(rtt)));
                 }
             }
             // The online model: this node's edge fits, in the window line itself.
-            let m = model.window(w);
-            for f in &m.edges {
-                if let (Some(i), Some(_)) = (peers.iter().position(|&p| p == f.dst), f.theta_ns) {
-                    last_fit[i] = Some((w.window_id, m.mid_local_ns, f.clone()));
+            if let Some(m) = &w.model {
+                for f in &m.edges {
+                    if let (Some(i), Some(_)) = (peers.iter().position(|&p| p == f.dst), f.theta_ns) {
+                        last_fit[i] = Some((w.window_id, m.mid_local_ns, f.clone()));
+                    }
                 }
             }
-            w.model = serde_json::to_value(&m).ok();
-        })
-        .map_err(StandaloneError::Io)?;
+        },
+    )
+    .map_err(|e| match e {
+        ProbeRunError::Socket(e) => StandaloneError::Socket(e),
+        ProbeRunError::Output(e) | ProbeRunError::Engine(e) => StandaloneError::Io(e),
+    })?;
+    let (mode, stats) = (outcome.mode, outcome.stats);
     let end_local_ns = opts.clock.apply(realtime_ns());
     let edges = peers
         .iter()
@@ -216,7 +215,7 @@ pub fn run_node(
     Ok(NodeSummary {
         node,
         timestamp_mode: mode,
-        jsonl_path: writer.path().to_path_buf(),
+        jsonl_path: outcome.jsonl_path,
         start_local_ns,
         end_local_ns,
         stats,

@@ -1,6 +1,7 @@
 //! Configuration problems. They are collected, never thrown one at a time, so a user sees
 //! every mistake of a file and of the environment in one run.
 
+use serde_json::Value;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -98,6 +99,18 @@ impl fmt::Display for ConfigErrors {
 }
 
 impl std::error::Error for ConfigErrors {}
+
+/// JSONPath of a top-level key: `$.name`, or `$["odd key"]` when the key is not a plain name.
+pub(crate) fn json_path(key: &str) -> String {
+    let plain = !key.is_empty()
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !key.starts_with(|c: char| c.is_ascii_digit());
+    if plain {
+        format!("$.{key}")
+    } else {
+        format!("$[{}]", Value::String(key.to_string()))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -2,9 +2,9 @@
 //! duplicated, wrong type) and every problem is collected; ranges are checked later, on the
 //! merged config, so that an environment override can be judged the same way.
 
-use super::error::{ConfigErrors, Location};
+use super::error::{json_path, ConfigErrors, Location};
 use super::fields::{self, FieldKind, FieldSpec, IGNORED_FILE_KEYS};
-use super::load::Builder;
+use super::layers::Builder;
 use super::suggest;
 use super::ValueSource;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
@@ -214,18 +214,6 @@ pub(crate) fn check_json_value(spec: &FieldSpec, value: &Value) -> Result<(), (S
                 format!("use one of {} (in double quotes)", names.join(", ")),
             )),
         },
-    }
-}
-
-/// JSONPath of a top-level key: `$.name`, or `$["odd key"]` when the key is not a plain name.
-pub(crate) fn json_path(key: &str) -> String {
-    let plain = !key.is_empty()
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !key.starts_with(|c: char| c.is_ascii_digit());
-    if plain {
-        format!("$.{key}")
-    } else {
-        format!("$[{}]", Value::String(key.to_string()))
     }
 }
 

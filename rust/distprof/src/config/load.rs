@@ -4,78 +4,11 @@
 //! the merged object becomes a `Config`, which `validate` then judges as a whole (ranges,
 //! combinations), naming the layer each offending value came from.
 
-use super::error::{ConfigErrors, Location};
-use super::fields::{self, FieldSpec, CONFIG_FILE_VAR};
-use super::{env, file, validate, Config, EffectiveConfig, ValueSource};
-use serde_json::{Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use super::error::ConfigErrors;
+use super::fields::CONFIG_FILE_VAR;
+use super::layers::Builder;
+use super::{env, file, Config, EffectiveConfig};
 use std::path::Path;
-
-/// The merge in progress.
-pub(crate) struct Builder {
-    values: Map<String, Value>,
-    sources: BTreeMap<String, ValueSource>,
-    /// Fields that some layer got wrong: range and combination checks skip them, so one
-    /// mistake is reported once, not again as a spurious inconsistency.
-    broken: BTreeSet<&'static str>,
-}
-
-impl Builder {
-    pub(crate) fn defaults() -> Self {
-        let values = Config::default().to_json_map();
-        let sources = fields::FIELDS
-            .iter()
-            .map(|f| (f.name.to_string(), ValueSource::Default))
-            .collect();
-        Self {
-            values,
-            sources,
-            broken: BTreeSet::new(),
-        }
-    }
-
-    pub(crate) fn set(&mut self, spec: &FieldSpec, value: Value, source: ValueSource) {
-        self.values.insert(spec.name.to_string(), value);
-        self.sources.insert(spec.name.to_string(), source);
-    }
-
-    pub(crate) fn mark_broken(&mut self, spec: &'static FieldSpec) {
-        self.broken.insert(spec.name);
-    }
-
-    fn finish(self, mut errors: ConfigErrors) -> Result<EffectiveConfig, ConfigErrors> {
-        let config: Config = match serde_json::from_value(Value::Object(self.values)) {
-            Ok(config) => config,
-            Err(err) => {
-                // Every value was type-checked against the field table, so this means the
-                // table and the struct disagree: a distprof bug, reported rather than hidden.
-                errors.push(
-                    Location::Default {
-                        field: "(all)".to_string(),
-                    },
-                    format!("internal: merged configuration does not deserialize: {err}"),
-                    "report this as a distprof bug".to_string(),
-                );
-                return Err(errors);
-            }
-        };
-        validate::check(
-            &config,
-            &self.sources,
-            &self.broken,
-            cfg!(feature = "svm"),
-            &mut errors,
-        );
-        if errors.is_empty() {
-            Ok(EffectiveConfig {
-                config,
-                sources: self.sources,
-            })
-        } else {
-            Err(errors)
-        }
-    }
-}
 
 /// The effective configuration of this process: defaults, then the file named by
 /// `XLA_DIST_PROF_CONFIG`, then the variables. Variables that look like typos of distprof
@@ -148,7 +81,9 @@ pub fn check_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{EstimatorKind, TimestampMode};
+    use crate::config::error::Location;
+    use crate::config::fields;
+    use crate::config::{EstimatorKind, TimestampMode, ValueSource};
     use std::collections::HashMap;
     use std::io::Write;
 

@@ -4,9 +4,8 @@
 //!
 //! `reference_node` is not checked here: only rendezvous knows the node count.
 
-use super::error::{ConfigErrors, Location};
+use super::error::{json_path, ConfigErrors, Location};
 use super::fields::{self, FieldKind};
-use super::file::json_path;
 use super::{Config, EstimatorKind, ValueSource};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -164,7 +163,7 @@ fn check_text(config: &Config, judge: &mut Judge<'_>) {
         let problem = if config.log_filter.trim().is_empty() {
             Some("is empty".to_string())
         } else {
-            crate::logging::parse_filter(&config.log_filter)
+            super::log_filter::parse_filter(&config.log_filter)
                 .err()
                 .map(|e| format!("is not a tracing filter: {e}"))
         };

@@ -27,15 +27,13 @@ use crate::config::Config;
 use crate::context::{NodeId, RunContext};
 use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
 use crate::estimate::{
-    estimate_fits_with_history, fit_window, EstimatorSettings, History, Smoother, WindowEstimate, WindowSpec,
+    estimate_fits_with_history, EstimatorSettings, History, Smoother, WindowEstimate,
 };
-use crate::jsonl::{JsonlWriter, Meta};
 use crate::model::{ClockSegment, NodeClockModel};
-use crate::estimate::node_edges::NodeEdgeEstimator;
-use crate::probe::{gap_preserved, Engine, EngineParams};
-use crate::snapshot::{host_clock_ns, sample_pair, SnapshotPair};
-use crate::timestamp::StampedSocket;
-use crate::window::ClosedWindow;
+use crate::probe::gap_preserved;
+use crate::probe_run::{run_probing, FittedWindow, ProbeRunError, ProbeRunSetup};
+use crate::record::ProbeRecord;
+use crate::snapshot::{sample_pair, SnapshotPair};
 use crate::xplane::XSpace;
 use prost::Message;
 use std::net::UdpSocket;
@@ -59,12 +57,12 @@ fn read_tracer(tracer: &SharedTracer) -> u64 {
     match tracer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
         Some(clock) => clock.now_ns(),
         // No reader from XLA: the tracer clock is the host clock (R = S).
-        None => host_clock_ns() as u64,
+        None => realtime_ns() as u64,
     }
 }
 
 fn snapshot(tracer: &SharedTracer) -> SnapshotPair {
-    sample_pair(SNAPSHOT_BEST_OF, &host_clock_ns, &|| read_tracer(tracer))
+    sample_pair(SNAPSHOT_BEST_OF, &realtime_ns, &|| read_tracer(tracer))
 }
 
 /// What a node's probe thread has produced so far.
@@ -387,75 +385,56 @@ fn probe(
     stop: &AtomicBool,
     progress: &Mutex<Progress>,
 ) -> Result<(), String> {
-    let sock = StampedSocket::new(socket, config.timestamping)
-        .map_err(|e| format!("probe socket: {e}"))?;
-    let mode = sock.mode();
-    let mode_name = serde_json::to_value(mode)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default();
-    progress
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .timestamp_mode = Some(mode_name.clone());
-    let params = EngineParams::for_node(ctx, node, config, VirtualClock::IDENTITY, gap_preserved);
-    let meta = Meta::for_node(ctx, node, mode, sock.hardware_note.clone(), realtime_ns(), config);
-    let dir = PathBuf::from(&config.output_dir);
-    let mut writer = JsonlWriter::create(&dir, &meta)
-        .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
+    let setup = ProbeRunSetup {
+        ctx,
+        node,
+        config,
+        clock: VirtualClock::IDENTITY,
+        purity: gap_preserved,
+        start_local_ns: realtime_ns(),
+    };
     let settings = EstimatorSettings::from_config(config);
     let mut history = History::default();
     let mut smoother = Smoother::new(settings, (config.probe_window_s * 1e9) as i64);
-    let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
-    let engine = Engine::new(params, sock);
-    engine
-        .run(
-            Instant::now() + MAX_TRACE,
-            stop,
-            &mut writer,
-            &mut |w: &mut ClosedWindow| {
-                let spec = WindowSpec {
-                    window_id: w.window_id,
-                    start_local_ns: w.start_local_ns,
-                    end_local_ns: w.end_local_ns,
-                    num_nodes: ctx.num_nodes,
-                    reference: ctx.reference_node,
-                };
-                // Fitted once: for the node's own model, its online segments and the run
-                // model.
-                let fits = fit_window(&w.records, &spec, &settings);
-                // The online model of this node's own edges goes into the window's JSONL
-                // line, as in standalone runs.
-                w.model = serde_json::to_value(own_edges.window_fitted(w, fits.clone())).ok();
-                let estimate = estimate_fits_with_history(fits.clone(), &settings, &mut history);
-                let smoothed = smoother.push(fits);
-                let stats = w
-                    .edges
-                    .iter()
-                    .filter(|e| e.src == node)
-                    .map(|e| ProbeEdgeStats {
-                        window_id: w.window_id,
-                        peer: e.dst,
-                        pairs_used: e.pure,
-                        pairs_lost: e.lost,
-                        min_rtt_ns: w
-                            .records
-                            .iter()
-                            .filter(|r| r.dst == e.dst)
-                            .map(rtt_ns)
-                            .min()
-                            .unwrap_or(0),
-                    });
-                let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
-                p.windows += 1;
-                p.probe_stats.extend(stats);
-                if let Some(Some(seg)) = estimate.segments.get(node as usize) {
-                    p.segments.push(*seg);
-                }
-                replace_segments(&mut p.segments, node, &smoothed);
-            },
-        )
-        .map_err(|e| format!("probe engine: {e}"))?;
+    let mut mode_name = String::new();
+    let outcome = run_probing(
+        setup,
+        socket,
+        Instant::now() + MAX_TRACE,
+        stop,
+        &mut |mode| {
+            mode_name = serde_json::to_value(mode)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            progress.lock().unwrap_or_else(|p| p.into_inner()).timestamp_mode = Some(mode_name.clone());
+        },
+        &mut |FittedWindow { window: w, fits }| {
+            // One fit serves the online segments and the run model.
+            let estimate = estimate_fits_with_history(fits.clone(), &settings, &mut history);
+            let smoothed = smoother.push(fits);
+            let stats = w.edges.iter().filter(|e| e.src == node).map(|e| ProbeEdgeStats {
+                window_id: w.window_id,
+                peer: e.dst,
+                pairs_used: e.pure,
+                pairs_lost: e.lost,
+                min_rtt_ns: w.records.iter().filter(|r| r.dst == e.dst).map(ProbeRecord::round_trip_ns).min().unwrap_or(0),
+            });
+            let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+            p.windows += 1;
+            p.probe_stats.extend(stats);
+            if let Some(Some(seg)) = estimate.segments.get(node as usize) {
+                p.segments.push(*seg);
+            }
+            replace_segments(&mut p.segments, node, &smoothed);
+        },
+    );
+    let dir = PathBuf::from(&config.output_dir);
+    match outcome {
+        Ok(_) => {}
+        Err(e @ ProbeRunError::Output(_)) => return Err(format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory")),
+        Err(e) => return Err(e.to_string()),
+    }
     let (segments, windows) = {
         let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
         replace_segments(&mut p.segments, node, &smoother.finish());
@@ -490,9 +469,4 @@ fn replace_segments(segments: &mut Vec<ClockSegment>, node: NodeId, estimates: &
             None => segments.push(seg),
         }
     }
-}
-
-/// Round trip of the first packet of a record's pair, without the peer's turnaround.
-fn rtt_ns(r: &crate::record::ProbeRecord) -> i64 {
-    (r.rev_rx_ns[0] - r.fwd_tx_ns[0]) - (r.rev_tx_ns[0] - r.fwd_rx_ns[0])
 }

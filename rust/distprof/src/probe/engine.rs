@@ -5,7 +5,6 @@ use crate::clock::VirtualClock;
 use crate::config::Config;
 use crate::context::RunContext;
 use crate::context::NodeId;
-use crate::jsonl::JsonlWriter;
 use crate::record::ProbeRecord;
 use crate::timestamp::{precise_timer_slack, sleep_until, StampMode, StampedSocket};
 use crate::window::{ClosedWindow, WindowAccumulator};
@@ -210,15 +209,13 @@ impl Engine {
     }
 
     /// Probes until `stop_at` (or until `stop` is set), keeps answering for a short grace
-    /// period, hands every closed window to `on_window` (which may fill in its `model`)
-    /// and then writes it to `out`, and
-    /// returns the totals. Every wait is bounded.
+    /// period, hands every closed window to `on_window` (which records it: a write error
+    /// ends the run), and returns the totals. Every wait is bounded.
     pub fn run(
         mut self,
         stop_at: Instant,
         stop: &AtomicBool,
-        out: &mut JsonlWriter,
-        on_window: &mut dyn FnMut(&mut ClosedWindow),
+        on_window: &mut dyn FnMut(ClosedWindow) -> std::io::Result<()>,
     ) -> std::io::Result<EngineStats> {
         precise_timer_slack();
         let start = Instant::now();
@@ -253,9 +250,8 @@ impl Engine {
             self.collect_tx_stamps()?;
             self.expire(Instant::now(), Instant::now() < stop_at);
             if Instant::now() >= next_window {
-                let mut w = self.acc.close(self.local_now_ns());
-                on_window(&mut w);
-                out.write_window(&w)?;
+                let w = self.acc.close(self.local_now_ns());
+                on_window(w)?;
                 self.stats.windows += 1;
                 next_window += self.p.window;
             }
@@ -283,9 +279,8 @@ impl Engine {
             self.stats.probes_lost += n as u64;
             self.edges[e].inflight.clear();
         }
-        let mut w = self.acc.close(self.local_now_ns());
-        on_window(&mut w);
-        out.write_window(&w)?;
+        let w = self.acc.close(self.local_now_ns());
+        on_window(w)?;
         self.stats.windows += 1;
         self.stats.per_edge_sent = self.edges.iter().map(|e| (e.peer, e.sent)).collect();
         Ok(self.stats)

@@ -1,0 +1,424 @@
+//! `distprof merge`: every node's trace onto one global timeline.
+//!
+//! Inputs are per-node `.xplane.pb` files or directories holding them (an XProf run dir
+//! `plugins/profile/<run>/<host>.xplane.pb` or a whole logdir). Each node's clock model comes
+//! from the distprof plane in its own XSpace. Nodes are processed one at a time, each read
+//! once to learn its model and profile start and once to stream it out, so memory is about
+//! the largest input.
+//!
+//! Outputs: an XProf run directory `<out>/plugins/profile/<run>/node<k>.<host>.xplane.pb`
+//! (one file per node, distinct host names, globally unique plane ids, line timestamps
+//! relative to the global origin recorded as every node's `profile_start_time`), and a
+//! Chrome Trace Event JSON `<out>/<run>.trace.json` for Perfetto.
+
+pub mod chrome;
+pub mod prescan;
+pub mod rewrite;
+pub mod sink;
+pub mod timemap;
+pub mod protobuf;
+pub mod xspace_fields;
+
+use distprof::atomic_file::AtomicFile;
+use distprof::distprof_plane::{DistprofPlaneData, PlaneError};
+use distprof::model::NodeClockModel;
+use chrome::ChromeWriter;
+use prescan::SpaceInfo;
+use rewrite::{NodeOutput, RewriteStats};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use timemap::{MapError, NodeTimeMap};
+
+/// Merge failures, each naming the input and the fix. The cause is part of the message (the
+/// fields are not `source`, so error chains do not print it twice).
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+    #[error("{path}: not a valid XSpace ({err}); pass the .xplane.pb files the profiler wrote")]
+    Wire { path: PathBuf, err: protobuf::WireError },
+    #[error("{path}: {err}")]
+    Plane { path: PathBuf, err: PlaneError },
+    #[error("{path}: {err}")]
+    Map { path: PathBuf, err: MapError },
+    #[error("{path}: no distprof plane (the trace was recorded without distprof); pass --allow-uncorrected to merge it with its clock as is")]
+    NoModel { path: PathBuf },
+    #[error("no .xplane.pb files found under {0}; pass per-node .xplane.pb files or the directories holding them")]
+    NoInputs(String),
+    #[error("node {node} appears twice: {a} and {b}; pass each node's trace once")]
+    DuplicateNode { node: u32, a: PathBuf, b: PathBuf },
+}
+
+#[derive(Debug, Clone)]
+pub struct MergeOptions {
+    pub out_dir: PathBuf,
+    /// Where to write the Chrome JSON; None disables it.
+    pub chrome: Option<PathBuf>,
+    /// Merge nodes without a usable clock model with their clocks as they are.
+    pub allow_uncorrected: bool,
+    /// Clock models given outside the traces (e.g. from the estimator's output); for their
+    /// nodes they take precedence over the model in the distprof plane.
+    pub models: Vec<NodeClockModel>,
+}
+
+/// One node as loaded by [`load_node`].
+pub struct LoadedNode {
+    pub path: PathBuf,
+    pub node: u32,
+    pub hostname: String,
+    pub info: SpaceInfo,
+    pub plane: Option<DistprofPlaneData>,
+    pub map: NodeTimeMap,
+    pub bytes: u64,
+}
+
+/// One node of a merge: where it came from, where it went, and how its clock was mapped.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MergedNode {
+    pub node: u32,
+    pub input: PathBuf,
+    pub output: PathBuf,
+    pub hostname: String,
+    pub corrected: bool,
+    pub events: u64,
+    pub device_events_without_fit: u64,
+    /// Largest error bound of the node's model, ns.
+    pub max_bound_ns: f64,
+    pub timestamp_mode: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MergeReport {
+    pub run_dir: PathBuf,
+    pub chrome: Option<PathBuf>,
+    /// Global origin, epoch ns on G.
+    pub g0_ns: i64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub nodes: Vec<MergedNode>,
+}
+
+/// Every `.xplane.pb` named by `inputs` (files as given, directories searched), sorted.
+pub fn find_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), MergeError> {
+        let rd = std::fs::read_dir(dir).map_err(|e| MergeError::Io {
+            path: dir.to_path_buf(),
+            err: e,
+        })?;
+        for e in rd {
+            let p = e
+                .map_err(|e| MergeError::Io {
+                    path: dir.to_path_buf(),
+                    err: e,
+                })?
+                .path();
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.to_string_lossy().ends_with(".xplane.pb") {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for i in inputs {
+        if i.is_dir() {
+            let before = out.len();
+            walk(i, &mut out)?;
+            out[before..].sort();
+        } else if i.exists() {
+            out.push(i.clone());
+        } else {
+            return Err(MergeError::Io {
+                path: i.clone(),
+                err: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(MergeError::NoInputs(
+            inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
+    }
+    Ok(out)
+}
+
+/// Reads one node's metadata and clock model. `index` is the node id used when the trace
+/// has no distprof plane.
+pub fn load_node(
+    path: &Path,
+    index: u32,
+    allow_uncorrected: bool,
+    models: &[NodeClockModel],
+) -> Result<LoadedNode, MergeError> {
+    let bytes = std::fs::metadata(path)
+        .map_err(|e| MergeError::Io {
+            path: path.into(),
+            err: e,
+        })?
+        .len();
+    let info = prescan::prescan_file(path)
+        .map_err(|e| MergeError::Io {
+            path: path.into(),
+            err: e,
+        })?
+        .map_err(|e| MergeError::Wire {
+            path: path.into(),
+            err: e,
+        })?;
+    let plane = match &info.distprof {
+        Some(p) => Some(
+            DistprofPlaneData::from_xplane(p).map_err(|e| MergeError::Plane {
+                path: path.into(),
+                err: e,
+            })?,
+        ),
+        None => None,
+    };
+    let node = plane.as_ref().map(|p| p.node).unwrap_or(index);
+    let given = models.iter().find(|m| m.node == node);
+    let map = match &plane {
+        _ if info.already_merged => NodeTimeMap::identity(),
+        _ if given.is_some() => {
+            NodeTimeMap::from_parts(given.expect("checked"), plane.as_ref(), allow_uncorrected)
+                .map_err(|e| MergeError::Map {
+                    path: path.into(),
+                    err: e,
+                })?
+        }
+        Some(d) => NodeTimeMap::from_plane(d, allow_uncorrected).map_err(|e| MergeError::Map {
+            path: path.into(),
+            err: e,
+        })?,
+        None if allow_uncorrected => NodeTimeMap::identity(),
+        None => return Err(MergeError::NoModel { path: path.into() }),
+    };
+    let hostname = info
+        .hostnames
+        .first()
+        .cloned()
+        .or_else(|| {
+            plane
+                .as_ref()
+                .map(|p| p.hostname.clone())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| {
+            path.file_name()
+                .map(|f| {
+                    f.to_string_lossy()
+                        .trim_end_matches(".xplane.pb")
+                        .to_string()
+                })
+                .unwrap_or_default()
+        });
+    Ok(LoadedNode {
+        path: path.into(),
+        node,
+        hostname,
+        info,
+        plane,
+        map,
+        bytes,
+    })
+}
+
+/// The model merge applies to a node: the one given, else the plane's.
+fn model_of<'a>(n: &'a LoadedNode, models: &'a [NodeClockModel]) -> Option<&'a NodeClockModel> {
+    models
+        .iter()
+        .find(|m| m.node == n.node)
+        .or(n.plane.as_ref().map(|p| &p.model))
+}
+
+/// `YYYY_MM_DD_HH_MM_SS` (UTC) of an epoch time, the run-directory name XProf uses.
+pub fn run_name(epoch_ns: i64) -> String {
+    let secs = epoch_ns.div_euclid(1_000_000_000);
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!(
+        "{y:04}_{m:02}_{d:02}_{:02}_{:02}_{:02}",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+/// Merges `inputs` into `opts.out_dir`. `progress` receives one human-readable line per step.
+pub fn merge(
+    inputs: &[PathBuf],
+    opts: &MergeOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<MergeReport, MergeError> {
+    let paths = find_inputs(inputs)?;
+    let mut nodes = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
+        let n = load_node(p, i as u32, opts.allow_uncorrected, &opts.models)?;
+        if let Some(prev) = nodes.iter().find(|m: &&LoadedNode| m.node == n.node) {
+            return Err(MergeError::DuplicateNode {
+                node: n.node,
+                a: prev.path.clone(),
+                b: n.path.clone(),
+            });
+        }
+        progress(&format!(
+            "loaded node {} from {} ({} MB)",
+            n.node,
+            p.display(),
+            n.bytes / 1_000_000
+        ));
+        nodes.push(n);
+    }
+    nodes.sort_by_key(|n| n.node);
+    // The global origin: the earliest profile start, mapped onto G.
+    let g0_ns = nodes
+        .iter()
+        .filter_map(|n| {
+            n.info
+                .profile_start_ns
+                .map(|s| n.map.host_to_g_ps(s as i128 * 1000).div_euclid(1000) as i64)
+        })
+        .min()
+        .unwrap_or(0);
+    let run_dir = opts
+        .out_dir
+        .join("plugins")
+        .join("profile")
+        .join(run_name(g0_ns));
+    distprof::atomic_file::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
+        path: run_dir.clone(),
+        err: e,
+    })?;
+    // Every output is written whole or not at all (a temporary file renamed at the end):
+    // a merge that fails or is killed leaves no truncated trace for XProf to load.
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |err| MergeError::Io { path, err }
+    };
+    let mut chrome_file = None;
+    let mut chrome = match &opts.chrome {
+        Some(p) => {
+            let f = AtomicFile::create(p).map_err(io_err(p))?;
+            let handle = f.handle().map_err(io_err(p))?;
+            chrome_file = Some(f);
+            Some(
+                ChromeWriter::new(Box::new(BufWriter::with_capacity(1 << 20, handle)), g0_ns)
+                    .map_err(io_err(p))?,
+            )
+        }
+        None => None,
+    };
+    let (mut next_plane_id, mut next_device_id) = (10_000i64, 0i64);
+    let mut summaries = Vec::new();
+    let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
+    for n in &nodes {
+        // The host name comes from the input trace: one sanitized path component, so a
+        // name like `../../etc` cannot place the output outside the run directory.
+        let hostname = format!("node{}.{}", n.node, distprof::file_name::component(&n.hostname));
+        let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
+        let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io {
+            path: n.path.clone(),
+            err: e,
+        })?;
+        let atomic = AtomicFile::create(&out_path).map_err(io_err(&out_path))?;
+        let mut w = sink::PatchWriter::new(atomic.handle().map_err(io_err(&out_path))?);
+        let total_mb = buf.len() / 1_000_000;
+        let node = n.node;
+        let mut plane_progress = |done: usize| {
+            progress(&format!(
+                "node {node}: {} of {total_mb} MB",
+                done / 1_000_000
+            ))
+        };
+        let o = NodeOutput {
+            node: n.node,
+            hostname: &hostname,
+            g0_ns,
+            next_plane_id: &mut next_plane_id,
+            next_device_id: &mut next_device_id,
+            chrome: chrome.as_mut(),
+            progress: &mut plane_progress,
+        };
+        let st: RewriteStats =
+            rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| match e {
+                rewrite::RewriteError::Wire(err) => MergeError::Wire {
+                    path: n.path.clone(),
+                    err,
+                },
+                rewrite::RewriteError::Io(err) => MergeError::Io {
+                    path: out_path.clone(),
+                    err,
+                },
+            })?;
+        bytes_out += w.finish().map_err(io_err(&out_path))?;
+        atomic.commit().map_err(io_err(&out_path))?;
+        bytes_in += buf.len() as u64;
+        drop(buf);
+        progress(&format!(
+            "node {}: {} events on {} planes -> {}",
+            n.node,
+            st.events,
+            st.planes,
+            out_path.display()
+        ));
+        summaries.push(MergedNode {
+            node: n.node,
+            input: n.path.clone(),
+            output: out_path,
+            hostname,
+            corrected: !n.info.already_merged
+                && model_of(n, &opts.models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
+            events: st.events,
+            device_events_without_fit: st.device_events_without_fit,
+            max_bound_ns: model_of(n, &opts.models)
+                .map(|m| m.segments.iter().map(|s| s.bound_ns).fold(0.0, f64::max))
+                .unwrap_or(f64::NAN),
+            timestamp_mode: n
+                .plane
+                .as_ref()
+                .map(|p| p.timestamp_mode.clone())
+                .unwrap_or_default(),
+        });
+    }
+    if let Some(c) = chrome {
+        let p = opts.chrome.clone().unwrap_or_default();
+        c.finish().map_err(io_err(&p))?;
+        if let Some(f) = chrome_file {
+            f.commit().map_err(io_err(&p))?;
+        }
+    }
+    Ok(MergeReport {
+        run_dir,
+        chrome: opts.chrome.clone(),
+        g0_ns,
+        bytes_in,
+        bytes_out,
+        nodes: summaries,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn run_name_is_utc_calendar_time() {
+        // 2026-11-22 03:42:48 UTC
+        assert_eq!(
+            super::run_name(1_795_318_968_000_000_000),
+            "2026_11_22_03_42_48"
+        );
+        assert_eq!(super::run_name(0), "1970_01_01_00_00_00");
+    }
+}

@@ -1,0 +1,622 @@
+//! Streams one node's XSpace onto the global timeline.
+//!
+//! Every event of every plane is mapped (device planes R -> S -> G, all others S -> G) and
+//! re-encoded with its new offset and duration; all other bytes (names, metadata, stats) are
+//! copied verbatim. One pass: each event is parsed once and mapped once per end; plane and
+//! line lengths are patched afterwards (see `sink`), so memory stays at the input buffer plus
+//! the output buffer.
+
+use super::chrome::ChromeWriter;
+use super::sink::PatchWriter;
+use super::timemap::{CorrectionPiece, NodeTimeMap};
+use super::prescan::SpaceInfo;
+use super::protobuf::{self, Field, Fields, WireError};
+use super::xspace_fields::*;
+use distprof::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
+use distprof::snapshot::RPiece;
+use distprof::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
+use prost::Message;
+use std::collections::HashMap;
+use std::io;
+
+/// Line timestamps below this are relative to `profile_start_time` (normalised on disk);
+/// above it they are absolute epoch ns. 1e17 ns is 1973: no real profile starts earlier,
+/// and no profile lasts 3 years.
+const RELATIVE_LIMIT_NS: i64 = 100_000_000_000_000_000;
+
+
+#[derive(Debug, thiserror::Error)]
+pub enum RewriteError {
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error("writing output: {0}")]
+    Io(#[from] io::Error),
+}
+
+
+/// Counts of one node's rewrite.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RewriteStats {
+    pub planes: u64,
+    pub lines: u64,
+    pub events: u64,
+    /// Device events mapped without an R -> S fit (no tracer start pair or no snapshots).
+    pub device_events_without_fit: u64,
+}
+
+/// Where one node's output goes and what it is called.
+pub struct NodeOutput<'a> {
+    pub node: u32,
+    /// Host name written into the XSpace (distinct per node).
+    pub hostname: &'a str,
+    /// Global timeline origin, epoch ns in G: output line timestamps are relative to it.
+    pub g0_ns: i64,
+    /// Next free plane id; incremented per plane so ids are unique across nodes.
+    pub next_plane_id: &'a mut i64,
+    /// Next free device plane id (device ids become trace pids, keep them small).
+    pub next_device_id: &'a mut i64,
+    pub chrome: Option<&'a mut ChromeWriter>,
+    /// Called with the input bytes done, about every [`PROGRESS_BYTES`].
+    pub progress: &'a mut dyn FnMut(usize),
+}
+
+/// Input bytes between two progress calls.
+pub const PROGRESS_BYTES: usize = 256 << 20;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Host,
+    Device,
+    /// Copied verbatim except its id and name: the distprof plane keeps the node's raw model.
+    Verbatim,
+    TaskEnv,
+}
+
+struct Mapper<'a> {
+    map: &'a NodeTimeMap,
+    device: bool,
+    profile_start_ns: i64,
+    cache: std::cell::Cell<CorrectionPiece>,
+}
+
+impl Mapper<'_> {
+    fn line_base_ns(&self, ts_ns: i64) -> i64 {
+        if ts_ns < RELATIVE_LIMIT_NS {
+            ts_ns.saturating_add(self.profile_start_ns)
+        } else {
+            ts_ns
+        }
+    }
+    #[inline]
+    fn map_ps(&self, abs_ps: i128) -> i128 {
+        if self.device {
+            self.map.device_to_g_ps_cached(abs_ps, &self.cache)
+        } else {
+            self.map.host_to_g_ps_cached(abs_ps, &self.cache)
+        }
+    }
+}
+
+/// f64 -> nearest i64 (ties away from zero, like `f64::round`) without a libm call.
+#[inline(always)]
+fn round_i64(x: f64) -> i64 {
+    (x + 0.5f64.copysign(x)) as i64
+}
+
+/// Maps the events of one line in i64 ps relative to the line's output reference: the i128
+/// epoch arithmetic happens once per line and once per change of linear piece, not per event.
+struct LineMapper<'a, 'm> {
+    m: &'a Mapper<'m>,
+    ref_ns: i64,
+    /// Host: S - ref of the line base, ps.
+    k_ps: i64,
+    /// Device with a fit: R of the line base, ps, and its ns floor.
+    r_base_ps: i128,
+    r_base_ns: i64,
+    ref_ps: i128,
+    /// Cached R piece with its line-relative constants (s0 - ref, r_base - r0).
+    rp: std::cell::Cell<(RPiece, i64, i64)>,
+    fit: Option<&'a distprof::snapshot::SnapshotFit>,
+}
+
+impl<'a, 'm> LineMapper<'a, 'm> {
+    fn new(m: &'a Mapper<'m>, base_ps: i128, ref_ps: i128) -> Self {
+        let dev = if m.device {
+            m.map.device.as_ref()
+        } else {
+            None
+        };
+        let r_base_ps = match dev {
+            Some(d) => base_ps - (d.start.s_ns as i128 - d.start.r_ns as i128) * 1000,
+            None => 0,
+        };
+        Self {
+            m,
+            ref_ns: (ref_ps / 1000) as i64,
+            k_ps: (base_ps - ref_ps) as i64,
+            r_base_ps,
+            r_base_ns: r_base_ps.div_euclid(1000) as i64,
+            ref_ps,
+            rp: std::cell::Cell::new((RPiece::EMPTY, 0, 0)),
+            fit: dev.map(|d| &d.fit),
+        }
+    }
+
+    /// Mapped time of the event at `off_ps` after the line base, minus the reference, ps.
+    #[inline]
+    fn rel(&self, off_ps: i64) -> i64 {
+        let s_rel = match self.fit {
+            Some(fit) => {
+                // Saturating throughout: corrupt offsets or models near the i64 range must
+                // give clamped times, not an overflow.
+                let r_ns = self.r_base_ns.saturating_add(off_ps.div_euclid(1000));
+                let (mut p, mut a, mut b) = self.rp.get();
+                if !p.contains(r_ns) {
+                    p = fit.piece(r_ns);
+                    a = (p.s0_ps - self.ref_ps) as i64;
+                    b = (self.r_base_ps - p.r0_ps) as i64;
+                    self.rp.set((p, a, b));
+                }
+                a.saturating_add(round_i64(p.slope * b.saturating_add(off_ps) as f64))
+            }
+            None => self.k_ps.saturating_add(off_ps),
+        };
+        let s_ns = self.ref_ns.saturating_add(s_rel.div_euclid(1000));
+        let mut c = self.m.cache.get();
+        if !c.contains(s_ns) {
+            c = self.m.map.global.piece(s_ns);
+            self.m.cache.set(c);
+        }
+        s_rel.saturating_sub(round_i64(c.at(s_ns) * 1000.0))
+    }
+}
+
+/// Rewrites one XSpace from `buf` into `out`. Returns the counts.
+pub fn rewrite_space(
+    buf: &[u8],
+    info: &SpaceInfo,
+    map: &NodeTimeMap,
+    out: &mut PatchWriter,
+    mut o: NodeOutput<'_>,
+) -> Result<RewriteStats, RewriteError> {
+    let mut stats = RewriteStats::default();
+    let mut f = Fields::new(buf, 0);
+    let mut next_report = PROGRESS_BYTES;
+    while let Some(x) = f.next_field()? {
+        let done = f.offset_of(x.raw) + x.raw.len();
+        if done >= next_report {
+            (o.progress)(done);
+            next_report = done + PROGRESS_BYTES;
+        }
+        match (x.number, x.wire_type) {
+            (SPACE_PLANES, protobuf::LEN) => rewrite_plane(
+                x.bytes,
+                f.offset_of(x.bytes),
+                info,
+                map,
+                out,
+                &mut o,
+                &mut stats,
+            )?,
+            (SPACE_HOSTNAMES, _) => {}
+            _ => out.buf().extend_from_slice(x.raw),
+        }
+        out.maybe_flush()?;
+    }
+    if info.distprof.is_none() && !info.already_merged {
+        // Mark the output as merged even without a model, so later merges and validate
+        // take its times as they are; the stat says no correction was applied.
+        let mut p = XPlane {
+            id: *o.next_plane_id,
+            name: DISTPROF_APPLIED_PLANE.into(),
+            ..Default::default()
+        };
+        *o.next_plane_id += 1;
+        let id = p.intern_stat("uncorrected");
+        p.stats.push(distprof::xplane::XStat {
+            metadata_id: id,
+            value: Some(XStatValue::Uint64Value(1)),
+        });
+        let body = p.encode_to_vec();
+        protobuf::put_len_header(out.buf(), SPACE_PLANES, body.len());
+        out.buf().extend_from_slice(&body);
+    }
+    protobuf::put_len_header(out.buf(), SPACE_HOSTNAMES, o.hostname.len());
+    out.buf().extend_from_slice(o.hostname.as_bytes());
+    Ok(stats)
+}
+
+fn rewrite_plane(
+    plane: &[u8],
+    base: usize,
+    info: &SpaceInfo,
+    map: &NodeTimeMap,
+    out: &mut PatchWriter,
+    o: &mut NodeOutput<'_>,
+    stats: &mut RewriteStats,
+) -> Result<(), RewriteError> {
+    let mut fields = Vec::new();
+    let mut f = Fields::new(plane, base);
+    let mut name: Option<&[u8]> = None;
+    while let Some(x) = f.next_field()? {
+        // The first name, as `plane_name` (prescan) reads it: a corrupt plane with two
+        // names must get the same kind in both passes.
+        if x.number == PLANE_NAME && x.wire_type == protobuf::LEN && name.is_none() {
+            name = Some(x.bytes);
+        }
+        // Lines are the bulk; they are walked in place below, not collected.
+        if x.number != PLANE_LINES {
+            fields.push(x);
+        }
+    }
+    let name = name.unwrap_or(b"");
+    let kind = if name == TASK_ENV_PLANE.as_bytes() {
+        Kind::TaskEnv
+    } else if name == DISTPROF_PLANE.as_bytes() || name == DISTPROF_APPLIED_PLANE.as_bytes() {
+        // A merge output's applied plane is the model a merge already used: copied as it
+        // is, like the plane it came from, never mapped a second time.
+        Kind::Verbatim
+    } else if name.starts_with(b"/device:") {
+        Kind::Device
+    } else {
+        Kind::Host
+    };
+    let new_id = if kind == Kind::Device {
+        *o.next_device_id += 1;
+        *o.next_device_id - 1
+    } else {
+        *o.next_plane_id += 1;
+        *o.next_plane_id - 1
+    };
+    stats.planes += 1;
+
+    if kind == Kind::TaskEnv {
+        let mut p = XPlane::decode(plane).map_err(|_| WireError {
+            at: base,
+            what: "undecodable Task Environment plane",
+        })?;
+        p.id = new_id;
+        let start = p.intern_stat(PROFILE_START_STAT);
+        let stop = p.intern_stat(PROFILE_STOP_STAT);
+        let g_stop = info
+            .profile_stop_ns
+            .map(|s| (map.host_to_g_ps(s as i128 * 1000).div_euclid(1000)) as u64);
+        for s in &mut p.stats {
+            if s.metadata_id == start {
+                s.value = Some(XStatValue::Uint64Value(o.g0_ns as u64));
+            } else if s.metadata_id == stop {
+                if let Some(v) = g_stop {
+                    s.value = Some(XStatValue::Uint64Value(v));
+                }
+            }
+        }
+        let body = p.encode_to_vec();
+        protobuf::put_len_header(out.buf(), SPACE_PLANES, body.len());
+        out.buf().extend_from_slice(&body);
+        return Ok(());
+    }
+
+    let mapper = Mapper {
+        map,
+        device: kind == Kind::Device,
+        profile_start_ns: info.profile_start_ns.unwrap_or(0),
+        cache: std::cell::Cell::new(CorrectionPiece::EMPTY),
+    };
+    let mut chrome = None;
+    if kind != Kind::Verbatim {
+        if let Some(ch) = o.chrome.as_deref_mut() {
+            let names = event_names(&fields)?;
+            let pid = ch.begin_process(&format!(
+                "node {} {} {}",
+                o.node,
+                o.hostname,
+                String::from_utf8_lossy(name)
+            ))?;
+            chrome = Some((pid, ch, names));
+        }
+    }
+
+    protobuf::put_key(out.buf(), SPACE_PLANES, protobuf::LEN);
+    let at = out.placeholder();
+    protobuf::put_int_field(out.buf(), PLANE_ID, new_id);
+    let mut f = Fields::new(plane, base);
+    while let Some(x) = f.next_field()? {
+        match x.number {
+            PLANE_ID => {}
+            PLANE_NAME if kind == Kind::Verbatim => {
+                protobuf::put_len_header(out.buf(), PLANE_NAME, DISTPROF_APPLIED_PLANE.len());
+                out.buf()
+                    .extend_from_slice(DISTPROF_APPLIED_PLANE.as_bytes());
+            }
+            PLANE_LINES if kind != Kind::Verbatim => {
+                let ch = chrome.as_mut().map(|(p, c, n)| (*p, &mut **c, &*n));
+                let (events, without_fit) =
+                    write_line(x.bytes, f.offset_of(x.bytes), &mapper, o.g0_ns, out, ch)?;
+                stats.lines += 1;
+                stats.events += events;
+                if kind == Kind::Device && map.device.is_none() {
+                    stats.device_events_without_fit += without_fit;
+                }
+            }
+            _ => out.buf().extend_from_slice(x.raw),
+        }
+        out.maybe_flush()?;
+    }
+    out.patch_len(at)?;
+    Ok(())
+}
+
+/// Event metadata id -> display name (or name), JSON-escaped, for the Chrome output.
+fn event_names(fields: &[Field<'_>]) -> Result<HashMap<i64, String>, WireError> {
+    let mut names = HashMap::new();
+    for x in fields.iter().filter(|x| x.number == PLANE_EVENT_METADATA) {
+        let (mut key, mut name, mut display) = (0i64, &b""[..], &b""[..]);
+        let mut f = Fields::new(x.bytes, 0);
+        while let Some(y) = f.next_field()? {
+            match y.number {
+                1 => key = y.int as i64,
+                2 => {
+                    let mut g = Fields::new(y.bytes, 0);
+                    while let Some(z) = g.next_field()? {
+                        match z.number {
+                            2 => name = z.bytes,
+                            4 => display = z.bytes,
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let n = if display.is_empty() { name } else { display };
+        let mut escaped = String::with_capacity(n.len());
+        super::chrome::escape(&String::from_utf8_lossy(n), &mut escaped);
+        names.insert(key, escaped);
+    }
+    Ok(names)
+}
+
+/// Fields of an event kept verbatim, collected in one parse (events have 2-6 fields).
+const MAX_KEPT: usize = 8;
+
+/// Writes one line; returns (events written, events mapped).
+fn write_line(
+    line: &[u8],
+    base: usize,
+    m: &Mapper<'_>,
+    g0_ns: i64,
+    out: &mut PatchWriter,
+    mut chrome: Option<(u64, &mut ChromeWriter, &HashMap<i64, String>)>,
+) -> Result<(u64, u64), RewriteError> {
+    let (mut ts, mut dur, mut line_id, mut line_name, mut display) =
+        (0i64, 0i64, 0i64, &b""[..], &b""[..]);
+    let mut f = Fields::new(line, base);
+    while let Some(x) = f.next_field()? {
+        match x.number {
+            LINE_TIMESTAMP => ts = x.int as i64,
+            LINE_DURATION => dur = x.int as i64,
+            LINE_ID => line_id = x.int as i64,
+            LINE_NAME => line_name = x.bytes,
+            LINE_DISPLAY_NAME => display = x.bytes,
+            _ => {}
+        }
+    }
+    if let Some((pid, ch, _)) = chrome.as_mut() {
+        let n = if display.is_empty() {
+            line_name
+        } else {
+            display
+        };
+        ch.thread(*pid, line_id, &String::from_utf8_lossy(n))?;
+    }
+    let base_ps = m.line_base_ns(ts) as i128 * 1000;
+    let mapped_base = m.map_ps(base_ps);
+    let new_ts_ns = (mapped_base.div_euclid(1000) as i64).saturating_sub(g0_ns);
+    let ref_ps = (g0_ns as i128 + new_ts_ns as i128) * 1000;
+    let new_dur_ps = if dur > 0 {
+        (m.map_ps(base_ps + dur as i128) - mapped_base) as i64
+    } else {
+        0
+    };
+
+    protobuf::put_key(out.buf(), PLANE_LINES, protobuf::LEN);
+    let at = out.placeholder();
+    protobuf::put_int_field(out.buf(), LINE_TIMESTAMP, new_ts_ns);
+    protobuf::put_int_field(out.buf(), LINE_DURATION, new_dur_ps);
+    let mut events = 0u64;
+    let lm = LineMapper::new(m, base_ps, ref_ps);
+    let mut f = Fields::new(line, base);
+    while let Some(x) = f.next_field()? {
+        match x.number {
+            LINE_TIMESTAMP | LINE_DURATION => {}
+            LINE_EVENTS => {
+                events += 1;
+                write_event(
+                    x.bytes,
+                    &lm,
+                    out.buf(),
+                    chrome
+                        .as_mut()
+                        .map(|(p, c, n)| (*p, line_id, &mut **c, &**n)),
+                    new_ts_ns,
+                )?;
+                out.maybe_flush()?;
+            }
+            _ => out.buf().extend_from_slice(x.raw),
+        }
+    }
+    out.patch_len(at)?;
+    Ok((events, events))
+}
+
+/// Reads a varint at `*pos`; None when truncated or overlong.
+#[inline(always)]
+fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift >= 64 {
+            return None;
+        }
+    }
+}
+
+/// The common event shape (metadata id, offset, duration, stats), parsed in one tight loop
+/// with kept bytes as at most 4 contiguous ranges. None for anything else (aggregated
+/// events, unknown fields, malformed input): the general path handles those and reports errors.
+#[inline(always)]
+fn write_event_fast(
+    ev: &[u8],
+    lm: &LineMapper<'_, '_>,
+    out: &mut Vec<u8>,
+) -> Option<(i64, i64, i64)> {
+    let (mut off, mut dur, mut meta) = (0i64, 0i64, 0i64);
+    let mut ranges = [(0usize, 0usize); 4];
+    let mut nr = 0usize;
+    let mut kept_len = 0usize;
+    let mut pos = 0usize;
+    while pos < ev.len() {
+        let start = pos;
+        let key = ev[pos];
+        pos += 1;
+        match key {
+            0x08 => meta = read_varint(ev, &mut pos)? as i64,
+            0x10 => {
+                off = read_varint(ev, &mut pos)? as i64;
+                continue;
+            }
+            0x18 => {
+                dur = read_varint(ev, &mut pos)? as i64;
+                continue;
+            }
+            0x22 => {
+                let len = read_varint(ev, &mut pos)? as usize;
+                pos = pos.checked_add(len).filter(|&e| e <= ev.len())?;
+            }
+            _ => return None,
+        }
+        // Kept field [start, pos): extend the last range when contiguous.
+        if nr > 0 && ranges[nr - 1].1 == start {
+            ranges[nr - 1].1 = pos;
+        } else {
+            if nr == ranges.len() {
+                return None;
+            }
+            ranges[nr] = (start, pos);
+            nr += 1;
+        }
+        kept_len += pos - start;
+    }
+    let s = lm.rel(off);
+    let e = lm.rel(off.saturating_add(dur));
+    let new_off = s.max(0);
+    let new_dur = e.saturating_sub(s).max(0);
+    let len = kept_len
+        + protobuf::int_field_len(EVENT_OFFSET, new_off)
+        + protobuf::int_field_len(EVENT_DURATION, new_dur);
+    protobuf::put_len_header(out, LINE_EVENTS, len);
+    for &(a, b) in &ranges[..nr] {
+        out.extend_from_slice(&ev[a..b]);
+    }
+    protobuf::put_int_field(out, EVENT_OFFSET, new_off);
+    protobuf::put_int_field(out, EVENT_DURATION, new_dur);
+    Some((meta, new_off, new_dur))
+}
+
+/// `ns` in ps plus `ps`, saturating: a corrupt line timestamp near the i64 range must give
+/// a clamped time, not an overflow.
+#[inline]
+fn ns_plus_ps(ns: i64, ps: i64) -> i64 {
+    ns.saturating_mul(1000).saturating_add(ps)
+}
+
+#[inline]
+fn write_event(
+    ev: &[u8],
+    lm: &LineMapper<'_, '_>,
+    out: &mut Vec<u8>,
+    chrome: Option<(u64, i64, &mut ChromeWriter, &HashMap<i64, String>)>,
+    new_ts_ns: i64,
+) -> Result<(), RewriteError> {
+    let mark = out.len();
+    if let Some((meta, new_off, new_dur)) = write_event_fast(ev, lm, out) {
+        if let Some((pid, tid, ch, names)) = chrome {
+            let name = names.get(&meta).map(String::as_str).unwrap_or("");
+            ch.complete(pid, tid, name, ns_plus_ps(new_ts_ns, new_off), new_dur)?;
+        }
+        return Ok(());
+    }
+    out.truncate(mark);
+    let (mut off, mut dur, mut aggregated, mut meta) = (0i64, 0i64, false, 0i64);
+    let mut kept: [&[u8]; MAX_KEPT] = [&[]; MAX_KEPT];
+    let (mut nkept, mut kept_len) = (0usize, 0usize);
+    let mut dur_raw: &[u8] = &[];
+    let mut f = Fields::new(ev, 0);
+    while let Some(x) = f.next_field()? {
+        match x.number {
+            EVENT_OFFSET => off = x.int as i64,
+            EVENT_DURATION => {
+                dur = x.int as i64;
+                dur_raw = x.raw;
+            }
+            n => {
+                if n == EVENT_NUM_OCCURRENCES {
+                    aggregated = true;
+                } else if n == 1 {
+                    meta = x.int as i64;
+                }
+                if nkept < MAX_KEPT {
+                    kept[nkept] = x.raw;
+                }
+                nkept += 1;
+                kept_len += x.raw.len();
+            }
+        }
+    }
+    let put_kept = |out: &mut Vec<u8>| -> Result<(), WireError> {
+        if nkept <= MAX_KEPT {
+            for k in &kept[..nkept] {
+                out.extend_from_slice(k);
+            }
+        } else {
+            let mut f = Fields::new(ev, 0);
+            while let Some(x) = f.next_field()? {
+                if x.number != EVENT_OFFSET && x.number != EVENT_DURATION {
+                    out.extend_from_slice(x.raw);
+                }
+            }
+        }
+        Ok(())
+    };
+    if aggregated {
+        // No position to map: keep the event as it is.
+        protobuf::put_len_header(out, LINE_EVENTS, kept_len + dur_raw.len());
+        put_kept(out)?;
+        out.extend_from_slice(dur_raw);
+        return Ok(());
+    }
+    let s = lm.rel(off);
+    let e = lm.rel(off.saturating_add(dur));
+    // The map is monotone, so s >= 0 up to rounding; clamp the rounding away.
+    let new_off = s.max(0);
+    let new_dur = e.saturating_sub(s).max(0);
+    let len = kept_len
+        + protobuf::int_field_len(EVENT_OFFSET, new_off)
+        + protobuf::int_field_len(EVENT_DURATION, new_dur);
+    protobuf::put_len_header(out, LINE_EVENTS, len);
+    put_kept(out)?;
+    protobuf::put_int_field(out, EVENT_OFFSET, new_off);
+    protobuf::put_int_field(out, EVENT_DURATION, new_dur);
+    if let Some((pid, tid, ch, names)) = chrome {
+        let name = names.get(&meta).map(String::as_str).unwrap_or("");
+        ch.complete(pid, tid, name, ns_plus_ps(new_ts_ns, new_off), new_dur)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,325 @@
+//! One node's map from trace time to the global timeline: R -> S (snapshot fit) for device
+//! planes, S -> G (clock model) for everything.
+//!
+//! S -> G uses the model's correction `c(S) = offset + drift * (S - mid)` (G = S - c) and,
+//! between two windows' midpoints, interpolates the correction linearly from one midpoint
+//! to the next. That keeps the map continuous and monotone, so events keep their order and
+//! nesting on every line; before the first and after the last midpoint the nearest window's
+//! own drift extrapolates. Absolute times are in ps as i128 (epoch ps overflow i64); only
+//! corrections, which are small, pass through f64.
+
+use distprof::distprof_plane::{DistprofPlaneData, TracerStart};
+use distprof::model::{ns_between, ClockSegment, NodeClockModel};
+use distprof::snapshot::SnapshotFit;
+
+/// Why a node cannot be placed on the global timeline.
+#[derive(Debug, thiserror::Error)]
+pub enum MapError {
+    #[error("node {node}: the clock model says it is unreachable from the reference (no probe path); pass --allow-uncorrected to merge it uncorrected")]
+    Unreachable { node: u32 },
+    #[error("node {node}: the clock model has no windows; pass --allow-uncorrected to merge it uncorrected")]
+    Empty { node: u32 },
+}
+
+/// S -> G for one node.
+#[derive(Debug, Clone)]
+pub struct GlobalMap {
+    segments: Vec<ClockSegment>,
+}
+
+impl GlobalMap {
+    /// The identity: used for uncorrected nodes and the "before" side of validate.
+    pub fn identity() -> Self {
+        Self {
+            segments: Vec::new(),
+        }
+    }
+
+    pub fn new(segments: &[ClockSegment]) -> Self {
+        let mut segments = segments.to_vec();
+        segments.sort_by_key(|s| s.mid_local_ns);
+        Self { segments }
+    }
+
+    /// The linear piece of the correction that holds at host time `s_ns`.
+    pub fn piece(&self, s_ns: i64) -> CorrectionPiece {
+        let segs = &self.segments;
+        if segs.is_empty() {
+            return CorrectionPiece {
+                lo_ns: i64::MIN,
+                hi_ns: i64::MAX,
+                x0_ns: 0,
+                c0_ns: 0.0,
+                slope: 0.0,
+            };
+        }
+        let i = segs.partition_point(|g| g.mid_local_ns <= s_ns);
+        if i == 0 || i == segs.len() {
+            // Outside the midpoints the nearest window's own drift extrapolates.
+            let g = &segs[if i == 0 { 0 } else { segs.len() - 1 }];
+            let (lo_ns, hi_ns) = if i == 0 {
+                (i64::MIN, g.mid_local_ns)
+            } else {
+                (g.mid_local_ns, i64::MAX)
+            };
+            return CorrectionPiece {
+                lo_ns,
+                hi_ns,
+                x0_ns: g.mid_local_ns,
+                c0_ns: g.offset_ns,
+                slope: g.drift_ppb * 1e-9,
+            };
+        }
+        let (a, b) = (&segs[i - 1], &segs[i]);
+        let slope = (b.offset_ns - a.offset_ns) / b.mid_local_ns.saturating_sub(a.mid_local_ns).max(1) as f64;
+        CorrectionPiece {
+            lo_ns: a.mid_local_ns,
+            hi_ns: b.mid_local_ns,
+            x0_ns: a.mid_local_ns,
+            c0_ns: a.offset_ns,
+            slope,
+        }
+    }
+
+    /// Correction c(S) in ns at host time `s_ns`.
+    pub fn correction_ns(&self, s_ns: i64) -> f64 {
+        self.piece(s_ns).at(s_ns)
+    }
+
+    /// Error bound in ns at host time `s_ns`: the larger bound of the windows it lies between.
+    pub fn bound_ns(&self, s_ns: i64) -> f64 {
+        let segs = &self.segments;
+        if segs.is_empty() {
+            return 0.0;
+        }
+        let i = segs.partition_point(|g| g.mid_local_ns <= s_ns);
+        let a = &segs[i.saturating_sub(1)];
+        let b = &segs[i.min(segs.len() - 1)];
+        a.bound_ns.max(b.bound_ns)
+    }
+
+    pub fn s_to_g_ps(&self, s_ps: i128) -> i128 {
+        if self.segments.is_empty() {
+            return s_ps;
+        }
+        // Only the correction depends on s, and it changes by at most drift x 256 ns over
+        // an f64's rounding of epoch ns: exact enough, and avoids an i128 division per event.
+        let s_ns = approx_ns(s_ps);
+        // Saturating: a garbage model (offsets near the f64 range) must not overflow.
+        s_ps.saturating_sub((self.correction_ns(s_ns) * 1000.0).round() as i128)
+    }
+
+    /// [`Self::s_to_g_ps`] with a caller-held piece cache.
+    #[inline]
+    pub fn s_to_g_ps_cached(&self, s_ps: i128, cache: &std::cell::Cell<CorrectionPiece>) -> i128 {
+        let s_ns = approx_ns(s_ps);
+        let mut p = cache.get();
+        if !p.contains(s_ns) {
+            p = self.piece(s_ns);
+            cache.set(p);
+        }
+        s_ps.saturating_sub((p.at(s_ns) * 1000.0).round() as i128)
+    }
+}
+
+/// One linear piece of the correction: `c(S) = c0 + slope * (S - x0)` for S in [lo, hi).
+/// Events of a line are close together, so callers cache the piece and skip the lookup.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CorrectionPiece {
+    pub lo_ns: i64,
+    pub hi_ns: i64,
+    pub x0_ns: i64,
+    pub c0_ns: f64,
+    pub slope: f64,
+}
+
+impl CorrectionPiece {
+    /// A piece that holds nowhere, to start a cache.
+    pub const EMPTY: Self = Self {
+        lo_ns: 1,
+        hi_ns: 0,
+        x0_ns: 0,
+        c0_ns: 0.0,
+        slope: 0.0,
+    };
+
+    #[inline]
+    pub fn contains(&self, s_ns: i64) -> bool {
+        self.lo_ns <= s_ns && s_ns < self.hi_ns
+    }
+
+    #[inline]
+    pub fn at(&self, s_ns: i64) -> f64 {
+        // Exact for real times, no overflow for a corrupt midpoint near i64::MIN/MAX.
+        self.c0_ns + self.slope * ns_between(self.x0_ns, s_ns)
+    }
+}
+
+/// ps -> ns to within an f64 ulp (256 ns at epoch scale); for choosing windows and computing
+/// corrections, never for the mapped time itself.
+#[inline]
+pub fn approx_ns(ps: i128) -> i64 {
+    (ps as f64 * 1e-3) as i64
+}
+
+/// R -> S for one node's device planes: device times on disk are `R - r0 + s0` with the
+/// collector's start pair (r0, s0); recover R and apply the snapshot fit.
+#[derive(Debug, Clone)]
+pub struct DeviceMap {
+    pub start: TracerStart,
+    pub fit: SnapshotFit,
+}
+
+impl DeviceMap {
+    pub fn disk_to_s_ps(&self, disk_ps: i128) -> i128 {
+        let r_ps = disk_ps - (self.start.s_ns as i128 - self.start.r_ns as i128) * 1000;
+        self.fit.r_to_s_ps(r_ps)
+    }
+}
+
+/// Everything needed to move one node's events onto G.
+#[derive(Debug, Clone)]
+pub struct NodeTimeMap {
+    pub global: GlobalMap,
+    /// None when the node recorded no tracer start pair or no snapshots: device planes are
+    /// then taken to be in S already (as the collector's single start pair puts them).
+    pub device: Option<DeviceMap>,
+}
+
+impl NodeTimeMap {
+    pub fn identity() -> Self {
+        Self {
+            global: GlobalMap::identity(),
+            device: None,
+        }
+    }
+
+    /// Builds the map from a node's distprof plane. `allow_uncorrected` turns a node without
+    /// a usable model into an identity map instead of an error.
+    pub fn from_plane(data: &DistprofPlaneData, allow_uncorrected: bool) -> Result<Self, MapError> {
+        Self::from_parts(&data.model, Some(data), allow_uncorrected)
+    }
+
+    /// Builds the map from a clock model (from the plane or given separately) and, when
+    /// present, the plane's tracer start pair and snapshot pairs.
+    pub fn from_parts(
+        model: &NodeClockModel,
+        data: Option<&DistprofPlaneData>,
+        allow_uncorrected: bool,
+    ) -> Result<Self, MapError> {
+        let node = model.node;
+        let global = if !model.reachable {
+            if !allow_uncorrected {
+                return Err(MapError::Unreachable { node });
+            }
+            GlobalMap::identity()
+        } else if model.segments.is_empty() {
+            if !allow_uncorrected {
+                return Err(MapError::Empty { node });
+            }
+            GlobalMap::identity()
+        } else {
+            GlobalMap::new(&model.segments)
+        };
+        let device = match data.map(|d| (d.tracer_start, SnapshotFit::fit(&d.snapshots))) {
+            Some((Some(start), Some(fit))) => Some(DeviceMap { start, fit }),
+            _ => None,
+        };
+        Ok(Self { global, device })
+    }
+
+    pub fn host_to_g_ps(&self, s_ps: i128) -> i128 {
+        self.global.s_to_g_ps(s_ps)
+    }
+
+    pub fn host_to_g_ps_cached(
+        &self,
+        s_ps: i128,
+        cache: &std::cell::Cell<CorrectionPiece>,
+    ) -> i128 {
+        self.global.s_to_g_ps_cached(s_ps, cache)
+    }
+
+    pub fn device_to_g_ps_cached(
+        &self,
+        disk_ps: i128,
+        cache: &std::cell::Cell<CorrectionPiece>,
+    ) -> i128 {
+        match &self.device {
+            Some(d) => self.global.s_to_g_ps_cached(d.disk_to_s_ps(disk_ps), cache),
+            None => self.global.s_to_g_ps_cached(disk_ps, cache),
+        }
+    }
+
+    pub fn device_to_g_ps(&self, disk_ps: i128) -> i128 {
+        match &self.device {
+            Some(d) => self.global.s_to_g_ps(d.disk_to_s_ps(disk_ps)),
+            None => self.global.s_to_g_ps(disk_ps),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(k: i64, offset_ns: f64, drift_ppb: f64) -> ClockSegment {
+        let start = 1_000_000_000_000 + k * 4_000_000_000;
+        ClockSegment {
+            window_id: k as u64,
+            start_local_ns: start,
+            end_local_ns: start + 4_000_000_000,
+            mid_local_ns: start + 2_000_000_000,
+            offset_ns,
+            drift_ppb,
+            bound_ns: 100.0 * (k + 1) as f64,
+            flagged: false,
+        }
+    }
+
+    #[test]
+    fn continuous_linear_truth_is_reproduced_exactly() {
+        // Truth: S = G + 5 ms + 20 ppm * (G - g0); windows carry it at their midpoints.
+        let drift_ppb = 20_000.0;
+        let g0 = 1_000_000_000_000i64;
+        let segs: Vec<_> = (0..3)
+            .map(|k| {
+                // The model is given at S midpoints: solve the truth for G there.
+                let d = drift_ppb * 1e-9;
+                let mid = 1_000_000_000_000 + k * 4_000_000_000 + 2_000_000_000;
+                let x = ((mid - g0) as f64 - 5_000_000.0) / (1.0 + d);
+                seg(k, (mid - g0) as f64 - x, d / (1.0 + d) * 1e9)
+            })
+            .collect();
+        let map = GlobalMap::new(&segs);
+        for g in [
+            g0 - 1_000_000_000,
+            g0,
+            g0 + 3_100_000_000,
+            g0 + 7_000_000_123,
+            g0 + 13_000_000_000,
+        ] {
+            let s = g as f64 + 5_000_000.0 + drift_ppb * 1e-9 * (g - g0) as f64;
+            let s_ps = (s * 1000.0).round() as i128;
+            let back = map.s_to_g_ps(s_ps);
+            let err_ps = back - g as i128 * 1000;
+            assert!(err_ps.abs() <= 5, "g={g}: error {err_ps} ps");
+        }
+        assert_eq!(map.bound_ns(1_000_000_000_000 + 4_000_000_000), 200.0);
+    }
+
+    #[test]
+    fn map_is_monotone_across_window_jumps() {
+        let map = GlobalMap::new(&[
+            seg(0, 0.0, 0.0),
+            seg(1, 1_000_000.0, -50_000.0),
+            seg(2, -3_000.0, 0.0),
+        ]);
+        let mut prev = i128::MIN;
+        for t in (0..16_000).map(|k| (1_000_000_000_000i64 + k * 1_000_000) as i128 * 1000) {
+            let g = map.s_to_g_ps(t);
+            assert!(g > prev, "not monotone at {t}");
+            prev = g;
+        }
+    }
+}

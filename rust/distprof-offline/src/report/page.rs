@@ -1,0 +1,459 @@
+//! The HTML page: summary on top, then network, nodes and edges; CSS inline, no network,
+//! no script library. One inline statement records the load time for the tests.
+
+use super::analysis::{Analysis, EdgeStats, NodeStats};
+use super::edges::edge_plot;
+use super::input::{EdgeHealth, ReportInput};
+use super::network::{graph, residual_histogram};
+use super::nodes::{bound_heatmap, node_plot, HEATMAP_MAX_ROWS};
+use super::svg::{escape, fmt_ns};
+use super::Limits;
+use std::fmt::Write;
+
+const STYLE: &str = r#"
+body{font:14px/1.4 system-ui,sans-serif;margin:0 auto;max-width:1280px;padding:0 16px 40px;color:#222;background:#fff}
+h1{font-size:22px;margin:18px 0 4px}h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid #ccc}
+h3{font-size:14px;margin:12px 0 2px}
+.synthetic{background:#fff3cd;border:1px solid #e0c060;padding:6px 10px;margin:8px 0}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
+.card{border:1px solid #ccc;border-radius:6px;padding:8px 12px;min-width:150px}
+.card b{display:block;font-size:18px}.card.bad{border-color:#c0392b;background:#fdecea}
+.card small{color:#666}
+.grid{display:flex;flex-wrap:wrap;gap:14px}.cell{flex:0 0 auto}
+.cap{font-size:12px;color:#555;max-width:620px}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}td,th{border:1px solid #ddd;padding:2px 6px;text-align:right}
+th{background:#f4f4f4}td.l,th.l{text-align:left}tr.bad td{background:#fdecea}tr.warn td{background:#fff6e0}
+pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
+.problems{color:#8a1f11}
+.legend span{display:inline-block;margin-right:12px}.sw{display:inline-block;width:12px;height:12px;vertical-align:middle;margin-right:4px;border-radius:6px}
+svg{display:block}svg text{font:11px system-ui,sans-serif;fill:#333}
+svg .frame{fill:none;stroke:#999}svg .grid{stroke:#eee}svg .axis{font-size:12px;fill:#444}
+svg .bad{fill:#c0392b;fill-opacity:.12}svg .warn{fill:#c0392b;font-size:13px}
+svg .band{fill:#777;fill-opacity:.18}svg .band-bad{fill:#c0392b;fill-opacity:.25}
+svg .fit{stroke:#111;stroke-width:1.5;fill:none}svg .drift{stroke:#2c7a3f;stroke-width:2;fill:none}
+svg .limit{stroke:#c0392b;stroke-dasharray:4 3;fill:none;stroke-width:1}
+svg .pts{fill:none;stroke-linecap:round}svg .fwd{stroke:#1f5fbf;stroke-width:3.2}svg .rev{stroke:#d35400;stroke-width:3.2}
+svg .fwd-impure{stroke:#9db8e3;stroke-width:2.2}svg .rev-impure{stroke:#f0bb8f;stroke-width:2.2}
+svg .edge{fill:none}svg .edge.ok{stroke:#4a8f5a;stroke-opacity:.35;stroke-width:1}
+svg .edge.degraded{stroke:#e08e0b;stroke-width:2}svg .edge.down{stroke:#c0392b;stroke-width:2.2;stroke-dasharray:5 3}
+svg .dense .edge.ok{stroke-opacity:.1;stroke-width:.5}svg .dense .edge.degraded{stroke-width:.7;stroke-opacity:.8}svg .dense .edge.down{stroke-width:.9;stroke-dasharray:3 2}
+svg .node{stroke:#fff;stroke-width:1}svg .node.ok{fill:#4a8f5a}svg .node.ref{fill:#1f5fbf}
+svg .node.flagged{fill:#e08e0b}svg .node.unreach,svg .node.unknown{fill:#c0392b}
+svg .flag{stroke:#c0392b;stroke-width:1.2}svg .limitmark{fill:#000}svg .unreach{fill:#bbb}
+svg .bar{fill:#5b6fa8}svg .zero{stroke:#c0392b}
+"#;
+
+fn card(out: &mut String, title: &str, value: &str, note: &str, bad: bool) {
+    let _ = write!(
+        out,
+        "<div class=\"card{}\"><small>{}</small><b>{}</b><small>{}</small></div>",
+        if bad { " bad" } else { "" },
+        escape(title),
+        escape(value),
+        escape(note)
+    );
+}
+
+fn edge_list(edges: &[&EdgeStats], limit: usize) -> String {
+    let mut s: Vec<String> = edges
+        .iter()
+        .take(limit)
+        .map(|e| format!("{}→{}", e.src, e.dst))
+        .collect();
+    if edges.len() > limit {
+        s.push(format!("and {} more", edges.len() - limit));
+    }
+    s.join(", ")
+}
+
+fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
+    let f = &input.facts;
+    out.push_str("<h2 id=\"summary\">Summary</h2><div class=\"cards\">");
+    match a.worst_reachable() {
+        Some(w) => {
+            card(
+                out,
+                "worst node",
+                &format!("node {}", w.node),
+                &format!("{} of {} windows flagged", w.flagged, w.windows),
+                w.flagged > 0,
+            );
+            let over = f.bound_limit_ns.is_some_and(|l| w.max_bound_ns > l);
+            let limit = f
+                .bound_limit_ns
+                .map_or(String::from("no limit given"), |l| {
+                    format!("limit {}", fmt_ns(l))
+                });
+            card(
+                out,
+                "worst bound",
+                &format!("± {}", fmt_ns(w.max_bound_ns)),
+                &limit,
+                over,
+            );
+        }
+        None => card(
+            out,
+            "worst node",
+            "none reachable",
+            "no node has a clock model",
+            true,
+        ),
+    }
+    let unreachable: Vec<&NodeStats> = a.unreachable().collect();
+    let names: Vec<String> = unreachable
+        .iter()
+        .take(8)
+        .map(|n| n.node.to_string())
+        .collect();
+    card(
+        out,
+        "unreachable nodes",
+        &unreachable.len().to_string(),
+        &if unreachable.is_empty() {
+            "all nodes have a model".to_string()
+        } else {
+            format!("nodes {}", names.join(", "))
+        },
+        !unreachable.is_empty(),
+    );
+    let limit = f.bound_limit_ns.map_or(String::from("the limit"), fmt_ns);
+    // Local runs on a shared machine can flag every window (bounds of ~100 µs against a
+    // 10 µs limit): say how far over they are, not only that they are.
+    let flagged_note = if a.flagged_windows == 0 {
+        format!("node windows with a bound over {limit}: none (the reference's not counted)")
+    } else {
+        let (lo, hi) = a.flagged_bound_range_ns;
+        format!(
+            "node windows with a bound over {limit}: {} … {} (the reference's not counted)",
+            fmt_ns(lo),
+            fmt_ns(hi)
+        )
+    };
+    card(
+        out,
+        "flagged windows",
+        &format!("{} / {}", a.flagged_windows, a.total_windows),
+        &flagged_note,
+        a.flagged_windows > 0,
+    );
+    let degraded: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Degraded).collect();
+    let down: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Down).collect();
+    card(
+        out,
+        "degraded edges",
+        &format!("{} / {}", degraded.len(), a.edges.len()),
+        &edge_list(&degraded, 6),
+        !degraded.is_empty(),
+    );
+    card(
+        out,
+        "down edges",
+        &format!("{} / {}", down.len(), a.edges.len()),
+        &edge_list(&down, 6),
+        !down.is_empty(),
+    );
+    let mode = serde_json::to_value(f.timestamp_mode)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mode_note = f
+        .timestamp_bound_ns
+        .map_or(String::from("bound not stated"), |b| {
+            format!("contributes ± {}", fmt_ns(b))
+        });
+    card(
+        out,
+        "timestamps",
+        &mode,
+        &mode_note,
+        matches!(f.timestamp_mode, distprof::config::TimestampMode::User),
+    );
+    let est = f
+        .estimator
+        .and_then(|e| serde_json::to_value(e).ok())
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "not stated".to_string());
+    card(
+        out,
+        "estimator",
+        &est,
+        &format!("reference node {}", f.reference_node),
+        false,
+    );
+    out.push_str("</div>");
+    out.push_str("<p class=\"cap\">Bounds cover timestamping and estimation error. Path asymmetry (one direction slower than the other) cannot be seen by two-way probes and is not in them.</p>");
+    if !a.problems.is_empty() {
+        let _ = write!(
+            out,
+            "<details class=\"problems\" open><summary>{} problem(s) in the input</summary><ul>",
+            a.problems.len()
+        );
+        for p in a.problems.iter().take(50) {
+            let _ = write!(out, "<li>{}</li>", escape(p));
+        }
+        if a.problems.len() > 50 {
+            let _ = write!(out, "<li>and {} more</li>", a.problems.len() - 50);
+        }
+        out.push_str("</ul></details>");
+    }
+    let config =
+        serde_json::to_string_pretty(&f.config).unwrap_or_else(|e| format!("(not printable: {e})"));
+    let _ = write!(
+        out,
+        "<details><summary>configuration used</summary><pre>{}</pre></details>",
+        escape(&config)
+    );
+}
+
+fn network(out: &mut String, input: &ReportInput, a: &Analysis) {
+    out.push_str("<h2 id=\"network\">Network</h2><div class=\"grid\"><div class=\"cell\" style=\"width:540px\">");
+    out.push_str("<h3>Probe graph</h3>");
+    out.push_str(&graph(input, a, 520.0));
+    out.push_str("<p class=\"cap legend\"><span><i class=\"sw\" style=\"background:#4a8f5a\"></i>edge ok / node ok</span><span><i class=\"sw\" style=\"background:#e08e0b\"></i>degraded edge / node with flagged windows</span><span><i class=\"sw\" style=\"background:#c0392b\"></i>down edge (dashed) / unreachable node</span><span><i class=\"sw\" style=\"background:#1f5fbf\"></i>reference</span><br>Nodes on a circle by id, clockwise from the top. Each edge bends to the right of its direction (prober → peer), so both directions of a pair are visible.</p>");
+    out.push_str("</div><div class=\"cell\" style=\"width:600px\"><h3>Loop-closure residuals</h3>");
+    out.push_str(&residual_histogram(&input.loops, 580.0, 260.0));
+    out.push_str("<p class=\"cap\">Sum of the estimated edge offsets around each cycle of the graph; zero for consistent estimates. A wide spread points at bad edges (a slow return path biases an edge by half the difference). A bias that is consistent around every loop, such as one node whose every path is asymmetric the same way, cannot show here.</p>");
+    // The worst window of each cycle: one bad cycle would otherwise fill the table.
+    let mut by_cycle: std::collections::BTreeMap<&[u32], &crate::report::LoopResidual> =
+        std::collections::BTreeMap::new();
+    for l in input.loops.iter().filter(|l| l.residual_ns.is_finite()) {
+        let e = by_cycle.entry(l.nodes.as_slice()).or_insert(l);
+        if l.residual_ns.abs() > e.residual_ns.abs() {
+            *e = l;
+        }
+    }
+    let mut worst: Vec<_> = by_cycle.into_values().collect();
+    worst.sort_by(|x, y| y.residual_ns.abs().total_cmp(&x.residual_ns.abs()));
+    if !worst.is_empty() {
+        out.push_str("<table><tr><th class=\"l\">worst loops (worst window each)</th><th>window</th><th>residual</th></tr>");
+        for l in worst.iter().take(10) {
+            let cycle: Vec<String> = l.nodes.iter().map(|n| n.to_string()).collect();
+            let _ = write!(
+                out,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&cycle.join(" → ")),
+                l.window_id.map_or("run".to_string(), |w| w.to_string()),
+                escape(&fmt_ns(l.residual_ns))
+            );
+        }
+        out.push_str("</table>");
+    }
+    out.push_str("</div></div>");
+}
+
+fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
+    out.push_str("<h2 id=\"nodes\">Nodes</h2>");
+    out.push_str("<h3>Error bound of every node and window</h3>");
+    out.push_str(&bound_heatmap(
+        &input.nodes,
+        a,
+        input.facts.bound_limit_ns,
+        1240.0,
+    ));
+    if a.nodes.len() > HEATMAP_MAX_ROWS {
+        let _ = write!(
+            out,
+            "<p class=\"cap\">Showing the {HEATMAP_MAX_ROWS} worst of {} nodes.</p>",
+            a.nodes.len()
+        );
+    }
+    let k = limits.node_plots.min(a.nodes.len());
+    let _ = write!(
+        out,
+        "<h3>Offset and drift against the reference: {}</h3><p class=\"cap\">Black: the offset estimate of each window (node clock minus reference, minus the run-wide straight-line trend given below each plot, so that µs bounds stay visible next to ms of drift), grey band: ± its error bound, red tint: flagged window, dashed red: the bound limit around the estimate. Green steps: drift. Hover a line for its numbers.</p><div class=\"grid\">",
+        if k < a.nodes.len() { format!("the {k} worst of {} nodes", a.nodes.len()) } else { "every reachable node".to_string() }
+    );
+    let by_id: std::collections::BTreeMap<_, _> = input.nodes.iter().map(|n| (n.node, n)).collect();
+    for s in a.nodes.iter().filter(|s| s.reachable).take(k) {
+        let Some(model) = by_id.get(&s.node) else {
+            continue;
+        };
+        let host = input
+            .hostnames
+            .get(&s.node)
+            .map(|h| format!(" ({})", escape(h)))
+            .unwrap_or_default();
+        let plot = node_plot(model, a.t0_global_ns, 600.0, input.facts.bound_limit_ns);
+        let _ = write!(
+            out,
+            "<div class=\"cell\"><h3>node {}{host}: max bound {}, {} of {} windows flagged</h3>{}<p class=\"cap\">Trend removed from the offset: {} at run start, {:.0} ppb.</p></div>",
+            s.node,
+            escape(&fmt_ns(s.max_bound_ns)),
+            s.flagged,
+            s.windows,
+            plot.svg,
+            escape(&fmt_ns(plot.trend_start_ns)),
+            plot.trend_ppb
+        );
+    }
+    out.push_str("</div>");
+    let unreachable: Vec<String> = a.unreachable().map(|s| s.node.to_string()).collect();
+    if !unreachable.is_empty() {
+        let _ = write!(out, "<p class=\"problems\">Unreachable, no clock model (no path of usable edges to the reference): nodes {}.</p>", unreachable.join(", "));
+    }
+    let rows = a.nodes.len().min(limits.table_rows);
+    let _ = write!(out, "<details{}><summary>all {} nodes, worst first</summary><table><tr><th>node</th><th class=\"l\">host</th><th>windows</th><th>flagged</th><th>max bound</th><th>first offset</th><th>last offset</th><th>drift min</th><th>drift max</th></tr>", if a.nodes.len() <= 16 { " open" } else { "" }, a.nodes.len());
+    for s in a.nodes.iter().take(rows) {
+        let class = if !s.reachable {
+            " class=\"bad\""
+        } else if s.flagged > 0 {
+            " class=\"warn\""
+        } else {
+            ""
+        };
+        let host = input
+            .hostnames
+            .get(&s.node)
+            .map(|h| escape(h))
+            .unwrap_or_default();
+        let bound = if s.reachable {
+            fmt_ns(s.max_bound_ns)
+        } else {
+            "unreachable".to_string()
+        };
+        let ppb = |v: f64| {
+            if v.is_finite() {
+                format!("{v:.0} ppb")
+            } else {
+                "–".to_string()
+            }
+        };
+        let _ = write!(
+            out,
+            "<tr{class}><td>{}</td><td class=\"l\">{host}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            s.node,
+            s.windows,
+            s.flagged,
+            escape(&bound),
+            escape(&fmt_ns(s.first_offset_ns)),
+            escape(&fmt_ns(s.last_offset_ns)),
+            ppb(s.min_drift_ppb),
+            ppb(s.max_drift_ppb)
+        );
+    }
+    out.push_str("</table>");
+    if rows < a.nodes.len() {
+        let _ = write!(
+            out,
+            "<p class=\"cap\">{} more nodes not listed.</p>",
+            a.nodes.len() - rows
+        );
+    }
+    out.push_str("</details>");
+}
+
+fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
+    out.push_str("<h2 id=\"edges\">Edges</h2>");
+    let with_data: Vec<&EdgeStats> = a
+        .edges
+        .iter()
+        .filter(|s| s.points > 0 || s.windows > 0)
+        .collect();
+    let k = limits.edge_plots.min(with_data.len());
+    let _ = write!(
+        out,
+        "<h3>One-way delays and fits: {}</h3><p class=\"cap legend\"><span><i class=\"sw\" style=\"background:#1f5fbf\"></i>forward (prober → peer), pure</span><span><i class=\"sw\" style=\"background:#9db8e3\"></i>forward, impure</span><span><i class=\"sw\" style=\"background:#d35400\"></i>reverse, pure</span><span><i class=\"sw\" style=\"background:#f0bb8f\"></i>reverse, impure</span><br>Each point is the peer's clock minus the prober's across one packet: forward points sit one delay above the clock difference, reverse points one delay below. Everything is drawn minus one straight line through the run's fits (given below each plot), which keeps each point's distance to its fit. Black: each window's max-margin line (the clock difference), grey band: ± its margin. Red tint: the clouds overlap (no separating line). Points are thinned to the lowest and highest per 2 px, which keeps the envelope the fit depends on; the 1% most extreme are drawn on the border.</p><div class=\"grid\">",
+        if k < with_data.len() { format!("the {k} worst of {} edges with data", with_data.len()) } else { "every edge with data".to_string() }
+    );
+    for s in with_data.iter().take(k) {
+        let e = &input.edges[s.index];
+        let plot = edge_plot(e, 600.0, 240.0);
+        let note = if e.health_note.is_empty() {
+            String::new()
+        } else {
+            format!(" — {}", escape(&e.health_note))
+        };
+        let _ = write!(
+            out,
+            "<div class=\"cell\"><h3>edge {} → {}: {}{note}</h3>{}<p class=\"cap\">{} points ({} pure), {} drawn{}; {} windows, min margin {}. Trend removed: {} at the first probe, {:.0} ppb.</p></div>",
+            e.src,
+            e.dst,
+            e.health.label(),
+            plot.svg,
+            s.points,
+            s.pure_points,
+            plot.drawn_points,
+            if plot.clamped_points > 0 { format!(", {} on the border", plot.clamped_points) } else { String::new() },
+            s.windows,
+            escape(&fmt_ns(s.min_margin_ns)),
+            escape(&fmt_ns(plot.trend_start_ns)),
+            plot.trend_ppb
+        );
+    }
+    out.push_str("</div>");
+    let empty: Vec<&EdgeStats> = a
+        .edges
+        .iter()
+        .filter(|s| s.points == 0 && s.windows == 0)
+        .collect();
+    if !empty.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"problems\">{} edge(s) delivered no probe: {}.</p>",
+            empty.len(),
+            escape(&edge_list(&empty, 40))
+        );
+    }
+    let rows = a.edges.len().min(limits.table_rows);
+    let _ = write!(out, "<details><summary>all {} edges, worst first</summary><table><tr><th>src</th><th>dst</th><th class=\"l\">health</th><th>points</th><th>pure</th><th>windows</th><th>overlapping</th><th>min margin</th><th class=\"l\">note</th></tr>", a.edges.len());
+    for s in a.edges.iter().take(rows) {
+        let class = match s.health {
+            EdgeHealth::Down => " class=\"bad\"",
+            EdgeHealth::Degraded => " class=\"warn\"",
+            EdgeHealth::Ok => "",
+        };
+        let _ = write!(
+            out,
+            "<tr{class}><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            s.src,
+            s.dst,
+            s.health.label(),
+            s.points,
+            s.pure_points,
+            s.windows,
+            s.overlapping_windows,
+            escape(&fmt_ns(s.min_margin_ns)),
+            escape(&input.edges[s.index].health_note)
+        );
+    }
+    out.push_str("</table>");
+    if rows < a.edges.len() {
+        let _ = write!(
+            out,
+            "<p class=\"cap\">{} more edges not listed.</p>",
+            a.edges.len() - rows
+        );
+    }
+    out.push_str("</details>");
+}
+
+pub fn page(input: &ReportInput, limits: &Limits) -> String {
+    let a = Analysis::of(input);
+    let mut out = String::with_capacity(1 << 20);
+    let title = format!("distprof report: {}", input.facts.run_name);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body><h1>{}</h1>",
+        escape(&title),
+        escape(&title)
+    );
+    let _ = write!(
+        out,
+        "<p class=\"cap\">{} nodes, {} edges, {} loops. <a href=\"#summary\">summary</a> · <a href=\"#network\">network</a> · <a href=\"#nodes\">nodes</a> · <a href=\"#edges\">edges</a></p>",
+        input.nodes.len(),
+        input.edges.len(),
+        input.loops.len()
+    );
+    if input.facts.synthetic {
+        out.push_str("<p class=\"synthetic\">Synthetic input: generated by a seeded model, not measured. It shows what the panels look like.</p>");
+    }
+    summary(&mut out, input, &a);
+    network(&mut out, input, &a);
+    nodes(&mut out, input, &a, limits);
+    edges(&mut out, input, &a, limits);
+    // The page is complete without script; this one statement records when the browser
+    // finished loading and laying it out, so tests can hold the page to its load budget.
+    out.push_str("<p class=\"cap\" id=\"load\"></p><script>addEventListener('load',function(){document.body.getBoundingClientRect();var e=document.getElementById('load');e.dataset.loadMs=performance.now().toFixed(0);e.textContent='Rendered in '+e.dataset.loadMs+' ms.';});</script></body></html>\n");
+    out
+}
