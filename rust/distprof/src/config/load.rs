@@ -70,6 +70,25 @@ pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<EffectiveConfig, Con
     builder.finish(errors)
 }
 
+/// Like [`load`], with one more layer between the file of `XLA_DIST_PROF_CONFIG` and the
+/// variables: the JSON object `text` that a host API was given (the Python package's
+/// `config=` argument), named `label` in messages. Precedence: defaults < file < `text` <
+/// environment, so a variable still wins as it does inside XLA.
+pub fn load_with_text(
+    label: &Path,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<EffectiveConfig, ConfigErrors> {
+    let mut builder = Builder::defaults();
+    let mut errors = ConfigErrors::default();
+    if let Some(path) = env(CONFIG_FILE_VAR).filter(|p| !p.trim().is_empty()) {
+        file::apply_file(Path::new(&path), Some(CONFIG_FILE_VAR), &mut builder, &mut errors);
+    }
+    file::apply_text(label, text, &mut builder, &mut errors);
+    env::apply_env(env, &mut builder, &mut errors);
+    builder.finish(errors)
+}
+
 /// The configuration a file alone gives (defaults < file), ignoring the environment:
 /// what `distprof config check` judges.
 pub fn check_file(path: &Path) -> Result<Config, ConfigErrors> {
@@ -117,6 +136,23 @@ mod tests {
         assert_eq!(eff.config, Config::default());
         assert_eq!(eff.sources.len(), fields::FIELDS.len());
         assert!(eff.sources.values().all(|s| *s == ValueSource::Default));
+    }
+
+    #[test]
+    fn host_text_sits_between_file_and_env() {
+        let f = write_file(r#"{"probe_cadence_us": 30000, "probe_window_s": 3.0}"#);
+        let path = f.path().to_string_lossy().into_owned();
+        let env = env_of(&[(CONFIG_FILE_VAR, path.as_str()), ("XLA_PROBE_WINDOW_S", "2.5")]);
+        let label = Path::new("distprof.jax.start(config=...)");
+        let text = r#"{"enabled": true, "probe_cadence_us": 20000, "probe_window_s": 4.0}"#;
+        let eff = load_with_text(label, text, &env).unwrap();
+        assert!(eff.config.enabled);
+        assert_eq!(eff.config.probe_cadence_us, 20_000, "the text beats the file");
+        assert_eq!(eff.config.probe_window_s, 2.5, "the variable beats the text");
+        assert_eq!(eff.sources["probe_cadence_us"], ValueSource::File(label.to_path_buf()));
+        let err = load_with_text(label, r#"{"probe_cadense_us": 1}"#, &env_of(&[])).unwrap_err();
+        let line = err.one_line();
+        assert!(line.contains("distprof.jax.start(config=...)") && line.contains("probe_cadence_us"), "{line}");
     }
 
     #[test]

@@ -114,6 +114,10 @@ impl Backend for EngineBackend {
         Ok(())
     }
 
+    fn probes_finished(&self) -> bool {
+        self.trace.as_ref().is_none_or(|t| t.probes_finished())
+    }
+
     fn node_state(&self, node: NodeId) -> Option<NodeState> {
         self.nodes
             .iter()

@@ -369,6 +369,12 @@ impl TraceSession {
         encode_space(&space)
     }
 
+    /// True once every probe thread of this trace has ended (after [`TraceSession::stop`]:
+    /// last window closed, fitted and written).
+    pub fn probes_finished(&self) -> bool {
+        self.probes.iter().all(|r| r.thread.is_finished())
+    }
+
     /// Windows closed so far by node `node`'s engine (tests and diagnostics).
     pub fn windows_closed(&self, node: NodeId) -> Option<u64> {
         let r = self.probes.iter().find(|r| r.node == node)?;
