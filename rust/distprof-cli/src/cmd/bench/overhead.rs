@@ -21,9 +21,10 @@ const BYTES_GOAL_PER_S: f64 = 625_000.0;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Number of node processes.
-    #[arg(long, default_value_t = 4)]
-    nodes: u32,
+    /// Number of node processes (default: the default out-degree plus one, 9, so that
+    /// every node probes as many peers as the default configuration does).
+    #[arg(long)]
+    nodes: Option<u32>,
     /// Seconds of probing.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -33,7 +34,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let n = args.nodes;
+    let n = args.nodes.unwrap_or(Config::default().probe_out_degree + 1);
     if !(2..=32).contains(&n) {
         bail!("--nodes {n}: use 2 to 32 node processes");
     }
@@ -93,6 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "bytes_per_s_per_edge": bytes_per_s_per_edge,
                 "nodes": n,
                 "edges": edges,
+                "out_degree": config.probe_out_degree.min(n - 1),
                 "probe_cadence_us": config.probe_cadence_us,
                 "duration_s": args.duration,
             })
