@@ -36,7 +36,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = cmd::spelling::modernize(std::env::args_os().collect(), &mut |w| eprintln!("distprof: warning: {w}"));
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Config(args) => cmd::config::run(args),
         Command::Run(args) => cmd::run::run(args),
