@@ -1,7 +1,7 @@
 #![no_main]
-//! See `distprof::fuzz::kv_frame` for what the target feeds and checks.
+//! See `distprof_testkit::fuzz::kv_frame` for what the target feeds and checks.
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    distprof::fuzz::kv_frame(data);
+    distprof_testkit::fuzz::kv_frame(data);
 });

@@ -1,7 +1,7 @@
 #![no_main]
-//! See `distprof::fuzz::rendezvous_values` for what the target feeds and checks.
+//! See `distprof_testkit::fuzz::rendezvous_values` for what the target feeds and checks.
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    distprof::fuzz::rendezvous_values(data);
+    distprof_testkit::fuzz::rendezvous_values(data);
 });

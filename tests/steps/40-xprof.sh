@@ -10,7 +10,7 @@ py=.venv/py312/bin/python
 if [ ! -x "$py" ]; then echo "40-xprof: run tests/setup/30-python.sh first" >&2; exit 1; fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-DISTPROF_MERGE_TEST_OUT="$out" cargo nextest run -p distprof --test merge_jax --no-fail-fast >/dev/null
+DISTPROF_MERGE_TEST_OUT="$out" cargo nextest run -p distprof-offline --test merge_jax --no-fail-fast >/dev/null
 "$py" - "$out" <<'PY' 2> "$out/xprof.log" || { tail -20 "$out/xprof.log"; exit 1; }
 import glob, json, sys
 from xprof.convert import raw_to_tool_data

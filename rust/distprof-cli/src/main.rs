@@ -4,7 +4,9 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod cluster;
 mod cmd;
+mod stats;
 
 #[derive(Parser)]
 #[command(name = "distprof", version, about = "One timeline for multi-node GPU traces")]

@@ -190,7 +190,7 @@ fn report_from_json_input_renders_in_chromium() {
         .unwrap()
         .write_run_dir(run_dir.path(), &distprof::config::Config::default(), &mut |_, _| {})
         .unwrap();
-    let input = distprof::report::load::from_run_dir(run_dir.path()).unwrap();
+    let input = distprof_offline::report::load::from_run_dir(run_dir.path()).unwrap();
     let json = dir.path().join("input.json");
     std::fs::write(&json, serde_json::to_vec(&input).unwrap()).unwrap();
     let page = dir.path().join("report.html");

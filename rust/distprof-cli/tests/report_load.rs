@@ -5,9 +5,9 @@
 use distprof::clock::VirtualClock;
 use distprof::config::{EstimatorKind, TimestampMode};
 use distprof::jsonl;
-use distprof::offline_estimate::RunDirError;
-use distprof::report::load::{from_run_dir, from_run_dir_with_notes};
-use distprof::report::{EdgeHealth, ReportInput};
+use distprof_offline::run_dir_estimate::RunDirError;
+use distprof_offline::report::load::{from_run_dir, from_run_dir_with_notes};
+use distprof_offline::report::{EdgeHealth, ReportInput};
 use distprof::timestamp::StampMode;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -157,7 +157,7 @@ fn real_run_directory_loads_with_every_node_edge_point_and_fit() {
         }
     }
     assert_eq!(input.edges.len(), 6);
-    let run = distprof::offline_estimate::estimate_run(&distprof::offline_estimate::read_run_dir(dir.path()).unwrap()).unwrap();
+    let run = distprof_offline::run_dir_estimate::estimate_run(&distprof_offline::run_dir_estimate::read_run_dir(dir.path()).unwrap()).unwrap();
     for e in &input.edges {
         let recs = &records[&(e.src, e.dst)];
         assert!(files[e.src as usize].meta.out_edges.contains(&e.dst));

@@ -1,37 +1,33 @@
-//! distprof core: clock synchronization for multi-node traces. No FFI, no C++.
+//! distprof runtime: clock synchronization while a multi-node job runs. This is what the
+//! XLA plugin links (through `distprof-ffi`); no FFI, no C++, and no offline tool: merge,
+//! validate and report live in `distprof-offline`, which depends on this crate and never
+//! the other way (docs/architecture.md).
 //!
-//! Data flow (see DESIGN.md): `config` -> `rendezvous` (over a `kv` store, building a
-//! `topology`) -> `RunContext` -> `probe` engine (speaking `wire`, stamping with
-//! `timestamp`, reading `clock`) -> `ProbeRecord`s per `window` -> `estimate` ->
-//! `model` -> `jsonl` and the `xplane` export; offline `merge`, `validate`, `report`.
+//! Data flow: `config` -> `rendezvous` (over a `kv` store, building a `topology`) ->
+//! `RunContext` -> `probe` engine (speaking `wire`, stamping with `timestamp`, reading
+//! `clock`) -> `ProbeRecord`s per `window` -> `estimate` -> `model` -> `jsonl` and the
+//! `distprof_plane` export into the trace (`xplane`).
 
 pub mod atomic_file;
+pub mod clock;
 pub mod config;
 pub mod context;
 pub mod distprof_plane;
 pub mod estimate;
 pub mod file_name;
-// Entry points of the fuzz targets (fuzz/) and their property tests; not an API.
-#[doc(hidden)]
-pub mod fuzz;
 pub mod gpu;
+pub mod jsonl;
 pub mod kv;
 pub mod logging;
-pub mod merge;
 pub mod model;
-pub mod offline_estimate;
 pub mod plugin;
-pub mod record;
-pub mod clock;
-pub mod timestamp;
-pub mod wire;
-pub mod jsonl;
 pub mod probe;
-pub mod standalone;
-pub mod window;
+pub mod record;
 pub mod rendezvous;
-pub mod report;
 pub mod snapshot;
+pub mod standalone;
+pub mod timestamp;
 pub mod topology;
-pub mod validate;
+pub mod window;
+pub mod wire;
 pub mod xplane;

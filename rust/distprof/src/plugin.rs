@@ -10,9 +10,9 @@
 //!
 //! Seams for the engines built elsewhere:
 //! - configuration: the `load_config` function given to [`Plugin::new`];
-//! - rendezvous and probing: [`make_backend`], which returns [`engine::EngineBackend`].
+//! - rendezvous and probing: [`make_backend`], which returns [`backend::EngineBackend`].
 
-pub mod engine;
+pub mod backend;
 pub mod lease;
 pub mod node;
 pub mod trace;
@@ -93,7 +93,7 @@ pub type OnFailure = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
 /// Seam: the backend an enabled plugin drives; the hooks and the FFI do not depend on it.
 pub fn make_backend(config: Config, on_failure: OnFailure) -> Box<dyn Backend> {
-    Box::new(engine::EngineBackend::new(config, on_failure))
+    Box::new(backend::EngineBackend::new(config, on_failure))
 }
 
 /// Loads the effective configuration; an error string names the input and the fix.

@@ -1,6 +1,6 @@
 //! `distprof merge`: every node's trace onto one timeline (see docs/merge.md).
 
-use distprof::merge::{merge, MergeOptions};
+use distprof_offline::merge::{merge, MergeOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -3,7 +3,6 @@
 pub mod bench;
 pub mod config;
 pub mod local;
-pub mod local_truth;
 pub mod merge;
 pub mod report;
 pub mod run;

@@ -6,7 +6,7 @@
 //! same directory, then rename), and its path printed on stdout.
 
 use anyhow::{bail, Context};
-use distprof::report::{render, ReportInput};
+use distprof_offline::report::{render, ReportInput};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -58,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Reads and estimates a run directory; a cut-off last line is reported, not fatal.
 pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
-    let (input, notes) = distprof::report::load::from_run_dir_with_notes(dir)?;
+    let (input, notes) = distprof_offline::report::load::from_run_dir_with_notes(dir)?;
     for path in &notes.truncated_tails {
         eprintln!(
             "distprof report: `{}`: last line cut short (the node died while writing it); that window is left out",

@@ -48,7 +48,7 @@ pub struct Args {
     context_file: Option<PathBuf>,
     /// How long to probe after the rendezvous.
     #[command(flatten)]
-    probe: crate::cmd::local::ProbeArgs,
+    probe: crate::cluster::node_run::ProbeArgs,
 }
 
 /// Who this node is and where the store is, after flags and environment are combined.
@@ -164,11 +164,11 @@ fn hand_over_to_probing(
     socket: UdpSocket,
     config: &Config,
     store: Option<TcpStoreServer>,
-    probe: &crate::cmd::local::ProbeArgs,
+    probe: &crate::cluster::node_run::ProbeArgs,
 ) -> anyhow::Result<ExitCode> {
     // Rank 0 keeps `store` alive while it probes (dropped at the end of this function).
     let _store = store;
-    crate::cmd::local::probe_after_rendezvous(&ctx, rank, socket, config, probe)?;
+    crate::cluster::node_run::probe_after_rendezvous(&ctx, rank, socket, config, probe)?;
     Ok(ExitCode::SUCCESS)
 }
 

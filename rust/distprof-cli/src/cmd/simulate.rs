@@ -4,6 +4,8 @@
 //! real run writes instead (one JSONL per node, the true clocks in `sim_truth.json`), for
 //! `distprof report --run-dir DIR` and `distprof merge --run-dir DIR`.
 
+use crate::stats::quantile;
+use distprof::clock::thread_cpu_s;
 use anyhow::Context;
 use distprof::config::{Config, EstimatorKind};
 use distprof::estimate::{estimate_run_windows, estimate_window, EstimatorSettings, NetworkMode};
@@ -250,15 +252,3 @@ fn write_run_dir(cluster: &Cluster, config: &Config, dir: &Path, json: bool) -> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// Nearest-rank quantile; None for no data.
-pub fn quantile(v: &mut [f64], q: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    Some(v[i])
-}
-
-/// Re-exported for the benches, which time on one core too.
-pub use distprof::clock::thread_cpu_s;

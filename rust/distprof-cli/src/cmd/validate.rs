@@ -1,6 +1,6 @@
 //! `distprof validate`: collective happens-before violations, before and after correction.
 
-use distprof::validate::validate;
+use distprof_offline::validate::validate;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -40,7 +40,7 @@ impl ModelSource {
             (Some(_), Some(_)) => anyhow::bail!("give --models or --run-dir, not both"),
             // The same estimation `distprof report --run-dir` draws: every window of every
             // node's JSONL, solved network-wide against the reference.
-            (None, Some(dir)) => distprof::offline_estimate::models_of_run_dir(dir)
+            (None, Some(dir)) => distprof_offline::run_dir_estimate::models_of_run_dir(dir)
                 .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display())),
             (models, None) => read_models(models.as_deref()),
         }

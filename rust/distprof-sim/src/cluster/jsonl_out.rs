@@ -246,7 +246,7 @@ mod tests {
     use super::super::Scenario;
     use super::*;
     use distprof::estimate::estimate_run_windows;
-    use distprof::offline_estimate::{estimate_run, read_run_dir};
+    use distprof_offline::run_dir_estimate::{estimate_run, read_run_dir};
 
     fn small() -> Cluster {
         let mut s = Scenario::reference();

@@ -5,7 +5,8 @@
 //! against the true mean drift over the window; the reference node itself is excluded
 //! (its error is zero by definition).
 
-use super::super::simulate::{quantile, thread_cpu_s};
+use crate::stats::quantile;
+use distprof::clock::thread_cpu_s;
 use distprof::config::EstimatorKind;
 use distprof::estimate::{estimate_run_windows, estimate_window_with_history, EstimatorSettings, History, NetworkMode, WindowEstimate};
 use distprof_sim::cluster::{Cluster, Scenario};

@@ -12,14 +12,15 @@
 //! down), drop counters, and offset error against truth; with `--json` one object as the
 //! last line, with every invariant that failed under `violations` (exit code 1 if any).
 
-use crate::cmd::local::{write_node_files, SimSpec, WorkerReport};
-use crate::cmd::local_truth::{self, Verdict};
+use crate::cluster::node_run::{SimSpec, WorkerReport};
+use crate::cluster::spawn::write_node_files;
+use crate::cluster::truth::{self as local_truth, Verdict};
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::{NodeId, NodeInfo, RunContext};
 use distprof::jsonl::{self, NodeFile};
-use distprof::offline_estimate::RunFile;
+use distprof_offline::run_dir_estimate::RunFile;
 use distprof::rendezvous::digest;
 use distprof::topology::build_probe_graph;
 use distprof_sim::inject::{Flood, FloodCounts, FloodPlan};

@@ -11,7 +11,7 @@
 //! so both the S -> G and the R -> S -> G paths are exercised.
 
 use distprof::distprof_plane::{distprof_plane_bytes, DistprofPlaneData, TracerStart};
-use distprof::merge::{merge, MergeOptions};
+use distprof_offline::merge::{merge, MergeOptions};
 use distprof::model::{ClockSegment, NodeClockModel};
 use distprof::snapshot::SnapshotPair;
 use distprof::xplane::*;

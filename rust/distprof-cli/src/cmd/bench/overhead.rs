@@ -4,7 +4,7 @@
 //! system) of its probe engine over the engine's wall time, and counts its datagrams.
 //! Bytes include the UDP (8) and IPv4 (20) headers.
 
-use crate::cmd::local::{spawn_cluster, wait_cluster};
+use crate::cluster::spawn::{spawn_cluster, wait_cluster};
 use anyhow::bail;
 use distprof::clock::VirtualClock;
 use distprof::config::Config;

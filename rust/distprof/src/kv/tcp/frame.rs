@@ -13,10 +13,10 @@
 use crate::kv::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use std::io::{self, Read, Write};
 
-pub(crate) const MAGIC: &[u8; 4] = b"DPKV";
-pub(crate) const VERSION: u16 = 1;
+pub const MAGIC: &[u8; 4] = b"DPKV";
+pub const VERSION: u16 = 1;
 /// The largest frame: a SET with the largest key and value plus field headers.
-pub(crate) const MAX_FRAME_BYTES: usize = MAX_VALUE_BYTES + MAX_KEY_BYTES + 64;
+pub const MAX_FRAME_BYTES: usize = MAX_VALUE_BYTES + MAX_KEY_BYTES + 64;
 /// Error messages from the server are short; longer ones are cut, not refused.
 const MAX_MESSAGE_BYTES: usize = 4096;
 
@@ -31,7 +31,7 @@ const OP_TIMEOUT: u8 = 0x83;
 const OP_ERROR: u8 = 0x84;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Request {
+pub enum Request {
     Hello { version: u16 },
     Get { key: String, timeout_ms: u64 },
     TryGet { key: String },
@@ -39,7 +39,7 @@ pub(crate) enum Request {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Response {
+pub enum Response {
     Ok,
     Value(String),
     NotFound,
@@ -50,7 +50,7 @@ pub(crate) enum Response {
 /// Why a frame could not be read: the connection failed, or the peer sent bytes that are
 /// not our protocol (which no retry will fix).
 #[derive(Debug)]
-pub(crate) enum FrameError {
+pub enum FrameError {
     Io(io::Error),
     Malformed(String),
 }
@@ -83,7 +83,7 @@ fn write_frame(w: &mut impl Write, body: &[u8]) -> io::Result<()> {
     w.flush()
 }
 
-pub(crate) fn write_request(w: &mut impl Write, req: &Request) -> io::Result<()> {
+pub fn write_request(w: &mut impl Write, req: &Request) -> io::Result<()> {
     let mut body = Vec::new();
     match req {
         Request::Hello { version } => {
@@ -109,7 +109,7 @@ pub(crate) fn write_request(w: &mut impl Write, req: &Request) -> io::Result<()>
     write_frame(w, &body)
 }
 
-pub(crate) fn write_response(w: &mut impl Write, resp: &Response) -> io::Result<()> {
+pub fn write_response(w: &mut impl Write, resp: &Response) -> io::Result<()> {
     let mut body = Vec::new();
     match resp {
         Response::Ok => body.push(OP_OK),
@@ -210,7 +210,7 @@ impl<'a> Fields<'a> {
     }
 }
 
-pub(crate) fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameError> {
+pub fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameError> {
     let Some(body) = read_frame(r)? else {
         return Ok(None);
     };
@@ -252,7 +252,7 @@ pub(crate) fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameEr
     Ok(Some(req))
 }
 
-pub(crate) fn read_response(r: &mut impl Read) -> Result<Response, FrameError> {
+pub fn read_response(r: &mut impl Read) -> Result<Response, FrameError> {
     let Some(body) = read_frame(r)? else {
         return Err(FrameError::Io(io::Error::new(
             io::ErrorKind::UnexpectedEof,

@@ -3,8 +3,9 @@
 //! of PyTorch's c10d `TCPStore` that torchrun users know: one address, known to all.
 
 mod client;
-// pub(crate) for the fuzz entry points (`crate::fuzz`).
-pub(crate) mod frame;
+// Public for the fuzz entry points (`distprof_testkit::fuzz::kv_frame`); not an API.
+#[doc(hidden)]
+pub mod frame;
 mod server;
 
 pub use client::{TcpStore, TcpStoreOptions};

@@ -12,9 +12,9 @@
 //! `collective-broadcast`, and their `-start`/`-done` halves). The key is
 //! (`hlo_module`, op name); a participant is one plane of one node.
 
-use crate::merge::rewrite::{is_event_plane, plane_name, prescan};
+use crate::merge::prescan::{is_event_plane, plane_name, prescan};
 use crate::merge::timemap::NodeTimeMap;
-use crate::merge::wire::{Fields, WireError, LEN};
+use crate::merge::protobuf::{Fields, WireError, LEN};
 use crate::merge::{find_inputs, load_node, MergeError};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -105,7 +105,7 @@ pub struct ValidateReport {
 pub fn validate(
     inputs: &[PathBuf],
     allow_uncorrected: bool,
-    models: &[crate::model::NodeClockModel],
+    models: &[distprof::model::NodeClockModel],
 ) -> Result<ValidateReport, MergeError> {
     let paths = find_inputs(inputs)?;
     let (mut before, mut after) = (Collectives::new(), Collectives::new());

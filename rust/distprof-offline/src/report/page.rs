@@ -167,7 +167,7 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
         "timestamps",
         &mode,
         &mode_note,
-        matches!(f.timestamp_mode, crate::config::TimestampMode::User),
+        matches!(f.timestamp_mode, distprof::config::TimestampMode::User),
     );
     let est = f
         .estimator

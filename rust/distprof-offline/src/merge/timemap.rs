@@ -8,9 +8,9 @@
 //! own drift extrapolates. Absolute times are in ps as i128 (epoch ps overflow i64); only
 //! corrections, which are small, pass through f64.
 
-use crate::distprof_plane::{DistprofPlaneData, TracerStart};
-use crate::model::{ClockSegment, NodeClockModel};
-use crate::snapshot::SnapshotFit;
+use distprof::distprof_plane::{DistprofPlaneData, TracerStart};
+use distprof::model::{ClockSegment, NodeClockModel};
+use distprof::snapshot::SnapshotFit;
 
 /// Why a node cannot be placed on the global timeline.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 use super::analysis::{global_ns, Analysis};
 use super::input::ns_between;
 use super::svg::{fmt_ns, unit_for_ns, AxisSpec, Frame, PathData, Scale, Svg};
-use crate::model::{ClockSegment, NodeClockModel};
+use distprof::model::{ClockSegment, NodeClockModel};
 use std::collections::BTreeMap;
 
 /// The heatmap gets at most this many columns; more windows are merged (worst bound of the

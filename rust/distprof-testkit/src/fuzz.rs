@@ -7,11 +7,11 @@
 //! seeded property tests below, which replay the committed corpus plus mutations of it
 //! under `cargo nextest` without libFuzzer.
 
-use crate::config::{self, fields, Config};
-use crate::context::{NodeInfo, RunContext};
-use crate::kv::tcp::frame::{self, FrameError};
-use crate::rendezvous::values::{self, Announcement, Envelope, Join};
-use crate::report::{self, ReportInput};
+use distprof::config::{self, fields, Config};
+use distprof::context::{NodeInfo, RunContext};
+use distprof::kv::tcp::frame::{self, FrameError};
+use distprof::rendezvous::values::{self, Announcement, Envelope, Join};
+use distprof_offline::report::{self, ReportInput};
 use std::path::Path;
 
 /// The entry point of one target: any bytes in, a panic only on a bug.
@@ -153,7 +153,7 @@ pub fn rendezvous_values(data: &[u8]) {
         0 => {
             if let Ok(ann) = values::decode::<Announcement>("distprof/round/0", &text) {
                 // A node compares the master's shared config with its own.
-                let _ = crate::rendezvous::digest::config_diff(&ann.config, &Config::default());
+                let _ = distprof::rendezvous::digest::config_diff(&ann.config, &Config::default());
                 let again: Announcement = values::decode("distprof/round/0", &values::encode(&ann))
                     .expect("an encoded announcement decodes");
                 assert_eq!(again.session_id, ann.session_id);
@@ -209,7 +209,7 @@ fn check_context_as_each_node(context: &RunContext) {
         candidates.push(stranger);
     }
     for me in candidates.iter().filter(|me| me.node < context.num_nodes) {
-        if crate::rendezvous::check_context("k", context, &ann, me).is_ok() {
+        if distprof::rendezvous::check_context("k", context, &ann, me).is_ok() {
             let n = context.num_nodes as usize;
             assert_eq!(context.nodes.len(), n);
             assert_eq!(context.nodes[me.node as usize], *me);
@@ -217,7 +217,7 @@ fn check_context_as_each_node(context: &RunContext) {
             for (i, peers) in context.out_edges.iter().enumerate() {
                 assert!(i < n && peers.iter().all(|&p| (p as usize) < n));
             }
-            let _ = crate::rendezvous::digest::context_digest(context);
+            let _ = distprof::rendezvous::digest::context_digest(context);
         }
     }
 }
@@ -242,7 +242,7 @@ pub fn report_input(data: &[u8]) {
 /// One probe datagram (`wire::Packet::decode`, what the probe socket does with every
 /// datagram it receives): never panics, and whatever it accepts re-encodes to the same bytes.
 pub fn wire_decode(data: &[u8]) {
-    if let Ok(p) = crate::wire::Packet::decode(data) {
+    if let Ok(p) = distprof::wire::Packet::decode(data) {
         assert_eq!(&p.encode()[..], data);
     }
 }
@@ -256,15 +256,15 @@ pub fn jsonl(data: &[u8]) {
     std::fs::create_dir_all(&dir).expect("temp dir is writable");
     let path = dir.join("input.jsonl");
     std::fs::write(&path, data).expect("temp dir is writable");
-    match crate::jsonl::read(&path) {
+    match distprof::jsonl::read(&path) {
         Ok(file) => {
             let out = dir.join("out");
             let mut w =
-                crate::jsonl::JsonlWriter::create(&out, &file.meta).expect("temp dir is writable");
+                distprof::jsonl::JsonlWriter::create(&out, &file.meta).expect("temp dir is writable");
             for window in &file.windows {
                 w.write_window(window).expect("temp dir is writable");
             }
-            let again = crate::jsonl::read(w.path()).expect("a written file reads back");
+            let again = distprof::jsonl::read(w.path()).expect("a written file reads back");
             assert_eq!(again.windows, file.windows);
             assert!(!again.truncated_tail);
         }
@@ -281,24 +281,24 @@ pub fn jsonl(data: &[u8]) {
 /// `--allow-uncorrected`, so that traces without a model are merged too. A merge output
 /// is itself a valid input (it is marked merged) and must merge again.
 pub fn xspace(data: &[u8]) {
-    let _ = crate::merge::rewrite::prescan(data);
+    let _ = distprof_offline::merge::prescan::prescan(data);
     let dir = std::env::temp_dir().join(format!("distprof-fuzz-xspace-{}", std::process::id()));
     // A leftover from an earlier input would become a second input.
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir is writable");
     let input = dir.join("node.xplane.pb");
     std::fs::write(&input, data).expect("temp dir is writable");
-    let opts = |out: &str| crate::merge::MergeOptions {
+    let opts = |out: &str| distprof_offline::merge::MergeOptions {
         out_dir: dir.join(out),
         chrome: Some(dir.join(format!("{out}.trace.json"))),
         allow_uncorrected: true,
         models: Vec::new(),
     };
-    let first = crate::merge::merge(std::slice::from_ref(&input), &opts("out"), &mut |_| {});
+    let first = distprof_offline::merge::merge(std::slice::from_ref(&input), &opts("out"), &mut |_| {});
     if let Ok(report) = first {
         assert_eq!(report.nodes.len(), 1);
         let output = report.nodes[0].output.clone();
-        let again = crate::merge::merge(&[output], &opts("again"), &mut |_| {});
+        let again = distprof_offline::merge::merge(&[output], &opts("again"), &mut |_| {});
         assert!(
             again.is_ok(),
             "a merge output does not merge again: {:?}",
@@ -311,10 +311,10 @@ pub fn xspace(data: &[u8]) {
 /// Small XSpaces for the `xspace` corpus (`cargo run -p distprof --example fuzz_seeds`
 /// writes them): host, device and distprof planes in the shapes merge handles.
 pub fn xspace_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
-    use crate::model::{ClockSegment, NodeClockModel};
-    use crate::snapshot::SnapshotPair;
-    use crate::xplane::*;
+    use distprof::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
+    use distprof::model::{ClockSegment, NodeClockModel};
+    use distprof::snapshot::SnapshotPair;
+    use distprof::xplane::*;
     use prost::Message;
 
     const START_NS: i64 = 1_790_000_000_000_000_000;
@@ -423,7 +423,7 @@ pub fn xspace_seeds() -> Vec<(&'static str, Vec<u8>)> {
         segments: Vec::new(),
     };
     let mut applied = plane_data(false).to_xplane();
-    applied.name = crate::distprof_plane::DISTPROF_APPLIED_PLANE.into();
+    applied.name = distprof::distprof_plane::DISTPROF_APPLIED_PLANE.into();
     vec![
         ("empty.xplane.pb", Vec::new()),
         (
@@ -616,13 +616,13 @@ mod tests {
         for (name, bytes) in xspace_seeds() {
             let input = dir.path().join(name);
             std::fs::write(&input, &bytes).unwrap();
-            let opts = crate::merge::MergeOptions {
+            let opts = distprof_offline::merge::MergeOptions {
                 out_dir: dir.path().join(format!("{name}.out")),
                 chrome: None,
                 allow_uncorrected: true,
                 models: Vec::new(),
             };
-            let report = crate::merge::merge(&[input], &opts, &mut |_| {})
+            let report = distprof_offline::merge::merge(&[input], &opts, &mut |_| {})
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             let events = report.nodes[0].events;
             assert_eq!(events > 0, !bytes.is_empty(), "{name}: {events} events");
@@ -642,10 +642,10 @@ mod tests {
             ("\u{b}0\u{fffd}[x", "0\u{fffd}[x"),
         ] {
             assert_eq!(
-                crate::logging::parse_filter(spaced)
+                distprof::logging::parse_filter(spaced)
                     .map(|f| f.to_string())
                     .map_err(|e| e.to_string()),
-                crate::logging::parse_filter(tight)
+                distprof::logging::parse_filter(tight)
                     .map(|f| f.to_string())
                     .map_err(|e| e.to_string()),
                 "{spaced:?}"
@@ -685,13 +685,13 @@ mod tests {
         let mut huge = vec![0x0a];
         varint(1 << 40, &mut huge);
         huge.push(0x12);
-        huge.push(crate::xplane::TASK_ENV_PLANE.len() as u8);
-        huge.extend_from_slice(crate::xplane::TASK_ENV_PLANE.as_bytes());
+        huge.push(distprof::xplane::TASK_ENV_PLANE.len() as u8);
+        huge.extend_from_slice(distprof::xplane::TASK_ENV_PLANE.as_bytes());
         // Reported at the end of the length varint: byte 11 (10-byte varint), byte 7 (6-byte).
         for (name, bytes, at) in [("looping", looping, 11), ("huge", huge, 7)] {
             let path = dir.path().join(name);
             std::fs::write(&path, &bytes).unwrap();
-            let err = crate::merge::rewrite::prescan_file(&path)
+            let err = distprof_offline::merge::prescan::prescan_file(&path)
                 .unwrap()
                 .unwrap_err();
             assert_eq!(err.what, "length past end of file", "{name}");
@@ -720,7 +720,7 @@ mod tests {
 
     /// Replaces the seed's plane named `plane` by `edit(plane bytes)`, keeping the others.
     fn edit_plane(seed: &str, plane: &str, edit: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
-        use crate::xplane::XSpace;
+        use distprof::xplane::XSpace;
         use prost::Message;
         let (_, bytes) = xspace_seeds()
             .into_iter()
@@ -733,7 +733,7 @@ mod tests {
             if p.name == plane {
                 body = edit(body);
             }
-            crate::merge::wire::put_len_header(&mut out, 1, body.len());
+            distprof_offline::merge::protobuf::put_len_header(&mut out, 1, body.len());
             out.extend_from_slice(&body);
         }
         out
@@ -743,16 +743,16 @@ mod tests {
         dir: &Path,
         name: &str,
         bytes: &[u8],
-    ) -> Result<crate::merge::MergeReport, crate::merge::MergeError> {
+    ) -> Result<distprof_offline::merge::MergeReport, distprof_offline::merge::MergeError> {
         let input = dir.join(format!("{name}.xplane.pb"));
         std::fs::write(&input, bytes).unwrap();
-        let opts = crate::merge::MergeOptions {
+        let opts = distprof_offline::merge::MergeOptions {
             out_dir: dir.join(name),
             chrome: Some(dir.join(format!("{name}.trace.json"))),
             allow_uncorrected: true,
             models: Vec::new(),
         };
-        crate::merge::merge(&[input], &opts, &mut |_| {})
+        distprof_offline::merge::merge(&[input], &opts, &mut |_| {})
     }
 
     /// Found by the xspace target: a distprof plane carrying a second name field was the
@@ -764,7 +764,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bytes = edit_plane(
             "host-with-model.xplane.pb",
-            crate::distprof_plane::DISTPROF_PLANE,
+            distprof::distprof_plane::DISTPROF_PLANE,
             |mut b| {
                 b.push(0x12); // field 2 (name), length-delimited
                 b.push(9);
@@ -774,7 +774,7 @@ mod tests {
         );
         let first = merge_once(dir.path(), "first", &bytes).unwrap();
         let output = std::fs::read(&first.nodes[0].output).unwrap();
-        let info = crate::merge::rewrite::prescan(&output).unwrap();
+        let info = distprof_offline::merge::prescan::prescan(&output).unwrap();
         assert!(info.already_merged && info.distprof.is_none());
         let again = merge_once(dir.path(), "again", &output).unwrap();
         // As many events as the unedited trace merged twice (the second merge also counts
@@ -796,12 +796,12 @@ mod tests {
     /// the f64 range overflowed the correction. Both now saturate; the merge completes.
     #[test]
     fn regression_extreme_times_and_models_do_not_overflow() {
-        use crate::xplane::{XLine, XPlane};
+        use distprof::xplane::{XLine, XPlane};
         use prost::Message;
         let dir = tempfile::tempdir().unwrap();
         let far_line = edit_plane(
             "host-with-model.xplane.pb",
-            crate::xplane::HOST_THREADS_PLANE,
+            distprof::xplane::HOST_THREADS_PLANE,
             |b| {
                 let mut p = XPlane::decode(b.as_slice()).unwrap();
                 p.lines.push(XLine {
@@ -821,18 +821,18 @@ mod tests {
             .into_iter()
             .find(|(n, _)| *n == "host-with-model.xplane.pb")
             .unwrap();
-        let plane = crate::xplane::XSpace::decode(seed.as_slice())
+        let plane = distprof::xplane::XSpace::decode(seed.as_slice())
             .unwrap()
             .planes
             .into_iter()
-            .find(|p| p.name == crate::distprof_plane::DISTPROF_PLANE)
+            .find(|p| p.name == distprof::distprof_plane::DISTPROF_PLANE)
             .unwrap();
-        let mut data = crate::distprof_plane::DistprofPlaneData::from_xplane(&plane).unwrap();
+        let mut data = distprof::distprof_plane::DistprofPlaneData::from_xplane(&plane).unwrap();
         data.model.segments[0].offset_ns = 1e300;
         data.model.segments[1].drift_ppb = -1e300;
         let huge_model = edit_plane(
             "host-with-model.xplane.pb",
-            crate::distprof_plane::DISTPROF_PLANE,
+            distprof::distprof_plane::DISTPROF_PLANE,
             |_| data.to_xplane().encode_to_vec(),
         );
         merge_once(dir.path(), "huge-model", &huge_model).unwrap();
@@ -843,7 +843,7 @@ mod tests {
         data.model.segments[1].mid_local_ns = i64::MAX;
         let far_mids = edit_plane(
             "host-with-model.xplane.pb",
-            crate::distprof_plane::DISTPROF_PLANE,
+            distprof::distprof_plane::DISTPROF_PLANE,
             |_| data.to_xplane().encode_to_vec(),
         );
         merge_once(dir.path(), "far-mids", &far_mids).unwrap();
@@ -857,8 +857,8 @@ mod tests {
             let text =
                 std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
             assert!(
-                text.contains(&format!("distprof::fuzz::{name}(")),
-                "{} does not call distprof::fuzz::{name}",
+                text.contains(&format!("distprof_testkit::fuzz::{name}(")),
+                "{} does not call distprof_testkit::fuzz::{name}",
                 src.display()
             );
             assert!(

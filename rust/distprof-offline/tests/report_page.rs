@@ -1,70 +1,12 @@
-//! `distprof report`: one self-contained HTML page that shows how well a run's clocks were
-//! synchronized (docs/report.md describes every panel).
-//!
-//! [`render`] is pure: a [`ReportInput`] in, the page out. Loaders (`load`: a run directory of
-//! per-node JSONL) only build the input. Large runs stay readable and small:
-//! points are thinned per pixel keeping each bucket's extremes ([`downsample`]), only the
-//! worst nodes and edges get a plot, the rest are rows of a table and cells of a heatmap.
+//! The report page rendered from seeded inputs with known pathologies
+//! (`distprof_testkit::synthetic_report`): every panel present, user text escaped, hostile
+//! values rendered without NaN, large runs kept small.
 
-pub mod analysis;
-pub mod downsample;
-pub mod edges;
-pub mod input;
-pub mod load;
-mod loops;
-pub mod network;
-pub mod nodes;
-pub mod page;
-pub mod svg;
-/// Seeded inputs with known pathologies (clock steps, down edges, unreachable nodes,
-/// hostile values) for the page's unit tests; real runs of any size come from
-/// `distprof simulate --out`.
-#[cfg(test)]
-pub(crate) mod synthetic;
-
-pub use input::{
-    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
-    ReportInput, RunFacts,
-};
-
-/// How much of a large run gets its own plot or table row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Per-node offset/drift plots, for the worst nodes.
-    pub node_plots: usize,
-    /// Per-edge one-way-delay plots, for the worst edges.
-    pub edge_plots: usize,
-    /// Rows of the node and edge tables (worst first).
-    pub table_rows: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        // A dozen plots of each kind fill two screens and keep a 64-node page near 1 MB;
-        // tables stay under ~0.3 MB at 2,000 rows.
-        Limits {
-            node_plots: 12,
-            edge_plots: 12,
-            table_rows: 2_000,
-        }
-    }
-}
-
-/// The report page for `input`.
-pub fn render(input: &ReportInput) -> String {
-    render_with(input, &Limits::default())
-}
-
-pub fn render_with(input: &ReportInput, limits: &Limits) -> String {
-    page::page(input, limits)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::synthetic::{synthetic_input, SyntheticSpec};
-    use super::*;
-    use crate::config::TimestampMode;
-    use crate::model::{ClockSegment, NodeClockModel};
+mod page_tests {
+    use distprof_testkit::synthetic_report::{synthetic_input, SyntheticSpec};
+    use distprof_offline::report::*;
+    use distprof::config::TimestampMode;
+    use distprof::model::{ClockSegment, NodeClockModel};
 
     /// No `NaN` or `inf` token anywhere in the page (a word that merely contains the
     /// letters, such as "interface", is fine).
@@ -265,10 +207,9 @@ mod tests {
     }
 }
 
-#[cfg(test)]
 mod hostile_input_tests {
-    use super::synthetic::{synthetic_input, SyntheticSpec};
-    use super::*;
+    use distprof_testkit::synthetic_report::{synthetic_input, SyntheticSpec};
+    use distprof_offline::report::*;
 
     #[test]
     fn extreme_timestamps_render_without_panic_or_nan() {
@@ -293,7 +234,7 @@ mod hostile_input_tests {
         input.edges[0].fits[0].mid_ns = i64::MIN;
         input.edges[0].fits[0].drift_ppb = 1e300;
         let html = render(&input);
-        super::tests::assert_no_non_finite(&html);
+        super::page_tests::assert_no_non_finite(&html);
         assert!(html.contains("ends before it starts"));
     }
 }

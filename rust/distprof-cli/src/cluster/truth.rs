@@ -1,15 +1,15 @@
 //! The verdict of `distprof local`: the real estimator run over every node's JSONL, as a
 //! user would run it offline, compared with the true virtual clocks.
 //!
-//! The estimate is `distprof::offline_estimate::estimate_run`, the one `distprof report
+//! The estimate is `distprof_offline::run_dir_estimate::estimate_run`, the one `distprof report
 //! --run-dir` and `merge --run-dir` use (records re-binned into the reference's windows);
 //! this module only compares its segments with the virtual clocks.
 
-use super::simulate::quantile;
+use crate::stats::quantile;
 use distprof::clock::VirtualClock;
 use distprof::context::NodeId;
 use distprof::model::ClockSegment;
-use distprof::offline_estimate::{estimate_run, RunDirError, RunFile};
+use distprof_offline::run_dir_estimate::{estimate_run, RunDirError, RunFile};
 use serde::Serialize;
 
 /// Windows shorter than this share of the longest are the partial last one (it holds

@@ -176,7 +176,7 @@ pub fn put_len_header(out: &mut Vec<u8>, number: u32, len: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xplane::{XEvent, XEventData, XLine};
+    use distprof::xplane::{XEvent, XEventData, XLine};
     use prost::Message;
 
     #[test]

@@ -12,16 +12,19 @@
 //! Chrome Trace Event JSON `<out>/<run>.trace.json` for Perfetto.
 
 pub mod chrome;
+pub mod prescan;
 pub mod rewrite;
 pub mod sink;
 pub mod timemap;
-pub mod wire;
+pub mod protobuf;
+pub mod xspace_fields;
 
-use crate::atomic_file::AtomicFile;
-use crate::distprof_plane::{DistprofPlaneData, PlaneError};
-use crate::model::NodeClockModel;
+use distprof::atomic_file::AtomicFile;
+use distprof::distprof_plane::{DistprofPlaneData, PlaneError};
+use distprof::model::NodeClockModel;
 use chrome::ChromeWriter;
-use rewrite::{NodeOutput, RewriteStats, SpaceInfo};
+use prescan::SpaceInfo;
+use rewrite::{NodeOutput, RewriteStats};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use timemap::{MapError, NodeTimeMap};
@@ -33,7 +36,7 @@ pub enum MergeError {
     #[error("{path}: {err}")]
     Io { path: PathBuf, err: std::io::Error },
     #[error("{path}: not a valid XSpace ({err}); pass the .xplane.pb files the profiler wrote")]
-    Wire { path: PathBuf, err: wire::WireError },
+    Wire { path: PathBuf, err: protobuf::WireError },
     #[error("{path}: {err}")]
     Plane { path: PathBuf, err: PlaneError },
     #[error("{path}: {err}")]
@@ -69,8 +72,9 @@ pub struct LoadedNode {
     pub bytes: u64,
 }
 
+/// One node of a merge: where it came from, where it went, and how its clock was mapped.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct NodeSummary {
+pub struct MergedNode {
     pub node: u32,
     pub input: PathBuf,
     pub output: PathBuf,
@@ -91,7 +95,7 @@ pub struct MergeReport {
     pub g0_ns: i64,
     pub bytes_in: u64,
     pub bytes_out: u64,
-    pub nodes: Vec<NodeSummary>,
+    pub nodes: Vec<MergedNode>,
 }
 
 /// Every `.xplane.pb` named by `inputs` (files as given, directories searched), sorted.
@@ -157,7 +161,7 @@ pub fn load_node(
             err: e,
         })?
         .len();
-    let info = rewrite::prescan_file(path)
+    let info = prescan::prescan_file(path)
         .map_err(|e| MergeError::Io {
             path: path.into(),
             err: e,
@@ -294,7 +298,7 @@ pub fn merge(
         .join("plugins")
         .join("profile")
         .join(run_name(g0_ns));
-    crate::atomic_file::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
+    distprof::atomic_file::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
         path: run_dir.clone(),
         err: e,
     })?;
@@ -323,7 +327,7 @@ pub fn merge(
     for n in &nodes {
         // The host name comes from the input trace: one sanitized path component, so a
         // name like `../../etc` cannot place the output outside the run directory.
-        let hostname = format!("node{}.{}", n.node, crate::file_name::component(&n.hostname));
+        let hostname = format!("node{}.{}", n.node, distprof::file_name::component(&n.hostname));
         let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
         let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io {
             path: n.path.clone(),
@@ -370,7 +374,7 @@ pub fn merge(
             st.planes,
             out_path.display()
         ));
-        summaries.push(NodeSummary {
+        summaries.push(MergedNode {
             node: n.node,
             input: n.path.clone(),
             output: out_path,

@@ -17,10 +17,10 @@
 //! `margin_ns` half the vertical gap. With the node models of the estimator
 //! (`offset` = node ahead of the reference), theta = `offset_dst - offset_src`.
 
-use crate::config::{EstimatorKind, TimestampMode};
-use crate::context::NodeId;
-use crate::model::NodeClockModel;
-use crate::record::ProbeRecord;
+use distprof::config::{EstimatorKind, TimestampMode};
+use distprof::context::NodeId;
+use distprof::model::NodeClockModel;
+use distprof::record::ProbeRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

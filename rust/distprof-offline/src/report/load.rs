@@ -1,5 +1,5 @@
 //! Builds a [`ReportInput`] from a run directory: every node's `probe_windows_node<id>.jsonl`
-//! (docs/jsonl.md), estimated again offline by [`crate::offline_estimate`] (records re-binned
+//! (docs/jsonl.md), estimated again offline by [`crate::run_dir_estimate`] (records re-binned
 //! into the reference's windows, configured estimator, drift history, network solve), plus
 //! what only the page needs: every record's one-way-delay points, the edge fits, edge health
 //! from the prober's window stats, and triangle loop residuals.
@@ -7,12 +7,12 @@
 use super::input::{
     owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, ReportInput, RunFacts, MIN_PURE_SHARE,
 };
-use crate::config::TimestampMode;
-use crate::context::NodeId;
-use crate::estimate::purity::{PairVerdict, PurityTolerance};
-use crate::offline_estimate::{estimate_run, read_run_dir, RunDirError, RunFile};
-use crate::timestamp::StampMode;
-use crate::window::EdgeWindowStats;
+use distprof::config::TimestampMode;
+use distprof::context::NodeId;
+use distprof::estimate::purity::{PairVerdict, PurityTolerance};
+use crate::run_dir_estimate::{estimate_run, read_run_dir, RunDirError, RunFile};
+use distprof::timestamp::StampMode;
+use distprof::window::EdgeWindowStats;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,8 @@
 //! which nodes and edges are worst, and what in the input does not add up.
 
 use super::input::{ns_between, EdgeHealth, ReportInput};
-use crate::context::NodeId;
-use crate::model::ClockSegment;
+use distprof::context::NodeId;
+use distprof::model::ClockSegment;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `ClockSegment::to_global_ns`, without its i64 overflow on hostile input.

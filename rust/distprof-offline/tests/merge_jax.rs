@@ -8,10 +8,10 @@
 //! time within the model's bound, and validate must go from violations to none.
 
 use distprof::distprof_plane::{distprof_plane_bytes, DistprofPlaneData, TracerStart};
-use distprof::merge::{merge, MergeOptions};
+use distprof_offline::merge::{merge, MergeOptions};
 use distprof::model::{ClockSegment, NodeClockModel};
 use distprof::snapshot::SnapshotPair;
-use distprof::validate::validate;
+use distprof_offline::validate::validate;
 use distprof::xplane::*;
 use prost::Message;
 use std::path::Path;

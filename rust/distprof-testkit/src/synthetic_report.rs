@@ -10,14 +10,14 @@
 //! node's clock steps mid-run, which breaks the fit of that window on all its edges; some
 //! edges are down, and one node can be cut off entirely.
 
-use super::input::{
+use distprof_offline::report::input::{
     owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, OwdPoint, ReportInput,
     RunFacts,
 };
-use crate::config::{Config, TimestampMode};
-use crate::context::NodeId;
-use crate::model::{ClockSegment, NodeClockModel};
-use crate::record::ProbeRecord;
+use distprof::config::{Config, TimestampMode};
+use distprof::context::NodeId;
+use distprof::model::{ClockSegment, NodeClockModel};
+use distprof::record::ProbeRecord;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -334,7 +334,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
         })
         .collect();
 
-    let loops = super::loops::triangle_residuals(&fitted, MAX_LOOPS);
+    let loops = distprof_offline::report::loops::triangle_residuals(&fitted, MAX_LOOPS);
     let config = Config {
         enabled: true,
         probe_window_s: spec.window_s,

@@ -4,7 +4,7 @@
 use super::analysis::Analysis;
 use super::input::{EdgeHealth, LoopResidual, ReportInput};
 use super::svg::{fmt_ns, unit_for_ns, AxisSpec, Frame, PathData, Svg};
-use crate::context::NodeId;
+use distprof::context::NodeId;
 use std::collections::BTreeMap;
 
 /// Node labels are written up to this many nodes; beyond, tooltips carry the ids.

@@ -17,12 +17,12 @@
 //! Why not read the files' `model` fields: a node's online model only knows its own edges;
 //! the network solve needs every edge of a window at once.
 
-use crate::config::Config;
-use crate::context::NodeId;
-use crate::estimate::{estimate_run_windows, EstimatorSettings, ModelBuilder, WindowEstimate, WindowSpec};
-use crate::jsonl::{self, NodeFile};
-use crate::model::NodeClockModel;
-use crate::record::ProbeRecord;
+use distprof::config::Config;
+use distprof::context::NodeId;
+use distprof::estimate::{estimate_run_windows, EstimatorSettings, ModelBuilder, WindowEstimate, WindowSpec};
+use distprof::jsonl::{self, NodeFile};
+use distprof::model::NodeClockModel;
+use distprof::record::ProbeRecord;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -239,9 +239,9 @@ fn common_windows(files: &[RunFile], reference: NodeId) -> Vec<(u64, i64, i64)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonl::{Meta, FORMAT_VERSION};
-    use crate::timestamp::StampMode;
-    use crate::window::ClosedWindow;
+    use distprof::jsonl::{Meta, FORMAT_VERSION};
+    use distprof::timestamp::StampMode;
+    use distprof::window::ClosedWindow;
 
     fn file(node: NodeId, windows: &[(u64, i64, i64)], records: &[ProbeRecord]) -> RunFile {
         let meta = Meta {

@@ -2,13 +2,13 @@
 //! per window, the sum of the fitted edge clock differences.
 
 use super::input::LoopResidual;
-use crate::context::NodeId;
+use distprof::context::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Per window, the sum of the edge clock differences around every triangle of the probe
 /// graph (an edge probed the other way counts negated). Zero for consistent estimates;
 /// an edge that disagrees with the network shows in every triangle through it.
-pub(crate) fn triangle_residuals(
+pub fn triangle_residuals(
     fitted: &BTreeMap<(NodeId, NodeId, u64), f64>,
     max_loops: usize,
 ) -> Vec<LoopResidual> {

@@ -1,0 +1,6 @@
+//! Test support shared by distprof's crates: the fuzz entry points (`fuzz/` and the seeded
+//! property tests call the same functions) and seeded generators of synthetic inputs with
+//! known truth. Never linked into the XLA plugin or used on a command's runtime path.
+
+pub mod fuzz;
+pub mod synthetic_report;
