@@ -162,7 +162,7 @@ fn local_max_bound_ns(args: &Args, default_ns: u64) -> u64 {
 /// with the same rules as a configuration file, before any node, relay or file is made.
 fn check_flags(config: &Config) -> anyhow::Result<()> {
     let text = serde_json::to_string(config)?;
-    let flags = Path::new("the flags of `distprof local`");
+    let flags = std::path::Path::new("the flags of `distprof local`");
     distprof::config::check_text(flags, &text).map_err(|e| {
         anyhow::anyhow!(
             "invalid flags (--window-s sets probe_window_s, --cadence-us probe_cadence_us, --out-degree \
