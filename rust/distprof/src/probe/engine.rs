@@ -25,6 +25,11 @@ const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 const DRAIN_GRACE: Duration = Duration::from_millis(300);
 /// Upper bound on one sleep: housekeeping (timeouts, liveness) runs at least this often.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
+/// Datagrams in one pass beyond which the node waits on its socket rather than sleeping
+/// until its next pass: a tick at the default out-degree brings about 40.
+const FLOOD_PER_PASS: usize = 4 * crate::timestamp::RECV_BATCH;
+/// Span over which the datagram rate is judged when leaving the flooded state.
+const FLOOD_WINDOW: Duration = Duration::from_secs(1);
 /// A stall up to this long (a busy machine) is caught up, one probe per edge per loop
 /// pass, so that the rate stays the configured one; after a longer one (a stopped process)
 /// the schedule is reset instead of bursting out the backlog.
@@ -172,6 +177,11 @@ pub struct Engine {
     /// when the node's own ticks are rare or over: the cadence, and at most an eighth of
     /// the probe timeout (peers give up on a probe after it) or `MAX_SLEEP`.
     serve_every: Duration,
+    /// Whether the node is flooded (see `FLOOD_PER_PASS`), and the datagrams counted
+    /// since the current judging window began.
+    flooded: bool,
+    flood_count: usize,
+    flood_window_end: Instant,
 }
 
 impl Engine {
@@ -225,6 +235,9 @@ impl Engine {
             first_ids: Vec::new(),
             answer_ids: Vec::new(),
             next_expire: now,
+            flooded: false,
+            flood_count: 0,
+            flood_window_end: now + FLOOD_WINDOW,
             serve_every: p_cadence.min(probe_timeout / 8).min(MAX_SLEEP),
         }
     }
@@ -260,7 +273,7 @@ impl Engine {
             }
             // Everything queued since the last pass first, so that its answers leave with
             // this pass's probes.
-            self.receive_all()?;
+            let received = self.receive_all()?;
             let mut due = std::mem::take(&mut self.due);
             due.clear();
             if now < stop_at {
@@ -298,8 +311,22 @@ impl Engine {
             if deadline <= now {
                 continue;
             }
-            if self.sock.mode() == StampMode::User {
+            // Flooded: switched on at once, off only after a second at the normal rate.
+            self.flood_count += received;
+            if received >= FLOOD_PER_PASS {
+                self.flooded = true;
+            }
+            if now >= self.flood_window_end {
+                let per_s = self.flood_count as f64 / FLOOD_WINDOW.as_secs_f64();
+                self.flooded = per_s * self.serve_every.as_secs_f64() >= FLOOD_PER_PASS as f64;
+                self.flood_count = 0;
+                self.flood_window_end = now + FLOOD_WINDOW;
+            }
+            if self.sock.mode() == StampMode::User || self.flooded {
                 // User-space stamps are taken when a datagram is read: wake on arrival.
+                // So under a flood (far more datagrams than the node's peers send), which
+                // would otherwise fill the socket buffer between passes and crowd out the
+                // genuine probes.
                 self.sock.wait(deadline - now)?;
             } else {
                 // Kernel and hardware stamps do not care when a datagram is read, so the
@@ -458,9 +485,12 @@ impl Engine {
         }
     }
 
-    fn receive_all(&mut self) -> std::io::Result<()> {
+    /// Serves every queued datagram; returns how many there were.
+    fn receive_all(&mut self) -> std::io::Result<usize> {
+        let mut total = 0;
         loop {
             let n = self.sock.recv_batch()?;
+            total += n;
             for i in 0..n {
                 let Some((decoded, r)) = self.sock.received(i).map(|(bytes, r)| (Packet::decode(bytes), r)) else {
                     continue;
@@ -469,7 +499,7 @@ impl Engine {
             }
             // A short batch emptied the queue: what arrives later wakes the next poll.
             if n < crate::timestamp::RECV_BATCH {
-                return Ok(());
+                return Ok(total);
             }
         }
     }
