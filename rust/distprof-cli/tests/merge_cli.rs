@@ -108,7 +108,7 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     let run = tmp.path().join("run");
     let exe = env!("CARGO_BIN_EXE_distprof");
     let local = Command::new(exe)
-        .args(["local", "--nodes", "3", "--duration", "3", "--output-dir"])
+        .args(["local", "--nodes", "3", "--duration", "3", "--out"])
         .arg(&run)
         .output()
         .unwrap();

@@ -1,6 +1,6 @@
 //! `distprof._native`: the XLA plugin's node driven from Python instead of XLA's hooks.
 //!
-//! The same [`Plugin`] state machine and [`distprof::plugin::engine::EngineBackend`] that
+//! The same [`Plugin`] state machine and [`distprof::plugin::backend::EngineBackend`] that
 //! the C++ hooks drive inside XLA run here; Python calls the hooks at the same moments
 //! (client created = `distprof.jax.start`, trace start / stop / export around
 //! `jax.profiler`), so the plane appended to the trace comes from the plugin's own export.

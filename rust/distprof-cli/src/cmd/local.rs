@@ -78,8 +78,8 @@ pub struct Args {
     #[arg(long, value_name = "NODE@SECONDS")]
     kill: Option<String>,
     /// Directory for the JSONL files (default: a new directory under the temp dir).
-    #[arg(long)]
-    output_dir: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
@@ -158,6 +158,20 @@ fn local_max_bound_ns(args: &Args, default_ns: u64) -> u64 {
     default_ns.saturating_add((2.0 * per_hop_us * 1e3).min(1e9) as u64)
 }
 
+/// Judges the configuration the flags make (window, cadence, out-degree, timeouts, bound)
+/// with the same rules as a configuration file, before any node, relay or file is made.
+fn check_flags(config: &Config) -> anyhow::Result<()> {
+    let text = serde_json::to_string(config)?;
+    let flags = std::path::Path::new("the flags of `distprof local`");
+    distprof::config::check_text(flags, &text).map_err(|e| {
+        anyhow::anyhow!(
+            "invalid flags (--window-s sets probe_window_s, --cadence-us probe_cadence_us, --out-degree \
+             probe_out_degree, --down-after-ms handshake_timeout_ms, --max-bound-ns max_bound_ns):\n{e}"
+        )
+    })?;
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let n = args.nodes;
     if n < 2 {
@@ -183,11 +197,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_bound_ns: args.max_bound_ns.unwrap_or_else(|| local_max_bound_ns(&args, defaults.max_bound_ns)),
         ..defaults
     };
-    let out_dir = match &args.output_dir {
+    check_flags(&config)?;
+    let out_dir = match &args.out {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("distprof-local-{}", std::process::id())),
     };
-    distprof::atomic_file::create_dir_all(&out_dir).with_context(|| format!("creating --output-dir `{}`", out_dir.display()))?;
+    distprof::atomic_file::create_dir_all(&out_dir).with_context(|| format!("creating --out `{}`", out_dir.display()))?;
     let config = Config { output_dir: out_dir.to_string_lossy().into_owned(), ..config };
 
     let addrs = free_loopback_addrs(n)?;

@@ -14,8 +14,10 @@
 //!
 //! **What export sees.** XLA exports right after stop, before the probe threads have closed
 //! their last (partial) window. The plane therefore holds the model and probe statistics of
-//! every window closed before export; the last window is in the JSONL file and the model
-//! file (`distprof-model-node<N>.json`), which `distprof merge` reads.
+//! every window closed before export; the last window is in the JSONL file, from which
+//! `distprof merge --run-dir` solves the network offline. The model file
+//! (`distprof-model-node<N>.json`, one node's model) is for people and scripts: no command
+//! reads it (`--models` takes a JSON array of every node's model).
 //!
 //! **Several traces in one process** write to separate directories ([`trace_output_dir`]):
 //! the first that probes into `output_dir`, the next into `output_dir/trace1/`, and so on.

@@ -288,7 +288,7 @@ fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
         .args(["--jitter-us", &args.local_jitter_us.to_string()])
         // The default window and cadence, as in the simulated reference scenario.
         .args(["--window-s", &args.window_s.unwrap_or(distprof::config::Config::default().probe_window_s).to_string()])
-        .arg("--output-dir")
+        .arg("--out")
         .arg(&dir)
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())

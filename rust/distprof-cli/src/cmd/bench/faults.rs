@@ -63,8 +63,8 @@ pub struct Args {
     #[arg(long)]
     only: Option<String>,
     /// Keep the JSONL files here (default: a temporary directory, removed at the end).
-    #[arg(long)]
-    output_dir: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
@@ -200,7 +200,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !(args.flood_rate_per_s.is_finite() && (1.0..=100_000.0).contains(&args.flood_rate_per_s)) {
         bail!("--flood-rate-per-s {}: use 1 to 100000 datagrams per second", args.flood_rate_per_s);
     }
-    let (root, temporary) = match &args.output_dir {
+    let (root, temporary) = match &args.out {
         Some(d) => (d.clone(), false),
         None => (std::env::temp_dir().join(format!("distprof-bench-faults-{}", std::process::id())), true),
     };
