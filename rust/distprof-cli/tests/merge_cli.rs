@@ -108,7 +108,7 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     let run = tmp.path().join("run");
     let exe = env!("CARGO_BIN_EXE_distprof");
     let local = Command::new(exe)
-        .args(["local", "--nodes", "3", "--duration", "3", "--output-dir"])
+        .args(["local", "--nodes", "3", "--duration", "3", "--out"])
         .arg(&run)
         .output()
         .unwrap();
@@ -183,4 +183,78 @@ fn models_with_absurd_values_are_refused_by_name() {
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("m.json") && err.contains("node 1") && err.contains("beyond a day"), "{err}");
     }
+}
+
+/// Runs `distprof merge INPUTS --out OUT --allow-uncorrected --json`.
+fn merge_into(inputs: &[&Path], out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_distprof"))
+        .arg("merge")
+        .args(inputs)
+        .arg("--out")
+        .arg(out)
+        .args(["--allow-uncorrected", "--json"])
+        .output()
+        .unwrap()
+}
+
+fn hostnames(out: &std::process::Output) -> Vec<String> {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["nodes"].as_array().unwrap().iter().map(|n| n["hostname"].as_str().unwrap().to_string()).collect()
+}
+
+/// A merge cannot be fooled into reading its own output: a second merge into the same tree
+/// gives exactly the nodes of the first; an output inside the input, an input inside the
+/// output's run tree, and a merged trace passed as input are named errors.
+#[test]
+fn merge_refuses_its_own_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    for k in 0..3 {
+        let name = format!("node{k}.xplane.pb");
+        std::fs::copy(fixtures().join(&name), input.join(&name)).unwrap();
+    }
+    let out = tmp.path().join("out");
+    let first = hostnames(&merge_into(&[&input], &out));
+    assert_eq!(first, ["node0.vm", "node1.vm", "node2.vm"]);
+    // The same merge again, into the same tree: the same nodes, no more.
+    assert_eq!(hostnames(&merge_into(&[&input], &out)), first);
+
+    let refused = |out: std::process::Output, want: &str| {
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(err.contains(want), "{err}");
+        err
+    };
+    // The output inside the input directory: refused before anything is written.
+    let nested = input.join("merged");
+    let err = refused(merge_into(&[&input], &nested), "lies inside the input directory");
+    assert!(err.contains("choose an output directory outside"), "{err}");
+    assert!(!nested.join("plugins").exists());
+    // The earlier output passed as input, alone or next to the traces.
+    let run_dir = std::fs::read_dir(out.join("plugins/profile")).unwrap().next().unwrap().unwrap().path();
+    refused(merge_into(&[&run_dir], &tmp.path().join("again")), "the output of an earlier distprof merge");
+    refused(merge_into(&[&input, &run_dir], &tmp.path().join("again")), "the output of an earlier distprof merge");
+    // An input inside the tree this merge writes.
+    refused(merge_into(&[&run_dir], &out), "lies in the run tree merge writes");
+}
+
+#[test]
+fn empty_and_eventless_traces_are_named_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty.xplane.pb");
+    std::fs::write(&empty, b"").unwrap();
+    let out = merge_into(&[&empty], &tmp.path().join("out"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("empty.xplane.pb: an empty trace (0 bytes)"), "{err}");
+    assert!(!tmp.path().join("out/plugins").exists(), "no 1970 run directory");
+    // One hostname and no plane: a valid XSpace with nothing to merge.
+    let eventless = tmp.path().join("eventless.xplane.pb");
+    std::fs::write(&eventless, [0x22, 0x01, b'h']).unwrap();
+    let out = merge_into(&[&eventless], &tmp.path().join("out"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("eventless.xplane.pb: a trace with no events"), "{err}");
 }

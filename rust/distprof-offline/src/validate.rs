@@ -12,9 +12,9 @@
 //! `collective-broadcast`, and their `-start`/`-done` halves). The key is
 //! (`hlo_module`, op name); a participant is one plane of one node.
 
-use crate::merge::rewrite::{is_event_plane, plane_name, prescan};
+use crate::merge::prescan::{is_event_plane, plane_name, prescan};
 use crate::merge::timemap::NodeTimeMap;
-use crate::merge::wire::{Fields, WireError, LEN};
+use crate::merge::protobuf::{Fields, WireError, LEN};
 use crate::merge::{find_inputs, load_node, MergeError};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};

@@ -5,7 +5,7 @@
 use distprof::config::Config;
 use distprof::distprof_plane::DistprofPlaneData;
 use distprof::kv::{KvError, KvStore, MemoryStore};
-use distprof::plugin::engine::EngineBackend;
+use distprof::plugin::backend::EngineBackend;
 use distprof::plugin::{Backend, NodeState, OnFailure};
 use distprof::xplane::XSpace;
 use prost::Message;

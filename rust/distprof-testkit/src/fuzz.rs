@@ -281,7 +281,7 @@ pub fn jsonl(data: &[u8]) {
 /// `--allow-uncorrected`, so that traces without a model are merged too. A merge output
 /// is itself a valid input (it is marked merged) and must merge again.
 pub fn xspace(data: &[u8]) {
-    let _ = distprof_offline::merge::rewrite::prescan(data);
+    let _ = distprof_offline::merge::prescan::prescan(data);
     let dir = std::env::temp_dir().join(format!("distprof-fuzz-xspace-{}", std::process::id()));
     // A leftover from an earlier input would become a second input.
     let _ = std::fs::remove_dir_all(&dir);
@@ -648,10 +648,10 @@ mod tests {
             ("\u{b}0\u{fffd}[x", "0\u{fffd}[x"),
         ] {
             assert_eq!(
-                distprof::logging::parse_filter(spaced)
+                distprof::config::log_filter::parse_filter(spaced)
                     .map(|f| f.to_string())
                     .map_err(|e| e.to_string()),
-                distprof::logging::parse_filter(tight)
+                distprof::config::log_filter::parse_filter(tight)
                     .map(|f| f.to_string())
                     .map_err(|e| e.to_string()),
                 "{spaced:?}"
@@ -697,7 +697,7 @@ mod tests {
         for (name, bytes, at) in [("looping", looping, 11), ("huge", huge, 7)] {
             let path = dir.path().join(name);
             std::fs::write(&path, &bytes).unwrap();
-            let err = distprof_offline::merge::rewrite::prescan_file(&path)
+            let err = distprof_offline::merge::prescan::prescan_file(&path)
                 .unwrap()
                 .unwrap_err();
             assert_eq!(err.what, "length past end of file", "{name}");
@@ -739,7 +739,7 @@ mod tests {
             if p.name == plane {
                 body = edit(body);
             }
-            distprof_offline::merge::wire::put_len_header(&mut out, 1, body.len());
+            distprof_offline::merge::protobuf::put_len_header(&mut out, 1, body.len());
             out.extend_from_slice(&body);
         }
         out
@@ -782,7 +782,7 @@ mod tests {
         );
         let first = merge_once(dir.path(), "first", &bytes).unwrap();
         let output = std::fs::read(&first.nodes[0].output).unwrap();
-        let info = distprof_offline::merge::rewrite::prescan(&output).unwrap();
+        let info = distprof_offline::merge::prescan::prescan(&output).unwrap();
         assert!(info.already_merged && info.distprof.is_none());
         let again = merge_once(dir.path(), "again", &output).unwrap();
         // As many events as the unedited trace merged twice (the second merge also counts

@@ -566,6 +566,20 @@ mod tests {
         assert_eq!(back, data);
     }
 
+    /// The same contents give the same bytes, every time and after a round trip: the plane
+    /// the Python package appends can be compared byte for byte with the plugin's
+    /// (rust/distprof-py/tests/plane_identity.py relies on it).
+    #[test]
+    fn equal_contents_encode_to_equal_bytes() {
+        let data = sample();
+        let bytes = distprof_plane_bytes(&data);
+        for _ in 0..8 {
+            assert_eq!(distprof_plane_bytes(&data), bytes);
+        }
+        let back = DistprofPlaneData::from_xplane(&XPlane::decode(bytes.as_slice()).unwrap()).unwrap();
+        assert_eq!(distprof_plane_bytes(&back), bytes);
+    }
+
     #[test]
     fn survives_timestamp_normalisation() {
         let data = sample();

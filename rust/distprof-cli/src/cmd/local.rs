@@ -6,29 +6,22 @@
 //! gives each a config file (its probe port), and a test-network file (its virtual clock,
 //! the relay faces its peers are reached through, the common start).
 
-use super::local_truth;
+use crate::cluster::spawn::{free_loopback_addrs, spawn_cluster, wait_cluster};
+use crate::cluster::truth as local_truth;
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
-use distprof::context::{NodeId, RunContext};
+use distprof::context::NodeId;
 use distprof::jsonl;
 use distprof_offline::run_dir_estimate::RunFile;
-use distprof::standalone::{run_node, NodeOptions, NodeSummary};
-use distprof_sim::relay::{route_through, PathModel, Relay, RelayConfig, RelayEndpoint};
+use distprof_sim::relay::{PathModel, Relay, RelayConfig, RelayEndpoint};
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::collections::HashMap;
-use std::io::Write;
-use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
-
-/// Time between spawning the children and their common start: enough for a process to
-/// start and bind on a busy 2-core machine.
-const START_DELAY: Duration = Duration::from_millis(1000);
-/// Extra time a child gets beyond its duration before it is killed as hung.
-const CHILD_GRACE: Duration = Duration::from_secs(10);
+use std::net::UdpSocket;
+use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -85,225 +78,13 @@ pub struct Args {
     #[arg(long, value_name = "NODE@SECONDS")]
     kill: Option<String>,
     /// Directory for the JSONL files (default: a new directory under the temp dir).
-    #[arg(long)]
-    output_dir: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
 }
 
-/// How a standalone node probes once the run context is agreed (flags of `distprof run`).
-#[derive(clap::Args, Debug, Clone)]
-pub struct ProbeArgs {
-    /// How long to probe after the rendezvous, in seconds.
-    #[arg(long, default_value_t = 10.0)]
-    pub duration: f64,
-    /// Test network written by `distprof local`: virtual clock, relay faces, common start.
-    #[arg(long, hide = true, value_name = "FILE")]
-    pub sim_file: Option<PathBuf>,
-}
-
-/// What a worker prints on stdout.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct WorkerReport {
-    pub summary: NodeSummary,
-    /// CPU time (user + system) of the probe engine alone, and its wall time.
-    pub cpu_ns: u64,
-    pub wall_ns: u64,
-}
-
-fn cpu_time_ns() -> u64 {
-    // SAFETY: getrusage fills the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
-}
-
-/// `distprof run` after its rendezvous.
-pub(crate) fn probe_after_rendezvous(
-    ctx: &RunContext,
-    node: NodeId,
-    sock: UdpSocket,
-    config: &Config,
-    args: &ProbeArgs,
-) -> anyhow::Result<WorkerReport> {
-    if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= 7.0 * 86_400.0) {
-        bail!("--duration {}: give the probing time in seconds, more than 0 and at most a week", args.duration);
-    }
-    let sim = match &args.sim_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading --sim-file `{}`", path.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("parsing --sim-file `{}`", path.display()))?
-        }
-        None => SimSpec { clock: VirtualClock::IDENTITY, faces: None, start_real_ns: None },
-    };
-    probe_and_report(ctx, node, sock, config, Duration::from_secs_f64(args.duration), &sim)
-}
-
-/// The test network a node runs in (written by `distprof local`, read by its nodes).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct SimSpec {
-    /// Applied to every timestamp the node records.
-    pub clock: VirtualClock,
-    /// Relay faces of all nodes, indexed by node: peers are reached through them.
-    pub faces: Option<Vec<SocketAddr>>,
-    /// Common start (real CLOCK_REALTIME ns), so that windows line up across nodes.
-    pub start_real_ns: Option<i64>,
-}
-
-/// Probes on an agreed run context, then prints the node's report as one JSON line on
-/// stdout. Shared by the `distprof local` workers and `distprof run`.
-pub(crate) fn probe_and_report(
-    ctx: &RunContext,
-    node: NodeId,
-    sock: UdpSocket,
-    config: &Config,
-    duration: Duration,
-    sim: &SimSpec,
-) -> anyhow::Result<WorkerReport> {
-    let routed;
-    let ctx = match &sim.faces {
-        Some(faces) => {
-            if faces.len() != ctx.num_nodes as usize {
-                bail!("test network lists {} relay faces for {} nodes", faces.len(), ctx.num_nodes);
-            }
-            routed = route_through(ctx, node, faces);
-            &routed
-        }
-        None => ctx,
-    };
-    let mut opts = NodeOptions::new(duration);
-    opts.clock = sim.clock;
-    // Wait for the common start here, so that the CPU measured is the engine's alone.
-    if let Some(start) = sim.start_real_ns {
-        let wait_ns = start - realtime_ns();
-        if wait_ns > 0 && wait_ns < 60_000_000_000 {
-            std::thread::sleep(Duration::from_nanos(wait_ns as u64));
-        }
-    }
-    let (cpu0, t0) = (cpu_time_ns(), Instant::now());
-    let summary = run_node(ctx, node, sock, config, &opts)?;
-    let report = WorkerReport { summary, cpu_ns: cpu_time_ns() - cpu0, wall_ns: t0.elapsed().as_nanos() as u64 };
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, &report)?;
-    writeln!(out)?;
-    Ok(report)
-}
-
-/// Picks free loopback ports for the nodes (bound and released; the children bind them).
-fn free_loopback_addrs(n: u32) -> anyhow::Result<Vec<SocketAddr>> {
-    let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
-    Ok(socks.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?)
-}
-
-pub(crate) struct Cluster {
-    pub children: Vec<(NodeId, Child)>,
-    pub start_real_ns: i64,
-}
-
-/// Writes node `node`'s config and test-network files into `out_dir`, the ones
-/// `distprof run --config FILE --sim-file FILE` reads, and returns their paths.
-pub(crate) fn write_node_files(out_dir: &Path, node: NodeId, cfg: &Config, sim: &SimSpec) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let cfg_path = out_dir.join(format!("node{node}.config.json"));
-    distprof::atomic_file::write(&cfg_path, serde_json::to_string_pretty(cfg)?.as_bytes()).with_context(|| format!("writing `{}`", cfg_path.display()))?;
-    let sim_path = out_dir.join(format!("node{node}.sim.json"));
-    distprof::atomic_file::write(&sim_path, serde_json::to_string(sim)?.as_bytes()).with_context(|| format!("writing `{}`", sim_path.display()))?;
-    Ok((cfg_path, sim_path))
-}
-
-/// Writes each node's config and test-network files and spawns one `distprof run` per node.
-pub(crate) fn spawn_cluster(
-    num_nodes: u32,
-    addrs: &[SocketAddr],
-    faces: Option<&[SocketAddr]>,
-    config: &Config,
-    clocks: &[VirtualClock],
-    duration: Duration,
-    out_dir: &Path,
-) -> anyhow::Result<Cluster> {
-    let exe = std::env::current_exe().context("locating the distprof binary")?;
-    let store = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let start_real_ns = realtime_ns() + START_DELAY.as_nanos() as i64;
-    let mut children = Vec::new();
-    for node in 0..num_nodes {
-        let cfg = Config { probe_port: addrs[node as usize].port(), ..config.clone() };
-        let sim = SimSpec { clock: clocks[node as usize], faces: faces.map(<[_]>::to_vec), start_real_ns: Some(start_real_ns) };
-        let (cfg_path, sim_path) = write_node_files(out_dir, node, &cfg, &sim)?;
-        let child = Command::new(&exe)
-            .args(["run", "--rank", &node.to_string(), "--nodes", &num_nodes.to_string()])
-            .args(["--rendezvous", &store.to_string(), "--bind", "127.0.0.1"])
-            .args(["--duration", &duration.as_secs_f64().to_string()])
-            .arg("--config")
-            .arg(&cfg_path)
-            .arg("--sim-file")
-            .arg(&sim_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting node {node} (`{} run`)", exe.display()))?;
-        children.push((node, child));
-    }
-    Ok(Cluster { children, start_real_ns })
-}
-
-/// Waits for every child (bounded), killing the ones that overrun; returns the reports of
-/// those that finished cleanly.
-pub(crate) fn wait_cluster(
-    cluster: &mut Cluster,
-    duration: Duration,
-    kill: Option<(NodeId, Duration)>,
-) -> anyhow::Result<HashMap<NodeId, WorkerReport>> {
-    let t0 = Instant::now();
-    let start_in = Duration::from_nanos((cluster.start_real_ns - realtime_ns()).max(0) as u64);
-    let deadline = t0 + start_in + duration + CHILD_GRACE;
-    let mut kill = kill.map(|(n, after)| (n, t0 + start_in + after));
-    let mut reports = HashMap::new();
-    let mut pending: Vec<usize> = (0..cluster.children.len()).collect();
-    while !pending.is_empty() {
-        if let Some((victim, at)) = kill {
-            if Instant::now() >= at {
-                if let Some((_, c)) = cluster.children.iter_mut().find(|(n, _)| *n == victim) {
-                    eprintln!("distprof local: killing node {victim} (SIGKILL), as asked");
-                    let _ = c.kill();
-                }
-                kill = None;
-            }
-        }
-        let mut still = Vec::new();
-        for &i in &pending {
-            let (node, child) = &mut cluster.children[i];
-            match child.try_wait()? {
-                Some(status) => {
-                    let mut out = String::new();
-                    if let Some(mut s) = child.stdout.take() {
-                        std::io::Read::read_to_string(&mut s, &mut out)?;
-                    }
-                    if status.success() {
-                        let last = out.trim().lines().last().unwrap_or("");
-                        let r: WorkerReport = serde_json::from_str(last)
-                            .with_context(|| format!("node {node}: unreadable report `{}`", out.trim()))?;
-                        reports.insert(*node, r);
-                    } else {
-                        eprintln!("distprof local: node {node} ended with {status}");
-                    }
-                }
-                None if Instant::now() > deadline => {
-                    eprintln!("distprof local: node {node} overran its duration by {CHILD_GRACE:?}; killing it");
-                    let _ = child.kill();
-                    let _ = child.wait();
-                }
-                None => still.push(i),
-            }
-        }
-        pending = still;
-        if !pending.is_empty() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    Ok(reports)
-}
 
 fn parse_clocks(args: &Args, n: u32, reference: NodeId, epoch: i64) -> anyhow::Result<Vec<VirtualClock>> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed ^ 0xC10C);
@@ -377,6 +158,20 @@ fn local_max_bound_ns(args: &Args, default_ns: u64) -> u64 {
     default_ns.saturating_add((2.0 * per_hop_us * 1e3).min(1e9) as u64)
 }
 
+/// Judges the configuration the flags make (window, cadence, out-degree, timeouts, bound)
+/// with the same rules as a configuration file, before any node, relay or file is made.
+fn check_flags(config: &Config) -> anyhow::Result<()> {
+    let text = serde_json::to_string(config)?;
+    let flags = std::path::Path::new("the flags of `distprof local`");
+    distprof::config::check_text(flags, &text).map_err(|e| {
+        anyhow::anyhow!(
+            "invalid flags (--window-s sets probe_window_s, --cadence-us probe_cadence_us, --out-degree \
+             probe_out_degree, --down-after-ms handshake_timeout_ms, --max-bound-ns max_bound_ns):\n{e}"
+        )
+    })?;
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let n = args.nodes;
     if n < 2 {
@@ -402,11 +197,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_bound_ns: args.max_bound_ns.unwrap_or_else(|| local_max_bound_ns(&args, defaults.max_bound_ns)),
         ..defaults
     };
-    let out_dir = match &args.output_dir {
+    check_flags(&config)?;
+    let out_dir = match &args.out {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("distprof-local-{}", std::process::id())),
     };
-    distprof::atomic_file::create_dir_all(&out_dir).with_context(|| format!("creating --output-dir `{}`", out_dir.display()))?;
+    distprof::atomic_file::create_dir_all(&out_dir).with_context(|| format!("creating --out `{}`", out_dir.display()))?;
     let config = Config { output_dir: out_dir.to_string_lossy().into_owned(), ..config };
 
     let addrs = free_loopback_addrs(n)?;
@@ -473,6 +269,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             });
         }
     }
+    // Datagrams the nodes dropped, over every window of every node.
+    let mut dropped_by_reason = std::collections::BTreeMap::new();
+    for w in files.iter().flat_map(|f| &f.file.windows) {
+        distprof::probe::drops::add_reasons(&mut dropped_by_reason, &w.dropped);
+    }
+    let drops = distprof::probe::DropCounts::from_reasons(&dropped_by_reason);
     let reference = config.reference_node;
     let verdict = local_truth::judge(&files, &clocks)?;
 
@@ -514,6 +316,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         fmt(verdict.p99_offset_error_ns, 1e3, 3),
         fmt(verdict.p99_drift_error_ppb, 1.0, 1),
     );
+    println!(
+        "datagrams dropped: {} ({} foreign, {} malformed, {} late or duplicate){}",
+        drops.total(),
+        drops.foreign,
+        drops.malformed,
+        drops.late_or_duplicate,
+        if dropped_by_reason.is_empty() { String::new() } else { format!("; by reason {dropped_by_reason:?}") }
+    );
     if !verdict.rejected_edges.is_empty() {
         println!("edges rejected by the network solve: {:?}", verdict.rejected_edges);
     }
@@ -551,6 +361,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "records_outside": verdict.records_outside,
             "probes_sent": sent,
             "probes_lost": lost,
+            "dropped": drops,
+            "dropped_by_reason": dropped_by_reason,
             "output_dir": out_dir,
         });
         println!("{obj}");

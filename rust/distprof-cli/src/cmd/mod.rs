@@ -3,10 +3,10 @@
 pub mod bench;
 pub mod config;
 pub mod local;
-pub mod local_truth;
 pub mod merge;
 pub mod report;
 pub mod run;
 pub mod simulate;
+pub mod spelling;
 pub mod validate;
 pub mod xla;

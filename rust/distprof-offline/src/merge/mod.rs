@@ -14,16 +14,19 @@
 pub mod belong;
 pub mod chrome;
 pub mod plane_network;
+pub mod prescan;
 pub mod rewrite;
 pub mod sink;
 pub mod timemap;
-pub mod wire;
+pub mod protobuf;
+pub mod xspace_fields;
 
 use distprof::atomic_file::AtomicFile;
 use distprof::distprof_plane::{DistprofPlaneData, PlaneError};
 use distprof::model::NodeClockModel;
 use chrome::ChromeWriter;
-use rewrite::{NodeOutput, RewriteStats, SpaceInfo};
+use prescan::SpaceInfo;
+use rewrite::{NodeOutput, RewriteStats};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use timemap::{MapError, NodeTimeMap};
@@ -35,7 +38,7 @@ pub enum MergeError {
     #[error("{path}: {err}")]
     Io { path: PathBuf, err: std::io::Error },
     #[error("{path}: not a valid XSpace ({err}); pass the .xplane.pb files the profiler wrote")]
-    Wire { path: PathBuf, err: wire::WireError },
+    Wire { path: PathBuf, err: protobuf::WireError },
     #[error("{path}: {err}")]
     Plane { path: PathBuf, err: PlaneError },
     #[error("{path}: {err}")]
@@ -46,6 +49,16 @@ pub enum MergeError {
     NoInputs(String),
     #[error("node {node} appears twice: {a} and {b}; pass each node's trace once")]
     DuplicateNode { node: u32, a: PathBuf, b: PathBuf },
+    #[error("{path}: the output of an earlier distprof merge (it carries the `/host:distprof-applied` plane); merging it again would show its hosts twice; pass the profiler's own per-node traces")]
+    OwnOutput { path: PathBuf },
+    #[error("--out {out} lies inside the input directory {input}: a later merge would read this merge's output as more nodes; choose an output directory outside {input}")]
+    OutputInsideInput { out: PathBuf, input: PathBuf },
+    #[error("{path}: lies in the run tree merge writes under --out {out}; pass the profiler's traces, not a merge output")]
+    InputInsideOutput { path: PathBuf, out: PathBuf },
+    #[error("{path}: an empty trace (0 bytes): the profiler wrote nothing; pass a trace the profiler finished")]
+    EmptyTrace { path: PathBuf },
+    #[error("{path}: a trace with no events (no plane besides Task Environment and distprof's); pass a trace that recorded something")]
+    NoEvents { path: PathBuf },
     #[error("{a} is from session {a_session} but {b} from session {b_session}: the traces are of different runs; merge one run's traces together (or pass --force)")]
     MixedSessions { a: PathBuf, a_session: String, b: PathBuf, b_session: String },
     #[error("{trace} is from session {trace_session} but the models of {models} from session {models_session}: they belong to another run; give that run's models or none (or pass --force)")]
@@ -56,6 +69,43 @@ pub enum MergeError {
     OutsideModel { trace: PathBuf, models: PathBuf, node: u32, span_ns: (Option<i64>, Option<i64>), windows_ns: (i64, i64), outside_s: f64 },
     #[error("{origin}: node {node}'s clock model has {problem} in window {window}; the file is damaged or not a clock model")]
     AbsurdModel { origin: PathBuf, node: u32, window: u64, problem: String },
+}
+
+/// `path` made absolute and free of `..` and symlinks as far as it exists (the rest, not
+/// yet created, appended as given), so that containment is judged on real locations.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |p: PathBuf, c| p.join(c));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// Refuses an output directory inside an input directory (a later merge would read the
+/// output as more nodes) and an input inside the run tree merge writes.
+fn check_paths(inputs: &[PathBuf], out_dir: &Path) -> Result<(), MergeError> {
+    let out = resolved(out_dir);
+    let out_tree = out.join("plugins").join("profile");
+    for input in inputs {
+        let real = resolved(input);
+        if real.is_dir() && out.starts_with(&real) {
+            return Err(MergeError::OutputInsideInput { out: out_dir.to_path_buf(), input: input.clone() });
+        }
+        if real.starts_with(&out_tree) {
+            return Err(MergeError::InputInsideOutput { path: input.clone(), out: out_dir.to_path_buf() });
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -86,8 +136,9 @@ pub struct LoadedNode {
     pub bytes: u64,
 }
 
+/// One node of a merge: where it came from, where it went, and how its clock was mapped.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct NodeSummary {
+pub struct MergedNode {
     pub node: u32,
     pub input: PathBuf,
     pub output: PathBuf,
@@ -111,7 +162,7 @@ pub struct MergeReport {
     pub g0_ns: i64,
     pub bytes_in: u64,
     pub bytes_out: u64,
-    pub nodes: Vec<NodeSummary>,
+    pub nodes: Vec<MergedNode>,
 }
 
 /// Every `.xplane.pb` named by `inputs` (files as given, directories searched), sorted.
@@ -194,7 +245,10 @@ pub fn scan_node(path: &Path, index: u32) -> Result<ScannedNode, MergeError> {
             err: e,
         })?
         .len();
-    let info = rewrite::prescan_file(path)
+    if bytes == 0 {
+        return Err(MergeError::EmptyTrace { path: path.into() });
+    }
+    let info = prescan::prescan_file(path)
         .map_err(|e| MergeError::Io {
             path: path.into(),
             err: e,
@@ -203,6 +257,9 @@ pub fn scan_node(path: &Path, index: u32) -> Result<ScannedNode, MergeError> {
             path: path.into(),
             err: e,
         })?;
+    if info.event_planes == 0 {
+        return Err(MergeError::NoEvents { path: path.into() });
+    }
     let plane = match &info.distprof {
         Some(p) => Some(
             DistprofPlaneData::from_xplane(p).map_err(|e| MergeError::Plane {
@@ -242,6 +299,7 @@ impl ScannedNode {
         let path = path.as_path();
         let given = models.iter().find(|m| m.node == node);
         let map = match &plane {
+            // `validate` reads merge outputs through this too: their events are on G already.
             _ if info.already_merged => NodeTimeMap::identity(),
             _ if given.is_some() => {
                 NodeTimeMap::from_parts(given.expect("checked"), plane.as_ref(), allow_uncorrected)
@@ -355,10 +413,15 @@ pub fn merge(
     opts: &MergeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<MergeReport, MergeError> {
+    check_paths(inputs, &opts.out_dir)?;
     let paths = find_inputs(inputs)?;
     let mut scanned = Vec::new();
     for (i, p) in paths.iter().enumerate() {
-        scanned.push(scan_node(p, i as u32)?);
+        let s = scan_node(p, i as u32)?;
+        if s.info.already_merged {
+            return Err(MergeError::OwnOutput { path: s.path });
+        }
+        scanned.push(s);
     }
     let models = models_to_apply(&scanned, opts, progress)?;
     let mut nodes = Vec::new();
@@ -476,7 +539,7 @@ pub fn merge(
         // Stated and grown into the bound: how far the profile lies outside the windows
         // (within the limit `belong` allows unless --force).
         let extrapolated_ns = model.map_or(0, |m| belong::outside_windows_ns((n.info.profile_start_ns, n.info.profile_stop_ns), m));
-        summaries.push(NodeSummary {
+        summaries.push(MergedNode {
             node: n.node,
             extrapolated_ns,
             input: n.path.clone(),

@@ -9,7 +9,9 @@
 use super::chrome::ChromeWriter;
 use super::sink::PatchWriter;
 use super::timemap::{CorrectionPiece, NodeTimeMap};
-use super::wire::{self, Field, Fields, WireError};
+use super::prescan::SpaceInfo;
+use super::protobuf::{self, Field, Fields, WireError};
+use super::xspace_fields::*;
 use distprof::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
 use distprof::snapshot::RPiece;
 use distprof::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
@@ -17,27 +19,11 @@ use prost::Message;
 use std::collections::HashMap;
 use std::io;
 
-// Field numbers of xplane.proto.
-const SPACE_PLANES: u32 = 1;
-const SPACE_HOSTNAMES: u32 = 4;
-const PLANE_ID: u32 = 1;
-const PLANE_NAME: u32 = 2;
-const PLANE_LINES: u32 = 3;
-const PLANE_EVENT_METADATA: u32 = 4;
-const LINE_ID: u32 = 1;
-const LINE_NAME: u32 = 2;
-const LINE_DISPLAY_NAME: u32 = 11;
-const LINE_TIMESTAMP: u32 = 3;
-const LINE_DURATION: u32 = 9;
-const LINE_EVENTS: u32 = 4;
-const EVENT_OFFSET: u32 = 2;
-const EVENT_DURATION: u32 = 3;
-const EVENT_NUM_OCCURRENCES: u32 = 5;
-
 /// Line timestamps below this are relative to `profile_start_time` (normalised on disk);
 /// above it they are absolute epoch ns. 1e17 ns is 1973: no real profile starts earlier,
 /// and no profile lasts 3 years.
 const RELATIVE_LIMIT_NS: i64 = 100_000_000_000_000_000;
+
 
 #[derive(Debug, thiserror::Error)]
 pub enum RewriteError {
@@ -47,193 +33,6 @@ pub enum RewriteError {
     Io(#[from] io::Error),
 }
 
-/// What the prescan learns about a node's XSpace without touching its events.
-#[derive(Debug, Clone, Default)]
-pub struct SpaceInfo {
-    /// `Task Environment` profile start/stop, epoch ns in S.
-    pub profile_start_ns: Option<i64>,
-    pub profile_stop_ns: Option<i64>,
-    /// The decoded distprof plane, if the node wrote one.
-    pub distprof: Option<XPlane>,
-    pub hostnames: Vec<String>,
-    pub planes: usize,
-    /// The file is a merge output: its events are on G already.
-    pub already_merged: bool,
-}
-
-/// True for planes whose events merge maps (not the distprof plane, not Task Environment).
-pub fn is_event_plane(name: &[u8]) -> bool {
-    name != TASK_ENV_PLANE.as_bytes()
-        && name != DISTPROF_PLANE.as_bytes()
-        && name != DISTPROF_APPLIED_PLANE.as_bytes()
-}
-
-/// Name of a plane: field 2, which encoders write right after the id.
-pub fn plane_name(plane: &[u8]) -> Result<&[u8], WireError> {
-    let mut f = Fields::new(plane, 0);
-    while let Some(x) = f.next_field()? {
-        if x.number == PLANE_NAME && x.wire_type == wire::LEN {
-            return Ok(x.bytes);
-        }
-    }
-    Ok(b"")
-}
-
-pub fn prescan(buf: &[u8]) -> Result<SpaceInfo, WireError> {
-    let mut info = SpaceInfo::default();
-    let mut f = Fields::new(buf, 0);
-    while let Some(x) = f.next_field()? {
-        match (x.number, x.wire_type) {
-            (SPACE_PLANES, wire::LEN) => {
-                info.planes += 1;
-                let name = plane_name(x.bytes)?;
-                if name == TASK_ENV_PLANE.as_bytes() {
-                    let p = XPlane::decode(x.bytes).map_err(|_| WireError {
-                        at: f.offset_of(x.bytes),
-                        what: "undecodable Task Environment plane",
-                    })?;
-                    info.profile_start_ns = p.stat_u64(PROFILE_START_STAT).map(|v| v as i64);
-                    info.profile_stop_ns = p.stat_u64(PROFILE_STOP_STAT).map(|v| v as i64);
-                } else if name == DISTPROF_PLANE.as_bytes() {
-                    let p = XPlane::decode(x.bytes).map_err(|_| WireError {
-                        at: f.offset_of(x.bytes),
-                        what: "undecodable distprof plane",
-                    })?;
-                    info.distprof = Some(p);
-                } else if name == DISTPROF_APPLIED_PLANE.as_bytes() {
-                    info.already_merged = true;
-                }
-            }
-            (SPACE_HOSTNAMES, wire::LEN) => info
-                .hostnames
-                .push(String::from_utf8_lossy(x.bytes).into_owned()),
-            _ => {}
-        }
-    }
-    Ok(info)
-}
-
-/// [`prescan`] without reading the whole file: top-level fields are skipped by seeking and only
-/// the small planes it needs are read. Keeps merge at one full read per input.
-pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, WireError>> {
-    use std::io::{BufRead, Read};
-    let file = std::fs::File::open(path)?;
-    let file_len = file.metadata()?.len();
-    let mut r = io::BufReader::with_capacity(1 << 16, file);
-    let mut pos = 0u64;
-    fn varint(r: &mut impl BufRead, pos: &mut u64) -> io::Result<Option<u64>> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let mut b = [0u8; 1];
-            if r.read(&mut b)? == 0 {
-                return if shift == 0 {
-                    Ok(None)
-                } else {
-                    Err(io::ErrorKind::UnexpectedEof.into())
-                };
-            }
-            *pos += 1;
-            v |= ((b[0] & 0x7f) as u64) << shift;
-            if b[0] < 0x80 {
-                return Ok(Some(v));
-            }
-        }
-        Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "varint longer than 10 bytes",
-        ))
-    }
-    let bad = |at: u64, what: &'static str| {
-        Ok(Err(WireError {
-            at: at as usize,
-            what,
-        }))
-    };
-    let mut info = SpaceInfo::default();
-    loop {
-        let at = pos;
-        let key = match varint(&mut r, &mut pos) {
-            Ok(Some(k)) => k,
-            Ok(None) => break,
-            Err(_) => return bad(at, "truncated field key"),
-        };
-        let (number, wt) = ((key >> 3) as u32, (key & 7) as u8);
-        match wt {
-            wire::VARINT => {
-                if varint(&mut r, &mut pos).ok().flatten().is_none() {
-                    return bad(at, "truncated varint");
-                }
-            }
-            wire::FIXED64 | wire::FIXED32 => {
-                let n = if wt == wire::FIXED64 { 8 } else { 4 };
-                r.seek_relative(n)?;
-                pos += n as u64;
-            }
-            wire::LEN => {
-                let len = match varint(&mut r, &mut pos) {
-                    Ok(Some(l)) => l,
-                    _ => return bad(at, "truncated length"),
-                };
-                // A corrupt length must not allocate it, nor seek backwards (a length near
-                // 2^64 wrapped to a negative seek and re-read the same field forever).
-                if len > file_len.saturating_sub(pos) {
-                    return bad(pos, "length past end of file");
-                }
-                if number == SPACE_PLANES || number == SPACE_HOSTNAMES {
-                    let head_len = len.min(512) as usize;
-                    let mut body = vec![0u8; head_len];
-                    if r.read_exact(&mut body).is_err() {
-                        return bad(pos, "length past end of file");
-                    }
-                    let name = if number == SPACE_PLANES {
-                        let mut f = Fields::new(&body, pos as usize);
-                        let mut name = Vec::new();
-                        while let Ok(Some(x)) = f.next_field() {
-                            if x.number == PLANE_NAME && x.wire_type == wire::LEN {
-                                name = x.bytes.to_vec();
-                                break;
-                            }
-                        }
-                        name
-                    } else {
-                        Vec::new()
-                    };
-                    let wanted = number == SPACE_HOSTNAMES
-                        || name == TASK_ENV_PLANE.as_bytes()
-                        || name == DISTPROF_PLANE.as_bytes()
-                        || name == DISTPROF_APPLIED_PLANE.as_bytes();
-                    if wanted {
-                        body.resize(len as usize, 0);
-                        if r.read_exact(&mut body[head_len..]).is_err() {
-                            return bad(pos, "length past end of file");
-                        }
-                        // Re-encode as a one-field XSpace and reuse the in-memory prescan.
-                        let mut one = Vec::with_capacity(body.len() + 12);
-                        wire::put_len_header(&mut one, number, body.len());
-                        one.extend_from_slice(&body);
-                        let sub = match prescan(&one) {
-                            Ok(s) => s,
-                            Err(e) => return Ok(Err(e)),
-                        };
-                        info.profile_start_ns = info.profile_start_ns.or(sub.profile_start_ns);
-                        info.profile_stop_ns = info.profile_stop_ns.or(sub.profile_stop_ns);
-                        info.distprof = info.distprof.take().or(sub.distprof);
-                        info.already_merged |= sub.already_merged;
-                        info.hostnames.extend(sub.hostnames);
-                    } else {
-                        r.seek_relative(len as i64 - head_len as i64)?;
-                    }
-                    info.planes += (number == SPACE_PLANES) as usize;
-                } else {
-                    r.seek_relative(len as i64)?;
-                }
-                pos += len;
-            }
-            _ => return bad(at, "unsupported wire type"),
-        }
-    }
-    Ok(Ok(info))
-}
 
 /// Counts of one node's rewrite.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -390,7 +189,7 @@ pub fn rewrite_space(
             next_report = done + PROGRESS_BYTES;
         }
         match (x.number, x.wire_type) {
-            (SPACE_PLANES, wire::LEN) => rewrite_plane(
+            (SPACE_PLANES, protobuf::LEN) => rewrite_plane(
                 x.bytes,
                 f.offset_of(x.bytes),
                 info,
@@ -419,10 +218,10 @@ pub fn rewrite_space(
             value: Some(XStatValue::Uint64Value(1)),
         });
         let body = p.encode_to_vec();
-        wire::put_len_header(out.buf(), SPACE_PLANES, body.len());
+        protobuf::put_len_header(out.buf(), SPACE_PLANES, body.len());
         out.buf().extend_from_slice(&body);
     }
-    wire::put_len_header(out.buf(), SPACE_HOSTNAMES, o.hostname.len());
+    protobuf::put_len_header(out.buf(), SPACE_HOSTNAMES, o.hostname.len());
     out.buf().extend_from_slice(o.hostname.as_bytes());
     Ok(stats)
 }
@@ -442,7 +241,7 @@ fn rewrite_plane(
     while let Some(x) = f.next_field()? {
         // The first name, as `plane_name` (prescan) reads it: a corrupt plane with two
         // names must get the same kind in both passes.
-        if x.number == PLANE_NAME && x.wire_type == wire::LEN && name.is_none() {
+        if x.number == PLANE_NAME && x.wire_type == protobuf::LEN && name.is_none() {
             name = Some(x.bytes);
         }
         // Lines are the bulk; they are walked in place below, not collected.
@@ -492,7 +291,7 @@ fn rewrite_plane(
             }
         }
         let body = p.encode_to_vec();
-        wire::put_len_header(out.buf(), SPACE_PLANES, body.len());
+        protobuf::put_len_header(out.buf(), SPACE_PLANES, body.len());
         out.buf().extend_from_slice(&body);
         return Ok(());
     }
@@ -517,20 +316,25 @@ fn rewrite_plane(
         }
     }
 
-    wire::put_key(out.buf(), SPACE_PLANES, wire::LEN);
+    protobuf::put_key(out.buf(), SPACE_PLANES, protobuf::LEN);
     let at = out.placeholder();
-    wire::put_int_field(out.buf(), PLANE_ID, new_id);
+    protobuf::put_int_field(out.buf(), PLANE_ID, new_id);
     let mut f = Fields::new(plane, base);
+    // Chrome thread id of the next line: its place in the plane, from 1. XLine ids are
+    // 64-bit (often hashes) and Perfetto reads a JSON tid as 32 bits, which would fold
+    // several lines onto one track.
+    let mut tid = 0u32;
     while let Some(x) = f.next_field()? {
         match x.number {
             PLANE_ID => {}
             PLANE_NAME if kind == Kind::Verbatim => {
-                wire::put_len_header(out.buf(), PLANE_NAME, DISTPROF_APPLIED_PLANE.len());
+                protobuf::put_len_header(out.buf(), PLANE_NAME, DISTPROF_APPLIED_PLANE.len());
                 out.buf()
                     .extend_from_slice(DISTPROF_APPLIED_PLANE.as_bytes());
             }
             PLANE_LINES if kind != Kind::Verbatim => {
-                let ch = chrome.as_mut().map(|(p, c, n)| (*p, &mut **c, &*n));
+                tid = tid.saturating_add(1);
+                let ch = chrome.as_mut().map(|(p, c, n)| (*p, tid, &mut **c, &*n));
                 let (events, without_fit) =
                     write_line(x.bytes, f.offset_of(x.bytes), &mapper, o.g0_ns, out, ch)?;
                 stats.lines += 1;
@@ -587,7 +391,7 @@ fn write_line(
     m: &Mapper<'_>,
     g0_ns: i64,
     out: &mut PatchWriter,
-    mut chrome: Option<(u64, &mut ChromeWriter, &HashMap<i64, String>)>,
+    mut chrome: Option<(u64, u32, &mut ChromeWriter, &HashMap<i64, String>)>,
 ) -> Result<(u64, u64), RewriteError> {
     let (mut ts, mut dur, mut line_id, mut line_name, mut display) =
         (0i64, 0i64, 0i64, &b""[..], &b""[..]);
@@ -602,13 +406,13 @@ fn write_line(
             _ => {}
         }
     }
-    if let Some((pid, ch, _)) = chrome.as_mut() {
+    if let Some((pid, tid, ch, _)) = chrome.as_mut() {
         let n = if display.is_empty() {
             line_name
         } else {
             display
         };
-        ch.thread(*pid, line_id, &String::from_utf8_lossy(n))?;
+        ch.thread(*pid, *tid, line_id, &String::from_utf8_lossy(n))?;
     }
     let base_ps = m.line_base_ns(ts) as i128 * 1000;
     let mapped_base = m.map_ps(base_ps);
@@ -620,10 +424,10 @@ fn write_line(
         0
     };
 
-    wire::put_key(out.buf(), PLANE_LINES, wire::LEN);
+    protobuf::put_key(out.buf(), PLANE_LINES, protobuf::LEN);
     let at = out.placeholder();
-    wire::put_int_field(out.buf(), LINE_TIMESTAMP, new_ts_ns);
-    wire::put_int_field(out.buf(), LINE_DURATION, new_dur_ps);
+    protobuf::put_int_field(out.buf(), LINE_TIMESTAMP, new_ts_ns);
+    protobuf::put_int_field(out.buf(), LINE_DURATION, new_dur_ps);
     let mut events = 0u64;
     let lm = LineMapper::new(m, base_ps, ref_ps);
     let mut f = Fields::new(line, base);
@@ -638,7 +442,7 @@ fn write_line(
                     out.buf(),
                     chrome
                         .as_mut()
-                        .map(|(p, c, n)| (*p, line_id, &mut **c, &**n)),
+                        .map(|(p, t, c, n)| (*p, *t, &mut **c, &**n)),
                     new_ts_ns,
                 )?;
                 out.maybe_flush()?;
@@ -720,14 +524,14 @@ fn write_event_fast(
     let new_off = s.max(0);
     let new_dur = e.saturating_sub(s).max(0);
     let len = kept_len
-        + wire::int_field_len(EVENT_OFFSET, new_off)
-        + wire::int_field_len(EVENT_DURATION, new_dur);
-    wire::put_len_header(out, LINE_EVENTS, len);
+        + protobuf::int_field_len(EVENT_OFFSET, new_off)
+        + protobuf::int_field_len(EVENT_DURATION, new_dur);
+    protobuf::put_len_header(out, LINE_EVENTS, len);
     for &(a, b) in &ranges[..nr] {
         out.extend_from_slice(&ev[a..b]);
     }
-    wire::put_int_field(out, EVENT_OFFSET, new_off);
-    wire::put_int_field(out, EVENT_DURATION, new_dur);
+    protobuf::put_int_field(out, EVENT_OFFSET, new_off);
+    protobuf::put_int_field(out, EVENT_DURATION, new_dur);
     Some((meta, new_off, new_dur))
 }
 
@@ -743,7 +547,7 @@ fn write_event(
     ev: &[u8],
     lm: &LineMapper<'_, '_>,
     out: &mut Vec<u8>,
-    chrome: Option<(u64, i64, &mut ChromeWriter, &HashMap<i64, String>)>,
+    chrome: Option<(u64, u32, &mut ChromeWriter, &HashMap<i64, String>)>,
     new_ts_ns: i64,
 ) -> Result<(), RewriteError> {
     let mark = out.len();
@@ -798,7 +602,7 @@ fn write_event(
     };
     if aggregated {
         // No position to map: keep the event as it is.
-        wire::put_len_header(out, LINE_EVENTS, kept_len + dur_raw.len());
+        protobuf::put_len_header(out, LINE_EVENTS, kept_len + dur_raw.len());
         put_kept(out)?;
         out.extend_from_slice(dur_raw);
         return Ok(());
@@ -809,12 +613,12 @@ fn write_event(
     let new_off = s.max(0);
     let new_dur = e.saturating_sub(s).max(0);
     let len = kept_len
-        + wire::int_field_len(EVENT_OFFSET, new_off)
-        + wire::int_field_len(EVENT_DURATION, new_dur);
-    wire::put_len_header(out, LINE_EVENTS, len);
+        + protobuf::int_field_len(EVENT_OFFSET, new_off)
+        + protobuf::int_field_len(EVENT_DURATION, new_dur);
+    protobuf::put_len_header(out, LINE_EVENTS, len);
     put_kept(out)?;
-    wire::put_int_field(out, EVENT_OFFSET, new_off);
-    wire::put_int_field(out, EVENT_DURATION, new_dur);
+    protobuf::put_int_field(out, EVENT_OFFSET, new_off);
+    protobuf::put_int_field(out, EVENT_DURATION, new_dur);
     if let Some((pid, tid, ch, names)) = chrome {
         let name = names.get(&meta).map(String::as_str).unwrap_or("");
         ch.complete(pid, tid, name, ns_plus_ps(new_ts_ns, new_off), new_dur)?;

@@ -112,7 +112,7 @@ mod tests {
         for (id, lines) in [(1i64, 2usize), (2, 20_000)] {
             w.buf().push(0x0a); // XSpace.planes
             let at = w.placeholder();
-            crate::merge::wire::put_int_field(w.buf(), 1, id);
+            crate::merge::protobuf::put_int_field(w.buf(), 1, id);
             for l in 0..lines {
                 let line = XLine {
                     id: l as i64,
@@ -120,7 +120,7 @@ mod tests {
                     ..Default::default()
                 }
                 .encode_to_vec();
-                crate::merge::wire::put_len_header(w.buf(), 3, line.len());
+                crate::merge::protobuf::put_len_header(w.buf(), 3, line.len());
                 w.buf().extend_from_slice(&line);
                 w.maybe_flush().unwrap();
             }

@@ -14,8 +14,10 @@
 //!
 //! **What export sees.** XLA exports right after stop, before the probe threads have closed
 //! their last (partial) window. The plane therefore holds the model and probe statistics of
-//! every window closed before export; the last window is in the JSONL file and the model
-//! file (`distprof-model-node<N>.json`), which `distprof merge` reads.
+//! every window closed before export; the last window is in the JSONL file, from which
+//! `distprof merge --run-dir` solves the network offline. The model file
+//! (`distprof-model-node<N>.json`, one node's model) is for people and scripts: no command
+//! reads it (`--models` takes a JSON array of every node's model).
 //!
 //! **Several traces in one process** write to separate directories ([`trace_output_dir`]):
 //! the first that probes into `output_dir`, the next into `output_dir/trace1/`, and so on.
@@ -29,14 +31,12 @@ use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
 use super::fit_exchange::{Exchange, ExchangeState, FINAL_WAIT_MAX};
 use super::lease::KvLease;
 use crate::estimate::online::WindowFits;
-use crate::estimate::{fit_window, EstimatorSettings, NodeWindowFits, Smoother, WindowSpec};
-use crate::jsonl::{JsonlWriter, Meta};
+use crate::estimate::{EstimatorSettings, NodeWindowFits, Smoother};
 use crate::model::NodeClockModel;
-use crate::estimate::node_edges::NodeEdgeEstimator;
-use crate::probe::{gap_preserved, Engine, EngineParams};
-use crate::snapshot::{host_clock_ns, sample_pair, SnapshotPair};
-use crate::timestamp::StampedSocket;
-use crate::window::ClosedWindow;
+use crate::probe::gap_preserved;
+use crate::probe_run::{run_probing, FittedWindow, ProbeRunError, ProbeRunSetup};
+use crate::record::ProbeRecord;
+use crate::snapshot::{sample_pair, SnapshotPair};
 use crate::xplane::XSpace;
 use prost::Message;
 use std::net::UdpSocket;
@@ -61,12 +61,12 @@ fn read_tracer(tracer: &SharedTracer) -> u64 {
     match tracer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
         Some(clock) => clock.now_ns(),
         // No reader from XLA: the tracer clock is the host clock (R = S).
-        None => host_clock_ns() as u64,
+        None => realtime_ns() as u64,
     }
 }
 
 fn snapshot(tracer: &SharedTracer) -> SnapshotPair {
-    sample_pair(SNAPSHOT_BEST_OF, &host_clock_ns, &|| read_tracer(tracer))
+    sample_pair(SNAPSHOT_BEST_OF, &realtime_ns, &|| read_tracer(tracer))
 }
 
 /// What a node's probe thread has produced so far.
@@ -371,6 +371,12 @@ impl TraceSession {
         encode_space(&space)
     }
 
+    /// True once every probe thread of this trace has ended (after [`TraceSession::stop`]:
+    /// last window closed, fitted and written).
+    pub fn probes_finished(&self) -> bool {
+        self.probes.iter().all(|r| r.thread.is_finished())
+    }
+
     /// Windows closed so far by node `node`'s engine (tests and diagnostics).
     pub fn windows_closed(&self, node: NodeId) -> Option<u64> {
         let r = self.probes.iter().find(|r| r.node == node)?;
@@ -427,25 +433,16 @@ fn probe(
     progress: &Mutex<Progress>,
     exchange: Exchange,
 ) -> Result<(), String> {
-    let sock = StampedSocket::new(socket, config.timestamping)
-        .map_err(|e| format!("probe socket: {e}"))?;
-    let mode = sock.mode();
-    let mode_name = serde_json::to_value(mode)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default();
-    progress
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .timestamp_mode = Some(mode_name.clone());
-    let params = EngineParams::for_node(ctx, node, config, VirtualClock::IDENTITY, gap_preserved);
-    let meta = Meta::for_node(ctx, node, mode, sock.hardware_note.clone(), realtime_ns(), config);
-    let dir = PathBuf::from(&config.output_dir);
-    let mut writer = JsonlWriter::create(&dir, &meta)
-        .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
+    let setup = ProbeRunSetup {
+        ctx,
+        node,
+        config,
+        clock: VirtualClock::IDENTITY,
+        purity: gap_preserved,
+        start_local_ns: realtime_ns(),
+    };
     let settings = EstimatorSettings::from_config(config);
     let mut smoother = Smoother::new(settings, (config.probe_window_s * 1e9) as i64);
-    let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
     let (to_exchange, from_probe) = std::sync::mpsc::channel::<WindowFits>();
     let exchange_thread = std::thread::Builder::new()
         .name(format!("distprof-fits-{node}"))
@@ -464,39 +461,27 @@ fn probe(
             let _ = to_exchange.send(f);
         }
     };
-    let engine = Engine::new(params, sock);
-    let ran = engine.run(
-        Instant::now() + MAX_TRACE,
+    let mut mode_name = String::new();
+    let ran = run_probing(
+        setup,
+        socket,
+        MAX_TRACE,
         stop,
-        &mut writer,
-        &mut |w: &mut ClosedWindow| {
-            let spec = WindowSpec {
+        &mut |mode| {
+            mode_name = serde_json::to_value(mode)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            progress.lock().unwrap_or_else(|p| p.into_inner()).timestamp_mode = Some(mode_name.clone());
+        },
+        &mut |FittedWindow { window: w, fits }| {
+            let stats = w.edges.iter().filter(|e| e.src == node).map(|e| ProbeEdgeStats {
                 window_id: w.window_id,
-                start_local_ns: w.start_local_ns,
-                end_local_ns: w.end_local_ns,
-                num_nodes: ctx.num_nodes,
-                reference: ctx.reference_node,
-            };
-            // Fitted once: for the node's own model in the JSONL line and the run model.
-            let fits = fit_window(&w.records, &spec, &settings);
-            w.model = serde_json::to_value(own_edges.window_fitted(w, fits.clone())).ok();
-            let stats = w
-                .edges
-                .iter()
-                .filter(|e| e.src == node)
-                .map(|e| ProbeEdgeStats {
-                    window_id: w.window_id,
-                    peer: e.dst,
-                    pairs_used: e.pure,
-                    pairs_lost: e.lost,
-                    min_rtt_ns: w
-                        .records
-                        .iter()
-                        .filter(|r| r.dst == e.dst)
-                        .map(rtt_ns)
-                        .min()
-                        .unwrap_or(0),
-                });
+                peer: e.dst,
+                pairs_used: e.pure,
+                pairs_lost: e.lost,
+                min_rtt_ns: w.records.iter().filter(|r| r.dst == e.dst).map(ProbeRecord::round_trip_ns).min().unwrap_or(0),
+            });
             {
                 let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
                 p.windows += 1;
@@ -508,7 +493,12 @@ fn probe(
     );
     finalised(smoother.finish_fits());
     drop(to_exchange);
-    ran.map_err(|e| format!("probe engine: {e}"))?;
+    let dir = PathBuf::from(&config.output_dir);
+    match ran {
+        Ok(_) => {}
+        Err(e @ ProbeRunError::Output(_)) => return Err(format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory")),
+        Err(e) => return Err(e.to_string()),
+    }
     let segments = exchange_thread
         .join()
         .map_err(|_| "internal error: the fit exchange thread ended without a result".to_string())??;
@@ -532,9 +522,4 @@ fn probe(
         path.display()
     );
     Ok(())
-}
-
-/// Round trip of the first packet of a record's pair, without the peer's turnaround.
-fn rtt_ns(r: &crate::record::ProbeRecord) -> i64 {
-    (r.rev_rx_ns[0] - r.fwd_tx_ns[0]) - (r.rev_tx_ns[0] - r.fwd_rx_ns[0])
 }

@@ -5,7 +5,8 @@
 //! against the true mean drift over the window; the reference node itself is excluded
 //! (its error is zero by definition).
 
-use super::super::simulate::{quantile, thread_cpu_s};
+use crate::stats::quantile;
+use distprof::clock::thread_cpu_s;
 use distprof::config::EstimatorKind;
 use distprof::estimate::{estimate_run_windows, estimate_window_with_history, EstimatorSettings, History, NetworkMode, WindowEstimate};
 use distprof_sim::cluster::{Cluster, Scenario};
@@ -287,7 +288,7 @@ fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
         .args(["--jitter-us", &args.local_jitter_us.to_string()])
         // The default window and cadence, as in the simulated reference scenario.
         .args(["--window-s", &args.window_s.unwrap_or(distprof::config::Config::default().probe_window_s).to_string()])
-        .arg("--output-dir")
+        .arg("--out")
         .arg(&dir)
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())

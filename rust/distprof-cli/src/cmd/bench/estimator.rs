@@ -11,7 +11,7 @@ use distprof::estimate::hull::{self, Line};
 use distprof::estimate::points::Point;
 use std::io::Write;
 use std::process::ExitCode;
-use super::super::simulate::thread_cpu_s;
+use distprof::clock::thread_cpu_s;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -11,7 +11,7 @@
 //! parsing everyone's fits, the network solve), the bytes it sets and reads, and the store
 //! calls, divided by the windows.
 
-use crate::cmd::local::{spawn_cluster, wait_cluster};
+use crate::cluster::spawn::{spawn_cluster, wait_cluster};
 use anyhow::bail;
 use distprof::clock::VirtualClock;
 use distprof::config::Config;
@@ -28,9 +28,14 @@ const BYTES_GOAL_PER_S: f64 = 625_000.0;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Number of node processes.
-    #[arg(long, default_value_t = 4)]
-    nodes: u32,
+    /// Number of node processes (default: the configuration's out-degree plus one, 9 for
+    /// the defaults, so that every node probes as many peers as the configuration says).
+    #[arg(long)]
+    nodes: Option<u32>,
+    /// Configuration file to measure, e.g. a preset of examples/configs/ (default: the
+    /// built-in defaults).
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     /// Seconds of probing.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -40,7 +45,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let n = args.nodes;
+    let base = match &args.config {
+        Some(path) => distprof::config::check_file(path).map_err(|e| anyhow::anyhow!("--config `{}`:\n{e}", path.display()))?,
+        None => Config::default(),
+    };
+    let n = args.nodes.unwrap_or(base.probe_out_degree + 1);
     if !(2..=32).contains(&n) {
         bail!("--nodes {n}: use 2 to 32 node processes");
     }
@@ -49,8 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let out_dir = std::env::temp_dir().join(format!("distprof-bench-overhead-{}", std::process::id()));
     std::fs::create_dir_all(&out_dir)?;
-    let defaults = Config::default();
-    let config = Config { enabled: true, output_dir: out_dir.to_string_lossy().into_owned(), ..defaults };
+    let config = Config { enabled: true, output_dir: out_dir.to_string_lossy().into_owned(), ..base };
     let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
     let addrs: Vec<_> = socks.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?;
     drop(socks);
@@ -113,8 +121,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "bytes_per_s_per_edge": bytes_per_s_per_edge,
                 "nodes": n,
                 "edges": edges,
+                "out_degree": config.probe_out_degree.min(n - 1),
                 "probe_cadence_us": config.probe_cadence_us,
                 "duration_s": args.duration,
+                "config": args.config.as_ref().map(|p| p.display().to_string()),
             })
         );
     }

@@ -5,7 +5,7 @@
 //! --run-dir` and `merge --run-dir` use (records re-binned into the reference's windows);
 //! this module only compares its segments with the virtual clocks.
 
-use super::simulate::quantile;
+use crate::stats::quantile;
 use distprof::clock::VirtualClock;
 use distprof::context::NodeId;
 use distprof::model::ClockSegment;

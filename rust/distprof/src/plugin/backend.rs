@@ -114,6 +114,10 @@ impl Backend for EngineBackend {
         Ok(())
     }
 
+    fn probes_finished(&self) -> bool {
+        self.trace.as_ref().is_none_or(|t| t.probes_finished())
+    }
+
     fn node_state(&self, node: NodeId) -> Option<NodeState> {
         self.nodes
             .iter()
@@ -150,7 +154,7 @@ mod tests {
     const BEHIND_NS: i64 = 5_000_000_000;
     impl TracerClock for BehindClock {
         fn now_ns(&self) -> u64 {
-            (crate::snapshot::host_clock_ns() - BEHIND_NS) as u64
+            (crate::clock::realtime_ns() - BEHIND_NS) as u64
         }
     }
 

@@ -1,0 +1,134 @@
+//! A cluster of `distprof run` child processes on this machine: each node's config and
+//! test-network files, the spawn, and a bounded wait that collects every node's report.
+//! Used by `distprof local` and by the overhead and fault benches.
+
+use super::node_run::{SimSpec, WorkerReport};
+use anyhow::Context as _;
+use distprof::clock::{realtime_ns, VirtualClock};
+use distprof::config::Config;
+use distprof::context::NodeId;
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Time between spawning the children and their common start: enough for a process to
+/// start and bind on a busy 2-core machine.
+const START_DELAY: Duration = Duration::from_millis(1000);
+/// Extra time a child gets beyond its duration before it is killed as hung.
+const CHILD_GRACE: Duration = Duration::from_secs(10);
+
+/// Picks free loopback ports for the nodes (bound and released; the children bind them).
+pub fn free_loopback_addrs(n: u32) -> anyhow::Result<Vec<SocketAddr>> {
+    let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
+    Ok(socks.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?)
+}
+
+pub struct Cluster {
+    pub children: Vec<(NodeId, Child)>,
+    pub start_real_ns: i64,
+}
+
+/// Writes node `node`'s config and test-network files into `out_dir`, the ones
+/// `distprof run --config FILE --sim-file FILE` reads, and returns their paths.
+pub fn write_node_files(out_dir: &Path, node: NodeId, cfg: &Config, sim: &SimSpec) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let cfg_path = out_dir.join(format!("node{node}.config.json"));
+    distprof::atomic_file::write(&cfg_path, serde_json::to_string_pretty(cfg)?.as_bytes()).with_context(|| format!("writing `{}`", cfg_path.display()))?;
+    let sim_path = out_dir.join(format!("node{node}.sim.json"));
+    distprof::atomic_file::write(&sim_path, serde_json::to_string(sim)?.as_bytes()).with_context(|| format!("writing `{}`", sim_path.display()))?;
+    Ok((cfg_path, sim_path))
+}
+
+/// Writes each node's config and test-network files and spawns one `distprof run` per node.
+pub fn spawn_cluster(
+    num_nodes: u32,
+    addrs: &[SocketAddr],
+    faces: Option<&[SocketAddr]>,
+    config: &Config,
+    clocks: &[VirtualClock],
+    duration: Duration,
+    out_dir: &Path,
+) -> anyhow::Result<Cluster> {
+    let exe = std::env::current_exe().context("locating the distprof binary")?;
+    let store = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let start_real_ns = realtime_ns() + START_DELAY.as_nanos() as i64;
+    let mut children = Vec::new();
+    for node in 0..num_nodes {
+        let cfg = Config { probe_port: addrs[node as usize].port(), ..config.clone() };
+        let sim = SimSpec { clock: clocks[node as usize], faces: faces.map(<[_]>::to_vec), start_real_ns: Some(start_real_ns) };
+        let (cfg_path, sim_path) = write_node_files(out_dir, node, &cfg, &sim)?;
+        let child = Command::new(&exe)
+            .args(["run", "--rank", &node.to_string(), "--nodes", &num_nodes.to_string()])
+            .args(["--rendezvous", &store.to_string(), "--bind", "127.0.0.1"])
+            .args(["--duration", &duration.as_secs_f64().to_string()])
+            .arg("--config")
+            .arg(&cfg_path)
+            .arg("--sim-file")
+            .arg(&sim_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting node {node} (`{} run`)", exe.display()))?;
+        children.push((node, child));
+    }
+    Ok(Cluster { children, start_real_ns })
+}
+
+/// Waits for every child (bounded), killing the ones that overrun; returns the reports of
+/// those that finished cleanly.
+pub fn wait_cluster(
+    cluster: &mut Cluster,
+    duration: Duration,
+    kill: Option<(NodeId, Duration)>,
+) -> anyhow::Result<HashMap<NodeId, WorkerReport>> {
+    let t0 = Instant::now();
+    let start_in = Duration::from_nanos((cluster.start_real_ns - realtime_ns()).max(0) as u64);
+    let deadline = t0 + start_in + duration + CHILD_GRACE;
+    let mut kill = kill.map(|(n, after)| (n, t0 + start_in + after));
+    let mut reports = HashMap::new();
+    let mut pending: Vec<usize> = (0..cluster.children.len()).collect();
+    while !pending.is_empty() {
+        if let Some((victim, at)) = kill {
+            if Instant::now() >= at {
+                if let Some((_, c)) = cluster.children.iter_mut().find(|(n, _)| *n == victim) {
+                    eprintln!("distprof local: killing node {victim} (SIGKILL), as asked");
+                    let _ = c.kill();
+                }
+                kill = None;
+            }
+        }
+        let mut still = Vec::new();
+        for &i in &pending {
+            let (node, child) = &mut cluster.children[i];
+            match child.try_wait()? {
+                Some(status) => {
+                    let mut out = String::new();
+                    if let Some(mut s) = child.stdout.take() {
+                        std::io::Read::read_to_string(&mut s, &mut out)?;
+                    }
+                    if status.success() {
+                        let last = out.trim().lines().last().unwrap_or("");
+                        let r: WorkerReport = serde_json::from_str(last)
+                            .with_context(|| format!("node {node}: unreadable report `{}`", out.trim()))?;
+                        reports.insert(*node, r);
+                    } else {
+                        eprintln!("distprof local: node {node} ended with {status}");
+                    }
+                }
+                None if Instant::now() > deadline => {
+                    eprintln!("distprof local: node {node} overran its duration by {CHILD_GRACE:?}; killing it");
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                None => still.push(i),
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(reports)
+}
