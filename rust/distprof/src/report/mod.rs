@@ -193,6 +193,7 @@ mod tests {
                 offset_ns: 0.0,
                 drift_ppb: 0.0,
                 bound_ns: 0.0,
+                uncertainty_ns: 0.0,
                 flagged: false,
             }],
         });
@@ -211,6 +212,7 @@ mod tests {
             offset_ns: 0.0,
             drift_ppb: 0.0,
             bound_ns,
+            uncertainty_ns: bound_ns / 100.0,
             flagged,
         };
         let mut input = empty_input();

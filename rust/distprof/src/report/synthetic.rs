@@ -322,6 +322,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                         offset_ns: c.ahead_ns(m) + err,
                         drift_ppb: c.drift_ppb + if i == 0 { 0.0 } else { gauss(&mut rng) * 15.0 },
                         bound_ns,
+                        uncertainty_ns: bound_ns / 200.0,
                         flagged: bound_ns > BOUND_LIMIT_NS,
                     }
                 })
