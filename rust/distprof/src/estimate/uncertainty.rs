@@ -28,7 +28,7 @@
 //! (docs/estimation.md).
 
 use super::hull::Line;
-use super::network::{adjacency, tree_parents, EdgeObs, NetworkSolution};
+use super::network::{tree_parents, EdgeObs, NetworkSolution};
 use super::points::Point;
 
 /// Smallest residuals per direction whose spacings give its scale: more average better but

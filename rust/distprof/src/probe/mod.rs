@@ -10,7 +10,9 @@
 //! core. Packets arriving during that sleep are stamped by the kernel anyway.
 
 pub mod engine;
-pub mod purity;
+/// The purity test the engine counts per window is the estimator's own, so the window
+/// counts and the fits agree on which pairs are pure.
+pub use crate::estimate::purity;
 
 pub use engine::{Engine, EngineParams, EngineStats};
 pub use purity::{gap_preserved, PurityFn, PurityParams};

@@ -23,7 +23,7 @@ pub mod svg;
 pub(crate) mod synthetic;
 
 pub use input::{
-    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
+    owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
     ReportInput, RunFacts,
 };
 

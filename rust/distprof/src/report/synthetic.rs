@@ -11,9 +11,10 @@
 //! edges are down, and one node can be cut off entirely.
 
 use super::input::{
-    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, OwdPoint, ReportInput,
+    owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, OwdPoint, ReportInput,
     RunFacts,
 };
+use crate::estimate::purity::{PairVerdict, PurityTolerance};
 use crate::config::{Config, TimestampMode};
 use crate::context::NodeId;
 use crate::model::{ClockSegment, NodeClockModel};
@@ -235,8 +236,9 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                     rev_tx_ns: [cd.read(rtx[0]), cd.read(rtx[1])],
                     rev_rx_ns: [cs.read(rrx[0]), cs.read(rrx[1])],
                 };
-                let fp = pair_is_pure(rec.fwd_tx_ns, rec.fwd_rx_ns, PURITY_TOLERANCE_NS);
-                let rp = pair_is_pure(rec.rev_tx_ns, rec.rev_rx_ns, PURITY_TOLERANCE_NS);
+                let purity = PurityTolerance { abs_ns: PURITY_TOLERANCE_NS as u64, rel: 0.0 };
+                let fp = purity.judge(rec.fwd_tx_ns, rec.fwd_rx_ns) == PairVerdict::Pure;
+                let rp = purity.judge(rec.rev_tx_ns, rec.rev_rx_ns) == PairVerdict::Pure;
                 points.extend(owd_points(&rec, fp, rp));
             }
             let start_ns = cs.read(w_start);
