@@ -72,3 +72,45 @@ fn svm_line(fwd: &[Point], rev: &[Point], c: f64) -> Result<Line, FitError> {
 fn svm_line(_: &[Point], _: &[Point], _: f64) -> Result<Line, FitError> {
     Err(FitError::Solver)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::purity::PurityCounts;
+
+    /// Independent per-packet jitter: few pure pairs, many packets. The fit chooses every
+    /// packet's points by their smaller sigma, and its line is closer to the truth.
+    #[test]
+    fn every_packet_wins_when_pure_pairs_are_few() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut exp = move |mean: f64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            -mean * (1.0 - (state >> 11) as f64 / (1u64 << 53) as f64).ln()
+        };
+        // theta = 0; 20 us floor each way, exponential jitter of mean 50 us per packet.
+        let mut side = |sign: f64| -> Vec<Point> {
+            (0..400).map(|i| Point { x_ns: i as f64 * 1e7 - 2e9, y_ns: sign * (20_000.0 + exp(50_000.0)) }).collect()
+        };
+        let (fwd_all, rev_all) = (side(1.0), side(-1.0));
+        let e = EdgePoints {
+            src: 0,
+            dst: 1,
+            y_origin_ns: 0,
+            fwd: fwd_all.iter().step_by(50).copied().collect(),
+            rev: rev_all.iter().step_by(50).copied().collect(),
+            fwd_all,
+            rev_all,
+            probes: Vec::new(),
+            counts: PurityCounts::default(),
+            gap_noise_ns: 0.0,
+        };
+        let pure_only = EdgePoints { fwd_all: Vec::new(), rev_all: Vec::new(), ..e.clone() };
+        let all = fit_edge(EstimatorKind::Hull, &e, 1.0).unwrap();
+        let pure = fit_edge(EstimatorKind::Hull, &pure_only, 1.0).unwrap();
+        assert!(all.all_packets && !pure.all_packets);
+        assert!(all.sigma_ns < pure.sigma_ns, "{} vs {}", all.sigma_ns, pure.sigma_ns);
+        assert!(all.line.at(0.0).abs() < 0.25 * pure.line.at(0.0).abs().max(2_000.0), "{:?} vs {:?}", all.line, pure.line);
+    }
+}

@@ -16,10 +16,10 @@
 //! - Per node: the network solve is a weighted least-squares fit with weights 1 / sigma²,
 //!   so the covariance of the node offsets is the inverse of its normal matrix; a node's
 //!   sigma is the root of its diagonal entry. With independent edges this is exact.
-//! - Loop residuals check the edge sigmas: if the edges disagree around loops by more than
-//!   their sigmas allow (chi² per degree of freedom above 1: asymmetric paths, timestamp
-//!   faults, a sigma too small), every node sigma of the window grows by the root of that
-//!   ratio (the Birge ratio). An asymmetry that differs between edges shows up here; one
+//! - Loop residuals check the edge sigmas: if the edges disagree around loops by more or
+//!   less than their sigmas allow (asymmetric paths, timestamp faults, a sigma off in
+//!   scale), every node sigma of the window scales by the root of that ratio (the Birge
+//!   ratio, from the median edge so that a few burst-hit edges do not set it). An asymmetry that differs between edges shows up here; one
 //!   that is the same on every path is invisible to any two-way measurement, and only the
 //!   bound covers it.
 //!
@@ -37,6 +37,14 @@ const SPACINGS: usize = 4;
 /// No edge is better than this (timestamps are integer ns; spacings can be zero when
 /// residuals repeat); keeps the weights and the normal matrix finite.
 const MIN_EDGE_SIGMA_NS: f64 = 1.0;
+/// Median of the chi² distribution with one degree of freedom.
+const CHI2_1_MEDIAN: f64 = 0.454_936;
+/// Edges up to which the expected chi² is computed exactly (~4 * rows² operations).
+const MAX_EXPECTED_ROWS: usize = 2048;
+/// With this many more equations than unknowns the loop residuals measure the edge
+/// sigmas' scale well enough (chi² of 50 degrees of freedom: ±20%) to shrink them too;
+/// with fewer they only grow them.
+const MIN_DOF_TO_SHRINK: usize = 50;
 /// The dense covariance is cubic in the nodes a window reaches: 512 nodes cost ~40 ms.
 /// Beyond this, node sigmas are the path sums of the tree (an upper estimate).
 const MAX_DENSE_NODES: usize = 1024;
@@ -93,10 +101,15 @@ pub fn node_sigmas_ns(
         var[reference as usize] = Some(0.0);
     }
     let sigma = |i: usize| edge_sigma_ns[i].max(MIN_EDGE_SIGMA_NS);
+    // Per edge, Var(residual) / sigma² if the edge sigmas were right (None: the textbook
+    // dof / edges for every edge, exact on average with weights 1 / sigma²).
+    let mut expected_share = None;
     if wls && nodes.len() <= MAX_DENSE_NODES {
-        for (node, v) in nodes.iter().zip(dense_variances(num_nodes, &nodes, obs, &rejected, &sigma)) {
+        let (v, expected) = dense_variances(num_nodes, &nodes, obs, &rejected, &sigma);
+        for (node, v) in nodes.iter().zip(v) {
             var[*node] = Some(v);
         }
+        expected_share = expected;
     } else {
         let parents = tree_parents(num_nodes, reference, obs, &rejected);
         for (v, parent) in parents {
@@ -109,16 +122,31 @@ pub fn node_sigmas_ns(
             var[v as usize] = Some(if u == e.src as usize { s2 + k * k * up } else { (s2 + up) / (k * k) });
         }
     }
-    // The Birge ratio from the loop residuals of the accepted edges.
-    let (mut chi2, mut used) = (0.0, 0usize);
-    for (i, v) in solution.edges.iter().enumerate() {
-        if v.rejected.is_none() && v.offset_residual_ns.is_finite() && i < edge_sigma_ns.len() {
-            chi2 += (v.offset_residual_ns / sigma(i)).powi(2);
-            used += 1;
-        }
-    }
-    let dof = used.saturating_sub(nodes.len());
-    let birge = if wls && dof > 0 { (chi2 / dof as f64).max(1.0) } else { 1.0 };
+    // The Birge ratio from the loop residuals of the accepted edges: each squared residual
+    // over its expected variance is chi² with one degree of freedom if the sigmas are
+    // right. Its median (0.455 for chi²(1)) rather than its mean: delay bursts give a few
+    // edges heavy-tailed errors that would dominate a mean and grow every node's sigma.
+    let accepted: Vec<usize> = (0..solution.edges.len().min(edge_sigma_ns.len()))
+        .filter(|&i| solution.edges[i].rejected.is_none() && solution.edges[i].offset_residual_ns.is_finite())
+        .collect();
+    let dof = accepted.len().saturating_sub(nodes.len());
+    let textbook = dof as f64 / accepted.len().max(1) as f64;
+    let mut q: Vec<f64> = accepted
+        .iter()
+        .map(|&i| {
+            let share = expected_share.as_ref().map_or(textbook, |s| s[i]);
+            (solution.edges[i].offset_residual_ns / sigma(i)).powi(2) / share.max(1e-9)
+        })
+        .collect();
+    q.sort_by(f64::total_cmp);
+    let ratio = q.get(q.len() / 2).map_or(1.0, |m| m / CHI2_1_MEDIAN);
+    let birge = match dof {
+        _ if !wls || !ratio.is_finite() => 1.0,
+        0 => 1.0,
+        // Enough loops to measure the sigmas' scale either way.
+        d if d >= MIN_DOF_TO_SHRINK => ratio,
+        _ => ratio.max(1.0),
+    };
     var.into_iter().enumerate().map(|(i, v)| v.filter(|_| reached(i)).map(|v| (v * birge).sqrt())).collect()
 }
 
@@ -126,14 +154,17 @@ pub fn node_sigmas_ns(
 /// (the reference fixed at zero, not among them) when edge e has weight w_e and error
 /// sigma_e: with M = A^T W A, Cov = M^-1 (A^T W S W A) M^-1 (S = diag sigma²), which is
 /// M^-1 when the weights are 1 / sigma². A node's variance is the sum over edges of
-/// (w_e sigma_e (M^-1 a_e)_i)², a_e the edge's row.
+/// (w_e sigma_e (M^-1 a_e)_i)², a_e the edge's row. Also the expected chi² of the
+/// residuals r = (I - A M^-1 A^T W) err: sum over e of Var(r_e) / sigma_e², with
+/// Var(r_e) = sigma_e² - 2 w_e sigma_e² g_ee + sum over f of (w_f sigma_f g_ef)²,
+/// g_ef = a_e^T M^-1 a_f (quadratic in the edges: skipped beyond `MAX_EXPECTED_ROWS`).
 fn dense_variances(
     num_nodes: usize,
     nodes: &[usize],
     obs: &[EdgeObs],
     rejected: &[Option<super::network::RejectReason>],
     sigma: &dyn Fn(usize) -> f64,
-) -> Vec<f64> {
+) -> (Vec<f64>, Option<Vec<f64>>) {
     let m = nodes.len();
     let mut index = vec![usize::MAX; num_nodes];
     for (j, &i) in nodes.iter().enumerate() {
@@ -160,7 +191,7 @@ fn dense_variances(
             }
         }
     }
-    let Some(inv) = spd_inverse(a, m) else { return vec![f64::INFINITY; m] };
+    let Some(inv) = spd_inverse(a, m) else { return (vec![f64::INFINITY; m], None) };
     let mut var = vec![0.0; m];
     for &(e, terms) in &rows {
         let ws = obs[e].weight * sigma(e);
@@ -169,7 +200,25 @@ fn dense_variances(
             *v += (ws * g).powi(2);
         }
     }
-    var
+    let expected = (rows.len() <= MAX_EXPECTED_ROWS).then(|| {
+        let g = |te: &[(usize, f64); 2], tf: &[(usize, f64); 2]| -> f64 {
+            let mut s = 0.0;
+            for &(p, cp) in te.iter().filter(|t| t.0 != usize::MAX) {
+                for &(q, cq) in tf.iter().filter(|t| t.0 != usize::MAX) {
+                    s += cp * inv[p * m + q] * cq;
+                }
+            }
+            s
+        };
+        let mut share = vec![f64::NAN; obs.len()];
+        for (e, te) in &rows {
+            let (we, se2) = (obs[*e].weight, sigma(*e).powi(2));
+            let cross: f64 = rows.iter().map(|(f, tf)| (obs[*f].weight * sigma(*f) * g(te, tf)).powi(2)).sum();
+            share[*e] = (se2 - 2.0 * we * se2 * g(te, te) + cross) / se2;
+        }
+        share
+    });
+    (var, expected)
 }
 
 /// The inverse of a symmetric positive definite m x m matrix (row-major) by Cholesky;
