@@ -218,6 +218,7 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
                     offset_ns: (mid - t_ref) as f64 - x,
                     drift_ppb: d / (1.0 + d) * 1e9,
                     bound_ns: BOUND_NS,
+                    uncertainty_ns: BOUND_NS / 20.0,
                     flagged: false,
                 }
             })
@@ -491,6 +492,7 @@ fn given_models_take_precedence_over_the_planes() {
             offset_ns: 0.0,
             drift_ppb: 0.0,
             bound_ns: 1.0,
+            uncertainty_ns: 0.1,
             flagged: false,
         }],
     };

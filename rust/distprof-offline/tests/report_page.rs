@@ -136,6 +136,7 @@ mod page_tests {
                 offset_ns: 0.0,
                 drift_ppb: 0.0,
                 bound_ns: 0.0,
+                uncertainty_ns: 0.0,
                 flagged: false,
             }],
         });
@@ -154,6 +155,7 @@ mod page_tests {
             offset_ns: 0.0,
             drift_ppb: 0.0,
             bound_ns,
+            uncertainty_ns: bound_ns / 100.0,
             flagged,
         };
         let mut input = empty_input();

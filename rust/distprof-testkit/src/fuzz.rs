@@ -376,6 +376,7 @@ pub fn xspace_seeds() -> Vec<(&'static str, Vec<u8>)> {
         offset_ns: 37_000_123.0 + w as f64 * 40.0,
         drift_ppb: 40_000.0,
         bound_ns: 900.0,
+        uncertainty_ns: 40.0,
         flagged: w == 1,
     };
     let plane_data = |tracer: bool| DistprofPlaneData {

@@ -11,11 +11,11 @@
 //! edges are down, and one node can be cut off entirely.
 
 use distprof_offline::report::input::{
-    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, OwdPoint, ReportInput,
-    RunFacts,
+    owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, OwdPoint, ReportInput, RunFacts,
 };
 use distprof::config::{Config, TimestampMode};
 use distprof::context::NodeId;
+use distprof::estimate::purity::{PairVerdict, PurityTolerance};
 use distprof::model::{ClockSegment, NodeClockModel};
 use distprof::record::ProbeRecord;
 use rand::rngs::StdRng;
@@ -235,8 +235,9 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                     rev_tx_ns: [cd.read(rtx[0]), cd.read(rtx[1])],
                     rev_rx_ns: [cs.read(rrx[0]), cs.read(rrx[1])],
                 };
-                let fp = pair_is_pure(rec.fwd_tx_ns, rec.fwd_rx_ns, PURITY_TOLERANCE_NS);
-                let rp = pair_is_pure(rec.rev_tx_ns, rec.rev_rx_ns, PURITY_TOLERANCE_NS);
+                let purity = PurityTolerance { abs_ns: PURITY_TOLERANCE_NS as u64, rel: 0.0 };
+                let fp = purity.judge(rec.fwd_tx_ns, rec.fwd_rx_ns) == PairVerdict::Pure;
+                let rp = purity.judge(rec.rev_tx_ns, rec.rev_rx_ns) == PairVerdict::Pure;
                 points.extend(owd_points(&rec, fp, rp));
             }
             let start_ns = cs.read(w_start);
@@ -322,6 +323,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                         offset_ns: c.ahead_ns(m) + err,
                         drift_ppb: c.drift_ppb + if i == 0 { 0.0 } else { gauss(&mut rng) * 15.0 },
                         bound_ns,
+                        uncertainty_ns: bound_ns / 200.0,
                         flagged: bound_ns > BOUND_LIMIT_NS,
                     }
                 })

@@ -112,6 +112,7 @@ mod stat {
     pub const OFFSET: &str = "offset_ns";
     pub const DRIFT: &str = "drift_ppb";
     pub const BOUND: &str = "bound_ns";
+    pub const UNCERTAINTY: &str = "uncertainty_ns";
     pub const FLAGGED: &str = "flagged";
     pub const S: &str = "s_ns";
     pub const R: &str = "r_ns";
@@ -195,7 +196,7 @@ impl DistprofPlaneData {
         }
         p.stats = stats;
 
-        let (w, st, en, mi, of, dr, bo, fl) = (
+        let (w, st, en, mi, of, dr, bo, un, fl) = (
             p.intern_stat(stat::WINDOW),
             p.intern_stat(stat::START),
             p.intern_stat(stat::END),
@@ -203,6 +204,7 @@ impl DistprofPlaneData {
             p.intern_stat(stat::OFFSET),
             p.intern_stat(stat::DRIFT),
             p.intern_stat(stat::BOUND),
+            p.intern_stat(stat::UNCERTAINTY),
             p.intern_stat(stat::FLAGGED),
         );
         let ev = p.intern_event("clock window");
@@ -221,6 +223,7 @@ impl DistprofPlaneData {
                 dbl(of, g.offset_ns),
                 dbl(dr, g.drift_ppb),
                 dbl(bo, g.bound_ns),
+                dbl(un, g.uncertainty_ns),
                 uint(fl, g.flagged as u64),
             ];
             (
@@ -369,6 +372,8 @@ impl DistprofPlaneData {
                 offset_ns: as_f64(g(stat::OFFSET)?).ok_or(PlaneError::Missing(stat::OFFSET))?,
                 drift_ppb: as_f64(g(stat::DRIFT)?).ok_or(PlaneError::Missing(stat::DRIFT))?,
                 bound_ns: as_f64(g(stat::BOUND)?).ok_or(PlaneError::Missing(stat::BOUND))?,
+                // Planes written before the uncertainty existed: unknown.
+                uncertainty_ns: g(stat::UNCERTAINTY).ok().and_then(as_f64).unwrap_or(f64::MAX),
                 flagged: as_u64(g(stat::FLAGGED)?).ok_or(PlaneError::Missing(stat::FLAGGED))? != 0,
             });
         }
@@ -506,6 +511,7 @@ mod tests {
                         offset_ns: 1_234_567.25 + k as f64,
                         drift_ppb: -3_500.5,
                         bound_ns: 850.0,
+                        uncertainty_ns: 30.0,
                         flagged: k == 2,
                     })
                     .collect(),
@@ -540,6 +546,8 @@ mod tests {
                         slope: 3.5e-6,
                         intercept_ns: 0.1 + 0.2,
                         margin_ns: Some(1_500.75),
+                        sigma_ns: Some(42.25),
+                        all_packets: true,
                         fwd_lower: vec![[-1.9e9, 20_000.0], [1.9e9, 20_100.5]],
                         rev_upper: vec![[-1.8e9, -19_000.0], [1.95e9, -19_050.25]],
                     }),

@@ -18,11 +18,21 @@ pub struct ClockSegment {
     pub mid_local_ns: i64,
     pub offset_ns: f64,
     pub drift_ppb: f64,
-    /// Error bound of this segment (half min round trip plus residuals); path asymmetry
-    /// is not observable by two-way probes and is not in it.
+    /// Worst-case error bound of `offset_ns`: it holds whatever the path asymmetry (at
+    /// least half the smallest round trip per hop, plus residuals and timestamp noise).
     pub bound_ns: f64,
-    /// True when `bound_ns` exceeds the configured limit.
+    /// Calibrated uncertainty of `offset_ns`, one standard deviation, under the assumption
+    /// that paths are symmetric (estimate::uncertainty); the truth lies within twice it in
+    /// ~95% of windows. `f64::MAX` when unknown (files written before it existed).
+    #[serde(default = "unknown_uncertainty")]
+    pub uncertainty_ns: f64,
+    /// True when `uncertainty_ns` exceeds `max_uncertainty_ns` or `bound_ns` exceeds
+    /// `max_bound_ns` of the config.
     pub flagged: bool,
+}
+
+fn unknown_uncertainty() -> f64 {
+    f64::MAX
 }
 
 impl ClockSegment {

@@ -32,6 +32,8 @@ pub struct NodeResult {
     pub true_drift_ppm: Option<f64>,
     pub est_drift_ppm: Option<f64>,
     pub bound_ns: Option<f64>,
+    /// Calibrated uncertainty (one sigma, symmetric paths).
+    pub uncertainty_ns: Option<f64>,
     pub flagged: Option<bool>,
     /// Over every full window in which the node was estimated.
     pub windows_estimated: usize,
@@ -56,6 +58,12 @@ pub struct Verdict {
     /// Median bound and share of flagged segments over the same node-windows.
     pub bound_ns_p50: Option<f64>,
     pub flagged_fraction: f64,
+    /// Median uncertainty, the node-windows whose error is within twice it (of
+    /// `samples`), and the median of uncertainty / |error| (how informative it is).
+    pub uncertainty_ns_p50: Option<f64>,
+    pub within_2_sigma: usize,
+    pub uncertainty_coverage_2sigma: Option<f64>,
+    pub uncertainty_to_error_ratio_p50: Option<f64>,
     /// Median thread CPU time of one window's estimate (all edges, network, bounds).
     pub estimate_ms_p50: f64,
     /// Node-windows (full windows) without a segment.
@@ -116,6 +124,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
     }
 
     let (mut all_off, mut all_drift, mut all_bounds, mut flagged) = (Vec::new(), Vec::new(), Vec::new(), 0usize);
+    let (mut sigmas, mut ratios, mut within_2_sigma) = (Vec::new(), Vec::new(), 0usize);
     let nodes = per_node
         .iter()
         .enumerate()
@@ -127,6 +136,12 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
                 all_drift.extend_from_slice(&derrs);
                 all_bounds.extend(ws.iter().map(|(_, s, _, _)| s.bound_ns));
                 flagged += ws.iter().filter(|(_, s, _, _)| s.flagged).count();
+                for (_, s, o, _) in ws {
+                    let err = (s.offset_ns - o).abs();
+                    sigmas.push(s.uncertainty_ns);
+                    ratios.push(s.uncertainty_ns / err.max(1e-3));
+                    within_2_sigma += (err <= 2.0 * s.uncertainty_ns) as usize;
+                }
             }
             let last = ws.last();
             NodeResult {
@@ -139,6 +154,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
                 true_drift_ppm: last.map(|l| l.3 / 1e3),
                 est_drift_ppm: last.map(|l| l.1.drift_ppb / 1e3),
                 bound_ns: last.map(|l| l.1.bound_ns),
+                uncertainty_ns: last.map(|l| l.1.uncertainty_ns),
                 flagged: last.map(|l| l.1.flagged),
                 windows_estimated: ws.len(),
                 windows_within_bound: ws.iter().filter(|(_, s, o, _)| (s.offset_ns - o).abs() <= s.bound_ns).count(),
@@ -159,6 +175,10 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
         p99_drift_error_ppb: quantile(&mut all_drift, 0.99),
         flagged_fraction: flagged as f64 / all_bounds.len().max(1) as f64,
         bound_ns_p50: quantile(&mut all_bounds, 0.5),
+        uncertainty_ns_p50: quantile(&mut sigmas, 0.5),
+        within_2_sigma,
+        uncertainty_coverage_2sigma: (!all_off.is_empty()).then(|| within_2_sigma as f64 / all_off.len() as f64),
+        uncertainty_to_error_ratio_p50: quantile(&mut ratios, 0.5),
         estimate_ms_p50: quantile(&mut estimate_ms, 0.5).unwrap_or(0.0),
         unreachable_node_windows,
         rejected_edges: rejected,

@@ -54,11 +54,15 @@ pub struct Args {
     /// microseconds; two-way probes cannot see it, so it shows up as error within the bound.
     #[arg(long, default_value_t = 0.0)]
     asymmetry_us: f64,
-    /// Flag windows whose error bound exceeds this, in nanoseconds (default: the
-    /// configuration default plus twice the relay's one-way delay and asymmetry, see
-    /// `local_max_bound_ns`).
+    /// Flag windows whose worst-case bound exceeds this, in nanoseconds (default: the
+    /// configuration's, which flags nothing: through the relay every bound is at least its
+    /// one-way delay, however good the sync).
     #[arg(long)]
     max_bound_ns: Option<u64>,
+    /// Flag windows whose uncertainty exceeds this, in nanoseconds (default: the
+    /// configuration's).
+    #[arg(long)]
+    max_uncertainty_ns: Option<u64>,
     /// Relay: mean exponential queueing delay in microseconds.
     #[arg(long, default_value_t = 0.0)]
     jitter_us: f64,
@@ -146,18 +150,6 @@ struct EdgeResult {
     windows_down: usize,
 }
 
-/// The flag limit that fits the relay. The bound is honest: for each hop it is at least
-/// half the smallest round trip, since two-way probes cannot tell path asymmetry from
-/// offset, so through a relay with a 100 us one-way delay every window's bound is
-/// ~100-150 us and the configuration default (10 us, for real networks with a few us of
-/// path) would flag every window and say nothing. The relay's own delay and asymmetry are
-/// known here, so the limit is the default plus that floor for up to two hops: a window is
-/// flagged when its bound says something beyond what the relay itself imposes.
-fn local_max_bound_ns(args: &Args, default_ns: u64) -> u64 {
-    let per_hop_us = (args.delay_us + args.asymmetry_us.abs()).max(0.0);
-    default_ns.saturating_add((2.0 * per_hop_us * 1e3).min(1e9) as u64)
-}
-
 /// Judges the configuration the flags make (window, cadence, out-degree, timeouts, bound)
 /// with the same rules as a configuration file, before any node, relay or file is made.
 fn check_flags(config: &Config) -> anyhow::Result<()> {
@@ -194,7 +186,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         probe_cadence_us: args.cadence_us.unwrap_or(defaults.probe_cadence_us),
         probe_out_degree: args.out_degree.unwrap_or(defaults.probe_out_degree),
         handshake_timeout_ms: args.down_after_ms.unwrap_or(defaults.handshake_timeout_ms),
-        max_bound_ns: args.max_bound_ns.unwrap_or_else(|| local_max_bound_ns(&args, defaults.max_bound_ns)),
+        max_bound_ns: args.max_bound_ns.unwrap_or(defaults.max_bound_ns),
+        max_uncertainty_ns: args.max_uncertainty_ns.unwrap_or(defaults.max_uncertainty_ns),
         ..defaults
     };
     check_flags(&config)?;
@@ -285,8 +278,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         config.estimator, verdict.windows, verdict.full_windows
     );
     println!(
-        "{:>4} {:>6} {:>14} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "node", "window", "true_off_us", "est_off_us", "err_us", "true_ppm", "est_ppm", "bound_us", "p99err_us", "in_bound"
+        "{:>4} {:>6} {:>14} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "node", "window", "true_off_us", "est_off_us", "err_us", "true_ppm", "est_ppm", "sigma_us", "bound_us", "p99err_us", "in_bound"
     );
     for r in &verdict.nodes {
         if !r.reachable {
@@ -294,7 +287,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             continue;
         }
         println!(
-            "{:>4} {:>6} {:>14} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "{:>4} {:>6} {:>14} {:>14} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
             r.node,
             r.window_id.map_or("-".into(), |w| w.to_string()),
             fmt(r.true_offset_ns, 1e3, 3),
@@ -302,6 +295,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             fmt(r.error_ns, 1e3, 3),
             fmt(r.true_drift_ppm, 1.0, 3),
             fmt(r.est_drift_ppm, 1.0, 3),
+            fmt(r.uncertainty_ns, 1e3, 3),
             fmt(r.bound_ns, 1e3, 3),
             fmt(r.p99_error_ns, 1e3, 3),
             format!("{}/{}", r.windows_within_bound, r.windows_estimated),
@@ -310,11 +304,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let lost: u64 = edges.iter().map(|e| e.lost).sum();
     let sent: u64 = edges.iter().map(|e| e.sent).sum();
     println!(
-        "edges: {}, probes sent {sent}, lost {lost}; offset error over all nodes and full windows: p50 {} us, p99 {} us; drift p99 {} ppb",
+        "edges: {}, probes sent {sent}, lost {lost}; offset error over all nodes and full windows: p50 {} us, p99 {} us; drift p99 {} ppb; \
+         within 2 sigma: {}/{} node-windows",
         edges.len(),
         fmt(verdict.p50_offset_error_ns, 1e3, 3),
         fmt(verdict.p99_offset_error_ns, 1e3, 3),
         fmt(verdict.p99_drift_error_ppb, 1.0, 1),
+        verdict.within_2_sigma,
+        verdict.samples,
     );
     println!(
         "datagrams dropped: {} ({} foreign, {} malformed, {} late or duplicate){}",
@@ -355,6 +352,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "p99_drift_error_ppb": verdict.p99_drift_error_ppb,
             "bound_ns_p50": verdict.bound_ns_p50,
             "flagged_fraction": verdict.flagged_fraction,
+            "uncertainty_ns_p50": verdict.uncertainty_ns_p50,
+            "within_2_sigma": verdict.within_2_sigma,
+            "uncertainty_coverage_2sigma": verdict.uncertainty_coverage_2sigma,
+            "uncertainty_to_error_ratio_p50": verdict.uncertainty_to_error_ratio_p50,
             "estimate_ms_p50": verdict.estimate_ms_p50,
             "unreachable_node_windows": verdict.unreachable_node_windows,
             "rejected_edges": verdict.rejected_edges,

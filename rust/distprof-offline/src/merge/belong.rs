@@ -160,6 +160,7 @@ mod tests {
             offset_ns,
             drift_ppb: 10.0,
             bound_ns: 500.0,
+            uncertainty_ns: 50.0,
             flagged: false,
         }
     }

@@ -76,6 +76,8 @@ mod tests {
                         slope: 0.0,
                         intercept_ns: theta,
                         margin_ns: Some(1_000.0),
+                        sigma_ns: Some(100.0),
+                        all_packets: false,
                         fwd_lower: vec![[-7e9, theta + 1_000.0], [7e9, theta + 1_000.0]],
                         rev_upper: vec![[-7e9, theta - 1_000.0], [7e9, theta - 1_000.0]],
                     }),

@@ -273,6 +273,7 @@ mod tests {
             offset_ns,
             drift_ppb,
             bound_ns: 100.0 * (k + 1) as f64,
+            uncertainty_ns: 10.0,
             flagged: false,
         }
     }

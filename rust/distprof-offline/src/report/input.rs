@@ -197,7 +197,7 @@ impl EdgeSeries {
 
 /// The two one-way-delay points of one coded exchange, from the first packet of each pair.
 /// `fwd_pure` / `rev_pure` are the estimator's purity verdicts for the two pairs; when a
-/// loader has none, [`pair_is_pure`] is the coded-probe test.
+/// loader has none, `estimate::purity::PurityTolerance::judge` is the coded-probe test.
 pub fn owd_points(record: &ProbeRecord, fwd_pure: bool, rev_pure: bool) -> [OwdPoint; 2] {
     [
         OwdPoint {
@@ -213,14 +213,6 @@ pub fn owd_points(record: &ProbeRecord, fwd_pure: bool, rev_pure: bool) -> [OwdP
             pure: rev_pure,
         },
     ]
-}
-
-/// The coded-probe purity test: the receive gap of a pair equals its send gap within
-/// `tolerance_ns`, so neither packet waited in a queue the other did not.
-pub fn pair_is_pure(tx_ns: [i64; 2], rx_ns: [i64; 2], tolerance_ns: i64) -> bool {
-    let send_gap = tx_ns[1] - tx_ns[0];
-    let recv_gap = rx_ns[1] - rx_ns[0];
-    (recv_gap - send_gap).abs() <= tolerance_ns
 }
 
 #[cfg(test)]
@@ -250,8 +242,6 @@ mod tests {
             (r.t_ns, r.owd_ns, r.forward, r.pure),
             (20_000 + d, theta - d, false, false)
         );
-        assert!(pair_is_pure(rec.fwd_tx_ns, rec.fwd_rx_ns, 0));
-        assert!(!pair_is_pure([0, 50], [100, 400], 100));
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub mod page;
 pub mod svg;
 
 pub use input::{
-    owd_points, pair_is_pure, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
+    owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, LoopResidual, OwdPoint,
     ReportInput, RunFacts,
 };
 

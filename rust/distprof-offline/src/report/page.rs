@@ -194,7 +194,7 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
         false,
     );
     out.push_str("</div>");
-    out.push_str("<p class=\"cap\">Bounds cover timestamping and estimation error. Path asymmetry (one direction slower than the other) cannot be seen by two-way probes and is not in them.</p>");
+    out.push_str("<p class=\"cap\">Bounds are the worst case: they cover timestamping and estimation error and any path asymmetry (one direction slower than the other), which two-way probes cannot see. The uncertainty (one sigma, the truth within two of it in ~95% of windows) assumes symmetric paths; an asymmetry that differs between edges breaks loop closure and grows it.</p>");
     if !a.problems.is_empty() {
         let _ = write!(
             out,

@@ -284,6 +284,17 @@ pub const FIELDS: &[FieldSpec] = &[
                        double and still pass",
     },
     FieldSpec {
+        name: "max_uncertainty_ns",
+        env: "XLA_DIST_PROF_MAX_UNCERTAINTY_NS",
+        kind: Unsigned {
+            bits: 64,
+            min: 1,
+            max: 1_000_000_000,
+        },
+        scope: Cluster,
+        range_reason: "0 would flag every window; an uncertainty above 1 s says nothing about a trace",
+    },
+    FieldSpec {
         name: "max_bound_ns",
         env: "XLA_DIST_PROF_MAX_BOUND_NS",
         kind: Unsigned {
@@ -353,7 +364,7 @@ mod tests {
         keys.sort_unstable();
         names.sort_unstable();
         assert_eq!(keys, names);
-        assert_eq!(FIELDS.len(), 20);
+        assert_eq!(FIELDS.len(), 21);
     }
 
     #[test]

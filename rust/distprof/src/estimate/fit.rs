@@ -1,7 +1,17 @@
 //! One line per edge and window with the configured estimator.
+//!
+//! Which points: every pure pair's, or every packet of every valid pair. A packet that
+//! queued more than its pair partner still lies on the right side of the line (its delay
+//! is never below the path's floor), so on paths where the two packets of a pair do not
+//! share a queue (sprayed fabrics, virtual NICs, per-packet jitter) the pure pairs are a
+//! few and the rest still carry information. The purity filter guards against what a gap
+//! test catches and a floor does not (a stamp taken late, a transient that moved one
+//! packet below the others). Neither is right everywhere, so both sets are fitted and the
+//! one whose line has the smaller uncertainty (`uncertainty::edge_sigma_ns`) is used.
 
-use super::hull::{self, FitError, Hulls, Line};
-use super::points::EdgePoints;
+use super::hull::{self, FitError, HullFit, Hulls, Line};
+use super::points::{EdgePoints, Point};
+use super::uncertainty::edge_sigma_ns;
 use crate::config::EstimatorKind;
 
 /// The line of one edge plus the hulls the bound needs (computed for every estimator:
@@ -11,31 +21,96 @@ pub struct EdgeLine {
     /// theta(x) - y_origin, x from the window midpoint in the src clock.
     pub line: Line,
     pub hulls: Hulls,
-    /// Smallest distance of a pure point to the hull line (negative: overlap).
+    /// Smallest distance of a used point to the hull line (negative: overlap).
     pub margin_ns: f64,
+    /// Calibrated sigma of theta at the midpoint under symmetric paths
+    /// (`uncertainty::edge_sigma_ns`).
+    pub sigma_ns: f64,
+    /// True when the points of every packet were used, false for the pure pairs' only.
+    pub all_packets: bool,
+}
+
+/// The hull fit of one point set and its sigma.
+fn hull_candidate(fwd: &[Point], rev: &[Point]) -> Result<(HullFit, f64), FitError> {
+    let f = hull::fit(fwd, rev)?;
+    let sigma = edge_sigma_ns(fwd, rev, &f.line);
+    Ok((f, sigma))
 }
 
 pub fn fit_edge(kind: EstimatorKind, e: &EdgePoints, svm_c: f64) -> Result<EdgeLine, FitError> {
-    let exact = hull::fit(&e.fwd, &e.rev);
+    let pure = hull_candidate(&e.fwd, &e.rev);
+    // The set of every packet is a superset: only worth fitting when it adds points.
+    let adds = e.fwd_all.len() > e.fwd.len() || e.rev_all.len() > e.rev.len();
+    let all = if adds { hull_candidate(&e.fwd_all, &e.rev_all).ok() } else { None };
+    let (exact, all_packets) = match (pure, all) {
+        (Ok(p), Some(a)) if a.1 < p.1 => (Ok(a), true),
+        (Err(_), Some(a)) => (Ok(a), true),
+        (p, _) => (p, false),
+    };
+    let (fwd, rev) = if all_packets { (&e.fwd_all, &e.rev_all) } else { (&e.fwd, &e.rev) };
     let line = match kind {
-        EstimatorKind::Hull => exact.as_ref().map(|f| f.line).map_err(|err| *err)?,
+        EstimatorKind::Hull => exact.as_ref().map(|f| f.0.line).map_err(|err| *err)?,
         EstimatorKind::Ntp => super::ntp::fit(&e.probes)?,
         EstimatorKind::TwoPoint => super::two_point::fit(&e.probes)?,
-        EstimatorKind::Svm => svm_line(e, svm_c)?,
+        EstimatorKind::Svm => svm_line(fwd, rev, svm_c)?,
     };
     let (hulls, margin_ns) = match exact {
-        Ok(f) => (f.hulls, f.margin_ns),
-        Err(_) => (Hulls::of(&e.fwd, &e.rev), f64::NAN),
+        Ok((f, _)) => (f.hulls, f.margin_ns),
+        Err(_) => (Hulls::of(fwd, rev), f64::NAN),
     };
-    Ok(EdgeLine { line, hulls, margin_ns })
+    // The other estimators' lines are judged by the same points' spread around them.
+    let sigma_ns = edge_sigma_ns(fwd, rev, &line);
+    Ok(EdgeLine { line, hulls, margin_ns, sigma_ns, all_packets })
 }
 
 #[cfg(feature = "svm")]
-fn svm_line(e: &EdgePoints, c: f64) -> Result<Line, FitError> {
-    super::svm::fit(&e.fwd, &e.rev, c)
+fn svm_line(fwd: &[Point], rev: &[Point], c: f64) -> Result<Line, FitError> {
+    super::svm::fit(fwd, rev, c)
 }
 
 #[cfg(not(feature = "svm"))]
-fn svm_line(_: &EdgePoints, _: f64) -> Result<Line, FitError> {
+fn svm_line(_: &[Point], _: &[Point], _: f64) -> Result<Line, FitError> {
     Err(FitError::Solver)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::purity::PurityCounts;
+
+    /// Independent per-packet jitter: few pure pairs, many packets. The fit chooses every
+    /// packet's points by their smaller sigma, and its line is closer to the truth.
+    #[test]
+    fn every_packet_wins_when_pure_pairs_are_few() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut exp = move |mean: f64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            -mean * (1.0 - (state >> 11) as f64 / (1u64 << 53) as f64).ln()
+        };
+        // theta = 0; 20 us floor each way, exponential jitter of mean 50 us per packet.
+        let mut side = |sign: f64| -> Vec<Point> {
+            (0..400).map(|i| Point { x_ns: i as f64 * 1e7 - 2e9, y_ns: sign * (20_000.0 + exp(50_000.0)) }).collect()
+        };
+        let (fwd_all, rev_all) = (side(1.0), side(-1.0));
+        let e = EdgePoints {
+            src: 0,
+            dst: 1,
+            y_origin_ns: 0,
+            fwd: fwd_all.iter().step_by(50).copied().collect(),
+            rev: rev_all.iter().step_by(50).copied().collect(),
+            fwd_all,
+            rev_all,
+            probes: Vec::new(),
+            counts: PurityCounts::default(),
+            gap_noise_ns: 0.0,
+        };
+        let pure_only = EdgePoints { fwd_all: Vec::new(), rev_all: Vec::new(), ..e.clone() };
+        let all = fit_edge(EstimatorKind::Hull, &e, 1.0).unwrap();
+        let pure = fit_edge(EstimatorKind::Hull, &pure_only, 1.0).unwrap();
+        assert!(all.all_packets && !pure.all_packets);
+        assert!(all.sigma_ns < pure.sigma_ns, "{} vs {}", all.sigma_ns, pure.sigma_ns);
+        assert!(all.line.at(0.0).abs() < 0.25 * pure.line.at(0.0).abs().max(2_000.0), "{:?} vs {:?}", all.line, pure.line);
+    }
 }

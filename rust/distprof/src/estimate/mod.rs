@@ -27,6 +27,7 @@ pub mod smoother;
 #[cfg(feature = "svm")]
 pub mod svm;
 pub mod two_point;
+pub mod uncertainty;
 
 pub use online::{estimate_fits_with_history, estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate, WindowFits, WindowSpec};
 pub use shared::{solve_shared_run, NodeWindowFits, SharedEdge, SharedLine};

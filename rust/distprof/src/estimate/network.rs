@@ -198,7 +198,31 @@ pub fn adjacency(n: usize, obs: &[EdgeObs], rejected: &[Option<RejectReason>]) -
     adj
 }
 
-/// Breadth-first from the reference, each node from the first edge that reaches it.
+/// Breadth-first from the reference over accepted edges: every reached node (but the
+/// reference) with the edge that first reaches it, in the order reached. The tree of the
+/// single-edge solution (`NetworkMode::Tree`) and of its uncertainty.
+pub fn tree_parents(n: usize, reference: NodeId, obs: &[EdgeObs], rejected: &[Option<RejectReason>]) -> Vec<(NodeId, usize)> {
+    let mut out = Vec::new();
+    if (reference as usize) >= n {
+        return out;
+    }
+    let adj = adjacency(n, obs, rejected);
+    let mut seen = vec![false; n];
+    seen[reference as usize] = true;
+    let mut queue = VecDeque::from([reference]);
+    while let Some(u) = queue.pop_front() {
+        for &i in &adj[u as usize] {
+            let v = obs[i].other(u);
+            if !std::mem::replace(&mut seen[v as usize], true) {
+                out.push((v, i));
+                queue.push_back(v);
+            }
+        }
+    }
+    out
+}
+
+/// Each node from the first edge that reaches it (`tree_parents`).
 fn tree_solution(
     n: usize,
     reference: NodeId,
@@ -210,21 +234,13 @@ fn tree_solution(
     if (reference as usize) >= n {
         return (o, r);
     }
-    let adj = adjacency(n, obs, rejected);
     o[reference as usize] = Some(0.0);
     r[reference as usize] = Some(0.0);
-    let mut queue = VecDeque::from([reference]);
-    while let Some(u) = queue.pop_front() {
-        let (ou, ru) = (o[u as usize].unwrap_or(0.0), r[u as usize].unwrap_or(0.0));
-        for &i in &adj[u as usize] {
-            let v = obs[i].other(u);
-            if o[v as usize].is_none() {
-                let (ov, rv) = obs[i].propagate(u, ou, ru);
-                o[v as usize] = Some(ov);
-                r[v as usize] = Some(rv);
-                queue.push_back(v);
-            }
-        }
+    for (v, i) in tree_parents(n, reference, obs, rejected) {
+        let u = obs[i].other(v) as usize;
+        let (ov, rv) = obs[i].propagate(u as NodeId, o[u].unwrap_or(0.0), r[u].unwrap_or(0.0));
+        o[v as usize] = Some(ov);
+        r[v as usize] = Some(rv);
     }
     (o, r)
 }

@@ -7,6 +7,7 @@
 //! host clock); the reference's midpoint M is the common instant of the network solve.
 
 use super::bound::{edge_uncertainty_ns, node_bounds_ns};
+use super::uncertainty::node_sigmas_ns;
 use super::fit::{fit_edge, EdgeLine};
 use super::hull::{FitError, Line};
 use super::network::{self, EdgeObs, EdgeVerdict, NetworkSolution};
@@ -20,8 +21,10 @@ use crate::model::{ClockSegment, NodeClockModel};
 use crate::record::ProbeRecord;
 use serde::Serialize;
 
-/// Edge weights are 1 / uncertainty²; below this floor two edges are equally good (the
-/// bound's allowances dominate), and it keeps a zero-width interval from taking all weight.
+/// Edge weights are 1 / u², u the edge's worst-case half width (`bound`); below this
+/// floor two edges are equally good (the bound's allowances dominate), and it keeps a
+/// zero-width interval from taking all weight. The node uncertainties follow whatever the
+/// weights (`uncertainty::node_sigmas_ns`).
 const MIN_WEIGHT_SIGMA_NS: f64 = 100.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +49,13 @@ pub struct EdgeReport {
     pub theta_ns: Option<f64>,
     pub theta_rate_ppb: Option<f64>,
     pub margin_ns: Option<f64>,
-    /// Data-derived uncertainty of theta where the network used it.
+    /// Worst-case half width of the interval theta lies in where the network used it, any
+    /// path asymmetry included (`bound::edge_uncertainty_ns`).
     pub uncertainty_ns: Option<f64>,
+    /// Calibrated sigma of theta under symmetric paths (`uncertainty::edge_sigma_ns`).
+    pub sigma_ns: Option<f64>,
+    /// The line used every packet's point, not only the pure pairs' (`fit`).
+    pub all_packets: bool,
     pub verdict: Option<EdgeVerdict>,
 }
 
@@ -175,6 +183,8 @@ pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Estimat
             theta_rate_ppb: None,
             margin_ns: None,
             uncertainty_ns: None,
+            sigma_ns: None,
+            all_packets: false,
             verdict: None,
         };
         let fitted = fit_edge(settings.estimator, e, settings.svm_c).map(|line| FittedEdge {
@@ -212,6 +222,8 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
             report.theta_ns = Some(theta);
             report.theta_rate_ppb = Some(line.line.slope * 1e9);
             report.margin_ns = line.margin_ns.is_finite().then_some(line.margin_ns);
+            report.sigma_ns = line.sigma_ns.is_finite().then_some(line.sigma_ns);
+            report.all_packets = line.all_packets;
             let sigma = if u0.is_finite() { u0.max(MIN_WEIGHT_SIGMA_NS) } else { 1e9 };
             EdgeObs { src: f.key.0, dst: f.key.1, alpha: line.line.slope, beta_ns: theta, weight: 1.0 / (sigma * sigma) }
         })
@@ -232,6 +244,8 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
         edges[f.report].verdict = solution.edges.get(k).copied();
     }
     let bounds = node_bounds_ns(n, spec.reference, &obs, &uncertainty, &solution);
+    let edge_sigmas: Vec<f64> = fits.fitted.iter().map(|f| f.line.sigma_ns).collect();
+    let sigmas = node_sigmas_ns(n, spec.reference, &obs, &edge_sigmas, &solution, settings.network == NetworkMode::Wls);
 
     let window = fits.window();
     let mid = window.mid_ns();
@@ -244,7 +258,8 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
             // S_i - G = o + drift * (S_i - (M + o)); at S_i = M (the local midpoint):
             let offset_ns = o * (1.0 - drift);
             let bound_ns = bounds[i].unwrap_or(f64::INFINITY);
-            let is_flagged = bound_ns.is_nan() || bound_ns > settings.max_bound_ns as f64;
+            let sigma_ns = sigmas[i].unwrap_or(f64::INFINITY);
+            let is_flagged = !(sigma_ns <= settings.max_uncertainty_ns as f64) || !(bound_ns <= settings.max_bound_ns as f64);
             if is_flagged {
                 flagged.push(i as NodeId);
             }
@@ -257,6 +272,7 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
                 drift_ppb: drift * 1e9,
                 // JSON has no infinity: an unbounded segment carries f64::MAX and the flag.
                 bound_ns: if bound_ns.is_finite() { bound_ns } else { f64::MAX },
+                uncertainty_ns: if sigma_ns.is_finite() { sigma_ns } else { f64::MAX },
                 flagged: is_flagged,
             })
         })

@@ -63,6 +63,12 @@ pub struct EdgePoints {
     pub fwd: Vec<Point>,
     /// Points of pure reverse pairs, sorted by x.
     pub rev: Vec<Point>,
+    /// Points of every packet of every valid forward / reverse pair, pure or not, sorted
+    /// by x: a packet that queued more than its pair partner still gives a valid
+    /// constraint (its delay is never below the path's minimum). `fit` uses them when they
+    /// give the smaller uncertainty (see `fit::fit_edge`).
+    pub fwd_all: Vec<Point>,
+    pub rev_all: Vec<Point>,
     /// Sorted by x of the forward packet.
     pub probes: Vec<Probe>,
     pub counts: PurityCounts,
@@ -117,6 +123,8 @@ pub fn map_edges<T>(
         y_origin_ns: 0,
         fwd: Vec::new(),
         rev: Vec::new(),
+        fwd_all: Vec::new(),
+        rev_all: Vec::new(),
         probes: Vec::new(),
         counts: PurityCounts::default(),
         gap_noise_ns: 0.0,
@@ -259,10 +267,14 @@ fn fill_points(
         Some([one(0)?, one(1)?])
     };
     let (mut gap_sq_sum, mut gap_n) = (0.0f64, 0u64);
-    // Judges one direction's pair and keeps its points if it is pure.
-    let mut keep_pure = |points: Option<[Point; 2]>, tx: [i64; 2], rx: [i64; 2], kept: &mut Vec<Point>| {
+    // Judges one direction's pair: its points go to `all` unless the pair is invalid, and
+    // to `kept` if it is pure.
+    let mut keep = |points: Option<[Point; 2]>, tx: [i64; 2], rx: [i64; 2], kept: &mut Vec<Point>, all: &mut Vec<Point>| {
         let Some(points) = points else { return PairVerdict::Invalid };
         let verdict = tol.judge(tx, rx);
+        if verdict != PairVerdict::Invalid {
+            all.extend_from_slice(&points);
+        }
         if verdict == PairVerdict::Pure {
             // judge has checked that both gaps are positive and do not overflow.
             let diff = ((rx[1] - rx[0]) - (tx[1] - tx[0])) as f64 / 2.0;
@@ -277,6 +289,8 @@ fn fill_points(
     e.y_origin_ns = y_origin_ns;
     e.fwd.clear();
     e.rev.clear();
+    e.fwd_all.clear();
+    e.rev_all.clear();
     e.probes.clear();
     for r in recs {
         counts.records += 1;
@@ -286,12 +300,12 @@ fn fill_points(
         }
         let fwd = pair_points(r.fwd_tx_ns, r.fwd_rx_ns, r.fwd_tx_ns);
         let rev = pair_points(r.rev_rx_ns, r.rev_tx_ns, r.rev_rx_ns);
-        match keep_pure(fwd, r.fwd_tx_ns, r.fwd_rx_ns, &mut e.fwd) {
+        match keep(fwd, r.fwd_tx_ns, r.fwd_rx_ns, &mut e.fwd, &mut e.fwd_all) {
             PairVerdict::Pure => counts.fwd_pure += 1,
             PairVerdict::Impure => counts.fwd_impure += 1,
             PairVerdict::Invalid => counts.invalid_pairs += 1,
         }
-        match keep_pure(rev, r.rev_tx_ns, r.rev_rx_ns, &mut e.rev) {
+        match keep(rev, r.rev_tx_ns, r.rev_rx_ns, &mut e.rev, &mut e.rev_all) {
             PairVerdict::Pure => counts.rev_pure += 1,
             PairVerdict::Impure => counts.rev_impure += 1,
             PairVerdict::Invalid => counts.invalid_pairs += 1,
@@ -304,7 +318,7 @@ fn fill_points(
     // check first skips even that in the usual case.
     // x comes from an i64, so it is never NaN and `<=` orders it.
     let by_x = |a: &Point, b: &Point| a.x_ns.total_cmp(&b.x_ns);
-    for v in [&mut e.fwd, &mut e.rev] {
+    for v in [&mut e.fwd, &mut e.rev, &mut e.fwd_all, &mut e.rev_all] {
         if !v.is_sorted_by(|a, b| a.x_ns <= b.x_ns) {
             v.sort_by(by_x);
         }

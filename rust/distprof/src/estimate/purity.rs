@@ -1,7 +1,10 @@
 //! Purity of a coded pair: two packets sent `gap` apart that arrive `gap` apart saw the
-//! same queue, so neither was delayed by a transient burst. Pairs whose received gap
-//! differs from the sent gap by more than the tolerance are dropped, and counted.
+//! same queue, so neither was delayed by a transient burst. The one purity judge of the
+//! project: the estimator's points (`points`), the probe engine's per-window counts
+//! (through `PurityFn`, pluggable) and the report's point colours all ask it.
 
+use crate::config::Config;
+use crate::record::ProbeRecord;
 use serde::Serialize;
 
 /// The tolerance of the purity test: |received - sent| <= abs + rel * sent.
@@ -9,6 +12,25 @@ use serde::Serialize;
 pub struct PurityTolerance {
     pub abs_ns: u64,
     pub rel: f64,
+}
+
+impl PurityTolerance {
+    /// The tolerances of the config (`purity_abs_tolerance_ns`, `purity_rel_tolerance`).
+    pub fn from_config(c: &Config) -> PurityTolerance {
+        PurityTolerance { abs_ns: c.purity_abs_tolerance_ns, rel: c.purity_rel_tolerance }
+    }
+}
+
+/// The name the probe engine knows the tolerances by.
+pub type PurityParams = PurityTolerance;
+
+/// Decides whether a complete probe is pure; the engine takes any (tests plug in others).
+pub type PurityFn = fn(&ProbeRecord, &PurityParams) -> bool;
+
+/// The engine's default: pure when, in both directions, the receive gap equals the
+/// transmit gap within the tolerance (the pair was neither squeezed nor stretched).
+pub fn gap_preserved(r: &ProbeRecord, p: &PurityParams) -> bool {
+    p.judge(r.fwd_tx_ns, r.fwd_rx_ns) == PairVerdict::Pure && p.judge(r.rev_tx_ns, r.rev_rx_ns) == PairVerdict::Pure
 }
 
 /// Why a pair of timestamps was or was not used.
@@ -89,6 +111,22 @@ mod tests {
         assert_eq!(TOL.judge([0, 50_000], [100, 100 + 57_001]), PairVerdict::Impure);
         assert_eq!(TOL.judge([0, 50_000], [100, 100 + 43_000]), PairVerdict::Pure);
         assert_eq!(TOL.judge([0, 50_000], [100, 100 + 42_999]), PairVerdict::Impure);
+    }
+
+    #[test]
+    fn a_probe_is_pure_when_both_pairs_are() {
+        let mut r = ProbeRecord {
+            src: 0,
+            dst: 1,
+            seq: 0,
+            fwd_tx_ns: [0, 50_000],
+            fwd_rx_ns: [1_000_000, 1_056_000],
+            rev_tx_ns: [2_000_000, 2_050_000],
+            rev_rx_ns: [1_100_000, 1_149_000],
+        };
+        assert!(gap_preserved(&r, &TOL));
+        r.fwd_rx_ns[1] += 2_000;
+        assert!(!gap_preserved(&r, &TOL));
     }
 
     #[test]

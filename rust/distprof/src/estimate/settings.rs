@@ -19,7 +19,10 @@ pub struct EstimatorSettings {
     /// A coded pair is pure when |received gap - sent gap| <= abs + rel * sent gap.
     pub purity_abs_tolerance_ns: u64,
     pub purity_rel_tolerance: f64,
-    /// Segments whose bound exceeds this are flagged.
+    /// Segments whose calibrated uncertainty (one sigma, symmetric paths) exceeds this
+    /// are flagged...
+    pub max_uncertainty_ns: u64,
+    /// ...and those whose worst-case bound (any asymmetry) exceeds this.
     pub max_bound_ns: u64,
     pub network: NetworkMode,
     /// How far the drift fit reaches (hull estimator): online
@@ -40,6 +43,7 @@ impl EstimatorSettings {
             estimator: config.estimator,
             purity_abs_tolerance_ns: config.purity_abs_tolerance_ns,
             purity_rel_tolerance: config.purity_rel_tolerance,
+            max_uncertainty_ns: config.max_uncertainty_ns,
             max_bound_ns: config.max_bound_ns,
             ..Self::default()
         }
@@ -75,7 +79,8 @@ impl Default for EstimatorSettings {
             estimator: EstimatorKind::Hull,
             purity_abs_tolerance_ns: 2_000,
             purity_rel_tolerance: 0.1,
-            max_bound_ns: 10_000,
+            max_uncertainty_ns: crate::config::Config::DEFAULT_MAX_UNCERTAINTY_NS,
+            max_bound_ns: crate::config::Config::DEFAULT_MAX_BOUND_NS,
             network: NetworkMode::Wls,
             drift_span_s: 30.0,
             // environment.md §4: C = 1 is visibly soft (0.5 µs off); C = 100 approaches the

@@ -60,6 +60,10 @@ pub struct SharedLine {
     pub intercept_ns: f64,
     /// None when the sets overlap in a way the hull fit could not measure.
     pub margin_ns: Option<f64>,
+    /// The edge's calibrated sigma (`uncertainty::edge_sigma_ns`); None when not finite.
+    pub sigma_ns: Option<f64>,
+    /// True when the line is the every-packet fit, false for the pure pairs' only.
+    pub all_packets: bool,
     /// Hull vertices as `[x_ns, y_ns]`.
     pub fwd_lower: Vec<[f64; 2]>,
     pub rev_upper: Vec<[f64; 2]>,
@@ -82,6 +86,7 @@ impl NodeWindowFits {
                         && l.slope.is_finite()
                         && l.intercept_ns.is_finite()
                         && l.margin_ns.is_none_or(f64::is_finite)
+                        && l.sigma_ns.is_none_or(|s| s.is_finite() && s >= 0.0)
                         && l.fwd_lower.iter().chain(&l.rev_upper).all(|p| p[0].is_finite() && p[1].is_finite())
                 })
             })
@@ -111,6 +116,8 @@ impl WindowFits {
                     slope: f.line.line.slope,
                     intercept_ns: f.line.line.intercept_ns,
                     margin_ns: f.line.margin_ns.is_finite().then_some(f.line.margin_ns),
+                    sigma_ns: f.line.sigma_ns.is_finite().then_some(f.line.sigma_ns),
+                    all_packets: f.line.all_packets,
                     fwd_lower: f.line.hulls.fwd_lower.iter().map(|p| [p.x_ns, p.y_ns]).collect(),
                     rev_upper: f.line.hulls.rev_upper.iter().map(|p| [p.x_ns, p.y_ns]).collect(),
                 }),
@@ -163,6 +170,8 @@ impl WindowFits {
                 theta_rate_ppb: None,
                 margin_ns: None,
                 uncertainty_ns: None,
+                sigma_ns: None,
+                all_packets: false,
                 verdict: None,
             });
             if let Some(l) = &e.line {
@@ -177,6 +186,8 @@ impl WindowFits {
                         line: Line { slope: l.slope, intercept_ns: l.intercept_ns - l.slope * shift_ns },
                         hulls: Hulls { fwd_lower: points(&l.fwd_lower), rev_upper: points(&l.rev_upper) },
                         margin_ns: l.margin_ns.unwrap_or(f64::NAN),
+                        sigma_ns: l.sigma_ns.unwrap_or(f64::INFINITY),
+                        all_packets: l.all_packets,
                     },
                 });
             }

@@ -11,7 +11,9 @@
 
 pub mod drops;
 pub mod engine;
-pub mod purity;
+/// The purity test the engine counts per window is the estimator's own, so the window
+/// counts and the fits agree on which pairs are pure.
+pub use crate::estimate::purity;
 
 pub use drops::DropCounts;
 pub use engine::{Engine, EngineParams, EngineStats};

@@ -61,7 +61,15 @@ pub struct Args {
     /// delay each way).
     #[arg(long, default_value_t = 20.0)]
     local_jitter_us: f64,
+    /// The independent-jitter `distprof local` run (issue 16): its duration, s (0 skips
+    /// it). 4 nodes, 4 s windows, 20 µs one way plus exponential jitter of mean 50 µs per
+    /// datagram, so the two packets of a pair rarely see the same delay.
+    #[arg(long, default_value_t = 60.0)]
+    jitter_run_duration: f64,
 }
+
+/// The independent-jitter run: nodes, window (s), one-way delay and jitter mean (µs).
+const JITTER_RUN: (u32, f64, f64, f64) = (4, 4.0, 20.0, 50.0);
 
 fn parse_estimator(s: &str) -> Result<EstimatorKind, String> {
     serde_json::from_value(serde_json::Value::String(s.to_string()))
@@ -102,6 +110,11 @@ pub struct Row {
     /// Share of segments whose bound exceeded the limit, and the median bound.
     pub flagged_fraction: f64,
     pub bound_ns_p50: Option<f64>,
+    /// Median calibrated uncertainty, node-windows within twice it, and the median of
+    /// uncertainty / |error|.
+    pub uncertainty_ns_p50: Option<f64>,
+    pub within_2_sigma: usize,
+    pub uncertainty_to_error_ratio_p50: Option<f64>,
     pub rejected_edges: usize,
     pub unreachable_node_windows: usize,
 }
@@ -114,6 +127,9 @@ struct Acc {
     drift: Vec<f64>,
     ms: Vec<f64>,
     bounds: Vec<f64>,
+    sigmas: Vec<f64>,
+    ratios: Vec<f64>,
+    within_2_sigma: usize,
     flagged: usize,
     segments: usize,
     rejected: usize,
@@ -136,7 +152,11 @@ impl Acc {
         for (i, seg) in (0..).zip(segments) {
             let Some(s) = seg.filter(|_| i != cluster.reference()) else { continue };
             let truth = cluster.truth(i, window_id);
-            self.off.push((s.offset_ns - truth.offset_ns).abs());
+            let err = (s.offset_ns - truth.offset_ns).abs();
+            self.off.push(err);
+            self.sigmas.push(s.uncertainty_ns);
+            self.ratios.push(s.uncertainty_ns / err.max(1e-3));
+            self.within_2_sigma += (err <= 2.0 * s.uncertainty_ns) as usize;
             self.drift.push((s.drift_ppb - truth.drift_ppb).abs());
             self.bounds.push(s.bound_ns);
             self.segments += 1;
@@ -160,6 +180,9 @@ impl Acc {
             estimate_ms_p50: quantile(&mut self.ms, 0.5).unwrap_or(0.0),
             flagged_fraction: self.flagged as f64 / self.segments.max(1) as f64,
             bound_ns_p50: quantile(&mut self.bounds, 0.5),
+            uncertainty_ns_p50: quantile(&mut self.sigmas, 0.5),
+            within_2_sigma: self.within_2_sigma,
+            uncertainty_to_error_ratio_p50: quantile(&mut self.ratios, 0.5),
             rejected_edges: self.rejected,
             unreachable_node_windows: self.unreachable,
         }
@@ -278,16 +301,44 @@ fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
     if args.local_nodes == 0 {
         return Ok(Vec::new());
     }
-    eprintln!("bench accuracy: real `distprof local` run, {} nodes for {} s", args.local_nodes, args.local_duration);
+    let window_s = args.window_s.unwrap_or(distprof::config::Config::default().probe_window_s);
+    let run = LocalRun { nodes: args.local_nodes, duration_s: args.local_duration, window_s, delay_us: 100.0, jitter_us: args.local_jitter_us };
+    Ok(vec![local_row(&run, args.seed, "local")?])
+}
+
+/// The independent-jitter run (`JITTER_RUN`), unless skipped.
+fn jitter_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
+    if args.jitter_run_duration <= 0.0 {
+        return Ok(Vec::new());
+    }
+    let (nodes, window_s, delay_us, jitter_us) = JITTER_RUN;
+    let run = LocalRun { nodes, duration_s: args.jitter_run_duration, window_s, delay_us, jitter_us };
+    Ok(vec![local_row(&run, args.seed, "local_jitter")?])
+}
+
+/// A `distprof local` run's parameters.
+struct LocalRun {
+    nodes: u32,
+    duration_s: f64,
+    window_s: f64,
+    delay_us: f64,
+    jitter_us: f64,
+}
+
+fn local_row(run: &LocalRun, seed: u64, source: &str) -> anyhow::Result<Row> {
+    eprintln!(
+        "bench accuracy: real `distprof local` run, {} nodes for {} s ({} us one way, jitter {} us)",
+        run.nodes, run.duration_s, run.delay_us, run.jitter_us
+    );
     let exe = std::env::current_exe().context("locating the distprof binary")?;
     let dir = std::env::temp_dir().join(format!("distprof-bench-accuracy-{}", std::process::id()));
     let out = std::process::Command::new(&exe)
-        .args(["local", "--json", "--seed", &args.seed.to_string()])
-        .args(["--nodes", &args.local_nodes.to_string()])
-        .args(["--duration", &args.local_duration.to_string()])
-        .args(["--jitter-us", &args.local_jitter_us.to_string()])
-        // The default window and cadence, as in the simulated reference scenario.
-        .args(["--window-s", &args.window_s.unwrap_or(distprof::config::Config::default().probe_window_s).to_string()])
+        .args(["local", "--json", "--seed", &seed.to_string()])
+        .args(["--nodes", &run.nodes.to_string()])
+        .args(["--duration", &run.duration_s.to_string()])
+        .args(["--delay-us", &run.delay_us.to_string()])
+        .args(["--jitter-us", &run.jitter_us.to_string()])
+        .args(["--window-s", &run.window_s.to_string()])
         .arg("--out")
         .arg(&dir)
         .stdin(std::process::Stdio::null())
@@ -306,9 +357,9 @@ fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
         serde_json::from_str(last).with_context(|| format!("`distprof local --json`: last line is not JSON: `{last}`"))?;
     let f = |k: &str| v[k].as_f64();
     let estimator: EstimatorKind = serde_json::from_value(v["estimator"].clone()).unwrap_or(EstimatorKind::Hull);
-    Ok(vec![Row {
-        source: "local".into(),
-        nodes: args.local_nodes,
+    Ok(Row {
+        source: source.into(),
+        nodes: run.nodes,
         estimator,
         network_correction: v["network_correction"].as_bool().unwrap_or(true),
         fit: Fit::Run,
@@ -321,9 +372,12 @@ fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
         estimate_ms_p50: f("estimate_ms_p50").unwrap_or(0.0),
         flagged_fraction: f("flagged_fraction").unwrap_or(0.0),
         bound_ns_p50: f("bound_ns_p50"),
+        uncertainty_ns_p50: f("uncertainty_ns_p50"),
+        within_2_sigma: v["within_2_sigma"].as_u64().unwrap_or(0) as usize,
+        uncertainty_to_error_ratio_p50: f("uncertainty_to_error_ratio_p50"),
         rejected_edges: v["rejected_edges"].as_array().map_or(0, Vec::len),
         unreachable_node_windows: v["unreachable_node_windows"].as_u64().unwrap_or(0) as usize,
-    }])
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -351,7 +405,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rows.push(r);
         }
     }
-    for r in local_rows(&args)? {
+    for r in local_rows(&args)?.into_iter().chain(jitter_rows(&args)?) {
         print_row(&mut out, &r)?;
         rows.push(r);
     }
@@ -364,6 +418,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 && r.fit == fit
         })
     };
+    // Calibration: the reference scenario at 64 nodes (the run model) plus the local runs.
+    let calibration: Vec<&Row> = find("simulation", Some(64), Fit::Run)
+        .into_iter()
+        .chain(rows.iter().filter(|r| r.source.starts_with("local")))
+        .collect();
+    let samples: usize = calibration.iter().map(|r| r.samples).sum();
+    let coverage = (samples > 0).then(|| calibration.iter().map(|r| r.within_2_sigma).sum::<usize>() as f64 / samples as f64);
+    // The median ratio over the pooled rows: each row's median, weighted by its samples
+    // (the rows do not carry their samples).
+    let ratio_p50 = {
+        let mut v: Vec<(f64, usize)> =
+            calibration.iter().filter_map(|r| r.uncertainty_to_error_ratio_p50.map(|x| (x, r.samples))).collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let half = v.iter().map(|x| x.1).sum::<usize>() / 2;
+        let mut acc = 0;
+        v.iter().find(|x| {
+            acc += x.1;
+            acc > half
+        }).map(|x| x.0)
+    };
     let summary = serde_json::json!({
         "rows": rows,
         "scenario": reference,
@@ -375,6 +449,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "sim64_online_p99_drift_ppb": find("simulation", Some(64), Fit::Online).and_then(|r| r.p99_drift_err_ppb),
         "sim64_trace_only_p99_offset_ns": find("simulation", Some(64), Fit::Traces).and_then(|r| r.p99_offset_err_ns),
         "local_p99_offset_ns": find("local", None, Fit::Run).and_then(|r| r.p99_offset_err_ns),
+        "sim64_flagged_fraction": find("simulation", Some(64), Fit::Run).map(|r| r.flagged_fraction),
+        "uncertainty_coverage_2sigma": coverage,
+        "uncertainty_to_error_ratio_p50": ratio_p50,
+        "independent_jitter_p99_offset_ns": find("local_jitter", None, Fit::Run).and_then(|r| r.p99_offset_err_ns),
         "note": format!(
             "headline: hull with network correction, the model a run delivers (fit = run: each window's drift \
              fit centred on it, over the windows either side; fit = online: this and the past windows only, \

@@ -179,7 +179,7 @@ struct ScenarioResult {
     dropped: BTreeMap<String, u64>,
     dropped_at_target: BTreeMap<String, u64>,
     /// Offset error against the truth over non-reference node-windows; the share of
-    /// them the estimator flagged (bound over `MAX_BOUND_NS`).
+    /// them the estimator flagged (bound or uncertainty over `MAX_BOUND_NS`).
     p50_offset_error_ns: Option<f64>,
     p99_offset_error_ns: Option<f64>,
     bound_ns_p50: Option<f64>,
@@ -300,6 +300,10 @@ fn run_scenario(s: &Scenario, n: u32, duration: Duration, flood_rate_per_s: f64,
         probe_cadence_us: CADENCE_US,
         handshake_timeout_ms: DOWN_AFTER_MS,
         max_bound_ns: MAX_BOUND_NS,
+        // This bench judges the worst case (asymmetry, outages): its 0.5 s windows of 25
+        // probes give uncertainties of a few us on clean paths, which the default 1 us
+        // limit would flag; the same limit as the bound's keeps the flags on what it tests.
+        max_uncertainty_ns: MAX_BOUND_NS,
         probe_port: 0,
         output_dir: dir.to_string_lossy().into_owned(),
         ..Config::default()

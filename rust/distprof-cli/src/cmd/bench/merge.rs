@@ -313,6 +313,7 @@ fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
             offset_ns: 1_000_000.0 * node as f64 + 30.0 * j as f64,
             drift_ppb: 7_500.0,
             bound_ns: 900.0,
+            uncertainty_ns: 40.0,
             flagged: false,
         })
         .collect();

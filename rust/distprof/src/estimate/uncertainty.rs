@@ -1,0 +1,316 @@
+//! The calibrated uncertainty: a standard deviation of the offset error under the stated
+//! assumption that each edge's forward and reverse paths have the same minimum delay.
+//!
+//! The worst-case bound (`bound`) covers any path asymmetry and so can never be narrower
+//! than half the smallest round trip; it says what the data proves, not how good the sync
+//! is. This module says how good it is when paths are symmetric, from the data alone:
+//!
+//! - Per edge: the max-margin line sits midway between the lowest forward and the highest
+//!   reverse point. Under symmetry the true line sits midway between the two delay floors,
+//!   so the error is half the difference of how far each extreme point lies off its floor.
+//!   That excess is unknown, but its scale is not: near the floor the points of a direction
+//!   are spread like its smallest order statistics, whose spacings have the same scale as
+//!   the excess of the smallest (for any delay density that is smooth near its floor). So
+//!   each direction's scale is the mean spacing of its `SPACINGS + 1` smallest residuals
+//!   to the line, and the edge's sigma is half their root sum of squares.
+//! - Per node: the network solve is a weighted least-squares fit with weights 1 / sigma²,
+//!   so the covariance of the node offsets is the inverse of its normal matrix; a node's
+//!   sigma is the root of its diagonal entry. With independent edges this is exact.
+//! - Loop residuals check the edge sigmas: if the edges disagree around loops by more or
+//!   less than their sigmas allow (asymmetric paths, timestamp faults, a sigma off in
+//!   scale), every node sigma of the window scales by the root of that ratio (the Birge
+//!   ratio, from the median edge so that a few burst-hit edges do not set it). An asymmetry that differs between edges shows up here; one
+//!   that is the same on every path is invisible to any two-way measurement, and only the
+//!   bound covers it.
+//!
+//! The calibration (that the truth lies within 2 sigma in ~95% of node-windows) is measured
+//! by `distprof bench accuracy` on the reference simulation and on `distprof local` runs
+//! (docs/estimation.md).
+
+use super::hull::Line;
+use super::network::{tree_parents, EdgeObs, NetworkSolution};
+use super::points::Point;
+
+/// Smallest residuals per direction whose spacings give its scale: more average better but
+/// reach further from the floor, where the density changes.
+const SPACINGS: usize = 4;
+/// No edge is better than this (timestamps are integer ns; spacings can be zero when
+/// residuals repeat); keeps the weights and the normal matrix finite.
+const MIN_EDGE_SIGMA_NS: f64 = 1.0;
+/// Median of the chi² distribution with one degree of freedom.
+const CHI2_1_MEDIAN: f64 = 0.454_936;
+/// Edges up to which the expected chi² is computed exactly (~4 * rows² operations).
+const MAX_EXPECTED_ROWS: usize = 2048;
+/// With this many more equations than unknowns the loop residuals measure the edge
+/// sigmas' scale well enough (chi² of 50 degrees of freedom: ±20%) to shrink them too;
+/// with fewer they only grow them.
+const MIN_DOF_TO_SHRINK: usize = 50;
+/// The dense covariance is cubic in the nodes a window reaches: 512 nodes cost ~40 ms.
+/// Beyond this, node sigmas are the path sums of the tree (an upper estimate).
+const MAX_DENSE_NODES: usize = 1024;
+
+/// Sigma of an edge's theta at the window midpoint (ns), from the points of both
+/// directions (sorted or not) and the line fitted to them. Infinite with fewer than two
+/// points in a direction.
+pub fn edge_sigma_ns(fwd: &[Point], rev: &[Point], line: &Line) -> f64 {
+    let f = floor_scale_ns(fwd.iter().map(|p| p.y_ns - line.at(p.x_ns)));
+    let r = floor_scale_ns(rev.iter().map(|p| line.at(p.x_ns) - p.y_ns));
+    (0.5 * (f * f + r * r).sqrt()).max(MIN_EDGE_SIGMA_NS)
+}
+
+/// Mean spacing of the smallest `SPACINGS + 1` values (fewer if there are fewer).
+fn floor_scale_ns(values: impl Iterator<Item = f64>) -> f64 {
+    let mut low = [f64::INFINITY; SPACINGS + 1];
+    let mut n = 0usize;
+    for v in values {
+        n += 1;
+        if !(v < low[SPACINGS]) {
+            continue;
+        }
+        // Insertion into the sorted few: most values are far above and stop at the check.
+        let mut i = SPACINGS;
+        while i > 0 && low[i - 1] > v {
+            low[i] = low[i - 1];
+            i -= 1;
+        }
+        low[i] = v;
+    }
+    let k = n.min(SPACINGS + 1);
+    if k < 2 {
+        return f64::INFINITY;
+    }
+    (low[k - 1] - low[0]) / (k - 1) as f64
+}
+
+/// Each node's offset sigma (ns) from the accepted edges' sigmas, grown by the window's
+/// Birge ratio; None for unreachable nodes, 0 for the reference. `wls` false: the tree
+/// solution's, the sum of variances along each node's path.
+pub fn node_sigmas_ns(
+    num_nodes: usize,
+    reference: u32,
+    obs: &[EdgeObs],
+    edge_sigma_ns: &[f64],
+    solution: &NetworkSolution,
+    wls: bool,
+) -> Vec<Option<f64>> {
+    let rejected: Vec<_> = solution.edges.iter().map(|v| v.rejected).collect();
+    let reached = |i: usize| solution.offset_ns.get(i).copied().flatten().is_some();
+    let nodes: Vec<usize> = (0..num_nodes).filter(|&i| i != reference as usize && reached(i)).collect();
+    let mut var = vec![None; num_nodes];
+    if (reference as usize) < num_nodes {
+        var[reference as usize] = Some(0.0);
+    }
+    let sigma = |i: usize| edge_sigma_ns[i].max(MIN_EDGE_SIGMA_NS);
+    // Per edge, Var(residual) / sigma² if the edge sigmas were right (None: the textbook
+    // dof / edges for every edge, exact on average with weights 1 / sigma²).
+    let mut expected_share = None;
+    if wls && nodes.len() <= MAX_DENSE_NODES {
+        let (v, expected) = dense_variances(num_nodes, &nodes, obs, &rejected, &sigma);
+        for (node, v) in nodes.iter().zip(v) {
+            var[*node] = Some(v);
+        }
+        expected_share = expected;
+    } else {
+        let parents = tree_parents(num_nodes, reference, obs, &rejected);
+        for (v, parent) in parents {
+            let e = &obs[parent];
+            let u = e.other(v) as usize;
+            let k = 1.0 + e.alpha;
+            // v from u across the edge: o_dst = beta + k o_src, or o_src = (o_dst - beta) / k.
+            let up = var[u].unwrap_or(0.0);
+            let s2 = sigma(parent).powi(2);
+            var[v as usize] = Some(if u == e.src as usize { s2 + k * k * up } else { (s2 + up) / (k * k) });
+        }
+    }
+    // The Birge ratio from the loop residuals of the accepted edges: each squared residual
+    // over its expected variance is chi² with one degree of freedom if the sigmas are
+    // right. Its median (0.455 for chi²(1)) rather than its mean: delay bursts give a few
+    // edges heavy-tailed errors that would dominate a mean and grow every node's sigma.
+    let accepted: Vec<usize> = (0..solution.edges.len().min(edge_sigma_ns.len()))
+        .filter(|&i| solution.edges[i].rejected.is_none() && solution.edges[i].offset_residual_ns.is_finite())
+        .collect();
+    let dof = accepted.len().saturating_sub(nodes.len());
+    let textbook = dof as f64 / accepted.len().max(1) as f64;
+    let mut q: Vec<f64> = accepted
+        .iter()
+        .map(|&i| {
+            let share = expected_share.as_ref().map_or(textbook, |s| s[i]);
+            (solution.edges[i].offset_residual_ns / sigma(i)).powi(2) / share.max(1e-9)
+        })
+        .collect();
+    q.sort_by(f64::total_cmp);
+    let ratio = q.get(q.len() / 2).map_or(1.0, |m| m / CHI2_1_MEDIAN);
+    let birge = match dof {
+        _ if !wls || !ratio.is_finite() => 1.0,
+        0 => 1.0,
+        // Enough loops to measure the sigmas' scale either way.
+        d if d >= MIN_DOF_TO_SHRINK => ratio,
+        _ => ratio.max(1.0),
+    };
+    var.into_iter().enumerate().map(|(i, v)| v.filter(|_| reached(i)).map(|v| (v * birge).sqrt())).collect()
+}
+
+/// Variances of the weighted least-squares offsets o_dst - k o_src = beta over `nodes`
+/// (the reference fixed at zero, not among them) when edge e has weight w_e and error
+/// sigma_e: with M = A^T W A, Cov = M^-1 (A^T W S W A) M^-1 (S = diag sigma²), which is
+/// M^-1 when the weights are 1 / sigma². A node's variance is the sum over edges of
+/// (w_e sigma_e (M^-1 a_e)_i)², a_e the edge's row. Also the expected chi² of the
+/// residuals r = (I - A M^-1 A^T W) err: sum over e of Var(r_e) / sigma_e², with
+/// Var(r_e) = sigma_e² - 2 w_e sigma_e² g_ee + sum over f of (w_f sigma_f g_ef)²,
+/// g_ef = a_e^T M^-1 a_f (quadratic in the edges: skipped beyond `MAX_EXPECTED_ROWS`).
+fn dense_variances(
+    num_nodes: usize,
+    nodes: &[usize],
+    obs: &[EdgeObs],
+    rejected: &[Option<super::network::RejectReason>],
+    sigma: &dyn Fn(usize) -> f64,
+) -> (Vec<f64>, Option<Vec<f64>>) {
+    let m = nodes.len();
+    let mut index = vec![usize::MAX; num_nodes];
+    for (j, &i) in nodes.iter().enumerate() {
+        index[i] = j;
+    }
+    // Rows: (edge, [(unknown, coefficient); 2]), absent unknowns (the reference, unreached
+    // nodes) as usize::MAX.
+    let rows: Vec<(usize, [(usize, f64); 2])> = (0..obs.len())
+        .filter(|&e| rejected.get(e).is_some_and(|r| r.is_none()))
+        .map(|e| {
+            let o = &obs[e];
+            (e, [(index[o.dst as usize], 1.0), (index[o.src as usize], -(1.0 + o.alpha))])
+        })
+        .filter(|(_, t)| t.iter().any(|&(p, _)| p != usize::MAX))
+        .collect();
+    let mut a = vec![0.0f64; m * m];
+    for &(e, terms) in &rows {
+        let w = obs[e].weight;
+        for &(p, cp) in &terms {
+            for &(q, cq) in &terms {
+                if p != usize::MAX && q != usize::MAX {
+                    a[p * m + q] += w * cp * cq;
+                }
+            }
+        }
+    }
+    let Some(inv) = spd_inverse(a, m) else { return (vec![f64::INFINITY; m], None) };
+    let mut var = vec![0.0; m];
+    for &(e, terms) in &rows {
+        let ws = obs[e].weight * sigma(e);
+        for (i, v) in var.iter_mut().enumerate() {
+            let g: f64 = terms.iter().filter(|t| t.0 != usize::MAX).map(|&(p, c)| inv[i * m + p] * c).sum();
+            *v += (ws * g).powi(2);
+        }
+    }
+    let expected = (rows.len() <= MAX_EXPECTED_ROWS).then(|| {
+        let g = |te: &[(usize, f64); 2], tf: &[(usize, f64); 2]| -> f64 {
+            let mut s = 0.0;
+            for &(p, cp) in te.iter().filter(|t| t.0 != usize::MAX) {
+                for &(q, cq) in tf.iter().filter(|t| t.0 != usize::MAX) {
+                    s += cp * inv[p * m + q] * cq;
+                }
+            }
+            s
+        };
+        let mut share = vec![f64::NAN; obs.len()];
+        for (e, te) in &rows {
+            let (we, se2) = (obs[*e].weight, sigma(*e).powi(2));
+            let cross: f64 = rows.iter().map(|(f, tf)| (obs[*f].weight * sigma(*f) * g(te, tf)).powi(2)).sum();
+            share[*e] = (se2 - 2.0 * we * se2 * g(te, te) + cross) / se2;
+        }
+        share
+    });
+    (var, expected)
+}
+
+/// The inverse of a symmetric positive definite m x m matrix (row-major) by Cholesky;
+/// None when it is not positive definite (a part not connected to the reference).
+fn spd_inverse(mut a: Vec<f64>, m: usize) -> Option<Vec<f64>> {
+    // Cholesky, lower triangle in place.
+    for j in 0..m {
+        let d = a[j * m + j] - (0..j).map(|k| a[j * m + k] * a[j * m + k]).sum::<f64>();
+        if !(d > 0.0) {
+            return None;
+        }
+        let d = d.sqrt();
+        a[j * m + j] = d;
+        for i in j + 1..m {
+            let s = a[i * m + j] - (0..j).map(|k| a[i * m + k] * a[j * m + k]).sum::<f64>();
+            a[i * m + j] = s / d;
+        }
+    }
+    // L^-1 (lower), column by column: L z = e_j, z zero above j.
+    let mut linv = vec![0.0; m * m];
+    for j in 0..m {
+        linv[j * m + j] = 1.0 / a[j * m + j];
+        for i in j + 1..m {
+            let s: f64 = (j..i).map(|k| a[i * m + k] * linv[k * m + j]).sum();
+            linv[i * m + j] = -s / a[i * m + i];
+        }
+    }
+    // A^-1 = L^-T L^-1: entry (i, j) = sum over k >= max(i, j) of linv[k][i] linv[k][j].
+    let mut inv = vec![0.0; m * m];
+    for k in 0..m {
+        let row = &linv[k * m..k * m + k + 1];
+        for i in 0..=k {
+            let ri = row[i];
+            if ri == 0.0 {
+                continue;
+            }
+            for j in 0..=i {
+                inv[i * m + j] += ri * row[j];
+            }
+        }
+    }
+    for i in 0..m {
+        for j in 0..i {
+            inv[j * m + i] = inv[i * m + j];
+        }
+    }
+    Some(inv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::network;
+
+    #[test]
+    fn floor_scale_is_the_mean_spacing_of_the_lowest() {
+        assert_eq!(floor_scale_ns([9.0, 1.0, 100.0, 3.0, 5.0, 7.0, 50.0].into_iter()), 2.0);
+        assert_eq!(floor_scale_ns([4.0, 1.0].into_iter()), 3.0);
+        assert!(floor_scale_ns([4.0].into_iter()).is_infinite());
+    }
+
+    /// On a chain ref - 1 - 2 and a triangle, the dense variances are the textbook ones.
+    #[test]
+    fn node_sigmas_are_the_least_squares_covariance() {
+        let e = |src, dst, beta_ns| EdgeObs { src, dst, alpha: 0.0, beta_ns, weight: 1.0 };
+        // Chain: var(1) = s01², var(2) = s01² + s12².
+        let obs = [e(0, 1, 10.0), e(1, 2, 5.0)];
+        let sol = network::solve(3, 0, &obs, true);
+        let s = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, true);
+        assert_eq!(s[0], Some(0.0));
+        assert!((s[1].unwrap() - 3.0).abs() < 1e-9 && (s[2].unwrap() - 5.0).abs() < 1e-9, "{s:?}");
+        let tree = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, false);
+        assert!((tree[2].unwrap() - 5.0).abs() < 1e-9, "{tree:?}");
+        // Triangle of equal sigmas s, consistent (no residual): var = 2/3 s² per node.
+        let obs = [e(0, 1, 10.0), e(1, 2, 5.0), e(0, 2, 15.0)];
+        let sol = network::solve(3, 0, &obs, true);
+        let s = node_sigmas_ns(3, 0, &obs, &[3.0; 3], &sol, true);
+        let want = (2.0f64 / 3.0).sqrt() * 3.0;
+        assert!((s[1].unwrap() - want).abs() < 1e-9 && (s[2].unwrap() - want).abs() < 1e-9, "{s:?}");
+    }
+
+    /// A loop that does not close within its sigmas (an asymmetric edge) grows every sigma.
+    #[test]
+    fn loop_residuals_beyond_the_sigmas_grow_them() {
+        let e = |src, dst, beta_ns| EdgeObs { src, dst, alpha: 0.0, beta_ns, weight: 1.0 };
+        let closed = [e(0, 1, 10.0), e(1, 2, 5.0), e(0, 2, 15.0), e(0, 3, 1.0), e(3, 2, 14.0)];
+        let open = [e(0, 1, 10.0), e(1, 2, 5.0), e(0, 2, 15.0), e(0, 3, 1.0), e(3, 2, 34.0)];
+        let sig = [3.0; 5];
+        let a = node_sigmas_ns(4, 0, &closed, &sig, &network::solve(4, 0, &closed, true), true);
+        let b = node_sigmas_ns(4, 0, &open, &sig, &network::solve(4, 0, &open, true), true);
+        for i in 1..4 {
+            assert!(b[i].unwrap() > 2.0 * a[i].unwrap(), "{a:?} {b:?}");
+        }
+    }
+}
