@@ -24,35 +24,6 @@ pub fn load_from_env() -> Result<EffectiveConfig, ConfigErrors> {
     load(&|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
 }
 
-/// Like [`load_from_env`], but never keeps the caller longer than `limit`: the load runs on
-/// a thread of its own, and a load still running at the limit (a config file on a hung
-/// network file system) is an error naming `XLA_DIST_PROF_CONFIG`; the thread is left to
-/// finish on its own. The XLA plugin loads through this, on XLA's thread.
-pub fn load_from_env_within(limit: std::time::Duration) -> Result<EffectiveConfig, ConfigErrors> {
-    within(limit, load_from_env).unwrap_or_else(|| {
-        let mut errors = ConfigErrors::default();
-        errors.push(
-            super::error::Location::Env { var: CONFIG_FILE_VAR.to_string() },
-            format!("reading the configuration took over {} ms", limit.as_millis()),
-            format!("point {CONFIG_FILE_VAR} at a file on a local file system, or unset it"),
-        );
-        Err(errors)
-    })
-}
-
-/// Runs `f` on a thread of its own and returns its result, or `None` when it is still
-/// running after `limit` (or could not be started).
-fn within<T: Send + 'static>(limit: std::time::Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    std::thread::Builder::new()
-        .name("distprof-config".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .ok()?;
-    rx.recv_timeout(limit).ok()
-}
-
 /// Like `load_from_env`, reading variables through `env` (tests pass a map).
 pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<EffectiveConfig, ConfigErrors> {
     let mut builder = Builder::defaults();
@@ -308,16 +279,6 @@ mod tests {
             assert!(line.contains("fix: point XLA_DIST_PROF_CONFIG at a"), "{line}");
             assert!(took < std::time::Duration::from_secs(1), "{shown}: {took:?}");
         }
-    }
-
-    #[test]
-    fn a_load_that_blocks_is_abandoned_at_the_limit() {
-        let limit = std::time::Duration::from_millis(200);
-        let start = std::time::Instant::now();
-        assert_eq!(within(limit, || 7), Some(7));
-        let blocked = within(limit, || std::thread::sleep(std::time::Duration::from_secs(30)));
-        assert_eq!(blocked, None);
-        assert!(start.elapsed() < limit + std::time::Duration::from_millis(500), "{:?}", start.elapsed());
     }
 
     /// Duplicate keys are found with a set: 160k keys (23 s with the old list scan) load

@@ -34,7 +34,7 @@ mod validate;
 pub use env::{parse_bool, unknown_env_warnings};
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use file::MAX_CONFIG_BYTES;
-pub use load::{check_file, check_text, load, load_from_env, load_from_env_within, load_with_text};
+pub use load::{check_file, check_text, load, load_from_env, load_with_text};
 pub use validate::validate_config;
 
 use schemars::JsonSchema;
