@@ -66,6 +66,7 @@ row() { # ref series_dir_or_empty
 }
 
 for dir in "$here"/*/; do
+  [ -f "$dir/0001-distprof-hooks.patch" ] || continue   # e.g. results/, not a series
   ref="$(basename "$dir")"
   row "$ref" "$dir"
 done

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Python venv for the XProf oracle step (tests/steps/40-xprof.sh): xprof from PyPI. With
-# DISTPROF_WITH_JAX=1 it also installs jax/jaxlib, needed only to regenerate the fixtures
-# (tests/jax/make_traces.py). Idempotent: stamp files record what is installed. The venv
-# lives under .venv/ (gitignored); jax from PyPI needs Python >= 3.12.
+# Python venv for the steps that run Python: xprof (the XProf oracle, tests/steps/40-xprof.sh),
+# jax/jaxlib CPU and maturin (the Python package and its end-to-end test,
+# tests/steps/60-python-package.sh; jax also regenerates the fixtures, tests/jax/make_traces.py).
+# Idempotent: stamp files record what is installed. The venv lives under .venv/ (gitignored);
+# jax from PyPI needs Python >= 3.12.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=.venv/py312
@@ -22,8 +23,12 @@ if [ ! -f "$venv/.stamp-xprof-2.24.2" ]; then
     pip_install xprof==2.24.2
     touch "$venv/.stamp-xprof-2.24.2"
 fi
-if [ "${DISTPROF_WITH_JAX:-0}" = 1 ] && [ ! -f "$venv/.stamp-jax-0.12.0.1" ]; then
+if [ ! -f "$venv/.stamp-jax-0.12.0.1" ]; then
     pip_install jax==0.12.0.1 jaxlib==0.12.0.1
     touch "$venv/.stamp-jax-0.12.0.1"
+fi
+if [ ! -f "$venv/.stamp-maturin-1.16.0" ]; then
+    pip_install maturin==1.16.0
+    touch "$venv/.stamp-maturin-1.16.0"
 fi
 echo "python venv ready ($venv)"

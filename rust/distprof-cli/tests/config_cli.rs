@@ -283,3 +283,91 @@ fn check_without_files_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+/// Paths that are not config files: each must be a named error at once, never a read that
+/// blocks (a FIFO without a writer) or runs without end (`/dev/zero`).
+fn hostile_config_paths(dir: &Path) -> Vec<(PathBuf, &'static str)> {
+    let fifo = dir.join("config.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let big = dir.join("big.json");
+    // Sparse: 100 MB long without writing 100 MB.
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(100 * 1024 * 1024)
+        .unwrap();
+    vec![
+        (fifo, "is a FIFO (named pipe), not a regular file"),
+        (PathBuf::from("/dev/zero"), "is a device, not a regular file"),
+        (dir.to_path_buf(), "is a directory, not a regular file"),
+        (big, "is 104857600 bytes, over the 1048576-byte limit"),
+    ]
+}
+
+/// Runs `cmd`, killing it after `limit` so a regression fails instead of hanging the suite.
+fn run_within(cmd: &mut Command, limit: std::time::Duration) -> (i32, String, String, std::time::Duration) {
+    use std::io::Read;
+    let start = std::time::Instant::now();
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running distprof");
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("distprof ran for over {limit:?}: {cmd:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let elapsed = start.elapsed();
+    let (mut out, mut err) = (String::new(), String::new());
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status.code().expect("exited normally"), out, err, elapsed)
+}
+
+#[test]
+fn fifo_device_directory_and_huge_file_are_named_errors_within_a_second() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Generous against a hang (the bug blocked forever), tight against the 1 s goal below.
+    let kill_after = std::time::Duration::from_secs(10);
+    let goal = std::time::Duration::from_secs(1);
+    for (path, problem) in hostile_config_paths(tmp.path()) {
+        // `distprof config check FILE`.
+        let (code, stdout, _, took) =
+            run_within(distprof().args(["config", "check"]).arg(&path), kill_after);
+        assert_eq!(code, 1, "{}: {stdout}", path.display());
+        assert!(stdout.contains(&format!("{} {problem}", path.display())), "{stdout}");
+        assert!(stdout.contains("fix: give the path of"), "{stdout}");
+        assert!(took < goal, "config check {}: {took:?}", path.display());
+        // The environment variable, as `distprof run` and the XLA plugin read it.
+        let (code, _, stderr, took) = run_within(
+            distprof()
+                .args(["config", "show"])
+                .env("XLA_DIST_PROF_CONFIG", &path),
+            kill_after,
+        );
+        assert_ne!(code, 0, "{}", path.display());
+        assert!(
+            stderr.contains(&format!("environment variable XLA_DIST_PROF_CONFIG: {} {problem}", path.display())),
+            "{stderr}"
+        );
+        assert!(stderr.contains("fix: point XLA_DIST_PROF_CONFIG at"), "{stderr}");
+        assert!(took < goal, "config show {}: {took:?}", path.display());
+        // `distprof run --config FILE` fails on the file before it binds or waits.
+        let (code, _, stderr, took) = run_within(
+            distprof()
+                .args(["run", "--rank", "0", "--nodes", "1", "--rendezvous-only", "--config"])
+                .arg(&path),
+            kill_after,
+        );
+        assert_ne!(code, 0, "{}", path.display());
+        assert!(stderr.contains(&format!("{} {problem}", path.display())), "{stderr}");
+        assert!(took < goal, "run --config {}: {took:?}", path.display());
+    }
+}

@@ -24,18 +24,38 @@ fn every_network_fault_keeps_the_run_alive_counted_and_within_bounds() {
         // 4 s per scenario, as the README's figures: at 3 s the 30% loss scenario (83% of
         // probes lose a datagram) sometimes estimated 7 of the 8 node-windows it must.
         .args(["bench", "faults", "--duration", "4", "--json"])
+        // The store scenarios scaled down for CI (the bench's defaults are 64 ranks against
+        // 10,000 connections, and rank 0 90 s late under 120 s): the same defences and
+        // retries are exercised, in seconds.
+        .args(["--store-flood-ranks", "16", "--store-flood-connections", "2000", "--store-flood-timeout-ms", "30000"])
+        .args(["--late-rank-delay-s", "3", "--late-rank-timeout-ms", "10000"])
         .env("RUST_LOG", "error")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     // The watchdog bounds every node (duration + 10 s); the suite as a whole stays short.
-    assert!(t.elapsed() < Duration::from_secs(150), "suite took {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(180), "suite took {:?}", t.elapsed());
     let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(v["violations"].as_array().unwrap().len(), 0, "{}", v["violations"]);
     let by_name: HashMap<&str, &Value> =
         v["scenarios"].as_array().unwrap().iter().map(|s| (s["name"].as_str().unwrap(), s)).collect();
     assert_eq!(by_name.len(), 8, "{:?}", by_name.keys());
+    // The rendezvous store flooded by 2,000 silent connections and a slow loris: all 16
+    // ranks agree on one context within their timeout; the attacker had to reopen
+    // connections the store closed.
+    let flood = &v["store_flood"];
+    assert_eq!((u(flood, "crashes"), u(flood, "hangs"), u(flood, "failures"), u(flood, "agreed")), (0, 0, 0, 16), "{flood}");
+    assert_eq!(u(flood, "distinct_contexts"), 1, "{flood}");
+    assert!(u(flood, "time_to_agree_max_ms") <= 30_000, "{flood}");
+    assert!(u(flood, "flood_connections_opened") >= 2_000, "{flood}");
+    assert!(u(flood, "loris_bytes_sent") > 0, "{flood}");
+    // Rank 0, the store's host, 3 s late under a 10 s timeout: every rank agrees, the
+    // others after waiting at least the delay.
+    let late = &v["late_rank"];
+    assert_eq!((u(late, "crashes"), u(late, "hangs"), u(late, "failures"), u(late, "agreed")), (0, 0, 0, 4), "{late}");
+    assert!(u(late, "time_to_agree_max_ms") >= 3_000 && u(late, "time_to_agree_max_ms") <= 10_000, "{late}");
+
     let clean = by_name["clean"];
     for (name, s) in &by_name {
         assert_eq!((u(s, "crashes"), u(s, "hangs"), u(s, "windows_lost")), (0, 0, 0), "{name}: {s}");

@@ -19,7 +19,7 @@ fn four_nodes_recover_their_clocks_within_the_bound() {
     let out = distprof()
         .args(["local", "--nodes", "4", "--duration", "3", "--window-s", "0.5", "--cadence-us", "20000", "--json"])
         .args(["--clock", "2=+1500000ns,-12.5ppm", "--clock", "0=-300us,4ppm"])
-        .arg("--output-dir")
+        .arg("--out")
         .arg(dir.path())
         .output()
         .unwrap();
@@ -74,7 +74,7 @@ fn killed_node_is_marked_down_and_its_file_stays_readable() {
     let dir = tempfile::tempdir().unwrap();
     let out = distprof()
         .args(["local", "--nodes", "3", "--duration", "3", "--window-s", "0.5", "--cadence-us", "20000", "--down-after-ms", "300"])
-        .args(["--kill", "2@1.2", "--json", "--output-dir"])
+        .args(["--kill", "2@1.2", "--json", "--out"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -120,7 +120,7 @@ fn lossy_relay_loses_probes_but_not_the_clocks() {
     let out = distprof()
         .args(["local", "--nodes", "3", "--duration", "3", "--window-s", "0.5", "--cadence-us", "20000"])
         .args(["--loss", "0.05", "--duplicate", "0.05", "--reorder", "0.05", "--jitter-us", "100", "--asymmetry-us", "80"])
-        .args(["--json", "--output-dir"])
+        .args(["--json", "--out"])
         .arg(dir.path())
         .output()
         .unwrap();

@@ -106,7 +106,7 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
     let local = distprof()
-        .args(["local", "--nodes", "3", "--duration", "3", "--output-dir"])
+        .args(["local", "--nodes", "3", "--duration", "3", "--out"])
         .arg(&run)
         .output()
         .unwrap();
@@ -131,22 +131,127 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     assert_eq!(none.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&none.stderr).contains("--run-dir"), "{}", String::from_utf8_lossy(&none.stderr));
 
-    // The run's models (nodes 0..2) replace the traces' own: every node is corrected by
-    // them, so the merge needs no --allow-uncorrected.
+    // The fixtures are another run's traces: the run's models do not belong to them (their
+    // windows are hours away from the profiles), and merge says so, naming both.
     let out = tmp.path().join("out");
-    let merged = distprof()
-        .arg("merge")
-        .arg(fixtures())
-        .arg("--out")
-        .arg(&out)
-        .arg("--run-dir")
-        .arg(&run)
-        .args(["--json", "--no-chrome"])
-        .output()
-        .unwrap();
+    let merge = |force: bool| {
+        let mut c = distprof();
+        c.arg("merge").arg(fixtures()).arg("--out").arg(&out).arg("--run-dir").arg(&run).args(["--json", "--no-chrome"]);
+        if force {
+            c.arg("--force");
+        }
+        c.output().unwrap()
+    };
+    let refused = merge(false);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("outside the windows") && err.contains(".xplane.pb") && err.contains(&run.display().to_string()), "{err}");
+    assert!(err.contains("--force"), "{err}");
+
+    // An expert may force it: the run's models (nodes 0..2) replace the traces' own, every
+    // node is corrected by them, and the report states how far they were extrapolated.
+    let merged = merge(true);
     assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
     let report: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
     let nodes = report["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 3);
     assert!(nodes.iter().all(|n| n["corrected"] == true), "{report}");
+    assert!(nodes.iter().all(|n| n["extrapolated_ns"].as_i64().unwrap() > 60_000_000_000), "{report}");
+}
+
+#[test]
+fn models_with_absurd_values_are_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let models = tmp.path().join("m.json");
+    let seg = |offset: &str| {
+        format!(
+            r#"[{{"node":1,"reachable":true,"segments":[{{"window_id":0,"start_local_ns":0,"end_local_ns":10,"mid_local_ns":5,"offset_ns":{offset},"drift_ppb":0.0,"bound_ns":100.0,"flagged":false}}]}}]"#
+        )
+    };
+    std::fs::write(&models, seg("1e300")).unwrap();
+    for force in [false, true] {
+        let mut c = distprof();
+        c.arg("merge").arg(fixtures()).arg("--out").arg(tmp.path().join("out")).arg("--models").arg(&models).arg("--no-chrome");
+        if force {
+            c.arg("--force");
+        }
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("m.json") && err.contains("node 1") && err.contains("beyond a day"), "{err}");
+    }
+}
+
+/// Runs `distprof merge INPUTS --out OUT --allow-uncorrected --json`.
+fn merge_into(inputs: &[&Path], out: &Path) -> std::process::Output {
+    distprof()
+        .arg("merge")
+        .args(inputs)
+        .arg("--out")
+        .arg(out)
+        .args(["--allow-uncorrected", "--json"])
+        .output()
+        .unwrap()
+}
+
+fn hostnames(out: &std::process::Output) -> Vec<String> {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["nodes"].as_array().unwrap().iter().map(|n| n["hostname"].as_str().unwrap().to_string()).collect()
+}
+
+/// A merge cannot be fooled into reading its own output: a second merge into the same tree
+/// gives exactly the nodes of the first; an output inside the input, an input inside the
+/// output's run tree, and a merged trace passed as input are named errors.
+#[test]
+fn merge_refuses_its_own_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    for k in 0..3 {
+        let name = format!("node{k}.xplane.pb");
+        std::fs::copy(fixtures().join(&name), input.join(&name)).unwrap();
+    }
+    let out = tmp.path().join("out");
+    let first = hostnames(&merge_into(&[&input], &out));
+    assert_eq!(first, ["node0.vm", "node1.vm", "node2.vm"]);
+    // The same merge again, into the same tree: the same nodes, no more.
+    assert_eq!(hostnames(&merge_into(&[&input], &out)), first);
+
+    let refused = |out: std::process::Output, want: &str| {
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(err.contains(want), "{err}");
+        err
+    };
+    // The output inside the input directory: refused before anything is written.
+    let nested = input.join("merged");
+    let err = refused(merge_into(&[&input], &nested), "lies inside the input directory");
+    assert!(err.contains("choose an output directory outside"), "{err}");
+    assert!(!nested.join("plugins").exists());
+    // The earlier output passed as input, alone or next to the traces.
+    let run_dir = std::fs::read_dir(out.join("plugins/profile")).unwrap().next().unwrap().unwrap().path();
+    refused(merge_into(&[&run_dir], &tmp.path().join("again")), "the output of an earlier distprof merge");
+    refused(merge_into(&[&input, &run_dir], &tmp.path().join("again")), "the output of an earlier distprof merge");
+    // An input inside the tree this merge writes.
+    refused(merge_into(&[&run_dir], &out), "lies in the run tree merge writes");
+}
+
+#[test]
+fn empty_and_eventless_traces_are_named_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty.xplane.pb");
+    std::fs::write(&empty, b"").unwrap();
+    let out = merge_into(&[&empty], &tmp.path().join("out"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("empty.xplane.pb: an empty trace (0 bytes)"), "{err}");
+    assert!(!tmp.path().join("out/plugins").exists(), "no 1970 run directory");
+    // One hostname and no plane: a valid XSpace with nothing to merge.
+    let eventless = tmp.path().join("eventless.xplane.pb");
+    std::fs::write(&eventless, [0x22, 0x01, b'h']).unwrap();
+    let out = merge_into(&[&eventless], &tmp.path().join("out"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("eventless.xplane.pb: a trace with no events"), "{err}");
 }

@@ -258,7 +258,7 @@ fn report_of_a_64_node_simulated_run_is_small_and_opens_fast() {
     let started = Instant::now();
     let sim = run_with_timeout(
         distprof()
-            .args(["simulate", "--nodes", "64", "--duration-s", "12", "--window-s", "4", "--seed", "7", "--json", "--out"])
+            .args(["simulate", "--nodes", "64", "--duration", "12", "--window-s", "4", "--seed", "7", "--json", "--out"])
             .arg(&run_dir),
         Duration::from_secs(300),
     );

@@ -38,7 +38,7 @@ fn real_run(dir: &Path) {
             "--clock",
             "2=-300us,8ppm",
         ])
-        .arg("--output-dir")
+        .arg("--out")
         .arg(dir)
         .output()
         .unwrap();
@@ -437,7 +437,7 @@ fn cut_off_last_line_is_skipped_and_a_malformed_line_is_named() {
 fn loops_of_a_simulated_run_close_to_the_edge_errors() {
     let dir = tempfile::tempdir().unwrap();
     let out = distprof()
-        .args(["simulate", "--nodes", "8", "--duration-s", "12", "--window-s", "4", "--seed", "3", "--out"])
+        .args(["simulate", "--nodes", "8", "--duration", "12", "--window-s", "4", "--seed", "3", "--out"])
         .arg(dir.path())
         .output()
         .unwrap();

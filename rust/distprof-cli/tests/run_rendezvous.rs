@@ -400,3 +400,31 @@ fn flag_errors_name_the_fix() {
     assert!(out.status.unwrap().success(), "{}", out.stderr);
     agreed_line(&out, 0, 1);
 }
+
+/// With `DISTPROF_STORE_SECRET`, ranks that share it agree; a rank with another secret is
+/// refused at its HELLO and says so, naming the variable.
+#[test]
+fn a_store_secret_admits_ranks_that_share_it_and_names_a_mismatch() {
+    let port = free_port();
+    let started = Instant::now();
+    let secret = |s: &str| vec![("DISTPROF_STORE_SECRET", s.to_string())];
+    let children: Vec<(u32, Child)> = (0..2)
+        .map(|r| (r, node(&flags(r, 2, port, 20_000), &secret("shared-secret"))))
+        .collect();
+    let mut seen = Vec::new();
+    for (rank, child) in children {
+        let out = finish(child, started, Duration::from_secs(30));
+        assert!(out.status.map(|s| s.success()).unwrap_or(false), "rank {rank}: {}", out.stderr);
+        seen.push(agreed_line(&out, rank, 2));
+    }
+    assert_eq!(seen[0], seen[1]);
+
+    let port = free_port();
+    let started = Instant::now();
+    let master = node(&flags(0, 2, port, T_MS), &secret("right"));
+    let intruder = node(&flags(1, 2, port, T_MS), &secret("wrong"));
+    let out = finish(intruder, started, Duration::from_millis(T_MS) + SLACK);
+    failed_within_timeout(&out, "rank 1 with the wrong secret");
+    assert!(out.stderr.contains("wrong store secret") && out.stderr.contains("DISTPROF_STORE_SECRET"), "{}", out.stderr);
+    let _ = finish(master, started, Duration::from_millis(T_MS) + SLACK);
+}

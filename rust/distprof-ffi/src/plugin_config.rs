@@ -2,10 +2,16 @@
 //! environment) and stderr logging, started before any error is reported.
 
 use distprof::config::Config;
+use std::time::Duration;
+
+/// Longest the first hook waits for the configuration on XLA's thread. A local file reads
+/// in well under a millisecond (regular files of at most 1 MiB only); past this the file
+/// system is hung, and XLA's client creation must not wait for it.
+const CONFIG_LOAD_LIMIT: Duration = Duration::from_secs(1);
 
 /// The effective configuration from the process environment, or every problem in one line.
 pub fn load_config() -> Result<Config, String> {
-    match distprof::config::load_from_env() {
+    match distprof::config::load_from_env_within(CONFIG_LOAD_LIMIT) {
         Ok(effective) => {
             distprof::logging::init_logging(&effective.config.log_filter);
             Ok(effective.config)

@@ -236,6 +236,8 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
             })
             .collect();
         let data = DistprofPlaneData {
+            session_id: String::new(),
+            edge_fits: Vec::new(),
             node: k as u32,
             reference_node: 0,
             hostname: "vm".into(),
@@ -288,6 +290,8 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
         chrome: Some(chrome.clone()),
         allow_uncorrected: false,
         models: vec![],
+        models_origin: None,
+        force: false,
     };
     let report = merge(&[inputs], &opts, &mut |l| eprintln!("{l}")).unwrap();
     assert_eq!(report.nodes.len(), 3);
@@ -415,6 +419,22 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
         .collect();
     assert_eq!(pids.len(), names.len());
 
+    // Perfetto reads a tid as 32 bits: every line gets a small tid of its own, named by
+    // thread_name metadata that keeps the XLine id, and every event sits on a named line.
+    let mut threads = std::collections::HashMap::new();
+    for e in evs.iter().filter(|e| e["name"] == "thread_name") {
+        let tid = e["tid"].as_u64().unwrap_or_else(|| panic!("tid not a non-negative integer: {e}"));
+        assert!(tid <= u32::MAX as u64 && tid > 0, "{e}");
+        assert!(e["args"]["xline_id"].is_i64(), "{e}");
+        let key = (e["pid"].as_u64().unwrap(), tid);
+        assert!(threads.insert(key, e["args"]["name"].clone()).is_none(), "two lines share pid/tid {key:?}");
+    }
+    assert!(!threads.is_empty());
+    for e in evs.iter().filter(|e| e["ph"] == "X") {
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        assert!(threads.contains_key(&key), "event on an unnamed line: {e}");
+    }
+
     // tests/steps/40-xprof.sh checks these outputs with XProf's own converter.
     if let Some(keep) = std::env::var_os("DISTPROF_MERGE_TEST_OUT") {
         let keep = Path::new(&keep);
@@ -435,6 +455,8 @@ fn merge_refuses_traces_without_a_model_and_names_the_fix() {
         chrome: None,
         allow_uncorrected: false,
         models: vec![],
+        models_origin: None,
+        force: false,
     };
     let err = merge(std::slice::from_ref(&p), &opts, &mut |_| {})
         .unwrap_err()

@@ -41,6 +41,7 @@ mod page_tests {
                 bound_limit_ns: None,
                 config: serde_json::Value::Null,
                 synthetic: false,
+                dropped: None,
             },
             nodes: Vec::new(),
             hostnames: Default::default(),

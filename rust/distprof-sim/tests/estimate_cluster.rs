@@ -169,3 +169,40 @@ fn the_run_model_centres_the_drift_fit_and_beats_the_online_one() {
     assert!(run < 6.0, "run model drift rms {run} ppb");
     assert!(rms(run_off_sq) < 1.2 * rms(online_off_sq) && rms(run_off_sq) < 50.0, "offset rms {} vs {}", rms(run_off_sq), rms(online_off_sq));
 }
+
+/// Each node fits only the records it probed (as the plugin does), shares its final fits
+/// as text, and the network solved from everyone's shares is the one solved from all
+/// records at once: the exchange loses nothing.
+#[test]
+fn the_network_from_every_nodes_shared_fits_is_the_network_from_all_records() {
+    use distprof::estimate::{estimate_run_windows, fit_window, solve_shared_run, NodeWindowFits, Smoother};
+    let c = small(16, 0.0);
+    let settings = EstimatorSettings::default();
+    let window_ns = (c.scenario.window_s * 1e9) as i64;
+    let mut shared: Vec<NodeWindowFits> = Vec::new();
+    for node in 0..16u32 {
+        let mut smoother = Smoother::new(settings, window_ns);
+        let mut done = Vec::new();
+        for k in 0..c.num_windows() {
+            done.extend(smoother.push_fits(fit_window(&c.records_of(node, k), &c.window_spec(k), &settings)));
+        }
+        done.extend(smoother.finish_fits());
+        for f in done {
+            let text = serde_json::to_string(&f.share(node)).unwrap();
+            shared.push(serde_json::from_str(&text).unwrap());
+        }
+    }
+    let from_shares = solve_shared_run(&shared, 16, 0, &settings);
+    let inputs = (0..c.num_windows()).map(|k| (c.records(k), c.window_spec(k)));
+    let from_records: Vec<_> = estimate_run_windows(inputs, &settings).into_iter().map(|(e, _)| e).collect();
+    assert_eq!(from_shares.len(), from_records.len());
+    for (a, b) in from_shares.iter().zip(&from_records) {
+        assert_eq!(a.window_id, b.window_id);
+        for (i, (sa, sb)) in a.segments.iter().zip(&b.segments).enumerate() {
+            let (sa, sb) = (sa.expect("reachable"), sb.expect("reachable"));
+            assert!((sa.offset_ns - sb.offset_ns).abs() < 1e-3, "window {} node {i}: {sa:?} vs {sb:?}", a.window_id);
+            assert!((sa.drift_ppb - sb.drift_ppb).abs() < 1e-6, "window {} node {i}", a.window_id);
+            assert!((sa.bound_ns - sb.bound_ns).abs() < 1e-3, "window {} node {i}", a.window_id);
+        }
+    }
+}

@@ -293,6 +293,8 @@ pub fn xspace(data: &[u8]) {
         chrome: Some(dir.join(format!("{out}.trace.json"))),
         allow_uncorrected: true,
         models: Vec::new(),
+        models_origin: None,
+        force: false,
     };
     let first = distprof_offline::merge::merge(std::slice::from_ref(&input), &opts("out"), &mut |_| {});
     if let Ok(report) = first {
@@ -375,6 +377,8 @@ pub fn xspace_seeds() -> Vec<(&'static str, Vec<u8>)> {
         flagged: w == 1,
     };
     let plane_data = |tracer: bool| DistprofPlaneData {
+        session_id: String::new(),
+        edge_fits: Vec::new(),
         node: 1,
         reference_node: 0,
         hostname: "gpu-host-1".into(),
@@ -621,6 +625,8 @@ mod tests {
                 chrome: None,
                 allow_uncorrected: true,
                 models: Vec::new(),
+                models_origin: None,
+                force: false,
             };
             let report = distprof_offline::merge::merge(&[input], &opts, &mut |_| {})
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -642,10 +648,10 @@ mod tests {
             ("\u{b}0\u{fffd}[x", "0\u{fffd}[x"),
         ] {
             assert_eq!(
-                distprof::logging::parse_filter(spaced)
+                distprof::config::log_filter::parse_filter(spaced)
                     .map(|f| f.to_string())
                     .map_err(|e| e.to_string()),
-                distprof::logging::parse_filter(tight)
+                distprof::config::log_filter::parse_filter(tight)
                     .map(|f| f.to_string())
                     .map_err(|e| e.to_string()),
                 "{spaced:?}"
@@ -751,6 +757,8 @@ mod tests {
             chrome: Some(dir.join(format!("{name}.trace.json"))),
             allow_uncorrected: true,
             models: Vec::new(),
+            models_origin: None,
+            force: false,
         };
         distprof_offline::merge::merge(&[input], &opts, &mut |_| {})
     }

@@ -353,6 +353,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
             bound_limit_ns: Some(BOUND_LIMIT_NS),
             config: serde_json::to_value(&config).unwrap_or_default(),
             synthetic: true,
+            dropped: None,
         },
         nodes,
         hostnames: (0..n).map(|i| (i, format!("node-{i:03}"))).collect(),

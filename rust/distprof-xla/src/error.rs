@@ -16,6 +16,13 @@ pub enum PatchError {
     /// An anchor that must be unique matches several lines, so the place is ambiguous.
     #[error("{file}: anchor `{anchor}` is ambiguous: it matches lines {lines:?} ({purpose}); make the anchor more specific")]
     AnchorAmbiguous { file: PathBuf, anchor: String, lines: Vec<usize>, purpose: &'static str },
+    /// No call form of a hook passes only names this version declares.
+    #[error("{file}: no call form of {purpose} fits this XLA version ({tried}); XLA renamed what the hook passes: add a call form in rust/distprof-xla/src/hooks.rs")]
+    NoDeclaredCallForm { file: PathBuf, purpose: &'static str, tried: String },
+    /// A hook call in the file is not the form this version's declarations allow, e.g. written
+    /// by an older distprof that picked the form by file path.
+    #[error("{file}:{line}: hook call `{found}` is not the form this version declares (`{expected}`); restore the file (`git checkout -- {file}`) and run `distprof xla apply`")]
+    UndeclaredHookCall { file: PathBuf, line: usize, found: String, expected: String },
     /// `check` found an edit that is not (or not exactly) in the tree.
     #[error("{file}: not patched: {purpose} (expected after/at anchor `{anchor}`); run `distprof xla apply`")]
     NotApplied { file: PathBuf, anchor: String, purpose: &'static str },

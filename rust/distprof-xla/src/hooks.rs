@@ -5,6 +5,7 @@
 //! `cc_hooks/distprof_hooks.h`.
 
 use crate::anchor::Anchor;
+use crate::decls::{CallForm, ClassName, Decl, Scope};
 use crate::edit::{Edit, Placement};
 
 /// The macro `distributed_profiling_defines()` sets; every hook is compiled only under it.
@@ -20,12 +21,14 @@ pub const AGENT_PJRT: &str = "xla/pjrt/distributed/coordination/coordination_ser
 /// Coordination agent copy used by jax <= 0.8.1.
 pub const AGENT_TSL: &str = "xla/tsl/distributed_runtime/coordination/coordination_service_agent.cc";
 
-/// Which coordination agent copy a tree carries (and the hooks go into).
+/// Which coordination agent copy a tree carries (and the hooks go into). Which member holds
+/// the task id is not a property of the copy (the `xla/pjrt` copy had `task_` until jax 0.9.0
+/// and `task_id_` from 0.9.1): [`agent_hook`] reads it from the tree's declarations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentCopy {
-    /// `xla::CoordinationServiceAgent`; its task id is the member `task_id_` (an `int`).
+    /// `xla::CoordinationServiceAgent` in `xla/pjrt/distributed/coordination/`.
     Pjrt,
-    /// `tsl::CoordinationServiceAgent`; its task is the proto member `task_`.
+    /// `tsl::CoordinationServiceAgent(Impl)` in `xla/tsl/distributed_runtime/coordination/`.
     Tsl,
 }
 
@@ -36,6 +39,54 @@ impl AgentCopy {
             AgentCopy::Tsl => AGENT_TSL,
         }
     }
+    /// The agent's header, where its class (and members) are declared from 0.6 on; older tsl
+    /// versions declare the implementation class in the `.cc`, which is searched too.
+    pub fn header(self) -> &'static str {
+        match self {
+            AgentCopy::Pjrt => "xla/pjrt/distributed/coordination/coordination_service_agent.h",
+            AgentCopy::Tsl => "xla/tsl/distributed_runtime/coordination/coordination_service_agent.h",
+        }
+    }
+}
+
+/// A hook call inserted after an anchor, in the first of its call forms whose names the tree
+/// declares (crate::decls).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookEdit {
+    pub anchor: Anchor,
+    pub placement: Placement,
+    pub forms: Vec<CallForm>,
+    pub purpose: &'static str,
+}
+
+impl HookEdit {
+    /// The edit inserting `call` behind the define.
+    pub fn edit(&self, call: &str) -> Edit {
+        Edit::Insert {
+            anchor: self.anchor,
+            placement: self.placement,
+            text: guarded(call),
+            indent: true,
+            purpose: self.purpose,
+        }
+    }
+    /// `distprof::OnX(`: how any spelling of this hook's call is recognised in a patched file.
+    pub fn call_prefix(&self) -> &'static str {
+        let call = self.forms[0].call;
+        &call[..call.find('(').map_or(call.len(), |i| i + 1)]
+    }
+}
+
+fn local(passes: &'static str, declared_as: &'static str) -> Decl {
+    Decl { passes, declared_as: vec![declared_as], scope: Scope::Enclosing }
+}
+
+fn member(passes: &'static str, declared_as: Vec<&'static str>, class: ClassName, files: Vec<&'static str>) -> Decl {
+    Decl { passes, declared_as, scope: Scope::Member { class, files } }
+}
+
+fn form(call: &'static str, decls: Vec<Decl>) -> CallForm {
+    CallForm { call, decls }
 }
 
 fn guarded(call: &str) -> Vec<String> {
@@ -60,63 +111,101 @@ fn include_edit() -> Edit {
 /// by its call, whatever macro wraps it (`TF_ASSIGN_OR_RETURN`, `ASSIGN_OR_RETURN`,
 /// `ABSL_ASSIGN_OR_RETURN`) and whatever fallback precedes it.
 pub fn pjrt_client_edits() -> Vec<Edit> {
-    vec![
-        include_edit(),
-        Edit::Insert {
-            anchor: Anchor::unique("TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);"),
-            placement: Placement::AfterStatement { call: "BuildDistributedDevices(", within_lines: 12 },
-            text: guarded("distprof::OnGpuClientCreated(options.node_id, options.num_nodes, kv_store);"),
-            indent: true,
-            purpose: "hook 1: PJRT GPU client created",
-        },
-    ]
+    vec![include_edit()]
+}
+
+/// `GpuClientOptions` moved to its own header in Nov 2024; before that it was declared with
+/// the client.
+const GPU_CLIENT_OPTIONS_FILES: [&str; 2] =
+    ["xla/pjrt/plugin/xla_gpu/xla_gpu_client_options.h", "xla/pjrt/gpu/se_gpu_pjrt_client.h"];
+
+pub fn pjrt_client_hooks() -> Vec<HookEdit> {
+    let options = ClassName::Named("GpuClientOptions");
+    vec![HookEdit {
+        anchor: Anchor::unique("TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);"),
+        placement: Placement::AfterStatement { call: "BuildDistributedDevices(", within_lines: 12 },
+        forms: vec![form(
+            "distprof::OnGpuClientCreated(options.node_id, options.num_nodes, kv_store);",
+            vec![
+                local("options", "GpuClientOptions& options"),
+                member("options.node_id", vec!["int node_id"], options.clone(), GPU_CLIENT_OPTIONS_FILES.to_vec()),
+                member("options.num_nodes", vec!["int num_nodes"], options, GPU_CLIENT_OPTIONS_FILES.to_vec()),
+                local("kv_store", "std::shared_ptr<KeyValueStoreInterface> kv_store"),
+            ],
+        )],
+        purpose: "hook 1: PJRT GPU client created",
+    }]
 }
 
 /// Hook 2, `GpuTracer` in `device_tracer_rocm.cc` (stable since 2022 upstream and in the AMD
 /// fork, unlike `rocm_collector.cc`). The tracer clock reader is `RocmTracer::GetTimestamp`, a
 /// static `uint64_t()` in every supported version (roctracer or rocprofiler-sdk timestamp).
 pub fn rocm_tracer_edits() -> Vec<Edit> {
+    vec![include_edit()]
+}
+
+/// Headers declaring `class RocmTracer`: `rocm_tracer.h` upstream; the AMD fork's v0.7.1
+/// declares it in `rocm_tracer_v1.h` and `rocm_profiler_sdk.h` (chosen by a macro).
+const ROCM_TRACER_HEADERS: [&str; 3] = [
+    "xla/backends/profiler/gpu/rocm_tracer.h",
+    "xla/backends/profiler/gpu/rocm_tracer_v1.h",
+    "xla/backends/profiler/gpu/rocm_profiler_sdk.h",
+];
+
+pub fn rocm_tracer_hooks() -> Vec<HookEdit> {
     vec![
-        include_edit(),
-        Edit::Insert {
+        HookEdit {
             anchor: Anchor::unique("profiling_state_ = State::kStartedOk;"),
             placement: Placement::After,
-            text: guarded("distprof::OnTraceStart(&RocmTracer::GetTimestamp);"),
-            indent: true,
+            forms: vec![form(
+                "distprof::OnTraceStart(&RocmTracer::GetTimestamp);",
+                vec![member(
+                    "RocmTracer::GetTimestamp",
+                    vec!["static uint64_t GetTimestamp()"],
+                    ClassName::Named("RocmTracer"),
+                    ROCM_TRACER_HEADERS.to_vec(),
+                )],
+            )],
             purpose: "hook 2a: profiling started (success only)",
         },
-        Edit::Insert {
+        HookEdit {
             anchor: Anchor::unique("rocm_tracer_->Disable();"),
             placement: Placement::After,
-            text: guarded("distprof::OnTraceStop();"),
-            indent: true,
+            forms: vec![form("distprof::OnTraceStop();", vec![])],
             purpose: "hook 2b: profiling stopped, collector flushed",
         },
-        Edit::Insert {
+        HookEdit {
             anchor: Anchor::unique("rocm_trace_collector_->Export(space);"),
             placement: Placement::After,
-            text: guarded("distprof::OnTraceExport(space);"),
-            indent: true,
+            forms: vec![form("distprof::OnTraceExport(space);", vec![local("space", "XSpace* space")])],
             purpose: "hook 2c: GPU planes exported",
         },
     ]
 }
 
+pub fn agent_edits() -> Vec<Edit> {
+    vec![include_edit()]
+}
+
 /// Hook 3, the coordination agent's `Connect()`, after its success log line (byte-identical in
-/// every version and both copies).
-pub fn agent_edits(copy: AgentCopy) -> Vec<Edit> {
-    let call = match copy {
-        AgentCopy::Pjrt => "distprof::OnAgentConnected(task_id_);",
-        AgentCopy::Tsl => "distprof::OnAgentConnected(task_.task_id());",
-    };
-    vec![
-        include_edit(),
-        Edit::Insert {
-            anchor: Anchor::unique("LOG(INFO) << \"Coordination agent has successfully connected.\";"),
-            placement: Placement::After,
-            text: guarded(call),
-            indent: true,
-            purpose: "hook 3: coordination agent connected",
-        },
-    ]
+/// every version and both copies). The task id is the member `task_id_`
+/// (`CoordinationService::TaskId`, jax >= 0.9.1 in the `xla/pjrt` copy) or the proto member
+/// `task_` (`CoordinatedTask`: the tsl copy, and the `xla/pjrt` copy in jax 0.8.2 to 0.9.0).
+pub fn agent_hook(copy: AgentCopy) -> Vec<HookEdit> {
+    let files = vec![copy.header(), copy.path()];
+    vec![HookEdit {
+        anchor: Anchor::unique("LOG(INFO) << \"Coordination agent has successfully connected.\";"),
+        placement: Placement::After,
+        forms: vec![
+            form(
+                "distprof::OnAgentConnected(task_id_);",
+                vec![member("task_id_", vec!["TaskId task_id_", "int task_id_"], ClassName::OfEnclosingMethod, files.clone())],
+            ),
+            form(
+                "distprof::OnAgentConnected(task_.task_id());",
+                vec![member("task_", vec!["CoordinatedTask task_"], ClassName::OfEnclosingMethod, files)],
+            ),
+        ],
+        purpose: "hook 3: coordination agent connected",
+    }]
 }

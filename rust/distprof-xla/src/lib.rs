@@ -9,6 +9,7 @@
 //! Nothing is written unless every anchor of every file was found.
 
 pub mod anchor;
+pub mod decls;
 pub mod edit;
 pub mod error;
 pub mod hooks;
@@ -18,7 +19,8 @@ pub mod wiring;
 
 pub use error::{PatchError, PatchErrors};
 pub use hooks::AgentCopy;
-pub use wiring::Release;
+pub use tree::HookSite;
+pub use wiring::{Release, ReleaseError};
 
 use edit::Planned;
 use std::path::{Path, PathBuf};
@@ -45,6 +47,8 @@ pub struct FileReport {
 pub struct Report {
     pub agent: AgentCopy,
     pub files: Vec<FileReport>,
+    /// Every hook call site, its call form and where the names it passes are declared.
+    pub sites: Vec<HookSite>,
     /// Generated files written by this run.
     pub written: Vec<String>,
 }
@@ -82,6 +86,7 @@ fn report(plan: &tree::Plan, made: bool, written: Vec<String>) -> Report {
                 added_lines: added_lines(f),
             })
             .collect(),
+        sites: plan.sites.clone(),
         written,
     }
 }
@@ -90,10 +95,10 @@ fn write(root: &Path, rel: &str, content: &str) -> Result<(), PatchError> {
     let path = root.join(rel);
     let io = |e: std::io::Error| PatchError::Io { file: path.clone(), message: e.to_string() };
     if let Some(dir) = path.parent() {
-        distprof::atomic_file::create_dir_all(dir).map_err(io)?;
+        distprof_atomic_file::create_dir_all(dir).map_err(io)?;
     }
     // Whole or not at all: a killed `distprof xla apply` never leaves half a source file.
-    distprof::atomic_file::write(&path, content.as_bytes()).map_err(io)
+    distprof_atomic_file::write(&path, content.as_bytes()).map_err(io)
 }
 
 /// Inserts every missing hook and wiring edit into the XLA tree at `root` and (re)writes the
@@ -225,7 +230,7 @@ pub fn diff(root: &Path, release: &Release) -> Result<Series, PatchErrors> {
 /// Writes a series into `out_dir` (created if needed), replacing earlier `*.patch` files there so
 /// a regenerated series never mixes with a stale one.
 pub fn write_series(series: &Series, out_dir: &Path) -> std::io::Result<()> {
-    distprof::atomic_file::create_dir_all(out_dir)?;
+    distprof_atomic_file::create_dir_all(out_dir)?;
     for entry in std::fs::read_dir(out_dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "patch") {
@@ -233,7 +238,7 @@ pub fn write_series(series: &Series, out_dir: &Path) -> std::io::Result<()> {
         }
     }
     for patch in &series.patches {
-        distprof::atomic_file::write(&out_dir.join(&patch.name), patch.content.as_bytes())?;
+        distprof_atomic_file::write(&out_dir.join(&patch.name), patch.content.as_bytes())?;
     }
     Ok(())
 }

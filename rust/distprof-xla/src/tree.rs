@@ -1,8 +1,10 @@
 //! An XLA source tree: which files distprof edits there, and the plan for all of them.
 
+use crate::anchor::{self, Found};
+use crate::decls::{self, Declared};
 use crate::edit::{self, Change, Edit, Planned};
 use crate::error::{PatchError, PatchErrors};
-use crate::hooks::{self, AgentCopy};
+use crate::hooks::{self, AgentCopy, HookEdit};
 use crate::wiring::{self, Release};
 use std::path::{Path, PathBuf};
 
@@ -14,6 +16,8 @@ pub struct FileSpec {
     /// One of the three core C++ files (counted against the 30-line budget).
     pub core: bool,
     pub edits: Vec<Edit>,
+    /// Hook calls, each in the form the tree's declarations allow.
+    pub hooks: Vec<HookEdit>,
     /// What the file is for, for "file not found" messages.
     pub purpose: &'static str,
 }
@@ -36,31 +40,53 @@ pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
         AgentCopy::Tsl => wiring::AGENT_TSL_BUILD,
     };
     let files = vec![
-        FileSpec { path: hooks::PJRT_CLIENT, core: true, edits: hooks::pjrt_client_edits(), purpose: "hook 1" },
-        FileSpec { path: hooks::ROCM_TRACER, core: true, edits: hooks::rocm_tracer_edits(), purpose: "hook 2" },
-        FileSpec { path: agent.path(), core: true, edits: hooks::agent_edits(agent), purpose: "hook 3" },
+        FileSpec {
+            path: hooks::PJRT_CLIENT,
+            core: true,
+            edits: hooks::pjrt_client_edits(),
+            hooks: hooks::pjrt_client_hooks(),
+            purpose: "hook 1",
+        },
+        FileSpec {
+            path: hooks::ROCM_TRACER,
+            core: true,
+            edits: hooks::rocm_tracer_edits(),
+            hooks: hooks::rocm_tracer_hooks(),
+            purpose: "hook 2",
+        },
+        FileSpec {
+            path: agent.path(),
+            core: true,
+            edits: hooks::agent_edits(),
+            hooks: hooks::agent_hook(agent),
+            purpose: "hook 3",
+        },
         FileSpec {
             path: wiring::PJRT_CLIENT_BUILD,
             core: false,
             edits: wiring::owner_build_edits(PJRT_CLIENT_SRCS, None, "pjrt_hooks"),
+            hooks: Vec::new(),
             purpose: "build wiring of hook 1",
         },
         FileSpec {
             path: wiring::ROCM_TRACER_BUILD,
             core: false,
             edits: wiring::owner_build_edits(ROCM_TRACER_SRCS, Some(ROCM_TRACER_OLDER_RULE), "profiler_hooks"),
+            hooks: Vec::new(),
             purpose: "build wiring of hook 2",
         },
         FileSpec {
             path: agent_build,
             core: false,
             edits: wiring::owner_build_edits(AGENT_SRCS, None, "agent_hooks"),
+            hooks: Vec::new(),
             purpose: "build wiring of hook 3",
         },
         FileSpec {
             path: wiring::WORKSPACE2,
             core: false,
             edits: wiring::workspace2_edits(),
+            hooks: Vec::new(),
             purpose: "declaration of @distributed_profiling",
         },
     ];
@@ -108,12 +134,22 @@ pub enum GeneratedState {
     Differs,
 }
 
+/// One hook call site: the form chosen and where each name it passes is declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookSite {
+    pub file: &'static str,
+    pub purpose: &'static str,
+    pub call: &'static str,
+    pub declared: Vec<Declared>,
+}
+
 /// The plan for a whole tree; built only when every anchor was found.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub root: PathBuf,
     pub agent: AgentCopy,
     pub files: Vec<FilePlan>,
+    pub sites: Vec<HookSite>,
     pub generated: Vec<(String, String, GeneratedState)>,
 }
 
@@ -138,11 +174,62 @@ fn same_anchor(a: &PatchError, b: &PatchError) -> bool {
     }
 }
 
+/// Chooses the call form of `hook` from the declarations the tree has, and refuses a hook call
+/// already in the file in another form (it would not compile, or hooks another value).
+fn plan_hook(
+    root: &Path,
+    spec: &FileSpec,
+    lines: &[String],
+    hook: &HookEdit,
+    errors: &mut Vec<PatchError>,
+) -> Option<(Edit, HookSite)> {
+    let file = Path::new(spec.path);
+    let at = match anchor::find(lines, hook.anchor, 0, lines.len()) {
+        Found::At(i) => i,
+        // edit::plan reports the missing or ambiguous anchor.
+        _ => {
+            // edit::plan names the missing or ambiguous anchor.
+            if let Err(e) = edit::plan(lines, &hook.edit(hook.forms[0].call), file) {
+                errors.push(e);
+            }
+            return None;
+        }
+    };
+    let text: Vec<String> = lines.iter().map(|l| l.trim_end_matches('\n').to_owned()).collect();
+    let chosen = match decls::choose(root, spec.path, &text, at, &hook.forms) {
+        Ok(c) => c,
+        Err(unfit) => {
+            let tried = unfit
+                .iter()
+                .map(|u| format!("`{}` needs `{}` declared as {}", u.call, u.passes, u.looked_for))
+                .collect::<Vec<_>>()
+                .join("; ");
+            errors.push(PatchError::NoDeclaredCallForm { file: file.to_owned(), purpose: hook.purpose, tried });
+            return None;
+        }
+    };
+    let prefix = hook.call_prefix();
+    for (i, line) in text.iter().enumerate() {
+        let found = line.trim();
+        if found.starts_with(prefix) && found != chosen.form.call {
+            errors.push(PatchError::UndeclaredHookCall {
+                file: file.to_owned(),
+                line: i + 1,
+                found: found.to_owned(),
+                expected: chosen.form.call.to_owned(),
+            });
+        }
+    }
+    let site = HookSite { file: spec.path, purpose: hook.purpose, call: chosen.form.call, declared: chosen.declared };
+    Some((hook.edit(chosen.form.call), site))
+}
+
 /// Reads every file and locates every anchor; returns all problems at once.
 pub fn plan(root: &Path, release: &Release) -> Result<Plan, PatchErrors> {
     let layout = layout(root, release);
     let mut errors = Vec::new();
     let mut files = Vec::new();
+    let mut sites = Vec::new();
     for spec in &layout.files {
         let text = match read(root, spec.path, spec.purpose) {
             Ok(t) => t,
@@ -152,8 +239,15 @@ pub fn plan(root: &Path, release: &Release) -> Result<Plan, PatchErrors> {
             }
         };
         let lines = edit::split_lines(&text);
+        let mut edits = spec.edits.clone();
+        for hook in &spec.hooks {
+            if let Some((e, site)) = plan_hook(root, spec, &lines, hook, &mut errors) {
+                edits.push(e);
+                sites.push(site);
+            }
+        }
         let mut planned = Vec::new();
-        for e in &spec.edits {
+        for e in &edits {
             match edit::plan(&lines, e, Path::new(spec.path)) {
                 Ok(p) => planned.push((e.clone(), p)),
                 // Several edits may share an anchor (a BUILD rule's `srcs` line locates both
@@ -178,7 +272,7 @@ pub fn plan(root: &Path, release: &Release) -> Result<Plan, PatchErrors> {
         generated.push((rel, content, state));
     }
     if errors.is_empty() {
-        Ok(Plan { root: root.to_owned(), agent: layout.agent, files, generated })
+        Ok(Plan { root: root.to_owned(), agent: layout.agent, files, sites, generated })
     } else {
         Err(PatchErrors(errors))
     }

@@ -19,7 +19,9 @@ pub const AGENT_TSL_BUILD: &str = "xla/tsl/distributed_runtime/coordination/BUIL
 
 /// Where `@distributed_profiling` comes from: a release tarball holding `lib/libdistprof.a`,
 /// `cc_hooks/distprof_hooks.h` and a `BUILD.bazel` with the `pjrt_hooks`, `profiler_hooks` and
-/// `agent_hooks` targets.
+/// `agent_hooks` targets, or a local directory holding the same.
+/// Build values with [`Release::archive`] or [`Release::local`], which refuse what would break
+/// XLA's build or the Starlark it is written into.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {
     /// Canonical URL of the tarball; `tf_mirror_urls` adds the mirror XLA's rule requires first.
@@ -28,6 +30,87 @@ pub struct Release {
     pub sha256: String,
     /// Top directory inside the tarball ("" for none).
     pub strip_prefix: String,
+    /// When set, `@distributed_profiling` is this directory and the three archive fields are
+    /// unused.
+    pub local_dir: Option<String>,
+}
+
+/// A release the tool refuses to write into XLA's tree.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReleaseError {
+    /// XLA's `tf_mirror_urls` gives a non-https URL no mirror, and `tf_http_archive` refuses an
+    /// archive with a single URL while `workspace2.bzl` loads, i.e. in every build.
+    #[error("release URL {url:?} is not https: XLA's tf_mirror_urls gives it no mirror and tf_http_archive then fails while workspace2.bzl loads, breaking every XLA build with the define on or off; publish the archive at an https:// URL, or use --local-dir")]
+    NotHttps { url: String },
+    #[error("release SHA-256 {sha256:?} is not 64 hex digits; pass the output of `sha256sum <archive>`")]
+    BadChecksum { sha256: String },
+    #[error("release SHA-256 is all zeros (the placeholder); pass the archive's real SHA-256 (`sha256sum <archive>`)")]
+    PlaceholderChecksum,
+    #[error("{what} {value:?} holds a control character, which cannot be written into a Starlark string; pass it without")]
+    ControlCharacter { what: &'static str, value: String },
+    #[error("--local-dir {dir}: {problem}")]
+    LocalDir { dir: String, problem: &'static str },
+}
+
+fn no_control(what: &'static str, value: &str) -> Result<(), ReleaseError> {
+    if value.chars().any(char::is_control) {
+        return Err(ReleaseError::ControlCharacter { what, value: value.to_owned() });
+    }
+    Ok(())
+}
+
+impl Release {
+    /// An https archive and its SHA-256 (lower-cased).
+    pub fn archive(url: &str, sha256: &str, strip_prefix: &str) -> Result<Self, ReleaseError> {
+        no_control("release URL", url)?;
+        no_control("strip prefix", strip_prefix)?;
+        if !url.starts_with("https://") {
+            return Err(ReleaseError::NotHttps { url: url.to_owned() });
+        }
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ReleaseError::BadChecksum { sha256: sha256.to_owned() });
+        }
+        if sha256.bytes().all(|b| b == b'0') {
+            return Err(ReleaseError::PlaceholderChecksum);
+        }
+        Ok(Self {
+            url: url.to_owned(),
+            sha256: sha256.to_ascii_lowercase(),
+            strip_prefix: strip_prefix.to_owned(),
+            local_dir: None,
+        })
+    }
+
+    /// A local directory (absolute: a repository rule resolves a relative one against its own
+    /// directory, which is never what is meant) holding `BUILD.bazel`.
+    pub fn local(dir: &std::path::Path) -> Result<Self, ReleaseError> {
+        let shown = dir.display().to_string();
+        let problem = |problem| ReleaseError::LocalDir { dir: shown.clone(), problem };
+        if !dir.is_absolute() {
+            return Err(problem("not an absolute path; Bazel would resolve it against XLA's root"));
+        }
+        if !dir.join("BUILD.bazel").is_file() && !dir.join("BUILD").is_file() {
+            return Err(problem("no BUILD.bazel there; pass the directory `distprof xla package` wrote"));
+        }
+        let path = dir.to_str().ok_or_else(|| problem("not valid UTF-8"))?;
+        no_control("--local-dir", path)?;
+        Ok(Self { local_dir: Some(path.to_owned()), ..Self::default() })
+    }
+}
+
+/// `value` as a Starlark string literal.
+pub fn starlark_string(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 impl Default for Release {
@@ -39,6 +122,7 @@ impl Default for Release {
             url: "https://github.com/distprof/distprof/releases/download/v0.1.0/distprof-xla-0.1.0.tar.gz".into(),
             sha256: "0000000000000000000000000000000000000000000000000000000000000000".into(),
             strip_prefix: "distprof-xla-0.1.0".into(),
+            local_dir: None,
         }
     }
 }
@@ -77,31 +161,110 @@ def distributed_profiling_deps(target):
     """`@distributed_profiling//:<target>` when enabled, else nothing (nothing is fetched)."""
     return if_distributed_profiling(["@distributed_profiling//:" + target])
 "#;
-    let workspace = format!(
-        r#"# Written by distprof (`distprof xla apply`). Declares @distributed_profiling, fetched only
-# when a target needs it, i.e. only with --define enable_distributed_profiling=true.
-# For a local build use --override_repository=distributed_profiling=<unpacked release dir>.
-
-load("//third_party:repo.bzl", "tf_http_archive", "tf_mirror_urls")
-
-def repo():
-    tf_http_archive(
-        name = "distributed_profiling",
-        sha256 = "{sha256}",
-        strip_prefix = "{strip_prefix}",
-        urls = tf_mirror_urls("{url}"),
-    )
-"#,
-        sha256 = release.sha256,
-        strip_prefix = release.strip_prefix,
-        url = release.url,
-    );
+    let source = match &release.local_dir {
+        Some(dir) => format!("_SOURCE = struct(path = {}, url = None, sha256 = None, strip_prefix = None)", starlark_string(dir)),
+        None => format!(
+            "_SOURCE = struct(path = None, url = {}, sha256 = {}, strip_prefix = {})",
+            starlark_string(&release.url),
+            starlark_string(&release.sha256),
+            starlark_string(&release.strip_prefix),
+        ),
+    };
+    let workspace = WORKSPACE_BZL.replace("_SOURCE = None", &source);
     vec![
         (format!("{PACKAGE}/BUILD.bazel"), build.to_owned()),
         (format!("{PACKAGE}/build_defs.bzl"), defs.to_owned()),
         (format!("{PACKAGE}/workspace.bzl"), workspace),
     ]
 }
+
+/// `third_party/distributed_profiling/workspace.bzl`: a configure-style repository rule, as XLA
+/// declares its optional local dependencies (`*_configure` rules reading `--repo_env`). A
+/// repository rule cannot see `--define`, and `bazel query 'deps(...)'`, `fetch`, `sync` and
+/// `vendor` follow every `select()` branch, so nothing may be fetched unless the user names the
+/// repository: without a `--repo_env` below it is a stand-in whose targets fail the build with
+/// the fix in the message, which keeps those commands working offline with the feature off.
+/// `_SOURCE = None` is replaced by the source `apply` was given.
+const WORKSPACE_BZL: &str = r#"# Written by distprof (`distprof xla apply`). @distributed_profiling, configured like XLA's
+# optional local dependencies: nothing is fetched or read unless the build names it with
+#   --repo_env=DISTRIBUTED_PROFILING=1                   the source below (given to `apply`)
+#   --repo_env=DISTRIBUTED_PROFILING_PATH=/abs/dir       a local directory (WORKSPACE, BUILD.bazel)
+#   --repo_env=DISTRIBUTED_PROFILING_URL=https://...  --repo_env=DISTRIBUTED_PROFILING_SHA256=<hex>
+#       [--repo_env=DISTRIBUTED_PROFILING_STRIP_PREFIX=<dir>]   an archive
+# together with --define enable_distributed_profiling=true. Otherwise the repository is a
+# stand-in whose targets fail the build naming these flags, so query, fetch, sync and vendor
+# work with the feature off and without access to distprof.
+
+_SOURCE = None
+
+_ENV = [
+    "DISTRIBUTED_PROFILING",
+    "DISTRIBUTED_PROFILING_PATH",
+    "DISTRIBUTED_PROFILING_URL",
+    "DISTRIBUTED_PROFILING_SHA256",
+    "DISTRIBUTED_PROFILING_STRIP_PREFIX",
+]
+
+_TARGETS = ["pjrt_hooks", "profiler_hooks", "agent_hooks"]
+
+_UNCONFIGURED = """
+package(default_visibility = ["//visibility:public"])
+
+[genrule(
+    name = name + "_unconfigured",
+    outs = [name + "_unconfigured.cc"],
+    cmd = "echo 'distprof: @distributed_profiling is not configured; with --define enable_distributed_profiling=true also pass --repo_env=DISTRIBUTED_PROFILING=1, or --repo_env=DISTRIBUTED_PROFILING_PATH=<dir>, or --repo_env=DISTRIBUTED_PROFILING_URL=<https url> with --repo_env=DISTRIBUTED_PROFILING_SHA256=<hex>' >&2; exit 1",
+) for name in %s]
+
+[cc_library(name = name, srcs = [name + "_unconfigured.cc"]) for name in %s]
+"""
+
+def _env(ctx, name):
+    return ctx.os.environ.get(name, "")
+
+def _use_dir(ctx, path):
+    if not path.startswith("/"):
+        fail("DISTRIBUTED_PROFILING_PATH=%s: not an absolute path" % path)
+    root = ctx.path(path)
+    if not root.exists:
+        fail("DISTRIBUTED_PROFILING_PATH=%s: no such directory" % path)
+    for entry in root.readdir():
+        ctx.symlink(entry, entry.basename)
+
+def _use_archive(ctx, url, sha256, strip_prefix):
+    if not url.startswith("https://"):
+        fail("DISTRIBUTED_PROFILING_URL=%s: not https; publish the archive at an https URL or use DISTRIBUTED_PROFILING_PATH" % url)
+    if len(sha256) != 64:
+        fail("DISTRIBUTED_PROFILING_SHA256=%s: not 64 hex digits; pass the output of `sha256sum <archive>`" % sha256)
+    ctx.download_and_extract(url = url, sha256 = sha256, stripPrefix = strip_prefix)
+
+def _distributed_profiling_configure_impl(ctx):
+    if _env(ctx, "DISTRIBUTED_PROFILING_PATH"):
+        _use_dir(ctx, _env(ctx, "DISTRIBUTED_PROFILING_PATH"))
+    elif _env(ctx, "DISTRIBUTED_PROFILING_URL"):
+        _use_archive(
+            ctx,
+            _env(ctx, "DISTRIBUTED_PROFILING_URL"),
+            _env(ctx, "DISTRIBUTED_PROFILING_SHA256"),
+            _env(ctx, "DISTRIBUTED_PROFILING_STRIP_PREFIX"),
+        )
+    elif _env(ctx, "DISTRIBUTED_PROFILING") == "1":
+        if _SOURCE.path:
+            _use_dir(ctx, _SOURCE.path)
+        else:
+            _use_archive(ctx, _SOURCE.url, _SOURCE.sha256, _SOURCE.strip_prefix)
+    else:
+        ctx.file("WORKSPACE", "workspace(name = \"distributed_profiling\")\n")
+        ctx.file("BUILD.bazel", _UNCONFIGURED % (_TARGETS, _TARGETS))
+
+distributed_profiling_configure = repository_rule(
+    implementation = _distributed_profiling_configure_impl,
+    environ = _ENV,
+)
+
+def repo():
+    distributed_profiling_configure(name = "distributed_profiling")
+"#;
 
 pub fn workspace2_edits() -> Vec<Edit> {
     vec![

@@ -1,7 +1,7 @@
 //! The patch tool on a synthetic XLA tree: files written for these tests that hold only the
 //! anchor lines distprof looks for, in made-up surroundings (no XLA code).
 
-use distprof_xla::{apply, check, diff, AgentCopy, PatchError, Release};
+use distprof_xla::{apply, check, diff, AgentCopy, PatchError, Release, ReleaseError};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -15,8 +15,8 @@ const CLIENT_SRC: &str = r#"// Synthetic client: only the anchor lines matter.
 
 #include <memory>
 
-int MakeClient(const Opts& options) {
-  auto kv_store = options.store;
+int MakeClient(const GpuClientOptions& options) {
+  std::shared_ptr<KeyValueStoreInterface> kv_store = options.store;
   TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);
   if (kv_store == nullptr) {
     kv_store = MakeLocalStore();
@@ -37,8 +37,8 @@ const CLIENT_PATCHED: &str = r#"// Synthetic client: only the anchor lines matte
 
 #include <memory>
 
-int MakeClient(const Opts& options) {
-  auto kv_store = options.store;
+int MakeClient(const GpuClientOptions& options) {
+  std::shared_ptr<KeyValueStoreInterface> kv_store = options.store;
   TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);
   if (kv_store == nullptr) {
     kv_store = MakeLocalStore();
@@ -66,7 +66,7 @@ void Tracer::Start() {
 void Tracer::Stop() {
   rocm_tracer_->Disable();
 }
-void Tracer::Collect(Space* space) {
+void Tracer::Collect(XSpace* space) {
   if (rocm_trace_collector_) rocm_trace_collector_->Export(space);
 }
 "#;
@@ -78,6 +78,17 @@ void Agent::Connect() {
   StartHeartbeats();
 }
 "#;
+
+/// Synthetic declarations of what the hooks pass (checked by the tool before it writes a call).
+const OPTIONS_H: (&str, &str) =
+    ("xla/pjrt/plugin/xla_gpu/xla_gpu_client_options.h", "struct GpuClientOptions {\n  int node_id = 0;\n  int num_nodes = 1;\n};\n");
+const TRACER_H: (&str, &str) =
+    ("xla/backends/profiler/gpu/rocm_tracer.h", "class RocmTracer {\n public:\n  static uint64_t GetTimestamp();\n};\n");
+const AGENT_TSL_H: &str = "xla/tsl/distributed_runtime/coordination/coordination_service_agent.h";
+const AGENT_PJRT_H: &str = "xla/pjrt/distributed/coordination/coordination_service_agent.h";
+/// The agent class as jax <= 0.9.0 declares it (the task as a proto) and as jax >= 0.9.1 does.
+const AGENT_WITH_TASK: &str = "class Agent : public Base {\n  tensorflow::CoordinatedTask task_;\n};\n";
+const AGENT_WITH_TASK_ID: &str = "class Agent {\n  CoordinationService::TaskId task_id_;\n};\n";
 
 fn build_file(src: &str) -> String {
     format!(
@@ -128,6 +139,9 @@ fn tree() -> tempfile::TempDir {
     write(root, CLIENT, CLIENT_SRC);
     write(root, TRACER, TRACER_SRC);
     write(root, AGENT_TSL, AGENT_SRC);
+    for (rel, text) in [OPTIONS_H, TRACER_H, (AGENT_TSL_H, AGENT_WITH_TASK)] {
+        write(root, rel, text);
+    }
     write(root, "xla/pjrt/gpu/BUILD", &build_file("se_gpu_pjrt_client.cc"));
     write(root, "xla/backends/profiler/gpu/BUILD", &build_file("device_tracer_rocm.cc"));
     write(root, "xla/tsl/distributed_runtime/coordination/BUILD", &build_file("coordination_service_agent.cc"));
@@ -302,26 +316,75 @@ fn pjrt_agent_copy_is_used_when_present() {
     let dir = tree();
     let root = dir.path();
     write(root, AGENT_PJRT, AGENT_SRC);
+    write(root, AGENT_PJRT_H, AGENT_WITH_TASK_ID);
     write(root, "xla/pjrt/distributed/coordination/BUILD", &build_file("coordination_service_agent.cc"));
     let report = apply(root, &Release::default()).unwrap();
     assert_eq!(report.agent, AgentCopy::Pjrt);
     assert!(read(root, AGENT_PJRT).contains("\n  distprof::OnAgentConnected(task_id_);\n"));
     assert_eq!(read(root, AGENT_TSL), AGENT_SRC, "the unused tsl copy stays upstream");
+    let site = report.sites.iter().find(|s| s.file == AGENT_PJRT).unwrap();
+    assert_eq!(site.declared[0].file, AGENT_PJRT_H);
+    assert_eq!(site.declared[0].line, 2);
+}
+
+/// jax 0.8.2 to 0.9.0: the `xla/pjrt` agent copy exists but still holds the task as a proto,
+/// so the call form follows the declaration, not the file path.
+#[test]
+fn agent_call_form_follows_the_declared_member_not_the_copy() {
+    let dir = tree();
+    let root = dir.path();
+    write(root, AGENT_PJRT, AGENT_SRC);
+    write(root, AGENT_PJRT_H, AGENT_WITH_TASK);
+    write(root, "xla/pjrt/distributed/coordination/BUILD", &build_file("coordination_service_agent.cc"));
+    let report = apply(root, &Release::default()).unwrap();
+    assert_eq!(report.agent, AgentCopy::Pjrt);
+    assert!(read(root, AGENT_PJRT).contains("\n  distprof::OnAgentConnected(task_.task_id());\n"));
+    check(root, &Release::default()).unwrap();
+}
+
+#[test]
+fn a_hook_whose_names_no_version_form_declares_is_refused_by_name() {
+    let dir = tree();
+    let root = dir.path();
+    // A member renamed again, and the clock reader gone: no form fits either hook.
+    write(root, AGENT_TSL_H, "class Agent {\n  TaskHandle handle_;\n};\n");
+    write(root, TRACER_H.0, "class RocmTracer {\n public:\n  static uint64_t ReadClock();\n};\n");
+    let before = snapshot(root);
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(matches!(&errors[0], PatchError::NoDeclaredCallForm { file, tried, .. }
+        if file == Path::new(TRACER) && tried.contains("RocmTracer::GetTimestamp") && tried.contains("class RocmTracer")));
+    assert!(matches!(&errors[1], PatchError::NoDeclaredCallForm { file, tried, .. }
+        if file == Path::new(AGENT_TSL) && tried.contains("`task_id_`") && tried.contains("`task_`")));
+    assert!(errors[1].to_string().contains("add a call form"), "{}", errors[1]);
+    assert_eq!(snapshot(root), before, "nothing written");
+}
+
+/// A tree patched by a tool that chose the form by file path (`task_id_` where the class holds
+/// `task_`) would not compile; check names the line.
+#[test]
+fn check_refuses_a_hook_call_in_an_undeclared_form() {
+    let dir = tree();
+    let root = dir.path();
+    apply(root, &Release::default()).unwrap();
+    let patched = read(root, AGENT_TSL).replace("OnAgentConnected(task_.task_id());", "OnAgentConnected(task_id_);");
+    write(root, AGENT_TSL, &patched);
+    let errors = check(root, &Release::default()).unwrap_err().0;
+    assert!(errors.iter().any(|e| matches!(e, PatchError::UndeclaredHookCall { file, found, expected, .. }
+        if file == Path::new(AGENT_TSL) && found == "distprof::OnAgentConnected(task_id_);"
+            && expected == "distprof::OnAgentConnected(task_.task_id());")), "{errors:?}");
 }
 
 #[test]
 fn release_values_land_in_the_repository_declaration() {
     let dir = tree();
     let root = dir.path();
-    let release = Release {
-        url: "https://example.org/distprof-xla-9.9.9.tar.gz".into(),
-        sha256: "ab".repeat(32),
-        strip_prefix: "distprof-xla-9.9.9".into(),
-    };
+    let release =
+        Release::archive("https://example.org/distprof-xla-9.9.9.tar.gz", &"AB".repeat(32), "distprof-xla-9.9.9").unwrap();
     apply(root, &release).unwrap();
     let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
     assert!(ws.contains(&format!("sha256 = \"{}\"", "ab".repeat(32))));
-    assert!(ws.contains("urls = tf_mirror_urls(\"https://example.org/distprof-xla-9.9.9.tar.gz\")"));
+    assert!(ws.contains("url = \"https://example.org/distprof-xla-9.9.9.tar.gz\""), "{ws}");
     // A tree patched with other release values fails check on exactly that file.
     let errors = check(root, &Release::default()).unwrap_err().0;
     assert_eq!(
@@ -394,4 +457,54 @@ fn a_missing_rule_anchor_is_reported_once() {
             purpose: "the hook macro on the owning target",
         }]
     );
+}
+
+#[test]
+fn release_values_that_would_break_xla_or_starlark_are_refused_by_name() {
+    let sha = "ab".repeat(32);
+    assert_eq!(
+        Release::archive("http://example.org/a.tar.gz", &sha, ""),
+        Err(ReleaseError::NotHttps { url: "http://example.org/a.tar.gz".into() })
+    );
+    assert!(Release::archive("file:///tmp/a.tar.gz", &sha, "").unwrap_err().to_string().contains("tf_mirror_urls"));
+    assert_eq!(
+        Release::archive("https://example.org/a.tar.gz", "abc", ""),
+        Err(ReleaseError::BadChecksum { sha256: "abc".into() })
+    );
+    assert_eq!(
+        Release::archive("https://example.org/a.tar.gz", &"0".repeat(64), ""),
+        Err(ReleaseError::PlaceholderChecksum)
+    );
+    assert!(matches!(
+        Release::archive("https://example.org/a\n.tar.gz", &sha, ""),
+        Err(ReleaseError::ControlCharacter { .. })
+    ));
+    assert!(matches!(Release::local(Path::new("relative/dir")), Err(ReleaseError::LocalDir { .. })));
+}
+
+#[test]
+fn quotes_and_backslashes_are_escaped_in_the_written_starlark() {
+    let dir = tree();
+    let root = dir.path();
+    let release = Release::archive("https://example.org/x\"y\\z.tar.gz", &"ab".repeat(32), "p\"q").unwrap();
+    apply(root, &release).unwrap();
+    let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
+    assert!(ws.contains(r#"url = "https://example.org/x\"y\\z.tar.gz","#), "{ws}");
+    assert!(ws.contains(r#"strip_prefix = "p\"q")"#), "{ws}");
+}
+
+#[test]
+fn a_local_directory_is_the_source_the_repository_rule_reads() {
+    let dir = tree();
+    let root = dir.path();
+    let hooks = tempfile::tempdir().unwrap();
+    let missing = Release::local(hooks.path()).unwrap_err();
+    assert!(missing.to_string().contains("no BUILD.bazel"), "{missing}");
+    write(hooks.path(), "BUILD.bazel", "");
+    apply(root, &Release::local(hooks.path()).unwrap()).unwrap();
+    let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
+    assert!(ws.contains(&format!("_SOURCE = struct(path = \"{}\", url = None", hooks.path().display())), "{ws}");
+    // Nothing is fetched by declaring it: no http rule, and the stand-in is the default.
+    assert!(!ws.contains("tf_http_archive"), "{ws}");
+    assert!(ws.contains("_UNCONFIGURED"), "{ws}");
 }

@@ -133,7 +133,8 @@ fn parse_duration_ns(s: &str) -> Result<f64, String> {
     Ok(ns)
 }
 
-/// Reads CLOCK_REALTIME in nanoseconds.
+/// Reads CLOCK_REALTIME in nanoseconds: the host clock S, the clock XLA's profiler stamps
+/// host events with (`EnvTime::NowNanos`).
 // The casts are no-ops on 64-bit Linux only; time_t and c_long are 32 bits elsewhere.
 #[allow(clippy::unnecessary_cast)]
 pub fn realtime_ns() -> i64 {

@@ -2,7 +2,9 @@
 //!
 //! The export hook appends one plane named [`DISTPROF_PLANE`] to the node's XSpace: the clock
 //! model per window with its bounds, the (S, R) snapshot pairs, probe statistics per edge and
-//! window, and the timestamp mode in force. Every value is a stat (int64 absolute ns where it
+//! window, the timestamp mode in force, the run's session id, and the node's own edge fits
+//! per window (`estimate::shared`), from which `distprof merge` solves the whole network
+//! when it holds every node's trace. Every value is a stat (int64 absolute ns where it
 //! is a time), never only an event position, because the profiler may normalise line
 //! timestamps after the plane is added. Events are still placed at their host times so the
 //! plane reads sensibly in a viewer.
@@ -11,6 +13,7 @@
 //! hook appends it with `space->add_planes()->ParseFromString(bytes)`.
 
 use crate::context::NodeId;
+use crate::estimate::NodeWindowFits;
 use crate::model::{ClockSegment, NodeClockModel};
 use crate::snapshot::SnapshotPair;
 use crate::xplane::{XEvent, XEventData, XLine, XPlane, XStat, XStatValue};
@@ -28,6 +31,7 @@ pub const FORMAT_VERSION: u64 = 1;
 const LINE_MODEL: i64 = 1;
 const LINE_SNAPSHOTS: i64 = 2;
 const LINE_PROBES: i64 = 3;
+const LINE_FITS: i64 = 4;
 
 /// Probe statistics of one edge over one window, as seen by the prober.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +57,9 @@ pub struct TracerStart {
 /// Everything the distprof plane holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DistprofPlaneData {
+    /// The run's session id from the rendezvous (empty when the node never agreed, and in
+    /// planes written before it was recorded): ties the trace to its run's other files.
+    pub session_id: String,
     pub node: NodeId,
     pub reference_node: NodeId,
     pub hostname: String,
@@ -64,6 +71,9 @@ pub struct DistprofPlaneData {
     pub model: NodeClockModel,
     pub snapshots: Vec<SnapshotPair>,
     pub probe_stats: Vec<ProbeEdgeStats>,
+    /// This node's edge fits, one entry per window: final (drift fit over the neighbouring
+    /// windows) where the export came late enough, else the window's own fits.
+    pub edge_fits: Vec<NodeWindowFits>,
 }
 
 /// Why a plane could not be read back.
@@ -85,6 +95,8 @@ pub fn distprof_plane_bytes(data: &DistprofPlaneData) -> Vec<u8> {
 /// Stat names, in one place so writer and reader cannot disagree.
 mod stat {
     pub const VERSION: &str = "distprof_format_version";
+    pub const SESSION: &str = "session_id";
+    pub const FITS: &str = "edge_fits_json";
     pub const NODE: &str = "node_id";
     pub const REFERENCE: &str = "reference_node";
     pub const HOSTNAME: &str = "hostname";
@@ -177,6 +189,9 @@ impl DistprofPlaneData {
         if let Some(t) = self.tracer_start {
             stats.push(int(ids[7], t.s_ns));
             stats.push(int(ids[8], t.r_ns));
+        }
+        if !self.session_id.is_empty() {
+            stats.push(text(p.intern_stat(stat::SESSION), &self.session_id));
         }
         p.stats = stats;
 
@@ -293,6 +308,19 @@ impl DistprofPlaneData {
         events.sort_by_key(|e| e.0);
         place(&mut line, events);
         p.lines.push(line);
+
+        // One event per window, the fits as JSON text (hull vertices are variable-length
+        // lists, which XStats do not hold).
+        let fid = p.intern_stat(stat::FITS);
+        let ev = p.intern_event("edge fits");
+        let mut line = XLine { id: LINE_FITS, display_id: LINE_FITS, name: "Edge fits".into(), ..Default::default() };
+        let events = self.edge_fits.iter().filter_map(|f| {
+            let json = serde_json::to_string(f).ok()?;
+            let stats = vec![text(fid, &json)];
+            Some((f.start_local_ns, f.end_local_ns - f.start_local_ns, XEvent { metadata_id: ev, stats, ..Default::default() }))
+        });
+        place(&mut line, events.collect());
+        p.lines.push(line);
         p
     }
 
@@ -373,11 +401,25 @@ impl DistprofPlaneData {
                 min_rtt_ns: g(stat::RTT)?,
             });
         }
+        // The fits are an optional input of merge's network solve: a damaged entry is left
+        // out (and said), never a reason to refuse the trace.
+        let mut edge_fits = Vec::new();
+        for e in line(LINE_FITS) {
+            let parsed = match ids.find(&e.stats, stat::FITS) {
+                Some(XStatValue::StrValue(json)) => serde_json::from_str::<NodeWindowFits>(json).ok(),
+                _ => None,
+            };
+            match parsed {
+                Some(f) if f.node == node && f.is_sane() => edge_fits.push(f),
+                _ => tracing::warn!("distprof plane of node {node}: an edge fit is damaged; left out of the network solve"),
+            }
+        }
         let text_stat = |n: &'static str| match plane_stat(n) {
             Some(XStatValue::StrValue(s)) => s.clone(),
             _ => String::new(),
         };
         Ok(Self {
+            session_id: text_stat(stat::SESSION),
             node,
             reference_node,
             hostname: text_stat(stat::HOSTNAME),
@@ -391,6 +433,7 @@ impl DistprofPlaneData {
             },
             snapshots,
             probe_stats,
+            edge_fits,
         })
     }
 }
@@ -441,6 +484,7 @@ mod tests {
     pub(crate) fn sample() -> DistprofPlaneData {
         let t0 = 1_763_000_000_123_456_789;
         DistprofPlaneData {
+            session_id: "s-test-1".into(),
             node: 2,
             reference_node: 0,
             hostname: "gpu-node-2".into(),
@@ -480,6 +524,27 @@ mod tests {
                 pairs_lost: 3,
                 min_rtt_ns: 23_456,
             }],
+            edge_fits: vec![NodeWindowFits {
+                version: crate::estimate::shared::SHARED_FITS_VERSION,
+                node: 2,
+                window_id: 1,
+                start_local_ns: t0 + 4_000_000_000,
+                end_local_ns: t0 + 8_000_000_000,
+                edges: vec![crate::estimate::SharedEdge {
+                    dst: 0,
+                    counts: Default::default(),
+                    fit_error: None,
+                    line: Some(crate::estimate::SharedLine {
+                        y_origin_ns: -1_234_000,
+                        gap_noise_ns: 12.5,
+                        slope: 3.5e-6,
+                        intercept_ns: 0.1 + 0.2,
+                        margin_ns: Some(1_500.75),
+                        fwd_lower: vec![[-1.9e9, 20_000.0], [1.9e9, 20_100.5]],
+                        rev_upper: vec![[-1.8e9, -19_000.0], [1.95e9, -19_050.25]],
+                    }),
+                }],
+            }],
         }
     }
 
@@ -499,6 +564,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(back, data);
+    }
+
+    /// The same contents give the same bytes, every time and after a round trip: the plane
+    /// the Python package appends can be compared byte for byte with the plugin's
+    /// (rust/distprof-py/tests/plane_identity.py relies on it).
+    #[test]
+    fn equal_contents_encode_to_equal_bytes() {
+        let data = sample();
+        let bytes = distprof_plane_bytes(&data);
+        for _ in 0..8 {
+            assert_eq!(distprof_plane_bytes(&data), bytes);
+        }
+        let back = DistprofPlaneData::from_xplane(&XPlane::decode(bytes.as_slice()).unwrap()).unwrap();
+        assert_eq!(distprof_plane_bytes(&back), bytes);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! `clock`) -> `ProbeRecord`s per `window` -> `estimate` -> `model` -> `jsonl` and the
 //! `distprof_plane` export into the trace (`xplane`).
 
-pub mod atomic_file;
+/// Whole-file writes (its own crate, shared with distprof-xla).
+pub use distprof_atomic_file as atomic_file;
 pub mod clock;
 pub mod config;
 pub mod context;
@@ -22,6 +23,7 @@ pub mod logging;
 pub mod model;
 pub mod plugin;
 pub mod probe;
+pub mod probe_run;
 pub mod record;
 pub mod rendezvous;
 pub mod snapshot;

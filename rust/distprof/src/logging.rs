@@ -2,6 +2,7 @@
 //! inside XLA it belongs to the user's program).
 
 use crate::config::fields::LOG_VAR;
+use crate::config::log_filter::parse_filter;
 use std::io::IsTerminal;
 use std::sync::Once;
 use tracing_subscriber::EnvFilter;
@@ -35,17 +36,6 @@ pub fn init_logging(filter: &str) {
             tracing::warn!("{note}");
         }
     });
-}
-
-/// Parses `tracing` filter directives with the blanks around each directive removed.
-///
-/// tracing-subscriber 0.3.23 parses a directive's trimmed text but slices the untrimmed
-/// one with those positions, so a blank before a non-ASCII character (`" [é]"`,
-/// `"info, é=debug"`) panics on a char boundary (found by the `config_env` fuzz target).
-/// Trimmed directives mean the same and parse without the mismatch.
-pub fn parse_filter(directives: &str) -> Result<EnvFilter, tracing_subscriber::filter::ParseError> {
-    let trimmed: Vec<&str> = directives.split(',').map(str::trim).collect();
-    EnvFilter::try_new(trimmed.join(","))
 }
 
 /// The directive in force and where it came from: the variable wins over the config.

@@ -26,11 +26,25 @@ pub struct ClockSegment {
 }
 
 impl ClockSegment {
-    /// Maps a host-clock time of this node onto the global timeline.
-    pub fn to_global_ns(&self, local_ns: i64) -> f64 {
-        let dt = (local_ns - self.mid_local_ns) as f64;
-        local_ns as f64 - self.offset_ns - self.drift_ppb * 1e-9 * dt
+    /// The correction `c(S) = offset + drift * (S - mid)` at host time `local_ns`: how far
+    /// S_i is ahead of G there. Finite for every i64 input (no overflow on hostile models).
+    pub fn correction_ns(&self, local_ns: i64) -> f64 {
+        self.offset_ns + self.drift_ppb * 1e-9 * ns_between(self.mid_local_ns, local_ns)
     }
+
+    /// Maps a host-clock time of this node onto the global timeline by this segment's line
+    /// alone (merge's `GlobalMap` interpolates between segments instead).
+    pub fn to_global_ns(&self, local_ns: i64) -> f64 {
+        // Subtracted term by term: the big epoch value rounds once, as the report has always
+        // computed it.
+        local_ns as f64 - self.offset_ns - self.drift_ppb * 1e-9 * ns_between(self.mid_local_ns, local_ns)
+    }
+}
+
+/// `b - a` in ns as f64, exact to an f64's precision for any two i64 times (the difference
+/// is taken in i128, so times near the i64 limits do not overflow).
+pub fn ns_between(a: i64, b: i64) -> f64 {
+    (b as i128 - a as i128) as f64
 }
 
 /// One node's piecewise clock model, segments ordered by `start_local_ns`.

@@ -13,6 +13,7 @@
 //! - rendezvous and probing: [`make_backend`], which returns [`backend::EngineBackend`].
 
 pub mod backend;
+pub mod fit_exchange;
 pub mod lease;
 pub mod node;
 pub mod trace;
@@ -59,6 +60,13 @@ pub trait Backend: Send {
     /// Where node `node`'s rendezvous stands; `None` for a node this process does not host.
     fn node_state(&self, _node: NodeId) -> Option<NodeState> {
         None
+    }
+    /// True once every probe thread of the last trace has ended (closed its last window,
+    /// fitted it, written its files). A host that exports after the profile is on disk (the
+    /// Python package) waits for this so the plane holds every window; XLA exports at
+    /// once and never asks.
+    fn probes_finished(&self) -> bool {
+        true
     }
 }
 
@@ -117,12 +125,14 @@ pub struct Plugin {
     state: &'static AtomicU8,
     load_config: ConfigLoader,
     backend: Mutex<Option<Box<dyn Backend>>>,
+    /// Why the plugin turned off, as logged (None while on, or after a clean [`Plugin::stop`]).
+    disabled_reason: Mutex<Option<String>>,
 }
 
 impl Plugin {
     /// `state` must start at [`STATE_UNINIT`] and belong to this plugin alone.
     pub const fn new(state: &'static AtomicU8, load_config: ConfigLoader) -> Self {
-        Self { state, load_config, backend: Mutex::new(None) }
+        Self { state, load_config, backend: Mutex::new(None), disabled_reason: Mutex::new(None) }
     }
 
     /// The hot path of every hook: true once the plugin is known to be off. Relaxed is
@@ -171,6 +181,35 @@ impl Plugin {
         guard.as_ref()?.node_state(node)
     }
 
+    /// True once the last trace's probe threads have all ended (see
+    /// [`Backend::probes_finished`]); true when the plugin is off. Never blocks on them.
+    pub fn probes_finished(&'static self) -> bool {
+        if self.is_off() {
+            return true;
+        }
+        let guard = self.lock_initialised();
+        guard.as_ref().is_none_or(|b| b.probes_finished())
+    }
+
+    /// The one log line's reason, once the plugin turned itself off on a failure.
+    pub fn disabled_reason(&self) -> Option<String> {
+        self.disabled_reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Turns the plugin off because its host asked (the Python package's `stop()`): the
+    /// backend is dropped as in [`Plugin::disable`], logged at info, not as a failure.
+    pub fn stop(&self) {
+        let previous = self.state.swap(DISABLED, Ordering::AcqRel);
+        let backend = match self.backend.lock() {
+            Ok(mut guard) => guard.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        drop(backend);
+        if previous == ENABLED {
+            tracing::info!("distprof stopped");
+        }
+    }
+
     /// Turns the plugin off for the rest of the process and says why, once. Threads the
     /// backend owns are told to stop when it is dropped; none of them is joined here.
     pub fn disable(&self, hook: &str, reason: &str) {
@@ -182,7 +221,9 @@ impl Plugin {
         };
         drop(backend);
         if previous != DISABLED {
-            tracing::error!("distprof disabled for the rest of this process: {hook}: {reason}");
+            let line = format!("{hook}: {reason}");
+            tracing::error!("distprof disabled for the rest of this process: {line}");
+            *self.disabled_reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(line);
         }
     }
 
@@ -224,6 +265,8 @@ impl Plugin {
                 Err(err) => {
                     self.state.store(DISABLED, Ordering::Release);
                     tracing::error!("distprof disabled: configuration: {err}");
+                    *self.disabled_reason.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(format!("configuration: {err}"));
                 }
             }
         }

@@ -23,3 +23,11 @@ pub struct ProbeRecord {
     /// Reverse pair, receive times in src's clock.
     pub rev_rx_ns: [i64; 2],
 }
+
+impl ProbeRecord {
+    /// Round trip of the first packet of each pair, without the peer's turnaround: what the
+    /// path costs both ways, whatever the two clocks' offset.
+    pub fn round_trip_ns(&self) -> i64 {
+        (self.rev_rx_ns[0] - self.fwd_tx_ns[0]) - (self.rev_tx_ns[0] - self.fwd_rx_ns[0])
+    }
+}

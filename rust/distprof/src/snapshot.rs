@@ -6,6 +6,7 @@
 //! most half its recorded `read_window_ns`. R -> S is then fitted piecewise-linearly
 //! (least squares per run of consecutive pairs) and every fit keeps its residuals.
 
+use crate::clock::realtime_ns;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,24 +30,10 @@ pub struct SnapshotPair {
     pub read_window_ns: i64,
 }
 
-/// Current CLOCK_REALTIME in ns: the host clock S, the clock XLA's profiler stamps host
-/// events with (`EnvTime::NowNanos`).
-pub fn host_clock_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own; CLOCK_REALTIME always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    #[allow(clippy::unnecessary_cast)] // time_t is not i64 on every target
-    let ns = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
-    ns
-}
-
 /// The tracer clock of standalone mode (no GPU, no XLA): the host clock itself, so the fit
 /// is the identity up to read noise.
 pub fn host_tracer_clock() -> u64 {
-    host_clock_ns() as u64
+    realtime_ns() as u64
 }
 
 /// Takes one pair: `best_of` bracketed reads (at least 1), keeping the narrowest.
@@ -104,7 +91,7 @@ impl SnapshotSampler {
             .name("distprof-snapshot".into())
             .spawn(move || {
                 while !stop2.load(Ordering::Acquire) {
-                    let p = sample_pair(best_of, &host_clock_ns, &read_r);
+                    let p = sample_pair(best_of, &realtime_ns, &read_r);
                     if let Ok(mut v) = pairs2.lock() {
                         v.push(p);
                     }
@@ -123,7 +110,7 @@ impl SnapshotSampler {
     pub fn stop(mut self, best_of: u32, read_r: fn() -> u64) -> Vec<SnapshotPair> {
         self.halt();
         let mut v = std::mem::take(&mut *self.pairs.lock().unwrap_or_else(|e| e.into_inner()));
-        v.push(sample_pair(best_of, &host_clock_ns, &read_r));
+        v.push(sample_pair(best_of, &realtime_ns, &read_r));
         v
     }
 

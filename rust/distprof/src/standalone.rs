@@ -5,17 +5,17 @@
 use crate::clock::{realtime_ns, VirtualClock};
 use crate::config::Config;
 use crate::context::{NodeId, RunContext};
-use crate::jsonl::{JsonlWriter, Meta};
-use crate::estimate::node_edges::{EdgeFit, NodeEdgeEstimator};
 use crate::estimate::EstimatorSettings;
-use crate::probe::{gap_preserved, Engine, EngineParams, EngineStats, PurityFn};
-use crate::timestamp::{StampMode, StampedSocket};
+use crate::probe::{gap_preserved, EngineStats, PurityFn};
+use crate::probe_run::{run_probing, FittedWindow, ProbeRunError, ProbeRunSetup};
+use crate::timestamp::StampMode;
+use crate::window::EdgeFit;
 use serde::{Deserialize, Serialize};
 use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest a node waits for an agreed start time; a start further away is a mistake.
 const MAX_START_WAIT: Duration = Duration::from_secs(60);
@@ -106,27 +106,9 @@ fn check(ctx: &RunContext, node: NodeId, config: &Config) -> Result<(), Standalo
             return Err(StandaloneError::Context(format!("out_edges[{i}] contains {p}, not a peer of node {i}")));
         }
     }
-    if config.probe_cadence_us == 0 {
-        return Err(StandaloneError::Config("probe_cadence_us = 0; set it to the probe interval, e.g. 20000".into()));
-    }
-    if config.packet_spacing_us.saturating_mul(4) > config.probe_cadence_us {
-        return Err(StandaloneError::Config(format!(
-            "packet_spacing_us = {} leaves no room in probe_cadence_us = {}; keep the pair gap under a quarter of the cadence",
-            config.packet_spacing_us, config.probe_cadence_us
-        )));
-    }
-    if !(config.probe_window_s.is_finite() && config.probe_window_s >= 0.1) {
-        return Err(StandaloneError::Config(format!(
-            "probe_window_s = {}; use a window of at least 0.1 s, e.g. 4",
-            config.probe_window_s
-        )));
-    }
-    if config.handshake_timeout_ms < 20 {
-        return Err(StandaloneError::Config(format!(
-            "handshake_timeout_ms = {}; use at least 20 ms",
-            config.handshake_timeout_ms
-        )));
-    }
+    // The one validation every entry point shares (`distprof config check`, `run`, the
+    // plugin): a config that loads is a config that runs.
+    crate::config::validate_config(config).map_err(|errors| StandaloneError::Config(errors.one_line()))?;
     Ok(())
 }
 
@@ -140,11 +122,7 @@ pub fn run_node(
     opts: &NodeOptions,
 ) -> Result<NodeSummary, StandaloneError> {
     check(ctx, node, config)?;
-    let sock = StampedSocket::new(socket, config.timestamping).map_err(StandaloneError::Socket)?;
-    let mode = sock.mode();
-    let timestamp_note = sock.hardware_note.clone();
     let peers = &ctx.out_edges[node as usize];
-    let params = EngineParams::for_node(ctx, node, config, opts.clock, opts.purity);
     if let Some(start) = opts.start_at_real_ns {
         let wait_ns = start - realtime_ns();
         if wait_ns > MAX_START_WAIT.as_nanos() as i64 {
@@ -159,13 +137,7 @@ pub fn run_node(
         }
     }
     let start_local_ns = opts.clock.apply(realtime_ns());
-    let meta = Meta {
-        virtual_clock: (opts.clock != VirtualClock::IDENTITY).then_some(opts.clock),
-        ..Meta::for_node(ctx, node, mode, timestamp_note, start_local_ns, config)
-    };
-    let mut writer = JsonlWriter::create(std::path::Path::new(&config.output_dir), &meta).map_err(StandaloneError::Io)?;
-    tracing::info!(node, ?mode, peers = ?peers, "probing for {:?}", opts.duration);
-    let engine = Engine::new(params, sock);
+    let setup = ProbeRunSetup { ctx, node, config, clock: opts.clock, purity: opts.purity, start_local_ns };
     let never = AtomicBool::new(false);
     let stop = opts.stop.as_deref().unwrap_or(&never);
     let mut up_at_end = vec![true; peers.len()];
@@ -173,9 +145,13 @@ pub fn run_node(
     let mut min_round_trip: Vec<Option<i64>> = vec![None; peers.len()];
     let mut last_fit: Vec<Option<(u64, i64, EdgeFit)>> = vec![None; peers.len()];
     let settings = EstimatorSettings::from_config(config);
-    let mut model = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
-    let stats = engine
-        .run(Instant::now() + opts.duration, stop, &mut writer, &mut |w| {
+    let outcome = run_probing(
+        setup,
+        socket,
+        opts.duration,
+        stop,
+        &mut |mode| tracing::info!(node, ?mode, peers = ?peers, "probing for {:?}", opts.duration),
+        &mut |FittedWindow { window: w, .. }| {
             for (i, e) in w.edges.iter().enumerate() {
                 up_at_end[i] = e.up;
                 totals[i].0 += e.complete;
@@ -183,20 +159,25 @@ pub fn run_node(
             }
             for r in &w.records {
                 if let Some(i) = peers.iter().position(|&p| p == r.dst) {
-                    let rtt = (r.rev_rx_ns[0] - r.fwd_tx_ns[0]) - (r.rev_tx_ns[0] - r.fwd_rx_ns[0]);
+                    let rtt = r.round_trip_ns();
                     min_round_trip[i] = Some(min_round_trip[i].map_or(rtt, |m| m.min(rtt)));
                 }
             }
             // The online model: this node's edge fits, in the window line itself.
-            let m = model.window(w);
-            for f in &m.edges {
-                if let (Some(i), Some(_)) = (peers.iter().position(|&p| p == f.dst), f.theta_ns) {
-                    last_fit[i] = Some((w.window_id, m.mid_local_ns, f.clone()));
+            if let Some(m) = &w.model {
+                for f in &m.edges {
+                    if let (Some(i), Some(_)) = (peers.iter().position(|&p| p == f.dst), f.theta_ns) {
+                        last_fit[i] = Some((w.window_id, m.mid_local_ns, f.clone()));
+                    }
                 }
             }
-            w.model = serde_json::to_value(&m).ok();
-        })
-        .map_err(StandaloneError::Io)?;
+        },
+    )
+    .map_err(|e| match e {
+        ProbeRunError::Socket(e) => StandaloneError::Socket(e),
+        ProbeRunError::Output(e) | ProbeRunError::Engine(e) => StandaloneError::Io(e),
+    })?;
+    let (mode, stats) = (outcome.mode, outcome.stats);
     let end_local_ns = opts.clock.apply(realtime_ns());
     let edges = peers
         .iter()
@@ -216,11 +197,98 @@ pub fn run_node(
     Ok(NodeSummary {
         node,
         timestamp_mode: mode,
-        jsonl_path: writer.path().to_path_buf(),
+        jsonl_path: outcome.jsonl_path,
         start_local_ns,
         end_local_ns,
         stats,
         edges,
         estimator: settings.estimator,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{self, fields};
+    use crate::context::NodeInfo;
+    use std::path::{Path, PathBuf};
+
+    fn one_node() -> RunContext {
+        RunContext::without_rendezvous(
+            "agree",
+            1,
+            vec![NodeInfo { node: 0, probe_addr: "127.0.0.1:9".parse().unwrap(), hostname: "h".into() }],
+            vec![vec![]],
+        )
+    }
+
+    /// The configs to judge: every preset, and a grid over the fields of the combination
+    /// rules around their edges (spacing at and past a quarter of the cadence, the
+    /// handshake at the old 20 ms rule and at two cadences, windows at 20 probes).
+    fn configs() -> Vec<(String, Config)> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/configs");
+        let mut out: Vec<(String, Config)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .map(|p| (p.display().to_string(), config::check_file(&p).unwrap()))
+            .collect();
+        assert_eq!(out.len(), 4, "the four presets");
+        for cadence in [1_000u64, 4_000, 40_000, 750_000, 1_000_000] {
+            for spacing in [1u64, 250, 251, 1_000, 10_000, 10_001, 39_999, 40_000] {
+                for handshake in [10u64, 19, 20, 80, 2_000, 600_001] {
+                    for window in [0.1f64, 0.5, 15.0] {
+                        let c = Config {
+                            probe_cadence_us: cadence,
+                            packet_spacing_us: spacing,
+                            handshake_timeout_ms: handshake,
+                            probe_window_s: window,
+                            ..Config::default()
+                        };
+                        out.push((format!("cadence {cadence} spacing {spacing} handshake {handshake} window {window}"), c));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The config as the environment variables the plugin and `distprof run` read.
+    fn as_env(c: &Config) -> std::collections::HashMap<String, String> {
+        c.to_json_map()
+            .into_iter()
+            .map(|(name, value)| {
+                let var = fields::by_name(&name).unwrap().env.to_string();
+                let text = match value {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                (var, text)
+            })
+            .collect()
+    }
+
+    /// One validation: `distprof config check` (a file), `distprof run` and the plugin (the
+    /// environment), code-built configs and the standalone node all accept exactly the same
+    /// configurations.
+    #[test]
+    fn every_entry_point_accepts_exactly_the_same_configs() {
+        let ctx = one_node();
+        let (mut accepted, mut refused) = (0, 0);
+        for (name, c) in configs() {
+            let file = config::check_text(&PathBuf::from("f.json"), &serde_json::to_string(&c).unwrap()).is_ok();
+            let env = as_env(&c);
+            let environment = config::load(&|var| env.get(var).cloned()).is_ok();
+            let built = config::validate_config(&c).is_ok();
+            let node = check(&ctx, 0, &c).is_ok();
+            assert_eq!([file, environment, built], [node; 3], "{name}: file, environment, built vs node");
+            if node {
+                accepted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        // The grid straddles the rules: both outcomes occur often.
+        assert!(accepted > 100 && refused > 100, "{accepted} accepted, {refused} refused");
+    }
 }

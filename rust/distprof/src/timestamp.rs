@@ -19,6 +19,7 @@ use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
+use crate::wire::PACKET_LEN;
 
 /// The timestamping actually in force on a socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +104,8 @@ pub struct StampedSocket {
     next_tx_id: u32,
     /// User mode: the send times, handed out by `drain_tx_stamps` like kernel stamps.
     user_tx: VecDeque<(u32, i64)>,
+    /// Buffers of `recv_batch` and `drain_tx_stamps`: one `recvmmsg` reads many datagrams.
+    batch: RecvBatch,
     pub stats: StampStats,
     /// Why hardware stamping was not used (for the meta line), if it was tried.
     pub hardware_note: String,
@@ -161,7 +164,15 @@ impl StampedSocket {
 
     /// A socket whose timestamping is already set up as `mode` says.
     fn with_mode(sock: UdpSocket, mode: StampMode, hardware_note: String) -> StampedSocket {
-        StampedSocket { sock, mode, next_tx_id: 0, user_tx: VecDeque::new(), stats: StampStats::default(), hardware_note }
+        StampedSocket {
+            sock,
+            mode,
+            next_tx_id: 0,
+            user_tx: VecDeque::new(),
+            batch: RecvBatch::new(),
+            stats: StampStats::default(),
+            hardware_note,
+        }
     }
 
     /// Kernel receive stamps only (no transmit stamps, so no error queue to drain): for a
@@ -204,8 +215,67 @@ impl StampedSocket {
         Ok(id)
     }
 
+    /// Sends every datagram of `pkts` (`sendmmsg`, one system call for the lot) and
+    /// pushes, for each in order, the id of its transmit stamp (as `send_to`) or `None`
+    /// when that one could not be sent. In user-space mode each is sent on its own, so that
+    /// every send time is taken right before its own send.
+    pub fn send_batch(&mut self, pkts: &[([u8; PACKET_LEN], SocketAddr)], ids: &mut Vec<Option<u32>>) {
+        if self.mode == StampMode::User {
+            for (buf, to) in pkts {
+                ids.push(self.send_to(buf, *to).ok());
+            }
+            return;
+        }
+        for chunk in pkts.chunks(RECV_BATCH) {
+            self.send_chunk(chunk, ids);
+        }
+    }
+
+    /// `send_batch` of at most `RECV_BATCH` datagrams, with its headers on the stack.
+    fn send_chunk(&mut self, pkts: &[([u8; PACKET_LEN], SocketAddr)], ids: &mut Vec<Option<u32>>) {
+        let mut addrs: [(libc::sockaddr_storage, libc::socklen_t); RECV_BATCH] =
+            // SAFETY: all-zero is a valid sockaddr_storage (unused slots).
+            std::array::from_fn(|i| pkts.get(i).map_or_else(|| (unsafe { zeroed() }, 0), |p| std_to_sockaddr(p.1)));
+        let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|i| libc::iovec {
+            iov_base: pkts.get(i).map_or(std::ptr::null_mut(), |p| p.0.as_ptr() as *mut libc::c_void),
+            iov_len: PACKET_LEN,
+        });
+        // SAFETY: all-zero is a valid mmsghdr; every pointer set below outlives the call.
+        let mut msgs: [libc::mmsghdr; RECV_BATCH] = unsafe { zeroed() };
+        for ((m, iov), (addr, len)) in msgs.iter_mut().zip(iovs.iter_mut()).zip(addrs.iter_mut()) {
+            m.msg_hdr.msg_name = addr as *mut _ as *mut libc::c_void;
+            m.msg_hdr.msg_namelen = *len;
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        let fd = self.sock.as_raw_fd();
+        let mut at = 0;
+        while at < pkts.len() {
+            let rest = &mut msgs[at..pkts.len()];
+            // SAFETY: `rest` is a slice of initialised mmsghdr pointing at live buffers.
+            let r = unsafe { libc::sendmmsg(fd, rest.as_mut_ptr(), rest.len() as libc::c_uint, 0) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // The first of the rest failed (a full buffer, an unreachable peer): that
+                // one is lost, the others are still tried.
+                tracing::debug!("send to {} failed: {e}", pkts[at].1);
+                ids.push(None);
+                at += 1;
+                continue;
+            }
+            for _ in 0..r {
+                ids.push(Some(self.next_tx_id));
+                self.next_tx_id = self.next_tx_id.wrapping_add(1);
+            }
+            at += r as usize;
+        }
+    }
+
     /// Moves every transmit stamp available now into `out` as (id, real ns). Reads the
-    /// error queue until it is empty.
+    /// error queue until it is empty, many stamps per system call.
     pub fn drain_tx_stamps(&mut self, out: &mut Vec<(u32, i64)>) {
         if self.mode == StampMode::User {
             out.extend(self.user_tx.drain(..));
@@ -213,14 +283,18 @@ impl StampedSocket {
         }
         let fd = self.sock.as_raw_fd();
         loop {
-            let mut data = [0u8; 64];
-            match recvmsg_stamped(fd, &mut data, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT, self.mode) {
-                Ok(msg) => {
-                    if let (Some(id), Some(ns)) = (msg.ts_id, msg.stamp_ns) {
-                        self.stats.tx_stamps += 1;
-                        out.push((id, ns));
-                    } else {
-                        self.stats.tx_unmatched += 1;
+            match self.batch.recv(fd, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT, self.mode) {
+                Ok(n) => {
+                    for msg in &self.batch.msgs[..n] {
+                        if let (Some(id), Some(ns)) = (msg.ts_id, msg.stamp_ns) {
+                            self.stats.tx_stamps += 1;
+                            out.push((id, ns));
+                        } else {
+                            self.stats.tx_unmatched += 1;
+                        }
+                    }
+                    if n < RECV_BATCH {
+                        return;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -231,6 +305,43 @@ impl StampedSocket {
                 }
             }
         }
+    }
+
+    /// Reads the datagrams queued now, up to `RECV_BATCH` in one system call
+    /// (non-blocking); returns how many, 0 when none. `received(i)` hands out each; call
+    /// again until it returns 0.
+    pub fn recv_batch(&mut self) -> io::Result<usize> {
+        let fd = self.sock.as_raw_fd();
+        loop {
+            match self.batch.recv(fd, libc::MSG_DONTWAIT, self.mode) {
+                Ok(n) => {
+                    for msg in &mut self.batch.msgs[..n] {
+                        if self.mode != StampMode::User && msg.stamp_ns.is_none() {
+                            self.stats.rx_missing_stamp += 1;
+                        }
+                        if self.mode == StampMode::User {
+                            msg.stamp_ns = None;
+                        }
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // As in `try_recv`: an earlier send's ICMP error says nothing of this socket.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Datagram `i` of the last `recv_batch` (`i` below what it returned): its bytes
+    /// (cut at `SLOT_LEN`, so an oversized one still shows a wrong length) and its
+    /// receive time in the socket's mode. `None` for one without a sender address.
+    pub fn received(&self, i: usize) -> Option<(&[u8], Received)> {
+        let msg = &self.batch.msgs[i];
+        let from = msg.from?;
+        let rx_real_ns = msg.stamp_ns.unwrap_or(msg.user_ns);
+        Some((&self.batch.data[i][..msg.len.min(SLOT_LEN)], Received { len: msg.len, from, rx_real_ns }))
     }
 
     /// Receives one datagram if one is queued (non-blocking).
@@ -422,33 +533,135 @@ fn recvmsg_stamped(fd: i32, buf: &mut [u8], flags: i32, mode: StampMode) -> io::
         // SAFETY: the kernel wrote a sockaddr of msg_namelen bytes.
         out.from = unsafe { sockaddr_to_std(&addr) };
     }
-    // SAFETY: iterating the control messages the kernel wrote, with the libc macros.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            let c = &*cmsg;
-            let data = libc::CMSG_DATA(cmsg);
-            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SO_TIMESTAMPING {
-                let ts = std::ptr::read_unaligned(data as *const [libc::timespec; 3]);
-                let sw = ts[0].tv_sec as i64 * 1_000_000_000 + ts[0].tv_nsec as i64;
-                let hw = ts[2].tv_sec as i64 * 1_000_000_000 + ts[2].tv_nsec as i64;
-                // In hardware mode a packet the NIC did not stamp still has the software one.
-                let pick = if mode == StampMode::Hardware && hw != 0 { hw } else { sw };
-                if pick != 0 {
-                    out.stamp_ns = Some(pick);
-                }
-            } else if (c.cmsg_level == libc::SOL_IP && c.cmsg_type == libc::IP_RECVERR)
-                || (c.cmsg_level == libc::SOL_IPV6 && c.cmsg_type == libc::IPV6_RECVERR)
-            {
-                let ee = std::ptr::read_unaligned(data as *const SockExtendedErr);
-                if ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
-                    out.ts_id = Some(ee.ee_data);
-                }
+    // SAFETY: the kernel filled msg's control buffer in the call above.
+    (out.stamp_ns, out.ts_id) = unsafe { parse_control(&msg, mode) };
+    Ok(out)
+}
+
+/// The stamp and the error-queue id in the control messages of a received `msg`.
+///
+/// # Safety
+/// `msg` must be the header of a completed `recvmsg`/`recvmmsg`, its control buffer alive.
+unsafe fn parse_control(msg: &libc::msghdr, mode: StampMode) -> (Option<i64>, Option<u32>) {
+    let (mut stamp_ns, mut ts_id) = (None, None);
+    let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+    while !cmsg.is_null() {
+        let c = &*cmsg;
+        let data = libc::CMSG_DATA(cmsg);
+        if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SO_TIMESTAMPING {
+            let ts = std::ptr::read_unaligned(data as *const [libc::timespec; 3]);
+            let sw = ts[0].tv_sec as i64 * 1_000_000_000 + ts[0].tv_nsec as i64;
+            let hw = ts[2].tv_sec as i64 * 1_000_000_000 + ts[2].tv_nsec as i64;
+            // In hardware mode a packet the NIC did not stamp still has the software one.
+            let pick = if mode == StampMode::Hardware && hw != 0 { hw } else { sw };
+            if pick != 0 {
+                stamp_ns = Some(pick);
             }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        } else if (c.cmsg_level == libc::SOL_IP && c.cmsg_type == libc::IP_RECVERR)
+            || (c.cmsg_level == libc::SOL_IPV6 && c.cmsg_type == libc::IPV6_RECVERR)
+        {
+            let ee = std::ptr::read_unaligned(data as *const SockExtendedErr);
+            if ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
+                ts_id = Some(ee.ee_data);
+            }
+        }
+        cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+    }
+    (stamp_ns, ts_id)
+}
+
+/// Most datagrams (or error-queue stamps) one `recvmmsg` reads: a tick's burst at the
+/// default out-degree (8 probers x 2 forward + 8 peers x 3 reverse packets) in two calls.
+pub const RECV_BATCH: usize = 32;
+/// Bytes kept of each datagram: any probe packet fits, and anything cut here still
+/// shows a length other than `PACKET_LEN`.
+const SLOT_LEN: usize = 128;
+/// Control bytes per datagram (u64 words, aligned for cmsghdr): an `SO_TIMESTAMPING`
+/// message (64 bytes) and an IPv6 `RECVERR` one (64 bytes) with room to spare.
+const CONTROL_WORDS: usize = 40;
+
+/// Buffers for one `recvmmsg` of up to `RECV_BATCH` datagrams, allocated once per socket.
+struct RecvBatch {
+    data: Box<[[u8; SLOT_LEN]; RECV_BATCH]>,
+    control: Box<[[u64; CONTROL_WORDS]; RECV_BATCH]>,
+    addrs: Box<[libc::sockaddr_storage; RECV_BATCH]>,
+    msgs: Vec<RawMsg>,
+}
+
+impl RecvBatch {
+    fn new() -> RecvBatch {
+        RecvBatch {
+            data: Box::new([[0; SLOT_LEN]; RECV_BATCH]),
+            control: Box::new([[0; CONTROL_WORDS]; RECV_BATCH]),
+            // SAFETY: all-zero is a valid sockaddr_storage.
+            addrs: Box::new(unsafe { zeroed() }),
+            msgs: Vec::with_capacity(RECV_BATCH),
         }
     }
-    Ok(out)
+
+    /// One `recvmmsg` with `flags`; returns how many messages it read (into `msgs`).
+    fn recv(&mut self, fd: i32, flags: i32, mode: StampMode) -> io::Result<usize> {
+        let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|i| libc::iovec {
+            iov_base: self.data[i].as_mut_ptr() as *mut libc::c_void,
+            iov_len: SLOT_LEN,
+        });
+        // SAFETY: all-zero is a valid mmsghdr.
+        let mut hdrs: [libc::mmsghdr; RECV_BATCH] = unsafe { zeroed() };
+        for (i, (h, iov)) in hdrs.iter_mut().zip(iovs.iter_mut()).enumerate() {
+            h.msg_hdr.msg_name = &mut self.addrs[i] as *mut _ as *mut libc::c_void;
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = self.control[i].as_mut_ptr() as *mut libc::c_void;
+            h.msg_hdr.msg_controllen = size_of::<[u64; CONTROL_WORDS]>() as _;
+        }
+        // SAFETY: every header points at live buffers of the declared sizes.
+        let n = unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), RECV_BATCH as libc::c_uint, flags, std::ptr::null_mut()) };
+        let user_ns = crate::clock::realtime_ns();
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.msgs.clear();
+        for (i, h) in hdrs[..n as usize].iter().enumerate() {
+            let mut m = RawMsg { len: h.msg_len as usize, from: None, stamp_ns: None, ts_id: None, user_ns };
+            if h.msg_hdr.msg_namelen > 0 {
+                // SAFETY: the kernel wrote a sockaddr of msg_namelen bytes.
+                m.from = unsafe { sockaddr_to_std(&self.addrs[i]) };
+            }
+            // SAFETY: the kernel filled this header's control buffer in the call above.
+            (m.stamp_ns, m.ts_id) = unsafe { parse_control(&h.msg_hdr, mode) };
+            self.msgs.push(m);
+        }
+        Ok(n as usize)
+    }
+}
+
+/// `addr` as a C socket address and its length.
+fn std_to_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage; we write one sockaddr_in(6) into it,
+    // which it is large and aligned enough to hold.
+    unsafe {
+        let mut ss: libc::sockaddr_storage = zeroed();
+        let len = match addr {
+            SocketAddr::V4(a) => {
+                let sin = &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in);
+                sin.sin_family = libc::AF_INET as libc::sa_family_t;
+                sin.sin_port = a.port().to_be();
+                sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+                size_of::<libc::sockaddr_in>()
+            }
+            SocketAddr::V6(a) => {
+                let sin6 = &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6);
+                sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                sin6.sin6_port = a.port().to_be();
+                sin6.sin6_addr.s6_addr = a.ip().octets();
+                sin6.sin6_flowinfo = a.flowinfo();
+                sin6.sin6_scope_id = a.scope_id();
+                size_of::<libc::sockaddr_in6>()
+            }
+        };
+        (ss, len as libc::socklen_t)
+    }
 }
 
 /// # Safety
@@ -534,6 +747,63 @@ mod tests {
         }
         assert_eq!(a.stats.tx_unmatched, 0);
         assert_eq!(b.stats.rx_missing_stamp, 0);
+    }
+
+    /// The batched paths (`send_batch`, `recv_batch`, the batched error-queue read) over
+    /// more datagrams than one batch holds: every id once, every stamp in order.
+    fn exchange_batched(mode: TimestampMode) {
+        let (mut a, mut b) = pair(mode);
+        let to = b.local_addr().unwrap();
+        let n = 3 * RECV_BATCH + 5;
+        let pkts: Vec<([u8; PACKET_LEN], SocketAddr)> = (0..n).map(|i| ([i as u8; PACKET_LEN], to)).collect();
+        let before = crate::clock::realtime_ns();
+        let mut ids = Vec::new();
+        a.send_batch(&pkts, &mut ids);
+        assert_eq!(ids, (0..n as u32).map(Some).collect::<Vec<_>>());
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let mut got = Vec::new();
+        while got.len() < n && std::time::Instant::now() < deadline {
+            b.wait(Duration::from_millis(10)).unwrap();
+            let k = b.recv_batch().unwrap();
+            for i in 0..k {
+                let (bytes, r) = b.received(i).unwrap();
+                assert_eq!((bytes.len(), r.len, r.from), (PACKET_LEN, PACKET_LEN, a.local_addr().unwrap()));
+                got.push((bytes[0], r.rx_real_ns));
+            }
+        }
+        assert_eq!(got.iter().map(|g| g.0 as usize).collect::<Vec<_>>(), (0..n).collect::<Vec<_>>());
+        let mut stamps = Vec::new();
+        while stamps.len() < n && std::time::Instant::now() < deadline {
+            a.drain_tx_stamps(&mut stamps);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(stamps.iter().map(|s| s.0).collect::<Vec<_>>(), (0..n as u32).collect::<Vec<_>>());
+        for (i, &(_, tx)) in stamps.iter().enumerate() {
+            assert!(tx >= before && got[i].1 >= tx, "datagram {i}: tx {tx}, rx {}", got[i].1);
+        }
+        assert_eq!(a.stats.tx_unmatched, 0);
+        assert_eq!(b.stats.rx_missing_stamp, 0);
+    }
+
+    #[test]
+    fn batched_kernel_stamps_match_every_send_by_id() {
+        exchange_batched(TimestampMode::Kernel);
+    }
+
+    #[test]
+    fn batched_user_stamps_work_the_same_way() {
+        exchange_batched(TimestampMode::User);
+    }
+
+    #[test]
+    fn oversized_datagram_shows_its_wrong_length() {
+        let (a, mut b) = pair(TimestampMode::Kernel);
+        a.sock.send_to(&[7u8; 1000], b.local_addr().unwrap()).unwrap();
+        b.wait(Duration::from_secs(2)).unwrap();
+        assert_eq!(b.recv_batch().unwrap(), 1);
+        let (bytes, r) = b.received(0).unwrap();
+        assert_eq!((bytes.len(), r.len), (SLOT_LEN, SLOT_LEN));
+        assert_ne!(r.len, PACKET_LEN);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! counted as `sent` in the window it was sent, and as `complete` or `lost` in the window
 //! in which its fate was decided; its record goes with the window that completed it.
 
+use crate::config::EstimatorKind;
 use crate::context::NodeId;
 use crate::record::ProbeRecord;
 use serde::{Deserialize, Serialize};
@@ -46,10 +47,37 @@ pub struct ClosedWindow {
     /// fwd_rx1, rev_tx0, rev_tx1, rev_rx0, rev_rx1]`: compact, one line per window.
     #[serde(with = "compact_records")]
     pub records: Vec<ProbeRecord>,
-    /// The online model (`estimate::node_edges::WindowModel`): this node's edge fits,
-    /// filled in by `standalone::run_node` before the line is written.
+    /// The online model: this node's edge fits, filled in by the node's per-window hook
+    /// (`estimate::node_edges::NodeEdgeEstimator`) before the line is written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<serde_json::Value>,
+    pub model: Option<WindowModel>,
+}
+
+/// The `model` field of a window line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowModel {
+    pub estimator: EstimatorKind,
+    /// The window midpoint in this node's clock: where every `theta_ns` holds.
+    pub mid_local_ns: i64,
+    pub edges: Vec<EdgeFit>,
+}
+
+/// One out-edge's line this window. theta = S_dst - S_src (how far the peer's clock is
+/// ahead of this node's) at `mid_local_ns`, and its rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EdgeFit {
+    pub dst: NodeId,
+    pub fwd_pure: u64,
+    pub rev_pure: u64,
+    /// Why there is no line (`too_few_points`, `degenerate`, `solver`); absent with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_error: Option<String>,
+    pub theta_ns: Option<f64>,
+    pub theta_rate_ppb: Option<f64>,
+    /// Smallest distance of a pure point to the line (negative: the sets overlap).
+    pub margin_ns: Option<f64>,
+    /// Data-derived half width of the interval the true theta lies in at the midpoint.
+    pub uncertainty_ns: Option<f64>,
 }
 
 mod compact_records {

@@ -4,7 +4,7 @@
 //! numbers of `tsl/profiler/protobuf/xplane.proto` (see `reference/formats.md` §1). Unknown
 //! fields are dropped on decode; every field XProf reads is declared.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// One host's (one process's) profile.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -28,10 +28,12 @@ pub struct XPlane {
     pub name: String,
     #[prost(message, repeated, tag = "3")]
     pub lines: Vec<XLine>,
-    #[prost(map = "int64, message", tag = "4")]
-    pub event_metadata: HashMap<i64, XEventMetadata>,
-    #[prost(map = "int64, message", tag = "5")]
-    pub stat_metadata: HashMap<i64, XStatMetadata>,
+    // Ordered maps: the same plane always encodes to the same bytes (a hash map's order
+    // differs between instances), so outputs are reproducible and comparable byte for byte.
+    #[prost(btree_map = "int64, message", tag = "4")]
+    pub event_metadata: BTreeMap<i64, XEventMetadata>,
+    #[prost(btree_map = "int64, message", tag = "5")]
+    pub stat_metadata: BTreeMap<i64, XStatMetadata>,
     #[prost(message, repeated, tag = "6")]
     pub stats: Vec<XStat>,
 }

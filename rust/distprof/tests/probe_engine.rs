@@ -108,9 +108,8 @@ fn three_nodes_probe_at_the_configured_cadence_and_gap() {
         let file = jsonl::read(&s.jsonl_path).unwrap();
         for w in &file.windows[..file.windows.len() - 1] {
             let m = w.model.as_ref().unwrap_or_else(|| panic!("node {} window {} has no model", s.node, w.window_id));
-            let edges = m["edges"].as_array().unwrap();
-            assert_eq!(edges.len(), 2, "{m}");
-            assert!(edges.iter().all(|e| e["theta_ns"].is_number()), "{m}");
+            assert_eq!(m.edges.len(), 2, "{m:?}");
+            assert!(m.edges.iter().all(|e| e.theta_ns.is_some()), "{m:?}");
         }
         for e in &s.edges {
             let fit = e.fit.as_ref().unwrap();
@@ -205,6 +204,11 @@ fn bad_datagrams_are_dropped_and_counted() {
     assert_eq!(dropped.get("wrong_token"), Some(&1));
     assert_eq!(dropped.get("wrong_dst"), Some(&1));
     assert_eq!(dropped.get("unexpected"), Some(&1));
+    // The run's summary carries the same counts, and their classes, for `local`'s table,
+    // `--json` and the report.
+    assert_eq!(sum.stats.dropped_by_reason, dropped);
+    let classes = distprof::probe::DropCounts::from_reasons(&sum.stats.dropped_by_reason);
+    assert_eq!((classes.foreign, classes.malformed), (3, 2), "{classes:?}");
 }
 
 /// User-space stamps, the fallback, run the same exchange and say so in the file.
@@ -235,7 +239,7 @@ fn user_space_stamps_are_the_working_fallback() {
         // there is says: zero offset (two processes on one clock) within the user error.
         for w in &f.windows {
             let m = w.model.as_ref().expect("model");
-            assert_eq!(m["edges"][0]["dst"], s.edges[0].dst, "{m}");
+            assert_eq!(m.edges[0].dst, s.edges[0].dst, "{m:?}");
         }
         if let Some(theta) = s.edges[0].fit.as_ref().and_then(|f| f.theta_ns) {
             assert!(theta.abs() < 200_000.0, "{theta}");

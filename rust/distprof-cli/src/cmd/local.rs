@@ -78,8 +78,8 @@ pub struct Args {
     #[arg(long, value_name = "NODE@SECONDS")]
     kill: Option<String>,
     /// Directory for the JSONL files (default: a new directory under the temp dir).
-    #[arg(long)]
-    output_dir: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
@@ -158,6 +158,20 @@ fn local_max_bound_ns(args: &Args, default_ns: u64) -> u64 {
     default_ns.saturating_add((2.0 * per_hop_us * 1e3).min(1e9) as u64)
 }
 
+/// Judges the configuration the flags make (window, cadence, out-degree, timeouts, bound)
+/// with the same rules as a configuration file, before any node, relay or file is made.
+fn check_flags(config: &Config) -> anyhow::Result<()> {
+    let text = serde_json::to_string(config)?;
+    let flags = std::path::Path::new("the flags of `distprof local`");
+    distprof::config::check_text(flags, &text).map_err(|e| {
+        anyhow::anyhow!(
+            "invalid flags (--window-s sets probe_window_s, --cadence-us probe_cadence_us, --out-degree \
+             probe_out_degree, --down-after-ms handshake_timeout_ms, --max-bound-ns max_bound_ns):\n{e}"
+        )
+    })?;
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let n = args.nodes;
     if n < 2 {
@@ -183,11 +197,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_bound_ns: args.max_bound_ns.unwrap_or_else(|| local_max_bound_ns(&args, defaults.max_bound_ns)),
         ..defaults
     };
-    let out_dir = match &args.output_dir {
+    check_flags(&config)?;
+    let out_dir = match &args.out {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("distprof-local-{}", std::process::id())),
     };
-    distprof::atomic_file::create_dir_all(&out_dir).with_context(|| format!("creating --output-dir `{}`", out_dir.display()))?;
+    distprof::atomic_file::create_dir_all(&out_dir).with_context(|| format!("creating --out `{}`", out_dir.display()))?;
     let config = Config { output_dir: out_dir.to_string_lossy().into_owned(), ..config };
 
     let addrs = free_loopback_addrs(n)?;
@@ -254,6 +269,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             });
         }
     }
+    // Datagrams the nodes dropped, over every window of every node.
+    let mut dropped_by_reason = std::collections::BTreeMap::new();
+    for w in files.iter().flat_map(|f| &f.file.windows) {
+        distprof::probe::drops::add_reasons(&mut dropped_by_reason, &w.dropped);
+    }
+    let drops = distprof::probe::DropCounts::from_reasons(&dropped_by_reason);
     let reference = config.reference_node;
     let verdict = local_truth::judge(&files, &clocks)?;
 
@@ -295,6 +316,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         fmt(verdict.p99_offset_error_ns, 1e3, 3),
         fmt(verdict.p99_drift_error_ppb, 1.0, 1),
     );
+    println!(
+        "datagrams dropped: {} ({} foreign, {} malformed, {} late or duplicate){}",
+        drops.total(),
+        drops.foreign,
+        drops.malformed,
+        drops.late_or_duplicate,
+        if dropped_by_reason.is_empty() { String::new() } else { format!("; by reason {dropped_by_reason:?}") }
+    );
     if !verdict.rejected_edges.is_empty() {
         println!("edges rejected by the network solve: {:?}", verdict.rejected_edges);
     }
@@ -332,6 +361,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "records_outside": verdict.records_outside,
             "probes_sent": sent,
             "probes_lost": lost,
+            "dropped": drops,
+            "dropped_by_reason": dropped_by_reason,
             "output_dir": out_dir,
         });
         println!("{obj}");

@@ -23,6 +23,11 @@ pub struct Args {
     allow_uncorrected: bool,
     #[command(flatten)]
     models: super::validate::ModelSource,
+    /// Merge although traces and models do not belong together (other sessions, another
+    /// host's plane, a profile outside the model's windows): for experts who know why.
+    /// Absurd model values are refused even so.
+    #[arg(long)]
+    force: bool,
     /// Print the merge report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -49,6 +54,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         chrome,
         allow_uncorrected: args.allow_uncorrected,
         models,
+        models_origin: args.models.origin()?,
+        force: args.force,
     };
     let start = std::time::Instant::now();
     let report = merge(&args.inputs, &opts, &mut |line| {

@@ -7,5 +7,6 @@ pub mod merge;
 pub mod report;
 pub mod run;
 pub mod simulate;
+pub mod spelling;
 pub mod validate;
 pub mod xla;

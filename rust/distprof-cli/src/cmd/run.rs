@@ -7,7 +7,7 @@
 use anyhow::{bail, Context as _};
 use distprof::config::Config;
 use distprof::context::RunContext;
-use distprof::kv::tcp::TcpStoreOptions;
+use distprof::kv::tcp::{ServerOptions, TcpStoreOptions};
 use distprof::kv::{KvStore, MemoryStore, TcpStore, TcpStoreServer};
 use distprof::rendezvous::{self, address, digest, launcher};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
@@ -79,17 +79,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     tracing::info!(%probe_addr, "probe socket bound");
 
     // Rank 0 serves the store and uses the served map directly.
+    let secret = store_secret()?;
     let server = match (placement.store_addr, placement.rank) {
-        (Some(addr), 0) => Some(serve_store(addr)?),
+        (Some(addr), 0) => Some(serve_store(addr, probe_addr.ip(), secret.clone())?),
         _ => None,
     };
     let client: Box<dyn KvStore> = match placement.store_addr {
         Some(addr) => {
+            // Every store call may take the whole rendezvous timeout: ranks start minutes
+            // apart on real clusters, and rank 0 may be the last to come up. The
+            // rendezvous bounds the total by the same deadline.
             let options = TcpStoreOptions {
-                op_timeout: timeout.min(Duration::from_secs(30)),
+                op_timeout: timeout,
                 ..TcpStoreOptions::default()
             };
-            Box::new(TcpStore::new(addr, options))
+            Box::new(TcpStore::with_secret(addr, options, secret.unwrap_or_default()))
         }
         None => Box::new(MemoryStore::new()),
     };
@@ -241,28 +245,46 @@ fn resolve(spec: &str, source: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("{source} `{spec}` resolves to no address"))
 }
 
-/// Serves the store on the rendezvous port. A loopback address is bound as given (runs on
-/// one machine stay private); any other is served on all local addresses of its family,
-/// because a host name often resolves on its own host to an address peers cannot reach
-/// (Debian maps it to 127.0.1.1) or to a NAT address that is not local at all.
-fn serve_store(addr: SocketAddr) -> anyhow::Result<TcpStoreServer> {
-    let bind = if addr.ip().is_loopback() {
-        addr
-    } else {
-        SocketAddr::new(
-            if addr.is_ipv4() {
-                IpAddr::from([0u8; 4])
-            } else {
-                IpAddr::from([0u16; 8])
-            },
-            addr.port(),
-        )
+/// The variable that holds the store secret, for clusters whose rendezvous port is
+/// reachable by others: every rank must set the same value.
+const STORE_SECRET_VAR: &str = "DISTPROF_STORE_SECRET";
+
+fn store_secret() -> anyhow::Result<Option<String>> {
+    let Some(value) = std::env::var_os(STORE_SECRET_VAR) else { return Ok(None) };
+    let Ok(value) = value.into_string() else {
+        bail!("{STORE_SECRET_VAR} is not valid UTF-8; set it to the same printable secret on every rank");
     };
-    let server = TcpStoreServer::bind(bind).with_context(|| {
-        format!(
-            "rank 0 cannot serve the rendezvous store on {bind} (port in use? choose another port)"
-        )
-    })?;
+    if value.len() > distprof::kv::tcp::MAX_SECRET_BYTES {
+        bail!(
+            "{STORE_SECRET_VAR} is {} bytes; use a secret of at most {} bytes",
+            value.len(),
+            distprof::kv::tcp::MAX_SECRET_BYTES
+        );
+    }
+    Ok((!value.is_empty()).then_some(value))
+}
+
+/// Serves the store on the rendezvous port, on one interface only: the rendezvous address
+/// itself when it is an address of this host (loopback included: runs on one machine stay
+/// private); otherwise (a NAT address, or a name that resolves to an address this host
+/// does not have) the address of the probe interface, the one the job uses.
+fn serve_store(addr: SocketAddr, probe_ip: IpAddr, secret: Option<String>) -> anyhow::Result<TcpStoreServer> {
+    let options = ServerOptions { secret };
+    let server = match TcpStoreServer::bind_with(addr, options.clone()) {
+        Ok(server) => server,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable && !addr.ip().is_loopback() => {
+            let bind = SocketAddr::new(probe_ip, addr.port());
+            tracing::info!("rendezvous address {addr} is not an address of this host; serving the store on the probe interface's {bind}");
+            TcpStoreServer::bind_with(bind, options).with_context(|| {
+                format!("rank 0 cannot serve the rendezvous store on {bind} (port in use? choose another port)")
+            })?
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "rank 0 cannot serve the rendezvous store on {addr} (port in use? choose another port)"
+            )))
+        }
+    };
     tracing::info!("rendezvous store serving on {}", server.local_addr());
     Ok(server)
 }

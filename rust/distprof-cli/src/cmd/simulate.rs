@@ -24,7 +24,7 @@ pub struct Args {
     seed: u64,
     /// Simulated run length in seconds.
     #[arg(long, default_value_t = 60.0)]
-    duration_s: f64,
+    duration: f64,
     /// Peers each node probes.
     #[arg(long, default_value_t = 8)]
     out_degree: u32,
@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut scenario = Scenario::reference();
     scenario.nodes = args.nodes;
     scenario.seed = args.seed;
-    scenario.duration_s = args.duration_s;
+    scenario.duration_s = args.duration;
     scenario.out_degree = args.out_degree;
     scenario.asymmetry_max_ns = args.asymmetry_ns;
     scenario.cadence_us = args.cadence_us.unwrap_or(scenario.cadence_us);
@@ -167,15 +167,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "p50_drift_err_ppb": quantile(&mut dr, 0.5),
         "p99_drift_err_ppb": quantile(&mut dr, 0.99),
         "mean_estimate_cpu_ms": estimate_ms.iter().sum::<f64>() / estimate_ms.len().max(1) as f64,
-        "rejected_edges": rejected,
-        "unreachable": unreachable,
+        "rejected_edges": &rejected,
+        "unreachable": &unreachable,
     });
     if args.json {
         let mut full = summary;
         full["nodes"] = serde_json::to_value(&rows)?;
         writeln!(out, "{}", serde_json::to_string(&full)?)?;
     } else {
-        writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?;
+        // Plain text without `--json`: the figures a person reads, one line each.
+        let ns = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |v| format!("{v:.1}"));
+        let sc = &cluster.scenario;
+        writeln!(
+            out,
+            "{} nodes, out-degree {}, {} windows of {} s, estimator {}{}",
+            sc.nodes,
+            sc.out_degree,
+            cluster.num_windows(),
+            sc.window_s,
+            args.estimator,
+            if args.no_network { ", no network correction" } else { "" }
+        )?;
+        writeln!(out, "offset error: p50 {} ns, p99 {} ns", ns(&summary["p50_offset_err_ns"]), ns(&summary["p99_offset_err_ns"]))?;
+        writeln!(out, "drift error: p50 {} ppb, p99 {} ppb", ns(&summary["p50_drift_err_ppb"]), ns(&summary["p99_drift_err_ppb"]))?;
+        writeln!(out, "estimate: {} ms of CPU per window (mean)", ns(&summary["mean_estimate_cpu_ms"]))?;
+        writeln!(out, "rejected edges: {}, unreachable node-windows: {}", rejected.len(), unreachable.len())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -47,6 +47,23 @@ impl ModelSource {
     }
 }
 
+impl ModelSource {
+    /// Where the models come from, for merge's checks: the `--run-dir` (its session from
+    /// the JSONL meta lines) or the `--models` file (no session recorded).
+    pub fn origin(&self) -> anyhow::Result<Option<distprof_offline::merge::belong::ModelOrigin>> {
+        use distprof_offline::merge::belong::ModelOrigin;
+        Ok(match (&self.models, &self.run_dir) {
+            (_, Some(dir)) => {
+                let files = distprof_offline::run_dir_estimate::read_run_dir(dir)
+                    .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display()))?;
+                Some(ModelOrigin { path: dir.clone(), session_id: files.first().map(|f| f.file.meta.session_id.clone()) })
+            }
+            (Some(p), None) => Some(ModelOrigin { path: p.clone(), session_id: None }),
+            (None, None) => None,
+        })
+    }
+}
+
 /// Reads a `--models` file: a JSON array of `NodeClockModel`.
 pub fn read_models(
     path: Option<&std::path::Path>,

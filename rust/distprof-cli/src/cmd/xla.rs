@@ -24,7 +24,14 @@ enum Action {
     /// Insert the hooks and the Bazel wiring (idempotent; writes nothing if an anchor is missing).
     Apply(TreeArgs),
     /// Verify a patched tree holds exactly what `apply` writes (exit 1 if not).
-    Check(TreeArgs),
+    Check {
+        #[command(flatten)]
+        tree: TreeArgs,
+        /// End with one JSON line: anchors_ok, declarations_ok, added_core_lines, the hook
+        /// sites with the declaration of every name they pass, and any problems.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write the patch series computed from a clean tree.
     Diff {
         #[command(flatten)]
@@ -49,24 +56,29 @@ struct TreeArgs {
     /// Top directory inside the tarball.
     #[arg(long)]
     release_strip_prefix: Option<String>,
+    /// Declare @distributed_profiling as this local directory (absolute; holding WORKSPACE and
+    /// BUILD.bazel) instead of a release archive.
+    #[arg(long, conflicts_with_all = ["release_url", "release_sha256", "release_strip_prefix"])]
+    local_dir: Option<PathBuf>,
 }
 
 impl TreeArgs {
+    /// The release to write: a local directory, an https archive with its SHA-256, or (nothing
+    /// given) the placeholder for a later `--override_repository`.
     fn release(&self) -> anyhow::Result<Release> {
-        let mut release = Release::default();
-        if let Some(url) = &self.release_url {
-            release.url = url.clone();
+        if let Some(dir) = &self.local_dir {
+            return Ok(Release::local(dir)?);
         }
-        if let Some(sha) = &self.release_sha256 {
-            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-                anyhow::bail!("--release-sha256 {sha:?} is not 64 hex digits; pass the output of `sha256sum <tarball>`");
+        match (&self.release_url, &self.release_sha256) {
+            (None, None) if self.release_strip_prefix.is_none() => Ok(Release::default()),
+            (Some(url), Some(sha)) => {
+                let prefix = self.release_strip_prefix.clone().unwrap_or_default();
+                Ok(Release::archive(url, sha, &prefix)?)
             }
-            release.sha256 = sha.to_ascii_lowercase();
+            _ => anyhow::bail!(
+                "--release-url and --release-sha256 go together (and --release-strip-prefix needs both); pass the archive's https URL and `sha256sum <archive>`"
+            ),
         }
-        if let Some(prefix) = &self.release_strip_prefix {
-            release.strip_prefix = prefix.clone();
-        }
-        Ok(release)
     }
 
     fn validate(&self) -> anyhow::Result<()> {
@@ -104,6 +116,53 @@ fn print_report(op: Op, report: &Report) {
     );
 }
 
+/// The one-line summary of `check --json`. `declarations_ok` is true only when every hook site
+/// was planned and every name it passes was found declared in this tree.
+fn check_json(result: &Result<Report, distprof_xla::PatchErrors>) -> serde_json::Value {
+    use distprof_xla::PatchError as E;
+    let errors: &[E] = match result {
+        Ok(_) => &[],
+        Err(e) => &e.0,
+    };
+    let anchor_problem =
+        |e: &E| matches!(e, E::AnchorMissing { .. } | E::AnchorAmbiguous { .. } | E::FileMissing { .. } | E::Io { .. });
+    let declaration_problem = |e: &E| matches!(e, E::NoDeclaredCallForm { .. } | E::UndeclaredHookCall { .. });
+    let anchors_ok = !errors.iter().any(anchor_problem);
+    let declarations_ok = anchors_ok && !errors.iter().any(declaration_problem);
+    let (agent, sites, added) = match result {
+        Ok(r) => (
+            Some(format!("{:?}", r.agent).to_ascii_lowercase()),
+            r.sites
+                .iter()
+                .map(|s| {
+                    serde_json::json!({
+                        "file": s.file,
+                        "hook": s.purpose,
+                        "call": s.call,
+                        "declared": s.declared.iter().map(|d| serde_json::json!({
+                            "passes": d.passes,
+                            "at": format!("{}:{}", d.file, d.line),
+                            "text": d.text,
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .collect::<Vec<_>>(),
+            Some(r.core_added_lines()),
+        ),
+        Err(_) => (None, Vec::new(), None),
+    };
+    serde_json::json!({
+        "ok": result.is_ok(),
+        "anchors_ok": anchors_ok,
+        "declarations_ok": declarations_ok,
+        "added_core_lines": added,
+        "added_core_lines_budget": distprof_xla::CORE_ADDED_LINES_BUDGET,
+        "agent_copy": agent,
+        "sites": sites,
+        "errors": errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+    })
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.action {
         Action::Apply(tree) => {
@@ -112,18 +171,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             print_report(Op::Apply, &report);
             Ok(ExitCode::SUCCESS)
         }
-        Action::Check(tree) => {
+        Action::Check { tree, json } => {
             tree.validate()?;
-            match distprof_xla::check(&tree.xla_dir, &tree.release()?) {
-                Ok(report) => {
-                    print_report(Op::Check, &report);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(errors) => {
-                    eprintln!("distprof: {} is not patched exactly: {errors}", tree.xla_dir.display());
-                    Ok(ExitCode::from(1))
-                }
+            let result = distprof_xla::check(&tree.xla_dir, &tree.release()?);
+            match &result {
+                Ok(report) => print_report(Op::Check, report),
+                Err(errors) => eprintln!("distprof: {} is not patched exactly: {errors}", tree.xla_dir.display()),
             }
+            if json {
+                println!("{}", check_json(&result));
+            }
+            Ok(if result.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Action::Diff { tree, out } => {
             tree.validate()?;

@@ -3,7 +3,10 @@
 //! `displayTimeUnit` comes first (Perfetto's streaming parser only sees it in the first
 //! chunk); `ts` is relative to the global origin, in µs with three decimals (ns), because
 //! epoch µs in a double cannot hold ns. The origin is in `metadata.baseTimeNanoseconds`.
-//! Every (node, plane) gets its own pid, every line its own tid.
+//! Every (node, plane) gets its own pid, every line its own tid: the line's place in its
+//! plane (1, 2, ...), which fits the 32 bits Perfetto reads, named by `thread_name`
+//! metadata (the XLine's display name, its XLine id in the args) and ordered by
+//! `thread_sort_index` as XProf orders the lines.
 
 use std::io::{self, Write};
 
@@ -58,13 +61,6 @@ fn put_u64(out: &mut Vec<u8>, mut v: u64) {
     out.extend_from_slice(&tmp[i..]);
 }
 
-fn put_i64(out: &mut Vec<u8>, v: i64) {
-    if v < 0 {
-        out.push(b'-');
-    }
-    put_u64(out, v.unsigned_abs());
-}
-
 impl ChromeWriter {
     /// Starts the document. `base_ns` is the global origin (epoch ns on G).
     pub fn new(mut out: Box<dyn Write>, base_ns: i64) -> io::Result<Self> {
@@ -101,11 +97,17 @@ impl ChromeWriter {
         Ok(pid)
     }
 
-    pub fn thread(&mut self, pid: u64, tid: i64, name: &str) -> io::Result<()> {
+    /// Names thread `tid` of process `pid` (a line; `line_id` is its XLine id, kept in
+    /// the args) and sorts it by its tid.
+    pub fn thread(&mut self, pid: u64, tid: u32, line_id: i64, name: &str) -> io::Result<()> {
         let mut n = String::new();
         escape(name, &mut n);
         self.sep()?;
-        write!(self.out, "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":\"{n}\"}}}}")
+        writeln!(
+            self.out,
+            "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":\"{n}\",\"xline_id\":{line_id}}}}},"
+        )?;
+        write!(self.out, "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{tid}}}}}")
     }
 
     /// One complete ("X") event; `ts_ps` relative to the origin; `name_escaped` already
@@ -113,7 +115,7 @@ impl ChromeWriter {
     pub fn complete(
         &mut self,
         pid: u64,
-        tid: i64,
+        tid: u32,
         name_escaped: &str,
         ts_ps: i64,
         dur_ps: i64,
@@ -128,7 +130,7 @@ impl ChromeWriter {
         b.extend_from_slice(b"{\"ph\":\"X\",\"pid\":");
         put_u64(b, pid);
         b.extend_from_slice(b",\"tid\":");
-        put_i64(b, tid);
+        put_u64(b, tid as u64);
         b.extend_from_slice(b",\"ts\":");
         put_micros(b, ts_ps);
         b.extend_from_slice(b",\"dur\":");
@@ -167,7 +169,7 @@ mod tests {
         let buf = Buf::default();
         let mut w = ChromeWriter::new(Box::new(buf.clone()), 1_763_000_000_000_000_000).unwrap();
         let pid = w.begin_process("node 1 \"h\" /host:CPU").unwrap();
-        w.thread(pid, 7, "python").unwrap();
+        w.thread(pid, 7, -7_111_125_260_410_667_223, "python").unwrap();
         w.complete(pid, 7, "all-reduce", 1_234_567_891, 999)
             .unwrap();
         w.complete(pid, 7, "x", 5_000, 2_000_001).unwrap();
@@ -177,10 +179,12 @@ mod tests {
         assert!(text.starts_with("{\"displayTimeUnit\":\"ns\""));
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let ev = &v["traceEvents"];
-        assert_eq!(ev[3]["ts"].as_f64().unwrap(), 1234.567);
-        assert_eq!(ev[3]["dur"].as_f64().unwrap(), 0.0);
-        assert_eq!(ev[4]["dur"].as_f64().unwrap(), 2.0);
-        assert_eq!(ev[5]["ts"].as_f64().unwrap(), -1.5);
+        assert_eq!(ev[2]["args"]["xline_id"].as_i64().unwrap(), -7_111_125_260_410_667_223);
+        assert_eq!(ev[3]["name"], "thread_sort_index");
+        assert_eq!(ev[4]["ts"].as_f64().unwrap(), 1234.567);
+        assert_eq!(ev[4]["dur"].as_f64().unwrap(), 0.0);
+        assert_eq!(ev[5]["dur"].as_f64().unwrap(), 2.0);
+        assert_eq!(ev[6]["ts"].as_f64().unwrap(), -1.5);
         assert_eq!(ev[0]["args"]["name"], "node 1 \"h\" /host:CPU");
     }
 }

@@ -11,7 +11,9 @@
 //! relative to the global origin recorded as every node's `profile_start_time`), and a
 //! Chrome Trace Event JSON `<out>/<run>.trace.json` for Perfetto.
 
+pub mod belong;
 pub mod chrome;
+pub mod plane_network;
 pub mod prescan;
 pub mod rewrite;
 pub mod sink;
@@ -47,6 +49,63 @@ pub enum MergeError {
     NoInputs(String),
     #[error("node {node} appears twice: {a} and {b}; pass each node's trace once")]
     DuplicateNode { node: u32, a: PathBuf, b: PathBuf },
+    #[error("{path}: the output of an earlier distprof merge (it carries the `/host:distprof-applied` plane); merging it again would show its hosts twice; pass the profiler's own per-node traces")]
+    OwnOutput { path: PathBuf },
+    #[error("--out {out} lies inside the input directory {input}: a later merge would read this merge's output as more nodes; choose an output directory outside {input}")]
+    OutputInsideInput { out: PathBuf, input: PathBuf },
+    #[error("{path}: lies in the run tree merge writes under --out {out}; pass the profiler's traces, not a merge output")]
+    InputInsideOutput { path: PathBuf, out: PathBuf },
+    #[error("{path}: an empty trace (0 bytes): the profiler wrote nothing; pass a trace the profiler finished")]
+    EmptyTrace { path: PathBuf },
+    #[error("{path}: a trace with no events (no plane besides Task Environment and distprof's); pass a trace that recorded something")]
+    NoEvents { path: PathBuf },
+    #[error("{a} is from session {a_session} but {b} from session {b_session}: the traces are of different runs; merge one run's traces together (or pass --force)")]
+    MixedSessions { a: PathBuf, a_session: String, b: PathBuf, b_session: String },
+    #[error("{trace} is from session {trace_session} but the models of {models} from session {models_session}: they belong to another run; give that run's models or none (or pass --force)")]
+    ForeignModels { trace: PathBuf, trace_session: String, models: PathBuf, models_session: String },
+    #[error("{path}: its distprof plane says host `{plane_host}` but the trace's planes name {trace_hosts:?}: the plane was copied into another host's trace (or pass --force)")]
+    ForeignPlane { path: PathBuf, plane_host: String, trace_hosts: Vec<String> },
+    #[error("{trace}: node {node}'s profile ({span_ns:?}, host ns) lies {outside_s:.1} s outside the windows of its clock model from {models} ({windows_ns:?}); the model is of another run or time; give the model of this trace's run (or pass --force)")]
+    OutsideModel { trace: PathBuf, models: PathBuf, node: u32, span_ns: (Option<i64>, Option<i64>), windows_ns: (i64, i64), outside_s: f64 },
+    #[error("{origin}: node {node}'s clock model has {problem} in window {window}; the file is damaged or not a clock model")]
+    AbsurdModel { origin: PathBuf, node: u32, window: u64, problem: String },
+}
+
+/// `path` made absolute and free of `..` and symlinks as far as it exists (the rest, not
+/// yet created, appended as given), so that containment is judged on real locations.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |p: PathBuf, c| p.join(c));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// Refuses an output directory inside an input directory (a later merge would read the
+/// output as more nodes) and an input inside the run tree merge writes.
+fn check_paths(inputs: &[PathBuf], out_dir: &Path) -> Result<(), MergeError> {
+    let out = resolved(out_dir);
+    let out_tree = out.join("plugins").join("profile");
+    for input in inputs {
+        let real = resolved(input);
+        if real.is_dir() && out.starts_with(&real) {
+            return Err(MergeError::OutputInsideInput { out: out_dir.to_path_buf(), input: input.clone() });
+        }
+        if real.starts_with(&out_tree) {
+            return Err(MergeError::InputInsideOutput { path: input.clone(), out: out_dir.to_path_buf() });
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +118,11 @@ pub struct MergeOptions {
     /// Clock models given outside the traces (e.g. from the estimator's output); for their
     /// nodes they take precedence over the model in the distprof plane.
     pub models: Vec<NodeClockModel>,
+    /// Where `models` come from (file or run directory, and its session): named in errors.
+    pub models_origin: Option<belong::ModelOrigin>,
+    /// Skip the checks that a trace and its model belong together (`belong`); the values
+    /// are still checked.
+    pub force: bool,
 }
 
 /// One node as loaded by [`load_node`].
@@ -82,8 +146,11 @@ pub struct MergedNode {
     pub corrected: bool,
     pub events: u64,
     pub device_events_without_fit: u64,
-    /// Largest error bound of the node's model, ns.
+    /// Largest error bound of the node's model, ns, grown by the extrapolation.
     pub max_bound_ns: f64,
+    /// How far the trace's profile lies outside the model's windows, ns: events there are
+    /// mapped with the nearest window's line (extrapolated).
+    pub extrapolated_ns: i64,
     pub timestamp_mode: String,
 }
 
@@ -155,12 +222,32 @@ pub fn load_node(
     allow_uncorrected: bool,
     models: &[NodeClockModel],
 ) -> Result<LoadedNode, MergeError> {
+    scan_node(path, index)?.with_map(allow_uncorrected, models)
+}
+
+/// One node's trace read once: metadata and plane, no time map yet (merge first solves the
+/// network from every plane).
+pub struct ScannedNode {
+    pub path: PathBuf,
+    pub node: u32,
+    pub hostname: String,
+    pub info: SpaceInfo,
+    pub plane: Option<DistprofPlaneData>,
+    pub bytes: u64,
+}
+
+/// Reads one node's metadata and plane. `index` is the node id used when the trace has no
+/// distprof plane.
+pub fn scan_node(path: &Path, index: u32) -> Result<ScannedNode, MergeError> {
     let bytes = std::fs::metadata(path)
         .map_err(|e| MergeError::Io {
             path: path.into(),
             err: e,
         })?
         .len();
+    if bytes == 0 {
+        return Err(MergeError::EmptyTrace { path: path.into() });
+    }
     let info = prescan::prescan_file(path)
         .map_err(|e| MergeError::Io {
             path: path.into(),
@@ -170,6 +257,9 @@ pub fn load_node(
             path: path.into(),
             err: e,
         })?;
+    if info.event_planes == 0 {
+        return Err(MergeError::NoEvents { path: path.into() });
+    }
     let plane = match &info.distprof {
         Some(p) => Some(
             DistprofPlaneData::from_xplane(p).map_err(|e| MergeError::Plane {
@@ -180,23 +270,6 @@ pub fn load_node(
         None => None,
     };
     let node = plane.as_ref().map(|p| p.node).unwrap_or(index);
-    let given = models.iter().find(|m| m.node == node);
-    let map = match &plane {
-        _ if info.already_merged => NodeTimeMap::identity(),
-        _ if given.is_some() => {
-            NodeTimeMap::from_parts(given.expect("checked"), plane.as_ref(), allow_uncorrected)
-                .map_err(|e| MergeError::Map {
-                    path: path.into(),
-                    err: e,
-                })?
-        }
-        Some(d) => NodeTimeMap::from_plane(d, allow_uncorrected).map_err(|e| MergeError::Map {
-            path: path.into(),
-            err: e,
-        })?,
-        None if allow_uncorrected => NodeTimeMap::identity(),
-        None => return Err(MergeError::NoModel { path: path.into() }),
-    };
     let hostname = info
         .hostnames
         .first()
@@ -216,15 +289,92 @@ pub fn load_node(
                 })
                 .unwrap_or_default()
         });
-    Ok(LoadedNode {
-        path: path.into(),
-        node,
-        hostname,
-        info,
-        plane,
-        map,
-        bytes,
-    })
+    Ok(ScannedNode { path: path.into(), node, hostname, info, plane, bytes })
+}
+
+impl ScannedNode {
+    /// The node with its time map: the model given in `models` for it, else its plane's.
+    pub fn with_map(self, allow_uncorrected: bool, models: &[NodeClockModel]) -> Result<LoadedNode, MergeError> {
+        let ScannedNode { path, node, hostname, info, plane, bytes } = self;
+        let path = path.as_path();
+        let given = models.iter().find(|m| m.node == node);
+        let map = match &plane {
+            // `validate` reads merge outputs through this too: their events are on G already.
+            _ if info.already_merged => NodeTimeMap::identity(),
+            _ if given.is_some() => {
+                NodeTimeMap::from_parts(given.expect("checked"), plane.as_ref(), allow_uncorrected)
+                    .map_err(|e| MergeError::Map {
+                        path: path.into(),
+                        err: e,
+                    })?
+            }
+            Some(d) => NodeTimeMap::from_plane(d, allow_uncorrected).map_err(|e| MergeError::Map {
+                path: path.into(),
+                err: e,
+            })?,
+            None if allow_uncorrected => NodeTimeMap::identity(),
+            None => return Err(MergeError::NoModel { path: path.into() }),
+        };
+        Ok(LoadedNode {
+            path: path.into(),
+            node,
+            hostname,
+            info,
+            plane,
+            map,
+            bytes,
+        })
+    }
+}
+
+/// The models merge applies: those given (`--models`, `--run-dir`) for their nodes, else
+/// the network solved from every input plane's edge fits where it covers a node at least
+/// as well as the node's own plane (`plane_network`).
+fn models_to_apply(
+    scanned: &[ScannedNode],
+    opts: &MergeOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<NodeClockModel>, MergeError> {
+    let with_paths: Vec<(&Path, &DistprofPlaneData)> =
+        scanned.iter().filter(|s| !s.info.already_merged).filter_map(|s| Some((s.path.as_path(), s.plane.as_ref()?))).collect();
+    let origin_path = opts.models_origin.as_ref().map_or(Path::new("--models"), |o| o.path.as_path());
+    for m in &opts.models {
+        belong::check_sane(m, origin_path)?;
+    }
+    if !opts.force {
+        belong::check_sessions(&with_paths, opts.models_origin.as_ref())?;
+        for s in scanned.iter().filter(|s| !s.info.already_merged) {
+            if let Some(p) = &s.plane {
+                belong::check_host(&s.path, p, &s.info.hostnames)?;
+            }
+        }
+    }
+    let planes: Vec<&DistprofPlaneData> = with_paths.iter().map(|(_, p)| *p).collect();
+    let solved = plane_network::models_from_planes(&planes, &distprof::estimate::EstimatorSettings::default());
+    let mut models = opts.models.clone();
+    let mut from_planes = 0;
+    for p in &planes {
+        if models.iter().any(|m| m.node == p.node) {
+            continue;
+        }
+        let m = plane_network::better_model(&solved, p);
+        if !std::ptr::eq(m, &p.model) {
+            from_planes += 1;
+        }
+        models.push(m.clone());
+    }
+    if !opts.force {
+        for s in scanned.iter().filter(|s| !s.info.already_merged) {
+            if let Some(m) = models.iter().find(|m| m.node == s.node) {
+                let origin = if opts.models.iter().any(|g| g.node == s.node) { origin_path } else { s.path.as_path() };
+                belong::extrapolation_ns(&s.path, (s.info.profile_start_ns, s.info.profile_stop_ns), m, origin)?;
+            }
+        }
+    }
+    if from_planes > 0 {
+        progress(&format!("clock models of {from_planes} node(s) solved network-wide from the edge fits in the traces' planes"));
+    }
+    Ok(models)
 }
 
 /// The model merge applies to a node: the one given, else the plane's.
@@ -263,10 +413,21 @@ pub fn merge(
     opts: &MergeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<MergeReport, MergeError> {
+    check_paths(inputs, &opts.out_dir)?;
     let paths = find_inputs(inputs)?;
-    let mut nodes = Vec::new();
+    let mut scanned = Vec::new();
     for (i, p) in paths.iter().enumerate() {
-        let n = load_node(p, i as u32, opts.allow_uncorrected, &opts.models)?;
+        let s = scan_node(p, i as u32)?;
+        if s.info.already_merged {
+            return Err(MergeError::OwnOutput { path: s.path });
+        }
+        scanned.push(s);
+    }
+    let models = models_to_apply(&scanned, opts, progress)?;
+    let mut nodes = Vec::new();
+    for s in scanned {
+        let p = s.path.clone();
+        let n = s.with_map(opts.allow_uncorrected, &models)?;
         if let Some(prev) = nodes.iter().find(|m: &&LoadedNode| m.node == n.node) {
             return Err(MergeError::DuplicateNode {
                 node: n.node,
@@ -374,18 +535,23 @@ pub fn merge(
             st.planes,
             out_path.display()
         ));
+        let model = model_of(n, &models).filter(|_| !n.info.already_merged);
+        // Stated and grown into the bound: how far the profile lies outside the windows
+        // (within the limit `belong` allows unless --force).
+        let extrapolated_ns = model.map_or(0, |m| belong::outside_windows_ns((n.info.profile_start_ns, n.info.profile_stop_ns), m));
         summaries.push(MergedNode {
             node: n.node,
+            extrapolated_ns,
             input: n.path.clone(),
             output: out_path,
             hostname,
             corrected: !n.info.already_merged
-                && model_of(n, &opts.models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
+                && model_of(n, &models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
             events: st.events,
             device_events_without_fit: st.device_events_without_fit,
-            max_bound_ns: model_of(n, &opts.models)
+            max_bound_ns: model_of(n, &models)
                 .map(|m| m.segments.iter().map(|s| s.bound_ns).fold(0.0, f64::max))
-                .unwrap_or(f64::NAN),
+                .map_or(f64::NAN, |b| b + belong::EXTRAPOLATION_RATE * extrapolated_ns as f64),
             timestamp_mode: n
                 .plane
                 .as_ref()

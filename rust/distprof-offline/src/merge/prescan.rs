@@ -21,6 +21,8 @@ pub struct SpaceInfo {
     pub planes: usize,
     /// The file is a merge output: its events are on G already.
     pub already_merged: bool,
+    /// Planes whose events merge maps ([`is_event_plane`]): none means nothing to merge.
+    pub event_planes: usize,
 }
 
 /// True for planes whose events merge maps (not the distprof plane, not Task Environment).
@@ -49,6 +51,7 @@ pub fn prescan(buf: &[u8]) -> Result<SpaceInfo, WireError> {
             (SPACE_PLANES, protobuf::LEN) => {
                 info.planes += 1;
                 let name = plane_name(x.bytes)?;
+                info.event_planes += usize::from(is_event_plane(name));
                 if name == TASK_ENV_PLANE.as_bytes() {
                     let p = XPlane::decode(x.bytes).map_err(|_| WireError {
                         at: f.offset_of(x.bytes),
@@ -186,6 +189,7 @@ pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, Wire
                         r.seek_relative(len as i64 - head_len as i64)?;
                     }
                     info.planes += (number == SPACE_PLANES) as usize;
+                    info.event_planes += usize::from(number == SPACE_PLANES && is_event_plane(&name));
                 } else {
                     r.seek_relative(len as i64)?;
                 }

@@ -320,6 +320,10 @@ fn rewrite_plane(
     let at = out.placeholder();
     protobuf::put_int_field(out.buf(), PLANE_ID, new_id);
     let mut f = Fields::new(plane, base);
+    // Chrome thread id of the next line: its place in the plane, from 1. XLine ids are
+    // 64-bit (often hashes) and Perfetto reads a JSON tid as 32 bits, which would fold
+    // several lines onto one track.
+    let mut tid = 0u32;
     while let Some(x) = f.next_field()? {
         match x.number {
             PLANE_ID => {}
@@ -329,7 +333,8 @@ fn rewrite_plane(
                     .extend_from_slice(DISTPROF_APPLIED_PLANE.as_bytes());
             }
             PLANE_LINES if kind != Kind::Verbatim => {
-                let ch = chrome.as_mut().map(|(p, c, n)| (*p, &mut **c, &*n));
+                tid = tid.saturating_add(1);
+                let ch = chrome.as_mut().map(|(p, c, n)| (*p, tid, &mut **c, &*n));
                 let (events, without_fit) =
                     write_line(x.bytes, f.offset_of(x.bytes), &mapper, o.g0_ns, out, ch)?;
                 stats.lines += 1;
@@ -386,7 +391,7 @@ fn write_line(
     m: &Mapper<'_>,
     g0_ns: i64,
     out: &mut PatchWriter,
-    mut chrome: Option<(u64, &mut ChromeWriter, &HashMap<i64, String>)>,
+    mut chrome: Option<(u64, u32, &mut ChromeWriter, &HashMap<i64, String>)>,
 ) -> Result<(u64, u64), RewriteError> {
     let (mut ts, mut dur, mut line_id, mut line_name, mut display) =
         (0i64, 0i64, 0i64, &b""[..], &b""[..]);
@@ -401,13 +406,13 @@ fn write_line(
             _ => {}
         }
     }
-    if let Some((pid, ch, _)) = chrome.as_mut() {
+    if let Some((pid, tid, ch, _)) = chrome.as_mut() {
         let n = if display.is_empty() {
             line_name
         } else {
             display
         };
-        ch.thread(*pid, line_id, &String::from_utf8_lossy(n))?;
+        ch.thread(*pid, *tid, line_id, &String::from_utf8_lossy(n))?;
     }
     let base_ps = m.line_base_ns(ts) as i128 * 1000;
     let mapped_base = m.map_ps(base_ps);
@@ -437,7 +442,7 @@ fn write_line(
                     out.buf(),
                     chrome
                         .as_mut()
-                        .map(|(p, c, n)| (*p, line_id, &mut **c, &**n)),
+                        .map(|(p, t, c, n)| (*p, *t, &mut **c, &**n)),
                     new_ts_ns,
                 )?;
                 out.maybe_flush()?;
@@ -542,7 +547,7 @@ fn write_event(
     ev: &[u8],
     lm: &LineMapper<'_, '_>,
     out: &mut Vec<u8>,
-    chrome: Option<(u64, i64, &mut ChromeWriter, &HashMap<i64, String>)>,
+    chrome: Option<(u64, u32, &mut ChromeWriter, &HashMap<i64, String>)>,
     new_ts_ns: i64,
 ) -> Result<(), RewriteError> {
     let mark = out.len();

@@ -9,7 +9,7 @@
 //! corrections, which are small, pass through f64.
 
 use distprof::distprof_plane::{DistprofPlaneData, TracerStart};
-use distprof::model::{ClockSegment, NodeClockModel};
+use distprof::model::{ns_between, ClockSegment, NodeClockModel};
 use distprof::snapshot::SnapshotFit;
 
 /// Why a node cannot be placed on the global timeline.
@@ -150,8 +150,8 @@ impl CorrectionPiece {
 
     #[inline]
     pub fn at(&self, s_ns: i64) -> f64 {
-        // Saturating: exact for real times, no overflow for a corrupt midpoint near i64::MIN/MAX.
-        self.c0_ns + self.slope * s_ns.saturating_sub(self.x0_ns) as f64
+        // Exact for real times, no overflow for a corrupt midpoint near i64::MIN/MAX.
+        self.c0_ns + self.slope * ns_between(self.x0_ns, s_ns)
     }
 }
 

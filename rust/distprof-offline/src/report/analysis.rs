@@ -1,15 +1,9 @@
 //! The numbers behind the summary and the rankings: per-node and per-edge statistics,
 //! which nodes and edges are worst, and what in the input does not add up.
 
-use super::input::{ns_between, EdgeHealth, ReportInput};
+use super::input::{EdgeHealth, ReportInput};
 use distprof::context::NodeId;
-use distprof::model::ClockSegment;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// `ClockSegment::to_global_ns`, without its i64 overflow on hostile input.
-pub fn global_ns(s: &ClockSegment, local_ns: i64) -> f64 {
-    local_ns as f64 - s.offset_ns - s.drift_ppb * 1e-9 * ns_between(s.mid_local_ns, local_ns)
-}
 
 /// One node's run at a glance.
 #[derive(Debug, Clone)]
@@ -109,7 +103,7 @@ impl Analysis {
                         model.node, s.window_id, s.end_local_ns, s.start_local_ns
                     ));
                 }
-                let g = global_ns(s, s.start_local_ns);
+                let g = s.to_global_ns(s.start_local_ns);
                 if g.is_finite() {
                     t0_global_ns = t0_global_ns.min(g);
                 }

@@ -13,7 +13,8 @@
 //! fit, which is what the margins are made of.
 
 use super::downsample::min_max_per_bucket;
-use super::input::{ns_between, EdgeSeries, OwdPoint};
+use super::input::{EdgeSeries, OwdPoint};
+use distprof::model::ns_between;
 use super::nodes::trend;
 use super::svg::{fmt_ns, unit_for_ns, AxisSpec, Frame, PathData, Svg};
 

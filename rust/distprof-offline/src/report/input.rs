@@ -19,7 +19,7 @@
 
 use distprof::config::{EstimatorKind, TimestampMode};
 use distprof::context::NodeId;
-use distprof::model::NodeClockModel;
+use distprof::model::{ns_between, NodeClockModel};
 use distprof::record::ProbeRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -63,6 +63,10 @@ pub struct RunFacts {
     /// True when the input was generated, not measured: the page says so on top.
     #[serde(default)]
     pub synthetic: bool,
+    /// Datagrams the nodes dropped over the run, by class, when known: foreign and
+    /// malformed ones mean someone else is sending to the probe ports.
+    #[serde(default)]
+    pub dropped: Option<distprof::probe::DropCounts>,
 }
 
 /// One directed probe edge `src -> dst` over the run.
@@ -189,12 +193,6 @@ impl EdgeSeries {
             (EdgeHealth::Degraded, notes.join("; "))
         }
     }
-}
-
-/// `b - a` in ns as f64, exact for any two i64 timestamps (no overflow on hostile input,
-/// no 256 ns rounding of epoch values that converting each to f64 first would cause).
-pub fn ns_between(a: i64, b: i64) -> f64 {
-    (b as i128 - a as i128) as f64
 }
 
 /// The two one-way-delay points of one coded exchange, from the first packet of each pair.

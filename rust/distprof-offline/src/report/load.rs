@@ -131,6 +131,10 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
     }
 
     let (timestamp_mode, timestamp_bound_ns) = worst_stamp_mode(&files);
+    let mut dropped_by_reason = BTreeMap::new();
+    for w in files.iter().flat_map(|f| &f.file.windows) {
+        distprof::probe::drops::add_reasons(&mut dropped_by_reason, &w.dropped);
+    }
     let input = ReportInput {
         facts: RunFacts {
             run_name: format!("{} ({})", files[0].file.meta.session_id, dir.display()),
@@ -141,6 +145,7 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
             bound_limit_ns: Some(run.config.max_bound_ns as f64),
             config: serde_json::to_value(&run.config).unwrap_or(serde_json::Value::Null),
             synthetic: false,
+            dropped: Some(distprof::probe::DropCounts::from_reasons(&dropped_by_reason)),
         },
         nodes: run.models(),
         hostnames: BTreeMap::new(),

@@ -1,8 +1,7 @@
 //! The node panels: one node's offset and drift against the reference over the run with
 //! the error bound as a band, and a heatmap of every node's bound per window.
 
-use super::analysis::{global_ns, Analysis};
-use super::input::ns_between;
+use super::analysis::Analysis;
 use super::svg::{fmt_ns, unit_for_ns, AxisSpec, Frame, PathData, Scale, Svg};
 use distprof::model::{ClockSegment, NodeClockModel};
 use std::collections::BTreeMap;
@@ -65,14 +64,14 @@ pub fn node_plot(
         .iter()
         .filter(|s| finite_segment(s))
         .collect();
-    let x_of = |s: &ClockSegment, local: i64| global_ns(s, local) - t0_global_ns;
+    let x_of = |s: &ClockSegment, local: i64| s.to_global_ns(local) - t0_global_ns;
     let mids: Vec<(f64, f64, f64)> = segs
         .iter()
         .map(|s| (x_of(s, s.mid_local_ns), s.offset_ns, s.drift_ppb * 1e-9))
         .collect();
     let (ta, tb) = trend(&mids);
     let offset_at = |s: &ClockSegment, local: i64| {
-        s.offset_ns + s.drift_ppb * 1e-9 * ns_between(s.mid_local_ns, local)
+        s.correction_ns(local)
             - (ta + tb * x_of(s, local))
     };
 

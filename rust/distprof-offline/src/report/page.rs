@@ -137,6 +137,18 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
         &flagged_note,
         a.flagged_windows > 0,
     );
+    if let Some(d) = &f.dropped {
+        card(
+            out,
+            "dropped datagrams",
+            &d.total().to_string(),
+            &format!(
+                "{} foreign (another run or node), {} malformed, {} late or duplicate",
+                d.foreign, d.malformed, d.late_or_duplicate
+            ),
+            d.foreign + d.malformed > 0,
+        );
+    }
     let degraded: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Degraded).collect();
     let down: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Down).collect();
     card(

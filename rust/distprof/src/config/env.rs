@@ -3,7 +3,7 @@
 
 use super::error::{ConfigErrors, Location};
 use super::fields::{self, FieldKind, FieldSpec};
-use super::load::Builder;
+use super::layers::Builder;
 use super::suggest;
 use super::ValueSource;
 use serde_json::Value;

@@ -1,6 +1,7 @@
 //! Configuration problems. They are collected, never thrown one at a time, so a user sees
 //! every mistake of a file and of the environment in one run.
 
+use serde_json::Value;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -16,6 +17,9 @@ pub enum Location {
     /// A field that kept its default (only reachable through inconsistent combinations whose
     /// other side is also a default, i.e. a bug in the defaults; named rather than hidden).
     Default { field: String },
+    /// A field of a configuration built in code rather than loaded
+    /// (`config::validate_config`).
+    Field { field: String },
 }
 
 impl fmt::Display for Location {
@@ -25,6 +29,7 @@ impl fmt::Display for Location {
             Location::File { file } => write!(f, "{}", file.display()),
             Location::Env { var } => write!(f, "environment variable {var}"),
             Location::Default { field } => write!(f, "default of {field}"),
+            Location::Field { field } => write!(f, "config field {field}"),
         }
     }
 }
@@ -98,6 +103,18 @@ impl fmt::Display for ConfigErrors {
 }
 
 impl std::error::Error for ConfigErrors {}
+
+/// JSONPath of a top-level key: `$.name`, or `$["odd key"]` when the key is not a plain name.
+pub(crate) fn json_path(key: &str) -> String {
+    let plain = !key.is_empty()
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !key.starts_with(|c: char| c.is_ascii_digit());
+    if plain {
+        format!("$.{key}")
+    } else {
+        format!("$[{}]", Value::String(key.to_string()))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -2,15 +2,125 @@
 //! duplicated, wrong type) and every problem is collected; ranges are checked later, on the
 //! merged config, so that an environment override can be judged the same way.
 
-use super::error::{ConfigErrors, Location};
+use super::error::{json_path, ConfigErrors, Location};
 use super::fields::{self, FieldKind, FieldSpec, IGNORED_FILE_KEYS};
-use super::load::Builder;
+use super::layers::Builder;
 use super::suggest;
 use super::ValueSource;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use std::fmt;
 use std::path::Path;
+
+/// The largest configuration file read. Every preset is under 2 kB and a file listing
+/// every key with a long description stays far below this; past it the file is not a
+/// distprof config (a log, a core dump, a device) and reading it would only cost memory.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Problems listed one by one per file; past this the rest are counted in one line. A file
+/// with thousands of bad keys is not a config with typos, and suggesting a name for each of
+/// 100k unknown keys took seconds.
+const MAX_LISTED_KEY_PROBLEMS: usize = 100;
+
+/// Why a config file could not be read: `problem` names the path, `kind` selects the fix.
+pub(crate) struct ReadError {
+    pub(crate) problem: String,
+    pub(crate) kind: ReadErrorKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadErrorKind {
+    Unreadable,
+    NotRegular,
+    TooLarge,
+    NotText,
+}
+
+impl ReadErrorKind {
+    /// What the path must name instead, completing "point it at ...".
+    fn wanted(self) -> String {
+        match self {
+            ReadErrorKind::Unreadable => "a readable JSON file".to_string(),
+            ReadErrorKind::NotRegular => {
+                "a regular JSON file (not a pipe, device or directory)".to_string()
+            }
+            ReadErrorKind::TooLarge => {
+                format!("a JSON config file of at most {MAX_CONFIG_BYTES} bytes")
+            }
+            ReadErrorKind::NotText => "a UTF-8 JSON file".to_string(),
+        }
+    }
+}
+
+/// Reads a config file without ever blocking or reading without limit: the file is opened
+/// non-blocking (a FIFO with no writer would otherwise block `open` forever), must be a
+/// regular file (not a FIFO, device, socket or directory) and at most
+/// [`MAX_CONFIG_BYTES`] long. The XLA plugin reads its config through this, so a bad path
+/// can never stall XLA's client creation.
+pub(crate) fn read_config_text(path: &Path) -> Result<String, ReadError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|err| ReadError {
+            problem: format!("cannot read {shown}: {err}"),
+            kind: ReadErrorKind::Unreadable,
+        })?;
+    let meta = file.metadata().map_err(|err| ReadError {
+        problem: format!("cannot read {shown}: {err}"),
+        kind: ReadErrorKind::Unreadable,
+    })?;
+    let kind = meta.file_type();
+    let not_regular = if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else if !kind.is_file() {
+        Some("not a regular file")
+    } else {
+        None
+    };
+    if let Some(what) = not_regular {
+        return Err(ReadError {
+            problem: format!("{shown} is {what}, not a regular file"),
+            kind: ReadErrorKind::NotRegular,
+        });
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(ReadError {
+            problem: format!(
+                "{shown} is {} bytes, over the {MAX_CONFIG_BYTES}-byte limit of a config file",
+                meta.len()
+            ),
+            kind: ReadErrorKind::TooLarge,
+        });
+    }
+    // The file may grow between the stat and the read: read at most one byte past the cap.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| ReadError {
+            problem: format!("cannot read {shown}: {err}"),
+            kind: ReadErrorKind::Unreadable,
+        })?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ReadError {
+            problem: format!("{shown} grew past the {MAX_CONFIG_BYTES}-byte limit of a config file while being read"),
+            kind: ReadErrorKind::TooLarge,
+        });
+    }
+    String::from_utf8(bytes).map_err(|err| ReadError {
+        problem: format!("{shown} is not UTF-8 text (invalid byte at offset {})", err.utf8_error().valid_up_to()),
+        kind: ReadErrorKind::NotText,
+    })
+}
 
 /// Reads `path` and applies its keys. `named_by` is the variable that pointed at the file,
 /// if any, so that an unreadable file blames the variable.
@@ -20,21 +130,18 @@ pub(crate) fn apply_file(
     builder: &mut Builder,
     errors: &mut ConfigErrors,
 ) {
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_config_text(path) {
         Ok(text) => text,
         Err(err) => {
+            let what = err.kind.wanted();
             let (location, fix) = match named_by {
                 Some(var) => (
                     Location::Env { var: var.to_string() },
-                    format!("point {var} at a readable JSON file, or unset it to use defaults and environment variables only"),
+                    format!("point {var} at {what}, or unset it to use defaults and environment variables only"),
                 ),
-                None => (Location::File { file: path.to_path_buf() }, "give the path of a readable JSON file".to_string()),
+                None => (Location::File { file: path.to_path_buf() }, format!("give the path of {what}")),
             };
-            errors.push(
-                location,
-                format!("cannot read {}: {err}", path.display()),
-                fix,
-            );
+            errors.push(location, err.problem, fix);
             return;
         }
     };
@@ -71,13 +178,33 @@ pub(crate) fn apply_text(
             return;
         }
     };
-    let mut seen: Vec<&str> = Vec::new();
+    // A set, not a list: a file of 160k keys must not take quadratic time.
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let listed_before = errors.len();
+    let mut unlisted = 0usize;
     for (key, value) in &entries {
+        if errors.len() - listed_before >= MAX_LISTED_KEY_PROBLEMS {
+            // Still apply the fields that are right, so that later checks judge them; only
+            // the listing of problems stops.
+            let duplicate = !seen.insert(key.as_str());
+            match fields::by_name(key) {
+                Some(spec) if !duplicate && check_json_value(spec, value).is_ok() => {
+                    builder.set(spec, value.clone(), ValueSource::File(path.to_path_buf()))
+                }
+                Some(spec) => {
+                    builder.mark_broken(spec);
+                    unlisted += 1;
+                }
+                None if !duplicate && IGNORED_FILE_KEYS.contains(&key.as_str()) && value.is_string() => {}
+                None => unlisted += 1,
+            }
+            continue;
+        }
         let location = Location::Json {
             file: path.to_path_buf(),
             path: json_path(key),
         };
-        if seen.contains(&key.as_str()) {
+        if !seen.insert(key.as_str()) {
             errors.push(
                 location,
                 format!("key {key:?} appears more than once"),
@@ -85,7 +212,6 @@ pub(crate) fn apply_text(
             );
             continue;
         }
-        seen.push(key);
         if IGNORED_FILE_KEYS.contains(&key.as_str()) {
             if !value.is_string() {
                 errors.push(
@@ -117,6 +243,15 @@ pub(crate) fn apply_text(
                 errors.push(location, problem, fix);
             }
         }
+    }
+    if unlisted > 0 {
+        errors.push(
+            Location::File {
+                file: path.to_path_buf(),
+            },
+            format!("{unlisted} more key problem(s) not listed (only the first {MAX_LISTED_KEY_PROBLEMS} are)"),
+            "this does not look like a distprof config; `distprof config schema` lists every key".to_string(),
+        );
     }
 }
 
@@ -214,18 +349,6 @@ pub(crate) fn check_json_value(spec: &FieldSpec, value: &Value) -> Result<(), (S
                 format!("use one of {} (in double quotes)", names.join(", ")),
             )),
         },
-    }
-}
-
-/// JSONPath of a top-level key: `$.name`, or `$["odd key"]` when the key is not a plain name.
-pub(crate) fn json_path(key: &str) -> String {
-    let plain = !key.is_empty()
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !key.starts_with(|c: char| c.is_ascii_digit());
-    if plain {
-        format!("$.{key}")
-    } else {
-        format!("$[{}]", Value::String(key.to_string()))
     }
 }
 

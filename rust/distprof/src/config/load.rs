@@ -4,78 +4,11 @@
 //! the merged object becomes a `Config`, which `validate` then judges as a whole (ranges,
 //! combinations), naming the layer each offending value came from.
 
-use super::error::{ConfigErrors, Location};
-use super::fields::{self, FieldSpec, CONFIG_FILE_VAR};
-use super::{env, file, validate, Config, EffectiveConfig, ValueSource};
-use serde_json::{Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use super::error::ConfigErrors;
+use super::fields::CONFIG_FILE_VAR;
+use super::layers::Builder;
+use super::{env, file, Config, EffectiveConfig};
 use std::path::Path;
-
-/// The merge in progress.
-pub(crate) struct Builder {
-    values: Map<String, Value>,
-    sources: BTreeMap<String, ValueSource>,
-    /// Fields that some layer got wrong: range and combination checks skip them, so one
-    /// mistake is reported once, not again as a spurious inconsistency.
-    broken: BTreeSet<&'static str>,
-}
-
-impl Builder {
-    pub(crate) fn defaults() -> Self {
-        let values = Config::default().to_json_map();
-        let sources = fields::FIELDS
-            .iter()
-            .map(|f| (f.name.to_string(), ValueSource::Default))
-            .collect();
-        Self {
-            values,
-            sources,
-            broken: BTreeSet::new(),
-        }
-    }
-
-    pub(crate) fn set(&mut self, spec: &FieldSpec, value: Value, source: ValueSource) {
-        self.values.insert(spec.name.to_string(), value);
-        self.sources.insert(spec.name.to_string(), source);
-    }
-
-    pub(crate) fn mark_broken(&mut self, spec: &'static FieldSpec) {
-        self.broken.insert(spec.name);
-    }
-
-    fn finish(self, mut errors: ConfigErrors) -> Result<EffectiveConfig, ConfigErrors> {
-        let config: Config = match serde_json::from_value(Value::Object(self.values)) {
-            Ok(config) => config,
-            Err(err) => {
-                // Every value was type-checked against the field table, so this means the
-                // table and the struct disagree: a distprof bug, reported rather than hidden.
-                errors.push(
-                    Location::Default {
-                        field: "(all)".to_string(),
-                    },
-                    format!("internal: merged configuration does not deserialize: {err}"),
-                    "report this as a distprof bug".to_string(),
-                );
-                return Err(errors);
-            }
-        };
-        validate::check(
-            &config,
-            &self.sources,
-            &self.broken,
-            cfg!(feature = "svm"),
-            &mut errors,
-        );
-        if errors.is_empty() {
-            Ok(EffectiveConfig {
-                config,
-                sources: self.sources,
-            })
-        } else {
-            Err(errors)
-        }
-    }
-}
 
 /// The effective configuration of this process: defaults, then the file named by
 /// `XLA_DIST_PROF_CONFIG`, then the variables. Variables that look like typos of distprof
@@ -91,6 +24,35 @@ pub fn load_from_env() -> Result<EffectiveConfig, ConfigErrors> {
     load(&|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
 }
 
+/// Like [`load_from_env`], but never keeps the caller longer than `limit`: the load runs on
+/// a thread of its own, and a load still running at the limit (a config file on a hung
+/// network file system) is an error naming `XLA_DIST_PROF_CONFIG`; the thread is left to
+/// finish on its own. The XLA plugin loads through this, on XLA's thread.
+pub fn load_from_env_within(limit: std::time::Duration) -> Result<EffectiveConfig, ConfigErrors> {
+    within(limit, load_from_env).unwrap_or_else(|| {
+        let mut errors = ConfigErrors::default();
+        errors.push(
+            super::error::Location::Env { var: CONFIG_FILE_VAR.to_string() },
+            format!("reading the configuration took over {} ms", limit.as_millis()),
+            format!("point {CONFIG_FILE_VAR} at a file on a local file system, or unset it"),
+        );
+        Err(errors)
+    })
+}
+
+/// Runs `f` on a thread of its own and returns its result, or `None` when it is still
+/// running after `limit` (or could not be started).
+fn within<T: Send + 'static>(limit: std::time::Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("distprof-config".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .ok()?;
+    rx.recv_timeout(limit).ok()
+}
+
 /// Like `load_from_env`, reading variables through `env` (tests pass a map).
 pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<EffectiveConfig, ConfigErrors> {
     let mut builder = Builder::defaults();
@@ -104,6 +66,25 @@ pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<EffectiveConfig, Con
             &mut errors,
         );
     }
+    env::apply_env(env, &mut builder, &mut errors);
+    builder.finish(errors)
+}
+
+/// Like [`load`], with one more layer between the file of `XLA_DIST_PROF_CONFIG` and the
+/// variables: the JSON object `text` that a host API was given (the Python package's
+/// `config=` argument), named `label` in messages. Precedence: defaults < file < `text` <
+/// environment, so a variable still wins as it does inside XLA.
+pub fn load_with_text(
+    label: &Path,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<EffectiveConfig, ConfigErrors> {
+    let mut builder = Builder::defaults();
+    let mut errors = ConfigErrors::default();
+    if let Some(path) = env(CONFIG_FILE_VAR).filter(|p| !p.trim().is_empty()) {
+        file::apply_file(Path::new(&path), Some(CONFIG_FILE_VAR), &mut builder, &mut errors);
+    }
+    file::apply_text(label, text, &mut builder, &mut errors);
     env::apply_env(env, &mut builder, &mut errors);
     builder.finish(errors)
 }
@@ -129,7 +110,9 @@ pub fn check_text(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{EstimatorKind, TimestampMode};
+    use crate::config::error::Location;
+    use crate::config::fields;
+    use crate::config::{EstimatorKind, TimestampMode, ValueSource};
     use std::collections::HashMap;
     use std::io::Write;
 
@@ -153,6 +136,23 @@ mod tests {
         assert_eq!(eff.config, Config::default());
         assert_eq!(eff.sources.len(), fields::FIELDS.len());
         assert!(eff.sources.values().all(|s| *s == ValueSource::Default));
+    }
+
+    #[test]
+    fn host_text_sits_between_file_and_env() {
+        let f = write_file(r#"{"probe_cadence_us": 30000, "probe_window_s": 3.0}"#);
+        let path = f.path().to_string_lossy().into_owned();
+        let env = env_of(&[(CONFIG_FILE_VAR, path.as_str()), ("XLA_PROBE_WINDOW_S", "2.5")]);
+        let label = Path::new("distprof.jax.start(config=...)");
+        let text = r#"{"enabled": true, "probe_cadence_us": 20000, "probe_window_s": 4.0}"#;
+        let eff = load_with_text(label, text, &env).unwrap();
+        assert!(eff.config.enabled);
+        assert_eq!(eff.config.probe_cadence_us, 20_000, "the text beats the file");
+        assert_eq!(eff.config.probe_window_s, 2.5, "the variable beats the text");
+        assert_eq!(eff.sources["probe_cadence_us"], ValueSource::File(label.to_path_buf()));
+        let err = load_with_text(label, r#"{"probe_cadense_us": 1}"#, &env_of(&[])).unwrap_err();
+        let line = err.one_line();
+        assert!(line.contains("distprof.jax.start(config=...)") && line.contains("probe_cadence_us"), "{line}");
     }
 
     #[test]
@@ -220,7 +220,7 @@ mod tests {
         let errs = load(&env_of(&[("XLA_PACKET_SPACING_US", "40000")])).unwrap_err();
         assert_eq!(errs.len(), 1, "{errs}");
         let line = errs.to_string();
-        assert!(line.starts_with("environment variable XLA_PACKET_SPACING_US: packet_spacing_us = 40000 is not shorter than probe_cadence_us = 40000 (default)"), "{line}");
+        assert!(line.starts_with("environment variable XLA_PACKET_SPACING_US: packet_spacing_us = 40000 is over a quarter of probe_cadence_us = 40000 (default)"), "{line}");
     }
 
     #[test]
@@ -275,5 +275,69 @@ mod tests {
                 .starts_with("/nonexistent.json: cannot read /nonexistent.json"),
             "{missing}"
         );
+    }
+
+    /// The plugin's config path (`load_from_env` reads `XLA_DIST_PROF_CONFIG` through
+    /// `load`): a FIFO, a device, a directory and a 100 MB file are each a named error within
+    /// a second; none blocks or is read whole.
+    #[test]
+    fn hostile_config_paths_are_named_errors_within_a_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("config.fifo");
+        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big).unwrap().set_len(100 << 20).unwrap();
+        let cases = [
+            (fifo, "is a FIFO (named pipe), not a regular file"),
+            (std::path::PathBuf::from("/dev/zero"), "is a device, not a regular file"),
+            (dir.path().to_path_buf(), "is a directory, not a regular file"),
+            (big, "is 104857600 bytes, over the 1048576-byte limit of a config file"),
+        ];
+        for (path, problem) in cases {
+            let shown = path.to_str().unwrap().to_string();
+            let start = std::time::Instant::now();
+            let errs = load(&env_of(&[("XLA_DIST_PROF_CONFIG", &shown)])).unwrap_err();
+            let took = start.elapsed();
+            let line = errs.to_string();
+            assert!(
+                line.starts_with(&format!("environment variable XLA_DIST_PROF_CONFIG: {shown} {problem}")),
+                "{line}"
+            );
+            assert!(line.contains("fix: point XLA_DIST_PROF_CONFIG at a"), "{line}");
+            assert!(took < std::time::Duration::from_secs(1), "{shown}: {took:?}");
+        }
+    }
+
+    #[test]
+    fn a_load_that_blocks_is_abandoned_at_the_limit() {
+        let limit = std::time::Duration::from_millis(200);
+        let start = std::time::Instant::now();
+        assert_eq!(within(limit, || 7), Some(7));
+        let blocked = within(limit, || std::thread::sleep(std::time::Duration::from_secs(30)));
+        assert_eq!(blocked, None);
+        assert!(start.elapsed() < limit + std::time::Duration::from_millis(500), "{:?}", start.elapsed());
+    }
+
+    /// Duplicate keys are found with a set: 160k keys (23 s with the old list scan) load
+    /// in well under a second even in a debug build.
+    #[test]
+    fn many_keys_are_checked_in_linear_time() {
+        let mut text = String::from("{");
+        for i in 0..160_000 {
+            text.push_str(&format!("\"k{i}\": 1,"));
+        }
+        text.push_str("\"k0\": 2}");
+        let start = std::time::Instant::now();
+        let errs = check_text(Path::new("many.json"), &text).unwrap_err();
+        let took = start.elapsed();
+        // The first 100 problems are listed, the other 159,901 (the duplicate among them) counted.
+        assert_eq!(errs.len(), 101, "{errs}");
+        assert!(errs.errors[100].problem.starts_with("159901 more key problem(s) not listed"), "{}", errs.errors[100]);
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+        // Below the limit, the duplicate is named.
+        let errs = check_text(Path::new("f.json"), r#"{"k1": 1, "enabled": true, "enabled": false}"#).unwrap_err();
+        assert!(errs.errors[1].problem.contains("\"enabled\" appears more than once"), "{errs}");
     }
 }

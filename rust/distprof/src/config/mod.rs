@@ -24,14 +24,18 @@ mod env;
 mod error;
 pub mod fields;
 mod file;
+mod layers;
 mod load;
+pub mod log_filter;
 pub mod schema;
 mod suggest;
 mod validate;
 
 pub use env::{parse_bool, unknown_env_warnings};
 pub use error::{ConfigError, ConfigErrors, Location};
-pub use load::{check_file, check_text, load, load_from_env};
+pub use file::MAX_CONFIG_BYTES;
+pub use load::{check_file, check_text, load, load_from_env, load_from_env_within, load_with_text};
+pub use validate::validate_config;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -85,7 +89,7 @@ pub struct Config {
     /// The default 15 s takes 375 probes at the default cadence: the offset error of the
     /// extreme-point fit falls as 1 / probes per window (docs/estimation.md).
     pub probe_window_s: f64,
-    /// Gap between the two packets of a coded pair, in microseconds; must be shorter than
+    /// Gap between the two packets of a coded pair, in microseconds; at most a quarter of
     /// the cadence.
     pub packet_spacing_us: u64,
     /// Interval between two (host clock, tracer clock) snapshot pairs, in milliseconds.

@@ -4,9 +4,8 @@
 //!
 //! `reference_node` is not checked here: only rendezvous knows the node count.
 
-use super::error::{ConfigErrors, Location};
+use super::error::{json_path, ConfigErrors, Location};
 use super::fields::{self, FieldKind};
-use super::file::json_path;
 use super::{Config, EstimatorKind, ValueSource};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,6 +17,12 @@ pub const MIN_PROBES_PER_WINDOW: u64 = 20;
 /// A peer is silent for up to one cadence between probes in the normal course of things;
 /// the handshake timeout must cover at least this many cadences or healthy edges flap down.
 pub const MIN_TIMEOUT_CADENCES: u64 = 2;
+
+/// The pair gap may take at most this share of a probe interval. Each tick the probe engine
+/// sleeps one pair gap between the first and second packets of its probes and one more
+/// between those of its answers (probe/engine.rs, `send_probes` and `answer_batch`); at a
+/// quarter of the cadence those gaps fill half the tick and the engine still keeps time.
+pub const MIN_CADENCE_PER_SPACING: u64 = 4;
 
 /// Linux interface names are at most IFNAMSIZ - 1 bytes.
 const MAX_INTERFACE_NAME_BYTES: usize = 15;
@@ -37,7 +42,10 @@ impl Judge<'_> {
                 path: json_path(field),
             },
             Some(ValueSource::Env(var)) => Location::Env { var: var.clone() },
-            _ => Location::Default {
+            Some(ValueSource::Default) => Location::Default {
+                field: field.to_string(),
+            },
+            None => Location::Field {
                 field: field.to_string(),
             },
         }
@@ -47,7 +55,7 @@ impl Judge<'_> {
         self.sources
             .get(field)
             .map(|s| s.to_string())
-            .unwrap_or_else(|| "default".to_string())
+            .unwrap_or_else(|| "given".to_string())
     }
 
     /// For a combination, blame the first field (in the order given) that someone set:
@@ -66,6 +74,26 @@ impl Judge<'_> {
 
     fn push(&mut self, location: Location, problem: String, fix: String) {
         self.errors.push(location, problem, fix);
+    }
+}
+
+/// Judges a configuration built in code (not loaded from a file or the environment): the
+/// same rules `load` applies, so that whatever runs a config (`distprof run`, `local`, the
+/// plugin, the standalone node) accepts exactly what `distprof config check` accepts.
+/// Errors are located at the field (`config field NAME`).
+pub fn validate_config(config: &Config) -> Result<(), ConfigErrors> {
+    let mut errors = ConfigErrors::default();
+    check(
+        config,
+        &BTreeMap::new(),
+        &BTreeSet::new(),
+        cfg!(feature = "svm"),
+        &mut errors,
+    );
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
     }
 }
 
@@ -164,7 +192,7 @@ fn check_text(config: &Config, judge: &mut Judge<'_>) {
         let problem = if config.log_filter.trim().is_empty() {
             Some("is empty".to_string())
         } else {
-            crate::logging::parse_filter(&config.log_filter)
+            super::log_filter::parse_filter(&config.log_filter)
                 .err()
                 .map(|e| format!("is not a tracing filter: {e}"))
         };
@@ -182,19 +210,20 @@ fn check_text(config: &Config, judge: &mut Judge<'_>) {
 fn check_combinations(config: &Config, judge: &mut Judge<'_>) {
     let cadence_us = config.probe_cadence_us;
     if judge.usable(&["packet_spacing_us", "probe_cadence_us"])
-        && config.packet_spacing_us >= cadence_us
+        && config.packet_spacing_us.saturating_mul(MIN_CADENCE_PER_SPACING) > cadence_us
     {
         let location = judge.locate_any(&["packet_spacing_us", "probe_cadence_us"]);
         let problem = format!(
-            "packet_spacing_us = {} is not shorter than probe_cadence_us = {cadence_us} ({}): the two \
-             packets of a coded pair would straddle the next probe",
+            "packet_spacing_us = {} is over a quarter of probe_cadence_us = {cadence_us} ({}): the probe \
+             engine sleeps one pair gap for its probes and one for its answers in every interval",
             config.packet_spacing_us,
             judge.origin("probe_cadence_us"),
         );
         let fix = format!(
-            "lower packet_spacing_us below {cadence_us} (default {}) or raise probe_cadence_us above {}",
+            "lower packet_spacing_us to at most {} (default {}) or raise probe_cadence_us to at least {}",
+            cadence_us / MIN_CADENCE_PER_SPACING,
             Config::default().packet_spacing_us,
-            config.packet_spacing_us
+            config.packet_spacing_us.saturating_mul(MIN_CADENCE_PER_SPACING)
         );
         judge.push(location, problem, fix);
     }
@@ -330,18 +359,18 @@ mod tests {
     }
 
     #[test]
-    fn spacing_must_be_shorter_than_cadence() {
+    fn spacing_must_be_at_most_a_quarter_of_the_cadence() {
         let c = Config {
-            packet_spacing_us: 40_000,
+            packet_spacing_us: 10_001,
             ..Config::default()
         };
         let got = judge(&c, &["packet_spacing_us"], true);
         assert_eq!(got.len(), 1);
-        assert!(got[0].starts_with("f.json: $.packet_spacing_us: packet_spacing_us = 40000 is not shorter than probe_cadence_us = 40000 (default)"), "{}", got[0]);
-        assert!(got[0].contains("fix: lower packet_spacing_us below 40000 (default 50) or raise probe_cadence_us above 40000"), "{}", got[0]);
-        // One microsecond shorter is fine.
+        assert!(got[0].starts_with("f.json: $.packet_spacing_us: packet_spacing_us = 10001 is over a quarter of probe_cadence_us = 40000 (default)"), "{}", got[0]);
+        assert!(got[0].contains("fix: lower packet_spacing_us to at most 10000 (default 50) or raise probe_cadence_us to at least 40004"), "{}", got[0]);
+        // Exactly a quarter is fine.
         let c = Config {
-            packet_spacing_us: 39_999,
+            packet_spacing_us: 10_000,
             ..Config::default()
         };
         assert!(judge(&c, &["packet_spacing_us"], true).is_empty());
@@ -361,10 +390,21 @@ mod tests {
         let got = judge(&c, &["probe_cadence_us"], true);
         assert!(
             got[0]
-                .starts_with("f.json: $.probe_cadence_us: packet_spacing_us = 1000 is not shorter"),
+                .starts_with("f.json: $.probe_cadence_us: packet_spacing_us = 1000 is over a quarter"),
             "{}",
             got[0]
         );
+    }
+
+    #[test]
+    fn a_config_built_in_code_is_located_at_its_field() {
+        assert_eq!(validate_config(&Config::default()), Ok(()));
+        let c = Config {
+            packet_spacing_us: 20_000,
+            ..Config::default()
+        };
+        let got = validate_config(&c).unwrap_err().to_string();
+        assert!(got.starts_with("config field packet_spacing_us: packet_spacing_us = 20000 is over a quarter of probe_cadence_us = 40000 (given)"), "{got}");
     }
 
     #[test]

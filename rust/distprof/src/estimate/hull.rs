@@ -27,7 +27,7 @@ impl Line {
 }
 
 /// Why an edge has no line this window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FitError {
     /// Fewer than two pure points in a direction.

@@ -22,11 +22,13 @@ pub mod online;
 pub mod points;
 pub mod purity;
 pub mod settings;
+pub mod shared;
 pub mod smoother;
 #[cfg(feature = "svm")]
 pub mod svm;
 pub mod two_point;
 
 pub use online::{estimate_fits_with_history, estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate, WindowFits, WindowSpec};
+pub use shared::{solve_shared_run, NodeWindowFits, SharedEdge, SharedLine};
 pub use smoother::{estimate_run_windows, Smoother};
 pub use settings::{EstimatorSettings, NetworkMode};

@@ -8,37 +8,9 @@
 
 use super::online::{estimate_fits_with_history, fit_window, EdgeReport, History, WindowFits, WindowSpec};
 use super::settings::EstimatorSettings;
-use crate::config::EstimatorKind;
 use crate::context::NodeId;
-use crate::window::ClosedWindow;
-use serde::{Deserialize, Serialize};
+use crate::window::{ClosedWindow, EdgeFit, WindowModel};
 
-/// The `model` field of a window line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WindowModel {
-    pub estimator: EstimatorKind,
-    /// The window midpoint in this node's clock: where every `theta_ns` holds.
-    pub mid_local_ns: i64,
-    pub edges: Vec<EdgeFit>,
-}
-
-/// One out-edge's line this window. theta = S_dst - S_src (how far the peer's clock is
-/// ahead of this node's) at `mid_local_ns`, and its rate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EdgeFit {
-    pub dst: NodeId,
-    pub fwd_pure: u64,
-    pub rev_pure: u64,
-    /// Why there is no line (`too_few_points`, `degenerate`, `solver`); absent with one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fit_error: Option<String>,
-    pub theta_ns: Option<f64>,
-    pub theta_rate_ppb: Option<f64>,
-    /// Smallest distance of a pure point to the line (negative: the sets overlap).
-    pub margin_ns: Option<f64>,
-    /// Data-derived half width of the interval the true theta lies in at the midpoint.
-    pub uncertainty_ns: Option<f64>,
-}
 
 /// Keeps the drift history of this node's edges between windows.
 #[derive(Debug, Clone)]

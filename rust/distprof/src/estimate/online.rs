@@ -76,8 +76,8 @@ impl WindowEstimate {
 #[derive(Debug, Clone)]
 pub struct WindowFits {
     pub spec: WindowSpec,
-    counts: PurityCounts,
-    edges: Vec<EdgeReport>,
+    pub(super) counts: PurityCounts,
+    pub(super) edges: Vec<EdgeReport>,
     /// The edges with a line, in (src, dst) order.
     pub(super) fitted: Vec<FittedEdge>,
 }
@@ -86,10 +86,10 @@ pub struct WindowFits {
 #[derive(Debug, Clone)]
 pub(super) struct FittedEdge {
     /// Its report in `WindowFits::edges`.
-    report: usize,
+    pub(super) report: usize,
     pub(super) key: (NodeId, NodeId),
     pub(super) y_origin_ns: i64,
-    gap_noise_ns: f64,
+    pub(super) gap_noise_ns: f64,
     pub(super) line: EdgeLine,
 }
 
@@ -98,7 +98,7 @@ impl WindowFits {
         self.window().mid_ns()
     }
 
-    fn window(&self) -> WindowBounds {
+    pub(super) fn window(&self) -> WindowBounds {
         WindowBounds { start_ns: self.spec.start_local_ns, end_ns: self.spec.end_local_ns.max(self.spec.start_local_ns) }
     }
 

@@ -44,7 +44,7 @@ impl PurityTolerance {
 }
 
 /// Per-window counts of what the input held and what was kept.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PurityCounts {
     pub records: u64,
     pub duplicates: u64,

@@ -37,6 +37,13 @@ impl Smoother {
 
     /// Adds the run's next window; returns the windows that are final now, in order.
     pub fn push(&mut self, fits: WindowFits) -> Vec<WindowEstimate> {
+        let done = self.push_fits(fits);
+        done.iter().map(|f| solve(f, &self.settings)).collect()
+    }
+
+    /// As `push`, the final windows' fits before the network solve: a node shares these
+    /// (`estimate::shared`) so that every node can solve the whole network.
+    pub fn push_fits(&mut self, fits: WindowFits) -> Vec<WindowFits> {
         self.buf.push_back(fits);
         self.pushed += 1;
         let mut out = Vec::new();
@@ -49,7 +56,13 @@ impl Smoother {
     }
 
     /// The remaining windows, their spans shifted back from the end of the run.
-    pub fn finish(mut self) -> Vec<WindowEstimate> {
+    pub fn finish(self) -> Vec<WindowEstimate> {
+        let settings = self.settings;
+        self.finish_fits().iter().map(|f| solve(f, &settings)).collect()
+    }
+
+    /// As `finish`, before the network solve.
+    pub fn finish_fits(mut self) -> Vec<WindowFits> {
         let mut out = Vec::new();
         while self.next < self.pushed {
             let lo = self.next.saturating_sub(self.radius);
@@ -58,8 +71,8 @@ impl Smoother {
         out
     }
 
-    /// Estimates window `next` with the span starting at window `lo`.
-    fn finish_window(&mut self, lo: usize, hi: usize) -> WindowEstimate {
+    /// Fixes the lines of window `next` with the span starting at window `lo`.
+    fn finish_window(&mut self, lo: usize, hi: usize) -> WindowFits {
         let k = self.next;
         let at = |j: usize| j - self.first;
         let lines = {
@@ -68,14 +81,14 @@ impl Smoother {
         };
         let fits = &mut self.buf[at(k)];
         fits.set_lines(lines);
-        let estimate = solve(fits, &self.settings);
+        let done = fits.clone();
         self.next += 1;
         // The spans of later windows start at next - 2 * radius at the earliest (at the end).
         while self.first + 2 * self.radius < self.next && !self.buf.is_empty() {
             self.buf.pop_front();
             self.first += 1;
         }
-        estimate
+        done
     }
 }
 

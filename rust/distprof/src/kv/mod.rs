@@ -7,9 +7,11 @@
 use std::time::Duration;
 
 pub mod memory;
+pub mod polling;
 pub mod tcp;
 
 pub use memory::MemoryStore;
+pub use polling::{Polling, TryStore};
 pub use tcp::{TcpStore, TcpStoreServer};
 
 /// Largest value any backend accepts or returns; the run context of a few thousand nodes

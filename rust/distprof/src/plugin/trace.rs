@@ -14,8 +14,10 @@
 //!
 //! **What export sees.** XLA exports right after stop, before the probe threads have closed
 //! their last (partial) window. The plane therefore holds the model and probe statistics of
-//! every window closed before export; the last window is in the JSONL file and the model
-//! file (`distprof-model-node<N>.json`), which `distprof merge` reads.
+//! every window closed before export; the last window is in the JSONL file, from which
+//! `distprof merge --run-dir` solves the network offline. The model file
+//! (`distprof-model-node<N>.json`, one node's model) is for people and scripts: no command
+//! reads it (`--models` takes a JSON array of every node's model).
 //!
 //! **Several traces in one process** write to separate directories ([`trace_output_dir`]):
 //! the first that probes into `output_dir`, the next into `output_dir/trace1/`, and so on.
@@ -26,19 +28,19 @@ use crate::clock::{realtime_ns, VirtualClock};
 use crate::config::Config;
 use crate::context::{NodeId, RunContext};
 use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
-use crate::estimate::{
-    estimate_fits_with_history, fit_window, EstimatorSettings, History, Smoother, WindowEstimate, WindowSpec,
-};
-use crate::jsonl::{JsonlWriter, Meta};
-use crate::model::{ClockSegment, NodeClockModel};
-use crate::estimate::node_edges::NodeEdgeEstimator;
-use crate::probe::{gap_preserved, Engine, EngineParams};
-use crate::snapshot::{host_clock_ns, sample_pair, SnapshotPair};
-use crate::timestamp::StampedSocket;
-use crate::window::ClosedWindow;
+use super::fit_exchange::{Exchange, ExchangeState, FINAL_WAIT_MAX};
+use super::lease::KvLease;
+use crate::estimate::online::WindowFits;
+use crate::estimate::{EstimatorSettings, NodeWindowFits, Smoother};
+use crate::model::NodeClockModel;
+use crate::probe::gap_preserved;
+use crate::probe_run::{run_probing, FittedWindow, ProbeRunError, ProbeRunSetup};
+use crate::record::ProbeRecord;
+use crate::snapshot::{sample_pair, SnapshotPair};
 use crate::xplane::XSpace;
 use prost::Message;
 use std::net::UdpSocket;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,25 +61,25 @@ fn read_tracer(tracer: &SharedTracer) -> u64 {
     match tracer.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
         Some(clock) => clock.now_ns(),
         // No reader from XLA: the tracer clock is the host clock (R = S).
-        None => host_clock_ns() as u64,
+        None => realtime_ns() as u64,
     }
 }
 
 fn snapshot(tracer: &SharedTracer) -> SnapshotPair {
-    sample_pair(SNAPSHOT_BEST_OF, &host_clock_ns, &|| read_tracer(tracer))
+    sample_pair(SNAPSHOT_BEST_OF, &realtime_ns, &|| read_tracer(tracer))
 }
 
 /// What a node's probe thread has produced so far.
 #[derive(Debug, Default)]
 struct Progress {
     timestamp_mode: Option<String>,
-    /// This node's segments (offset and drift against the reference), one per window in
-    /// which this node was reachable from the reference through its own edges: the online
-    /// estimate as the window closes, replaced by the run's (drift fit centred on the
-    /// window, `Smoother`) once the next window has closed, and for the last windows when
-    /// probing stops.
-    segments: Vec<ClockSegment>,
     probe_stats: Vec<ProbeEdgeStats>,
+    /// This node's final edge fits per window (drift fit centred on the window,
+    /// `Smoother`), as shared with the other nodes.
+    final_fits: Vec<NodeWindowFits>,
+    /// Closed windows not final yet (the smoother waits for the windows after them): their
+    /// own fits, until the final ones replace them.
+    provisional_fits: BTreeMap<u64, NodeWindowFits>,
     windows: u64,
     finished: bool,
 }
@@ -86,6 +88,10 @@ struct ProbeRun {
     node: NodeId,
     context: Arc<RunContext>,
     progress: Arc<Mutex<Progress>>,
+    /// The network-wide segments of this node (`fit_exchange`).
+    exchange: Arc<Mutex<ExchangeState>>,
+    /// The store lent to this trace's exchange; revoked when the trace is dropped.
+    kv: Option<Arc<KvLease>>,
     thread: JoinHandle<()>,
 }
 
@@ -217,6 +223,12 @@ impl TraceSession {
                 }
             };
             let progress = Arc::new(Mutex::new(Progress::default()));
+            let exchange = Arc::new(Mutex::new(ExchangeState::default()));
+            // The store is lent for the trace plus the exchange's end; dropping the trace
+            // (plugin off, or the next trace) revokes it.
+            let kv = n
+                .exchange_store()
+                .map(|store| Arc::new(KvLease::from_shared(store, Instant::now() + MAX_TRACE + FINAL_WAIT_MAX * 2)));
             let thread = {
                 let (config, context, stop, progress) = (
                     Config { output_dir: trace_output_dir(&config.output_dir, index), ..config.clone() },
@@ -224,6 +236,15 @@ impl TraceSession {
                     Arc::clone(&stop),
                     Arc::clone(&progress),
                 );
+                let exchange = Exchange {
+                    node: n.node,
+                    ctx: Arc::clone(&context),
+                    trace: index,
+                    kv: kv.clone(),
+                    settings: EstimatorSettings::from_config(&config),
+                    window: Duration::from_secs_f64(config.probe_window_s),
+                    state: Arc::clone(&exchange),
+                };
                 let on_failure = Arc::clone(on_failure);
                 let node = n.node;
                 std::thread::Builder::new()
@@ -231,7 +252,7 @@ impl TraceSession {
                     .spawn(move || {
                         super::mark_thread_panics_reported();
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            probe(node, &context, socket, &config, &stop, &progress)
+                            probe(node, &context, socket, &config, &stop, &progress, exchange)
                         }))
                         .unwrap_or_else(|panic| {
                             Err(format!(
@@ -254,6 +275,8 @@ impl TraceSession {
                 node: n.node,
                 context,
                 progress,
+                exchange,
+                kv,
                 thread,
             });
         }
@@ -304,21 +327,30 @@ impl TraceSession {
         let mut space = XSpace::default();
         for n in nodes {
             let run = self.probes.iter().find(|r| r.node == n.node);
-            let (timestamp_mode, segments, probe_stats) = match run {
+            let (timestamp_mode, segments, probe_stats, edge_fits) = match run {
                 Some(r) => {
                     let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
+                    let segments = r.exchange.lock().unwrap_or_else(|p| p.into_inner()).segments.clone();
+                    let mut fits = p.final_fits.clone();
+                    fits.extend(p.provisional_fits.values().cloned());
                     (
                         p.timestamp_mode
                             .clone()
                             .unwrap_or_else(|| "starting".into()),
-                        p.segments.clone(),
+                        segments,
                         p.probe_stats.clone(),
+                        fits,
                     )
                 }
-                None => ("none".to_string(), Vec::new(), Vec::new()),
+                None => ("none".to_string(), Vec::new(), Vec::new(), Vec::new()),
             };
             let reference_node = run.map_or(config.reference_node, |r| r.context.reference_node);
+            let session_id = match n.state() {
+                NodeState::Agreed { context, .. } => context.session_id.clone(),
+                _ => String::new(),
+            };
             let data = DistprofPlaneData {
+                session_id,
                 node: n.node,
                 reference_node,
                 hostname: hostname.clone(),
@@ -332,10 +364,17 @@ impl TraceSession {
                 },
                 snapshots: snapshots.clone(),
                 probe_stats,
+                edge_fits,
             };
             space.planes.push(data.to_xplane());
         }
         encode_space(&space)
+    }
+
+    /// True once every probe thread of this trace has ended (after [`TraceSession::stop`]:
+    /// last window closed, fitted and written).
+    pub fn probes_finished(&self) -> bool {
+        self.probes.iter().all(|r| r.thread.is_finished())
     }
 
     /// Windows closed so far by node `node`'s engine (tests and diagnostics).
@@ -343,6 +382,14 @@ impl TraceSession {
         let r = self.probes.iter().find(|r| r.node == node)?;
         let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
         Some(p.windows)
+    }
+
+    /// Node `node`'s fit exchange so far: windows solved network-wide, and its cost
+    /// (tests, diagnostics and `bench overhead`).
+    pub fn exchange(&self, node: NodeId) -> Option<ExchangeState> {
+        let r = self.probes.iter().find(|r| r.node == node)?;
+        let s = r.exchange.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Some(s)
     }
 }
 
@@ -352,6 +399,9 @@ impl Drop for TraceSession {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.sampler.thread().unpark();
+        for kv in self.probes.iter().filter_map(|r| r.kv.as_ref()) {
+            kv.revoke();
+        }
     }
 }
 
@@ -371,8 +421,9 @@ pub fn model_path(dir: &Path, node: NodeId) -> PathBuf {
 }
 
 /// The probe thread: the engine on the agreed context until `stop`, each closed window
-/// written to the JSONL file and fitted at once (this node's own edges; the network of
-/// all nodes is solved offline from every node's file), the model written at the end.
+/// written to the JSONL file and fitted at once; the fits final (drift fit over the
+/// windows either side) go to the node's fit exchange, which solves the whole network from
+/// every node's fits (`fit_exchange`); the model file is written when the exchange ends.
 fn probe(
     node: NodeId,
     ctx: &RunContext,
@@ -380,81 +431,78 @@ fn probe(
     config: &Config,
     stop: &AtomicBool,
     progress: &Mutex<Progress>,
+    exchange: Exchange,
 ) -> Result<(), String> {
-    let sock = StampedSocket::new(socket, config.timestamping)
-        .map_err(|e| format!("probe socket: {e}"))?;
-    let mode = sock.mode();
-    let mode_name = serde_json::to_value(mode)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default();
-    progress
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .timestamp_mode = Some(mode_name.clone());
-    let params = EngineParams::for_node(ctx, node, config, VirtualClock::IDENTITY, gap_preserved);
-    let meta = Meta::for_node(ctx, node, mode, sock.hardware_note.clone(), realtime_ns(), config);
-    let dir = PathBuf::from(&config.output_dir);
-    let mut writer = JsonlWriter::create(&dir, &meta)
-        .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
+    let setup = ProbeRunSetup {
+        ctx,
+        node,
+        config,
+        clock: VirtualClock::IDENTITY,
+        purity: gap_preserved,
+        start_local_ns: realtime_ns(),
+    };
     let settings = EstimatorSettings::from_config(config);
-    let mut history = History::default();
     let mut smoother = Smoother::new(settings, (config.probe_window_s * 1e9) as i64);
-    let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
-    let engine = Engine::new(params, sock);
-    engine
-        .run(
-            Instant::now() + MAX_TRACE,
-            stop,
-            &mut writer,
-            &mut |w: &mut ClosedWindow| {
-                let spec = WindowSpec {
-                    window_id: w.window_id,
-                    start_local_ns: w.start_local_ns,
-                    end_local_ns: w.end_local_ns,
-                    num_nodes: ctx.num_nodes,
-                    reference: ctx.reference_node,
-                };
-                // Fitted once: for the node's own model, its online segments and the run
-                // model.
-                let fits = fit_window(&w.records, &spec, &settings);
-                // The online model of this node's own edges goes into the window's JSONL
-                // line, as in standalone runs.
-                w.model = serde_json::to_value(own_edges.window_fitted(w, fits.clone())).ok();
-                let estimate = estimate_fits_with_history(fits.clone(), &settings, &mut history);
-                let smoothed = smoother.push(fits);
-                let stats = w
-                    .edges
-                    .iter()
-                    .filter(|e| e.src == node)
-                    .map(|e| ProbeEdgeStats {
-                        window_id: w.window_id,
-                        peer: e.dst,
-                        pairs_used: e.pure,
-                        pairs_lost: e.lost,
-                        min_rtt_ns: w
-                            .records
-                            .iter()
-                            .filter(|r| r.dst == e.dst)
-                            .map(rtt_ns)
-                            .min()
-                            .unwrap_or(0),
-                    });
+    let (to_exchange, from_probe) = std::sync::mpsc::channel::<WindowFits>();
+    let exchange_thread = std::thread::Builder::new()
+        .name(format!("distprof-fits-{node}"))
+        .spawn(move || {
+            super::mark_thread_panics_reported();
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| exchange.run(from_probe)))
+                .map_err(|panic| format!("internal error: the fit exchange panicked: {}", super::panic_message(panic.as_ref())))
+        })
+        .map_err(|e| format!("cannot start the fit exchange thread of node {node}: {e}"))?;
+    let finalised = |done: Vec<WindowFits>| {
+        let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+        for f in done {
+            p.provisional_fits.remove(&f.spec.window_id);
+            p.final_fits.push(f.share(node));
+            // The exchange thread ends only once `to_exchange` is dropped below.
+            let _ = to_exchange.send(f);
+        }
+    };
+    let mut mode_name = String::new();
+    let ran = run_probing(
+        setup,
+        socket,
+        MAX_TRACE,
+        stop,
+        &mut |mode| {
+            mode_name = serde_json::to_value(mode)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            progress.lock().unwrap_or_else(|p| p.into_inner()).timestamp_mode = Some(mode_name.clone());
+        },
+        &mut |FittedWindow { window: w, fits }| {
+            let stats = w.edges.iter().filter(|e| e.src == node).map(|e| ProbeEdgeStats {
+                window_id: w.window_id,
+                peer: e.dst,
+                pairs_used: e.pure,
+                pairs_lost: e.lost,
+                min_rtt_ns: w.records.iter().filter(|r| r.dst == e.dst).map(ProbeRecord::round_trip_ns).min().unwrap_or(0),
+            });
+            {
                 let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
                 p.windows += 1;
                 p.probe_stats.extend(stats);
-                if let Some(Some(seg)) = estimate.segments.get(node as usize) {
-                    p.segments.push(*seg);
-                }
-                replace_segments(&mut p.segments, node, &smoothed);
-            },
-        )
-        .map_err(|e| format!("probe engine: {e}"))?;
-    let (segments, windows) = {
-        let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
-        replace_segments(&mut p.segments, node, &smoother.finish());
-        (p.segments.clone(), p.windows)
-    };
+                p.provisional_fits.insert(w.window_id, fits.share(node));
+            }
+            finalised(smoother.push_fits(fits));
+        },
+    );
+    finalised(smoother.finish_fits());
+    drop(to_exchange);
+    let dir = PathBuf::from(&config.output_dir);
+    match ran {
+        Ok(_) => {}
+        Err(e @ ProbeRunError::Output(_)) => return Err(format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory")),
+        Err(e) => return Err(e.to_string()),
+    }
+    let segments = exchange_thread
+        .join()
+        .map_err(|_| "internal error: the fit exchange thread ended without a result".to_string())??;
+    let windows = progress.lock().unwrap_or_else(|p| p.into_inner()).windows;
     let model = serde_json::json!({
         "node": node,
         "session_id": ctx.session_id,
@@ -474,19 +522,4 @@ fn probe(
         path.display()
     );
     Ok(())
-}
-
-/// Puts `node`'s segment of each of `estimates` in place of the online one of its window.
-fn replace_segments(segments: &mut Vec<ClockSegment>, node: NodeId, estimates: &[WindowEstimate]) {
-    for seg in estimates.iter().filter_map(|e| e.segments.get(node as usize).copied().flatten()) {
-        match segments.iter_mut().find(|s| s.window_id == seg.window_id) {
-            Some(s) => *s = seg,
-            None => segments.push(seg),
-        }
-    }
-}
-
-/// Round trip of the first packet of a record's pair, without the peer's turnaround.
-fn rtt_ns(r: &crate::record::ProbeRecord) -> i64 {
-    (r.rev_rx_ns[0] - r.fwd_tx_ns[0]) - (r.rev_tx_ns[0] - r.fwd_rx_ns[0])
 }

@@ -5,7 +5,6 @@ use crate::clock::VirtualClock;
 use crate::config::Config;
 use crate::context::RunContext;
 use crate::context::NodeId;
-use crate::jsonl::JsonlWriter;
 use crate::record::ProbeRecord;
 use crate::timestamp::{precise_timer_slack, sleep_until, StampMode, StampedSocket};
 use crate::window::{ClosedWindow, WindowAccumulator};
@@ -25,9 +24,11 @@ const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 const DRAIN_GRACE: Duration = Duration::from_millis(300);
 /// Upper bound on one sleep: housekeeping (timeouts, liveness) runs at least this often.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
-/// How long to wait after a wake-up by a datagram before reading, so that the rest of its
-/// burst is served in the same wake-up (kernel and hardware stamps only).
-const BURST_LINGER: Duration = Duration::from_micros(500);
+/// Datagrams in one pass beyond which the node waits on its socket rather than sleeping
+/// until its next pass: a tick at the default out-degree brings about 40.
+const FLOOD_PER_PASS: usize = 4 * crate::timestamp::RECV_BATCH;
+/// Span over which the datagram rate is judged when leaving the flooded state.
+const FLOOD_WINDOW: Duration = Duration::from_secs(1);
 /// A stall up to this long (a busy machine) is caught up, one probe per edge per loop
 /// pass, so that the rate stays the configured one; after a longer one (a stopped process)
 /// the schedule is reset instead of bursting out the backlog.
@@ -100,6 +101,9 @@ pub struct EngineStats {
     pub packets_sent: u64,
     pub packets_received: u64,
     pub dropped: u64,
+    /// Dropped datagrams per reason over the run (the JSONL has them per window).
+    #[serde(default)]
+    pub dropped_by_reason: std::collections::BTreeMap<String, u64>,
     /// Per-window pair gaps are in the records; this is the measured probe count per edge.
     pub per_edge_sent: Vec<(NodeId, u64)>,
 }
@@ -158,6 +162,28 @@ pub struct Engine {
     tx_buf: Vec<(u32, i64)>,
     /// Forward pairs complete in this pass, answered together by `answer_batch`.
     to_answer: Vec<(NodeId, u32, [i64; 2])>,
+    /// Follow-ups due from the transmit stamps of this pass, sent together.
+    follow_ups: Vec<(NodeId, u32, [i64; 2])>,
+    /// Scratch of `send_packets`: encoded datagrams and the stamp id of each.
+    out_pkts: Vec<([u8; PACKET_LEN], SocketAddr)>,
+    out_ids: Vec<Option<u32>>,
+    /// Scratch of a tick: the edges due, and each one's first send.
+    due: Vec<usize>,
+    firsts: Vec<(usize, u32, Option<u32>, Instant)>,
+    first_ids: Vec<Option<u32>>,
+    answer_ids: Vec<Option<u32>>,
+    /// When `expire` next runs: its scans cost more than the rest of a pass, and losses
+    /// and liveness need no finer grain than a tenth of the probe timeout.
+    next_expire: Instant,
+    /// Longest time between two passes, so that answers and follow-ups leave in good time
+    /// when the node's own ticks are rare or over: the cadence, and at most an eighth of
+    /// the probe timeout (peers give up on a probe after it) or `MAX_SLEEP`.
+    serve_every: Duration,
+    /// Whether the node is flooded (see `FLOOD_PER_PASS`), and the datagrams counted
+    /// since the current judging window began.
+    flooded: bool,
+    flood_count: usize,
+    flood_window_end: Instant,
 }
 
 impl Engine {
@@ -188,6 +214,7 @@ impl Engine {
             .collect();
         let peers: Vec<NodeId> = p.out_edges.iter().map(|e| e.0).collect();
         let acc = WindowAccumulator::new(p.node, &peers, p.clock.apply(crate::clock::realtime_ns()));
+        let p_cadence = p.cadence;
         let probe_timeout = MAX_PROBE_TIMEOUT.min(p.down_after / 2).max(Duration::from_millis(10));
         Engine {
             p,
@@ -202,6 +229,18 @@ impl Engine {
             stats: EngineStats::default(),
             tx_buf: Vec::new(),
             to_answer: Vec::new(),
+            follow_ups: Vec::new(),
+            out_pkts: Vec::new(),
+            out_ids: Vec::new(),
+            due: Vec::new(),
+            firsts: Vec::new(),
+            first_ids: Vec::new(),
+            answer_ids: Vec::new(),
+            next_expire: now,
+            flooded: false,
+            flood_count: 0,
+            flood_window_end: now + FLOOD_WINDOW,
+            serve_every: p_cadence.min(probe_timeout / 8).min(MAX_SLEEP),
         }
     }
 
@@ -210,22 +249,19 @@ impl Engine {
     }
 
     /// Probes until `stop_at` (or until `stop` is set), keeps answering for a short grace
-    /// period, hands every closed window to `on_window` (which may fill in its `model`)
-    /// and then writes it to `out`, and
-    /// returns the totals. Every wait is bounded.
+    /// period, hands every closed window to `on_window` (which records it: a write error
+    /// ends the run), and returns the totals. Every wait is bounded.
     pub fn run(
         mut self,
         stop_at: Instant,
         stop: &AtomicBool,
-        out: &mut JsonlWriter,
-        on_window: &mut dyn FnMut(&mut ClosedWindow),
+        on_window: &mut dyn FnMut(ClosedWindow) -> std::io::Result<()>,
     ) -> std::io::Result<EngineStats> {
         precise_timer_slack();
         let start = Instant::now();
         let mut next_window = start + self.p.window;
         let mut stop_at = stop_at;
         let mut end_at = stop_at + DRAIN_GRACE;
-        let mut buf = [0u8; 2048];
         loop {
             let now = Instant::now();
             if stop.load(Ordering::Relaxed) && now < stop_at {
@@ -235,43 +271,70 @@ impl Engine {
             if now >= end_at {
                 break;
             }
+            // Everything queued since the last pass first, so that its answers leave with
+            // this pass's probes.
+            let received = self.receive_all()?;
+            let mut due = std::mem::take(&mut self.due);
+            due.clear();
             if now < stop_at {
-                let due: Vec<usize> = (0..self.edges.len()).filter(|&e| self.edges[e].next_probe <= now).collect();
-                if !due.is_empty() {
-                    self.send_probes(&due);
-                }
-                for e in due {
-                    let edge = &mut self.edges[e];
-                    edge.next_probe += self.p.cadence;
-                    if edge.next_probe + MAX_CATCH_UP < Instant::now() {
-                        edge.next_probe = Instant::now() + self.p.cadence;
-                    }
+                due.extend((0..self.edges.len()).filter(|&e| self.edges[e].next_probe <= now));
+            }
+            self.send_pairs(&due);
+            for &e in &due {
+                let edge = &mut self.edges[e];
+                edge.next_probe += self.p.cadence;
+                if edge.next_probe + MAX_CATCH_UP < Instant::now() {
+                    edge.next_probe = Instant::now() + self.p.cadence;
                 }
             }
-            self.receive_all(&mut buf)?;
-            self.answer_batch();
+            self.due = due;
             self.collect_tx_stamps()?;
-            self.expire(Instant::now(), Instant::now() < stop_at);
+            let now = Instant::now();
+            if now >= self.next_expire {
+                self.expire(now, now < stop_at);
+                self.next_expire = now + self.probe_timeout / 10;
+            }
             if Instant::now() >= next_window {
-                let mut w = self.acc.close(self.local_now_ns());
-                on_window(&mut w);
-                out.write_window(&w)?;
+                let w = self.acc.close(self.local_now_ns());
+                self.note_drops(&w);
+                on_window(w)?;
                 self.stats.windows += 1;
                 next_window += self.p.window;
             }
-            let mut deadline = next_window.min(end_at).min(Instant::now() + MAX_SLEEP);
-            if Instant::now() < stop_at {
+            let now = Instant::now();
+            let mut deadline = next_window.min(end_at).min(now + self.serve_every);
+            if now < stop_at {
                 for e in &self.edges {
                     deadline = deadline.min(e.next_probe);
                 }
             }
-            let now = Instant::now();
-            if deadline > now && self.sock.wait(deadline - now)? && self.sock.mode() != StampMode::User {
-                // Woken by a datagram: the rest of its burst (the second packet of a pair,
-                // the follow-up, other peers' probes of the same tick) is a few hundred us
-                // behind. Kernel stamps do not care when we read, so linger and serve the
-                // whole burst in one wake-up. User-space stamps do care: no linger there.
-                sleep_until((Instant::now() + BURST_LINGER).min(deadline));
+            if deadline <= now {
+                continue;
+            }
+            // Flooded: switched on at once, off only after a second at the normal rate.
+            self.flood_count += received;
+            if received >= FLOOD_PER_PASS {
+                self.flooded = true;
+            }
+            if now >= self.flood_window_end {
+                let per_s = self.flood_count as f64 / FLOOD_WINDOW.as_secs_f64();
+                self.flooded = per_s * self.serve_every.as_secs_f64() >= FLOOD_PER_PASS as f64;
+                self.flood_count = 0;
+                self.flood_window_end = now + FLOOD_WINDOW;
+            }
+            if self.sock.mode() == StampMode::User || self.flooded {
+                // User-space stamps are taken when a datagram is read: wake on arrival.
+                // So under a flood (far more datagrams than the node's peers send), which
+                // would otherwise fill the socket buffer between passes and crowd out the
+                // genuine probes.
+                self.sock.wait(deadline - now)?;
+            } else {
+                // Kernel and hardware stamps do not care when a datagram is read, so the
+                // node sleeps through arrivals and serves them all at its own next pass
+                // (its next tick at the latest): one wake-up per tick instead of several,
+                // and a sender wakes nobody. Asleep in nanosleep rather than in poll,
+                // the node is no waiter on its socket, so a peer's send does not wake it.
+                sleep_until(deadline);
             }
         }
         // Probes still unanswered now will never be: count them in the last window.
@@ -283,97 +346,207 @@ impl Engine {
             self.stats.probes_lost += n as u64;
             self.edges[e].inflight.clear();
         }
-        let mut w = self.acc.close(self.local_now_ns());
-        on_window(&mut w);
-        out.write_window(&w)?;
+        let w = self.acc.close(self.local_now_ns());
+        self.note_drops(&w);
+        on_window(w)?;
         self.stats.windows += 1;
         self.stats.per_edge_sent = self.edges.iter().map(|e| (e.peer, e.sent)).collect();
         Ok(self.stats)
     }
 
-    fn send(&mut self, kind: PacketKind, dst: NodeId, seq: u32, stamps_ns: [i64; 2], to: SocketAddr) -> Option<u32> {
+    /// Queues one packet of this node for the next `send_packets`.
+    fn queue_packet(&mut self, kind: PacketKind, dst: NodeId, seq: u32, stamps_ns: [i64; 2], to: SocketAddr) {
         let pkt = Packet { kind, session_token: self.p.session_token, src: self.p.node, dst, seq, stamps_ns };
-        match self.sock.send_to(&pkt.encode(), to) {
-            Ok(id) => {
-                self.stats.packets_sent += 1;
-                Some(id)
-            }
-            Err(e) => {
-                // A full send buffer or an unreachable peer: this probe fails, the next runs.
-                tracing::debug!(node = self.p.node, dst, "send to {to} failed: {e}");
-                None
-            }
-        }
+        self.out_pkts.push((pkt.encode(), to));
     }
 
-    /// Sends one probe on each edge in `due`: every first packet, one pair gap, every
-    /// second packet. One wake-up and one gap sleep per tick, whatever the degree.
-    fn send_probes(&mut self, due: &[usize]) {
-        let mut firsts = Vec::with_capacity(due.len());
+    /// Sends the queued packets in one batch; leaves in `out_ids` the transmit-stamp id of
+    /// each, `None` where the send failed.
+    fn send_packets(&mut self) {
+        self.out_ids.clear();
+        self.sock.send_batch(&self.out_pkts, &mut self.out_ids);
+        // A full send buffer or an unreachable peer fails that probe; the next runs.
+        self.stats.packets_sent += self.out_ids.iter().filter(|id| id.is_some()).count() as u64;
+        self.out_pkts.clear();
+    }
+
+    /// Sends one probe on each edge in `due` and answers every forward pair completed
+    /// since the last call, in batches a pair gap apart: every `Fwd1`; every `Fwd2` with
+    /// every `Rev1`; every `Rev2` (with no probes due: `Rev1`s, then `Rev2`s). Each pair's
+    /// two packets sit at the same place of consecutive batches, so a pair's gap grows by
+    /// the wake-up and one batch's length at most, whatever the degree. Answering a little
+    /// later costs no accuracy: all stamps are taken by the kernel, and the round trip
+    /// excludes the turnaround.
+    fn send_pairs(&mut self, due: &[usize]) {
+        let answers = std::mem::take(&mut self.to_answer);
+        if due.is_empty() && answers.is_empty() {
+            self.to_answer = answers;
+            return;
+        }
+        let mut firsts = std::mem::take(&mut self.firsts);
+        firsts.clear();
         for &e in due {
-            let (peer, addr, seq) = {
-                let edge = &mut self.edges[e];
-                let seq = edge.next_seq;
-                edge.next_seq = edge.next_seq.wrapping_add(1);
-                edge.sent += 1;
-                (edge.peer, edge.addr, seq)
-            };
+            let edge = &mut self.edges[e];
+            let seq = edge.next_seq;
+            edge.next_seq = edge.next_seq.wrapping_add(1);
+            edge.sent += 1;
             self.acc.sent(e);
             self.stats.probes_sent += 1;
-            let id0 = self.send(PacketKind::Fwd1, peer, seq, [NO_STAMP; 2], addr);
-            firsts.push((e, peer, addr, seq, id0, Instant::now()));
+            firsts.push((e, seq, None, Instant::now()));
+            self.queue_packet(PacketKind::Fwd1, self.edges[e].peer, seq, [NO_STAMP; 2], self.edges[e].addr);
         }
+        let probes = !firsts.is_empty();
+        let queue_rev = |engine: &mut Engine, kind: PacketKind| {
+            for &(prober, seq, fwd_rx) in &answers {
+                let stamps = if kind == PacketKind::Rev1 { fwd_rx } else { [NO_STAMP; 2] };
+                engine.queue_packet(kind, prober, seq, stamps, engine.p.addrs[prober as usize]);
+            }
+        };
+        if !probes {
+            queue_rev(self, PacketKind::Rev1);
+        }
+        self.send_packets();
+        let mut first_ids = std::mem::take(&mut self.first_ids);
+        first_ids.clear();
+        first_ids.extend_from_slice(&self.out_ids);
         // The gap runs from the end of the last first send, so the kernel stamps of every
         // pair are never closer than `pair_gap` (a first stamp is taken inside its send).
         sleep_until(Instant::now() + self.p.pair_gap);
-        for (e, peer, addr, seq, id0, started) in firsts {
-            let id1 = self.send(PacketKind::Fwd2, peer, seq, [NO_STAMP; 2], addr);
-            let rec = ProbeRecord {
-                src: self.p.node,
-                dst: peer,
-                seq,
-                fwd_tx_ns: [NO_STAMP; 2],
-                fwd_rx_ns: [NO_STAMP; 2],
-                rev_tx_ns: [NO_STAMP; 2],
-                rev_rx_ns: [NO_STAMP; 2],
-            };
-            let (Some(id0), Some(id1)) = (id0, id1) else {
-                // Counted as sent and lost at once: the probe never fully left.
-                self.acc.lost(e);
-                self.stats.probes_lost += 1;
-                continue;
-            };
-            self.tx_owner.insert(id0, TxOwner::Fwd { edge: e, seq, idx: 0 });
-            self.tx_owner.insert(id1, TxOwner::Fwd { edge: e, seq, idx: 1 });
-            self.edges[e].inflight.insert(seq, Pending { started, rec, have: 0, tx_ids: [id0, id1] });
+        for &(e, seq, ..) in &firsts {
+            self.queue_packet(PacketKind::Fwd2, self.edges[e].peer, seq, [NO_STAMP; 2], self.edges[e].addr);
+        }
+        queue_rev(self, if probes { PacketKind::Rev1 } else { PacketKind::Rev2 });
+        self.send_packets();
+        let n = firsts.len();
+        // Ids of the answers' Rev1 and Rev2, in `answer_ids` and `out_ids` from `n` on.
+        let mut answer_ids = std::mem::take(&mut self.answer_ids);
+        answer_ids.clear();
+        if probes && !answers.is_empty() {
+            answer_ids.extend_from_slice(&self.out_ids[n..]);
+            first_ids.extend_from_slice(&self.out_ids[..n]);
+            sleep_until(Instant::now() + self.p.pair_gap);
+            queue_rev(self, PacketKind::Rev2);
+            self.send_packets();
+            // Probes: ids in first_ids[..n] (Fwd1) and first_ids[n..2n] (Fwd2).
+            for (k, &(e, seq, _, started)) in firsts.iter().enumerate() {
+                self.probe_sent(e, seq, started, first_ids[k], first_ids[n + k]);
+            }
+            for (k, &(prober, seq, _)) in answers.iter().enumerate() {
+                self.answer_sent(prober, seq, answer_ids[k], self.out_ids[k]);
+            }
+        } else if probes {
+            for (k, &(e, seq, _, started)) in firsts.iter().enumerate() {
+                self.probe_sent(e, seq, started, first_ids[k], self.out_ids[k]);
+            }
+        } else {
+            for (k, &(prober, seq, _)) in answers.iter().enumerate() {
+                self.answer_sent(prober, seq, first_ids[k], self.out_ids[k]);
+            }
+        }
+        self.firsts = firsts;
+        self.first_ids = first_ids;
+        self.answer_ids = answer_ids;
+        self.to_answer = answers;
+        self.to_answer.clear();
+    }
+
+    /// Bookkeeping of a probe whose two forward packets were sent (or failed: `None`).
+    fn probe_sent(&mut self, e: usize, seq: u32, started: Instant, id0: Option<u32>, id1: Option<u32>) {
+        let rec = ProbeRecord {
+            src: self.p.node,
+            dst: self.edges[e].peer,
+            seq,
+            fwd_tx_ns: [NO_STAMP; 2],
+            fwd_rx_ns: [NO_STAMP; 2],
+            rev_tx_ns: [NO_STAMP; 2],
+            rev_rx_ns: [NO_STAMP; 2],
+        };
+        let (Some(id0), Some(id1)) = (id0, id1) else {
+            // Counted as sent and lost at once: the probe never fully left.
+            self.acc.lost(e);
+            self.stats.probes_lost += 1;
+            return;
+        };
+        self.tx_owner.insert(id0, TxOwner::Fwd { edge: e, seq, idx: 0 });
+        self.tx_owner.insert(id1, TxOwner::Fwd { edge: e, seq, idx: 1 });
+        self.edges[e].inflight.insert(seq, Pending { started, rec, have: 0, tx_ids: [id0, id1] });
+    }
+
+    /// Bookkeeping of an answer whose two reverse packets were sent (or failed: `None`).
+    fn answer_sent(&mut self, prober: NodeId, seq: u32, id0: Option<u32>, id1: Option<u32>) {
+        self.acc.answered(prober);
+        let key = (prober, seq);
+        if let (Some(id0), Some(id1), Some(a)) = (id0, id1, self.answers.get_mut(&key)) {
+            a.tx_ids = [id0, id1];
+            self.tx_owner.insert(id0, TxOwner::Rev { prober, seq, idx: 0 });
+            self.tx_owner.insert(id1, TxOwner::Rev { prober, seq, idx: 1 });
+        } else {
+            self.answers.remove(&key);
         }
     }
 
-    fn receive_all(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
-        while let Some(r) = self.sock.try_recv(buf)? {
+    /// Serves every queued datagram; returns how many there were.
+    fn receive_all(&mut self) -> std::io::Result<usize> {
+        let mut total = 0;
+        loop {
+            let n = self.sock.recv_batch()?;
+            total += n;
+            for i in 0..n {
+                let Some((decoded, r)) = self.sock.received(i).map(|(bytes, r)| (Packet::decode(bytes), r)) else {
+                    continue;
+                };
+                self.on_datagram(decoded, r.rx_real_ns);
+            }
+            // A short batch emptied the queue: what arrives later wakes the next poll.
+            if n < crate::timestamp::RECV_BATCH {
+                return Ok(total);
+            }
+        }
+    }
+
+    fn on_datagram(&mut self, decoded: Result<Packet, crate::wire::Reject>, rx_real_ns: i64) {
+        {
             self.stats.packets_received += 1;
-            let pkt = match Packet::decode(&buf[..r.len]) {
+            let pkt = match decoded {
                 Ok(p) => p,
                 Err(reason) => {
                     self.drop_packet(reason.name());
-                    continue;
+                    return;
                 }
             };
             if pkt.session_token != self.p.session_token {
                 self.drop_packet("wrong_token");
-                continue;
+                return;
             }
             if pkt.dst != self.p.node {
                 self.drop_packet("wrong_dst");
-                continue;
+                return;
             }
-            let rx_ns = self.p.clock.apply(r.rx_real_ns);
+            let rx_ns = self.p.clock.apply(rx_real_ns);
             match pkt.kind {
                 PacketKind::Fwd1 | PacketKind::Fwd2 => self.on_forward(pkt, rx_ns),
                 _ => self.on_reverse(pkt, rx_ns),
             }
         }
-        Ok(())
+    }
+
+    /// Adds a closed window's drops to the run's and logs a window that dropped many: a
+    /// flood of foreign or malformed datagrams must show up in the log, not only in the JSONL.
+    fn note_drops(&mut self, w: &crate::window::ClosedWindow) {
+        super::drops::add_reasons(&mut self.stats.dropped_by_reason, &w.dropped);
+        let counts = super::DropCounts::from_reasons(&w.dropped);
+        if counts.total() > super::drops::DROP_LOG_THRESHOLD {
+            tracing::warn!(
+                node = self.p.node,
+                window = w.window_id,
+                "dropped {} datagrams in one window: {} foreign (another run or node), {} malformed, {} late or duplicate; by reason {:?}",
+                counts.total(),
+                counts.foreign,
+                counts.malformed,
+                counts.late_or_duplicate,
+                w.dropped
+            );
+        }
     }
 
     fn drop_packet(&mut self, reason: &str) {
@@ -412,37 +585,6 @@ impl Engine {
             a.replied = true;
             self.to_answer.push((prober, pkt.seq, [rx0, rx1]));
         }
-    }
-
-    /// Answers every forward pair completed in this pass: every Rev1, one pair gap,
-    /// every Rev2 (like `send_probes`). Answering a little later costs no accuracy: all
-    /// stamps are taken by the kernel, and the round trip excludes the turnaround.
-    fn answer_batch(&mut self) {
-        if self.to_answer.is_empty() {
-            return;
-        }
-        let batch = std::mem::take(&mut self.to_answer);
-        let mut firsts = Vec::with_capacity(batch.len());
-        for &(prober, seq, fwd_rx) in &batch {
-            let to = self.p.addrs[prober as usize];
-            firsts.push(self.send(PacketKind::Rev1, prober, seq, fwd_rx, to));
-        }
-        sleep_until(Instant::now() + self.p.pair_gap);
-        for (&(prober, seq, _), id0) in batch.iter().zip(firsts) {
-            let to = self.p.addrs[prober as usize];
-            let id1 = self.send(PacketKind::Rev2, prober, seq, [NO_STAMP; 2], to);
-            self.acc.answered(prober);
-            let key = (prober, seq);
-            if let (Some(id0), Some(id1), Some(a)) = (id0, id1, self.answers.get_mut(&key)) {
-                a.tx_ids = [id0, id1];
-                self.tx_owner.insert(id0, TxOwner::Rev { prober, seq, idx: 0 });
-                self.tx_owner.insert(id1, TxOwner::Rev { prober, seq, idx: 1 });
-            } else {
-                self.answers.remove(&key);
-            }
-        }
-        self.to_answer = batch;
-        self.to_answer.clear();
     }
 
     /// This node is the prober: an answer to one of its probes.
@@ -530,8 +672,7 @@ impl Engine {
                     if let [Some(t0), Some(t1)] = a.rev_tx {
                         // The entry stays until it expires, so that a late duplicate of
                         // this probe is recognised as one.
-                        let to = self.p.addrs[prober as usize];
-                        self.send(PacketKind::RevFollowUp, prober, seq, [t0, t1], to);
+                        self.follow_ups.push((prober, seq, [t0, t1]));
                     }
                 }
                 // Stamps of follow-ups are not needed; ids of no known send should not occur.
@@ -539,6 +680,15 @@ impl Engine {
             }
         }
         self.tx_buf = stamps;
+        if !self.follow_ups.is_empty() {
+            let follow_ups = std::mem::take(&mut self.follow_ups);
+            for &(prober, seq, t) in &follow_ups {
+                self.queue_packet(PacketKind::RevFollowUp, prober, seq, t, self.p.addrs[prober as usize]);
+            }
+            self.send_packets();
+            self.follow_ups = follow_ups;
+            self.follow_ups.clear();
+        }
         Ok(())
     }
 

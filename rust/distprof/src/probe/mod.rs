@@ -9,8 +9,10 @@
 //! a `ppoll` round trip would add its own wake-up latency to the gap, a spin would burn a
 //! core. Packets arriving during that sleep are stamped by the kernel anyway.
 
+pub mod drops;
 pub mod engine;
 pub mod purity;
 
+pub use drops::DropCounts;
 pub use engine::{Engine, EngineParams, EngineStats};
 pub use purity::{gap_preserved, PurityFn, PurityParams};

@@ -4,7 +4,7 @@
 
 use super::session::{ack_key, context_key, join_key, round_key};
 use super::values::{decode, encode, Announcement, Envelope, Join, PROTOCOL_VERSION};
-use super::{digest, session, first_free_round, remaining, RendezvousError};
+use super::{digest, session, first_free_round, remaining, RendezvousError, PROGRESS_EVERY};
 use crate::config::Config;
 use crate::context::{NodeId, NodeInfo, RunContext};
 use crate::kv::{KvError, KvStore};
@@ -36,7 +36,20 @@ pub(super) fn run(
     let mut joined: Option<Joined> = None;
     let mut stale_rounds_skipped = 0u32;
     let mut poll = POLL_MIN;
+    let mut next_progress = started + PROGRESS_EVERY;
     loop {
+        if Instant::now() >= next_progress {
+            next_progress += PROGRESS_EVERY;
+            let what = match &joined {
+                Some(j) => format!("joined session {}, waiting for the master's run context", j.session_id),
+                None => format!("waiting for the master (node 0) to open a session (round {round})"),
+            };
+            tracing::info!(
+                "rendezvous: node {node}: {what}; {} s so far, up to {} s more",
+                started.elapsed().as_secs(),
+                remaining(deadline).as_secs()
+            );
+        }
         if remaining(deadline).is_zero() {
             let waited_ms = started.elapsed().as_millis() as u64;
             return Err(match joined {

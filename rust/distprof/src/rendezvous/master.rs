@@ -3,7 +3,7 @@
 
 use super::session::{context_key, join_key, round_key};
 use super::values::{decode, encode, Announcement, Envelope, Join, PROTOCOL_VERSION};
-use super::{digest, first_free_round, remaining, session, RendezvousError};
+use super::{digest, first_free_round, remaining, session, RendezvousError, PROGRESS_EVERY};
 use crate::config::Config;
 use crate::context::{NodeInfo, RunContext};
 use crate::kv::{KvError, KvStore};
@@ -49,9 +49,27 @@ pub(super) fn run(
     let joins_deadline = deadline - (total / 10).min(ABORT_MARGIN_MAX);
     let mut nodes = vec![me];
     let mut nonces = vec![0u64];
+    let mut next_progress = started + PROGRESS_EVERY;
     for n in 1..num_nodes {
         let key = join_key(&session_id, n);
-        let text = match kv.get(&key, remaining(joins_deadline)) {
+        // In slices, to log progress while a late node is awaited.
+        let got = loop {
+            let slice = remaining(joins_deadline).min(next_progress.saturating_duration_since(Instant::now()));
+            match kv.get(&key, slice) {
+                Err(KvError::Timeout { .. }) if !remaining(joins_deadline).is_zero() => {
+                    if Instant::now() >= next_progress {
+                        next_progress += PROGRESS_EVERY;
+                        tracing::info!(
+                            "rendezvous: session {session_id}: {n} of {num_nodes} nodes joined after {} s; waiting for node {n} for up to {} s more",
+                            started.elapsed().as_secs(),
+                            remaining(joins_deadline).as_secs()
+                        );
+                    }
+                }
+                other => break other,
+            }
+        };
+        let text = match got {
             Ok(t) => t,
             Err(KvError::Timeout { .. }) => {
                 // Name every absent node, not just the first.

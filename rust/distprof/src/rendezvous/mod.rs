@@ -32,6 +32,9 @@ use std::time::{Duration, Instant};
 /// one that hosts XLA's coordination service and our TCP store.
 pub const MASTER: NodeId = 0;
 
+/// While waiting, a node or the master logs where it stands this often.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RendezvousError {
     /// Not marked as the error's source: the message already includes the store's, and

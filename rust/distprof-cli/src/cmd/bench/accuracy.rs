@@ -78,6 +78,10 @@ pub enum Fit {
     /// What is known as each window closes (the JSONL and the plugin until the next
     /// window closes): drift over this and the past windows only.
     Online,
+    /// `distprof merge` of the traces alone: every node fits only the edges it probes
+    /// (drift fit as `run`), its plane carries those fits, and merge solves the network
+    /// from all planes; no JSONL.
+    Traces,
 }
 
 #[derive(serde::Serialize, Clone)]
@@ -120,13 +124,18 @@ struct Acc {
 impl Acc {
     /// Adds one window's estimate, scored against the simulated truth.
     fn add(&mut self, cluster: &Cluster, est: &WindowEstimate, cpu_ms: f64) {
+        self.rejected += est.rejected_edges().len();
+        self.add_segments(cluster, est.window_id, &est.segments, cpu_ms);
+    }
+
+    /// Adds one window's segments (indexed by node; None: unreachable).
+    fn add_segments(&mut self, cluster: &Cluster, window_id: u64, segments: &[Option<distprof::model::ClockSegment>], cpu_ms: f64) {
         self.ms.push(cpu_ms);
         self.windows += 1;
-        self.rejected += est.rejected_edges().len();
-        self.unreachable += est.unreachable.len();
-        for (i, seg) in (0..).zip(&est.segments) {
+        self.unreachable += segments.iter().filter(|s| s.is_none()).count();
+        for (i, seg) in (0..).zip(segments) {
             let Some(s) = seg.filter(|_| i != cluster.reference()) else { continue };
-            let truth = cluster.truth(i, est.window_id);
+            let truth = cluster.truth(i, window_id);
             self.off.push((s.offset_ns - truth.offset_ns).abs());
             self.drift.push((s.drift_ppb - truth.drift_ppb).abs());
             self.bounds.push(s.bound_ns);
@@ -207,10 +216,58 @@ fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
                     }
                 }
                 rows.push(acc.row(scenario.nodes, kind, wls, Fit::Online));
+                let mut acc = Acc::default();
+                for c in &clusters {
+                    trace_only(c, &settings, &mut acc);
+                }
+                rows.push(acc.row(scenario.nodes, kind, wls, Fit::Traces));
             }
         }
     }
     Ok(rows)
+}
+
+/// The model `distprof merge` solves from the traces alone: each node's own final edge
+/// fits, through its distprof plane (encoded and decoded as on disk), every plane's fits
+/// solved network-wide by merge's own code (`merge::plane_network`).
+fn trace_only(c: &Cluster, settings: &EstimatorSettings, acc: &mut Acc) {
+    use distprof::distprof_plane::DistprofPlaneData;
+    use distprof::estimate::{fit_window, Smoother};
+    let started = thread_cpu_s();
+    let window_ns = (c.scenario.window_s * 1e9) as i64;
+    let planes: Vec<DistprofPlaneData> = (0..c.scenario.nodes)
+        .map(|node| {
+            let mut smoother = Smoother::new(*settings, window_ns);
+            let mut finals = Vec::new();
+            for k in 0..c.num_windows() {
+                finals.extend(smoother.push_fits(fit_window(&c.records_of(node, k), &c.window_spec(k), settings)));
+            }
+            finals.extend(smoother.finish_fits());
+            let plane = DistprofPlaneData {
+                session_id: "bench".into(),
+                node,
+                reference_node: c.reference(),
+                hostname: format!("sim{node}"),
+                timestamp_mode: "simulated".into(),
+                tracer_clock: "host".into(),
+                tracer_start: None,
+                model: distprof::model::NodeClockModel { node, reachable: false, segments: Vec::new() },
+                snapshots: Vec::new(),
+                probe_stats: Vec::new(),
+                edge_fits: finals.iter().map(|f| f.share(node)).collect(),
+            };
+            DistprofPlaneData::from_xplane(&plane.to_xplane()).expect("a plane distprof wrote reads back")
+        })
+        .collect();
+    let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
+    let models = distprof_offline::merge::plane_network::models_from_planes(&refs, settings);
+    let ms = (thread_cpu_s() - started) * 1e3 / c.num_windows().max(1) as f64;
+    for k in 0..c.num_windows() {
+        let segments: Vec<_> = (0..c.scenario.nodes as usize)
+            .map(|i| models.get(i).and_then(|m| m.segments.iter().find(|s| s.window_id == k).copied()))
+            .collect();
+        acc.add_segments(c, k, &segments, ms);
+    }
 }
 
 /// The real `distprof local` run with relay jitter: this very binary is spawned as
@@ -231,7 +288,7 @@ fn local_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
         .args(["--jitter-us", &args.local_jitter_us.to_string()])
         // The default window and cadence, as in the simulated reference scenario.
         .args(["--window-s", &args.window_s.unwrap_or(distprof::config::Config::default().probe_window_s).to_string()])
-        .arg("--output-dir")
+        .arg("--out")
         .arg(&dir)
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
@@ -316,6 +373,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "estimate512_ms": find("simulation", Some(512), Fit::Run).map(|r| r.estimate_ms_p50),
         "sim64_online_p99_offset_ns": find("simulation", Some(64), Fit::Online).and_then(|r| r.p99_offset_err_ns),
         "sim64_online_p99_drift_ppb": find("simulation", Some(64), Fit::Online).and_then(|r| r.p99_drift_err_ppb),
+        "sim64_trace_only_p99_offset_ns": find("simulation", Some(64), Fit::Traces).and_then(|r| r.p99_offset_err_ns),
         "local_p99_offset_ns": find("local", None, Fit::Run).and_then(|r| r.p99_offset_err_ns),
         "note": format!(
             "headline: hull with network correction, the model a run delivers (fit = run: each window's drift \
@@ -342,7 +400,11 @@ fn print_row(out: &mut impl Write, r: &Row) -> std::io::Result<()> {
         r.nodes,
         format!("{:?}", r.estimator).to_lowercase(),
         if r.network_correction { "wls" } else { "tree" },
-        if r.fit == Fit::Run { "run" } else { "online" },
+        match r.fit {
+            Fit::Run => "run",
+            Fit::Online => "online",
+            Fit::Traces => "traces",
+        },
         f(r.p50_offset_err_ns),
         f(r.p99_offset_err_ns),
         f(r.p50_drift_err_ppb),

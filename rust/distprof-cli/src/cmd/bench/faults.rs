@@ -63,11 +63,26 @@ pub struct Args {
     #[arg(long)]
     only: Option<String>,
     /// Keep the JSONL files here (default: a temporary directory, removed at the end).
-    #[arg(long)]
-    output_dir: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// store_flood: ranks that rendezvous while the store is flooded.
+    #[arg(long, default_value_t = 64)]
+    store_flood_ranks: u32,
+    /// store_flood: idle connections held open against the store.
+    #[arg(long, default_value_t = 10_000)]
+    store_flood_connections: usize,
+    /// store_flood: the ranks' rendezvous timeout, ms.
+    #[arg(long, default_value_t = 120_000)]
+    store_flood_timeout_ms: u64,
+    /// late_rank: how long after the others rank 0 starts, seconds.
+    #[arg(long, default_value_t = 90.0)]
+    late_rank_delay_s: f64,
+    /// late_rank: the ranks' rendezvous timeout, ms.
+    #[arg(long, default_value_t = 120_000)]
+    late_rank_timeout_ms: u64,
 }
 
 /// One fault, placed in time as fractions of the probing duration.
@@ -185,10 +200,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !(args.flood_rate_per_s.is_finite() && (1.0..=100_000.0).contains(&args.flood_rate_per_s)) {
         bail!("--flood-rate-per-s {}: use 1 to 100000 datagrams per second", args.flood_rate_per_s);
     }
-    let (root, temporary) = match &args.output_dir {
+    let (root, temporary) = match &args.out {
         Some(d) => (d.clone(), false),
         None => (std::env::temp_dir().join(format!("distprof-bench-faults-{}", std::process::id())), true),
     };
+    if !(2..=256).contains(&args.store_flood_ranks) {
+        bail!("--store-flood-ranks {}: use 2 to 256 ranks", args.store_flood_ranks);
+    }
+    if !(args.late_rank_delay_s.is_finite() && args.late_rank_delay_s >= 0.0)
+        || args.late_rank_delay_s * 1000.0 >= args.late_rank_timeout_ms as f64
+    {
+        bail!(
+            "--late-rank-delay-s {} must be at least 0 and shorter than --late-rank-timeout-ms {} (the goal is that the late rank still agrees)",
+            args.late_rank_delay_s, args.late_rank_timeout_ms
+        );
+    }
+    let wanted = |name: &str| args.only.as_deref().is_none_or(|w| name.contains(w));
     let selected: Vec<Scenario> = scenarios()
         .into_iter()
         .filter(|s| s.name == "clean" || args.only.as_deref().is_none_or(|w| s.name.contains(w)))
@@ -203,8 +230,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if temporary {
         let _ = std::fs::remove_dir_all(&root);
     }
-    let violations = check(&results, args.nodes);
+    let mut violations = check(&results, args.nodes);
+    let store_flood = if wanted("store_flood") {
+        eprintln!("bench faults: store_flood");
+        Some(super::store_faults::store_flood(args.store_flood_ranks, args.store_flood_connections, args.store_flood_timeout_ms)?)
+    } else {
+        None
+    };
+    let late_rank = if wanted("late_rank") {
+        eprintln!("bench faults: late_rank");
+        Some(super::store_faults::late_rank(4, Duration::from_secs_f64(args.late_rank_delay_s), args.late_rank_timeout_ms)?)
+    } else {
+        None
+    };
+    for s in store_flood.iter().chain(&late_rank) {
+        violations.extend(s.violations());
+    }
     print_table(&results);
+    print_store_table(store_flood.iter().chain(&late_rank));
     for v in &violations {
         println!("VIOLATION: {v}");
     }
@@ -218,6 +261,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "probe_cadence_us": CADENCE_US,
                 "flood_rate_per_s": args.flood_rate_per_s,
                 "scenarios": results,
+                "store_flood": store_flood,
+                "late_rank": late_rank,
                 "violations": violations,
             })
         );
@@ -731,5 +776,26 @@ fn print_table(results: &[ScenarioResult]) {
                 r.name, f, r.dropped_at_target, r.kernel_rcvbuf_drops
             );
         }
+    }
+}
+
+fn print_store_table<'a>(rows: impl Iterator<Item = &'a super::store_faults::StoreScenario>) {
+    let ms = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    println!("\n{:<12} {:>5} {:>8} {:>7} {:>5} {:>8} {:>6} {:>9} {:>9} {:>9} {:>8}", "rendezvous", "ranks", "timeout", "crashes", "hangs", "failures", "agreed", "p50_ms", "max_ms", "late_ms", "flood");
+    for r in rows {
+        println!(
+            "{:<12} {:>5} {:>8} {:>7} {:>5} {:>8} {:>6} {:>9} {:>9} {:>9} {:>8}",
+            r.name,
+            r.ranks,
+            r.rendezvous_timeout_ms,
+            r.crashes,
+            r.hangs,
+            r.failures,
+            r.agreed,
+            ms(r.time_to_agree_p50_ms),
+            ms(r.time_to_agree_max_ms),
+            ms(r.late_rank_time_to_agree_ms),
+            ms(r.flood_connections_held)
+        );
     }
 }

@@ -156,6 +156,8 @@ fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
                 chrome: chrome.then(|| out.join("merged.trace.json")),
                 allow_uncorrected: false,
                 models: vec![],
+                models_origin: None,
+                force: false,
             };
             merge(&[inputs], &opts, &mut |l| eprintln!("{l}"))?;
         }
@@ -221,8 +223,9 @@ fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
         };
     let events_per_line = 20_000usize;
     let mut line_no = 0i64;
-    // Planes of about 16 MB keep the generator's own memory modest.
-    while written + 1_000_000 < target {
+    // Planes of about 16 MB keep the generator's own memory modest. At least one line of
+    // events whatever the target: merge refuses a trace without events.
+    while line_no == 0 || written + 1_000_000 < target {
         let device = line_no % 2 == 1;
         let mut p = XPlane {
             name: if device {
@@ -246,7 +249,7 @@ fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
         let op = p.intern_stat("hlo_op");
         let op_name = p.intern_stat("all-reduce.1");
         let mut plane_bytes = 0u64;
-        while plane_bytes < 16_000_000 && written + plane_bytes + 1_000_000 < target {
+        while p.lines.is_empty() || (plane_bytes < 16_000_000 && written + plane_bytes + 1_000_000 < target) {
             let mut l = XLine {
                 id: line_no,
                 name: format!("stream {line_no}"),
@@ -314,6 +317,8 @@ fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
         })
         .collect();
     let data = DistprofPlaneData {
+        session_id: String::new(),
+        edge_fits: Vec::new(),
         node,
         reference_node: 0,
         hostname: format!("bench{node}"),

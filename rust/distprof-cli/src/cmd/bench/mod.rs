@@ -11,6 +11,7 @@ mod hooks;
 mod merge;
 mod overhead;
 mod rendezvous;
+mod store_faults;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,7 +34,8 @@ enum Bench {
     /// Merge throughput and peak memory against a decode-everything baseline.
     Merge(merge::Args),
     /// The network fault suite: loss, reordering, spikes, asymmetry, a blackholed and a
-    /// restarted peer, a flood at the probe port; invariants checked, figures printed.
+    /// restarted peer, a flood at the probe port, a flooded rendezvous store and a late
+    /// rank; invariants checked, figures printed.
     Faults(faults::Args),
 }
 

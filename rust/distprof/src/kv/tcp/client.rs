@@ -4,7 +4,8 @@
 //! backoff until the call's deadline (as torchrun's TCPStore clients do). A dropped
 //! connection is re-established and the (idempotent) request repeated. A peer that
 //! answers with bytes that are not our protocol is an immediate `Malformed` error naming
-//! the peer and the key: retrying would not help.
+//! the peer and the key: retrying would not help. A server that is busy (full, or flooded
+//! by connections that never say HELLO) is retried until the call's deadline too.
 
 use super::frame::{self, FrameError, Request, Response};
 use crate::kv::{check_value_size, KvError, KvStore};
@@ -17,6 +18,8 @@ use std::time::{Duration, Instant};
 /// Added to a GET's own timeout for the reply to travel back before the client gives up
 /// on the connection.
 const REPLY_SLACK: Duration = Duration::from_secs(2);
+/// While a call keeps failing to reach the store, it logs where it stands this often.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// First and largest pause between connection attempts.
 const BACKOFF_MIN: Duration = Duration::from_millis(20);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
@@ -57,6 +60,8 @@ struct Conn {
 pub struct TcpStore {
     addr: SocketAddr,
     options: TcpStoreOptions,
+    /// Sent in the HELLO; empty when the cluster sets none.
+    secret: String,
     conn: Mutex<Option<Conn>>,
     /// Set once the first handshake succeeded.
     ever_connected: AtomicBool,
@@ -72,9 +77,15 @@ impl TcpStore {
     /// Creates a client; the connection is made lazily by the first call, so a client can
     /// be created before the server is up.
     pub fn new(addr: SocketAddr, options: TcpStoreOptions) -> Self {
+        Self::with_secret(addr, options, String::new())
+    }
+
+    /// Like [`Self::new`] for a server that requires `secret` in the HELLO.
+    pub fn with_secret(addr: SocketAddr, options: TcpStoreOptions, secret: String) -> Self {
         Self {
             addr,
             options,
+            secret,
             conn: Mutex::new(None),
             ever_connected: AtomicBool::new(false),
         }
@@ -106,10 +117,12 @@ impl TcpStore {
             key,
             &Request::Hello {
                 version: frame::VERSION,
+                secret: self.secret.clone(),
             },
             deadline,
         ) {
             Attempt::Done(Ok(Response::Ok)) => Ok(conn),
+            Attempt::Done(Ok(Response::Busy(m))) => Err(Attempt::Retry(format!("store busy: {m}"))),
             Attempt::Done(Ok(Response::Error(m))) => Err(Attempt::Done(Err(KvError::Unavailable(
                 format!("store at {} refused the handshake: {m}", self.addr),
             )))),
@@ -163,7 +176,18 @@ impl TcpStore {
         // Tightened at the first failure once the server has been reached before.
         let mut deadline = deadline;
         let mut lost = false;
+        let mut next_progress = started + PROGRESS_EVERY;
         loop {
+            if Instant::now() >= next_progress {
+                next_progress += PROGRESS_EVERY;
+                tracing::info!(
+                    "key-value store at {} not reached for {} s ({attempts} attempts, last: {last_error}); \
+                     retrying for {} s more",
+                    self.addr,
+                    started.elapsed().as_secs(),
+                    deadline.saturating_duration_since(Instant::now()).as_secs()
+                );
+            }
             if attempts > 0 && !lost && self.ever_connected.load(Ordering::Relaxed) {
                 lost = true;
                 deadline = deadline.min(Instant::now() + self.options.reconnect_timeout);

@@ -4,17 +4,25 @@
 //! frame    = len:u32 body[len]            (len <= MAX_FRAME_BYTES)
 //! body     = op:u8 fields
 //! string   = n:u32 bytes[n]               (UTF-8; keys <= MAX_KEY_BYTES, values <= MAX_VALUE_BYTES)
-//! requests : HELLO magic:"DPKV" version:u16 | GET key timeout_ms:u64 | TRY_GET key | SET key value
-//! replies  : OK | VALUE value | NOT_FOUND | TIMEOUT | ERROR message
+//! requests : HELLO magic:"DPKV" version:u16 secret | GET key timeout_ms:u64 | TRY_GET key | SET key value
+//! replies  : OK | VALUE value | NOT_FOUND | TIMEOUT | ERROR message | BUSY message
 //! ```
 //! Every connection starts with HELLO so that a client pointed at the wrong port gets a
-//! clear error instead of waiting on a service that speaks another protocol.
+//! clear error instead of waiting on a service that speaks another protocol. The HELLO
+//! carries the store secret (empty when the cluster sets none), checked before the server
+//! keeps any state for the connection. BUSY refuses a connection for now (the server is
+//! full): the client tries again until its own deadline.
 
 use crate::kv::{MAX_KEY_BYTES, MAX_VALUE_BYTES};
 use std::io::{self, Read, Write};
 
 pub const MAGIC: &[u8; 4] = b"DPKV";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
+/// The largest secret a HELLO may carry.
+pub const MAX_SECRET_BYTES: usize = 256;
+/// The largest frame read before the handshake: a HELLO with the largest secret. A peer
+/// that has not said HELLO cannot make the server allocate more.
+pub const MAX_HELLO_FRAME_BYTES: usize = 1 + 4 + 2 + 4 + MAX_SECRET_BYTES;
 /// The largest frame: a SET with the largest key and value plus field headers.
 pub const MAX_FRAME_BYTES: usize = MAX_VALUE_BYTES + MAX_KEY_BYTES + 64;
 /// Error messages from the server are short; longer ones are cut, not refused.
@@ -29,10 +37,11 @@ const OP_VALUE: u8 = 0x81;
 const OP_NOT_FOUND: u8 = 0x82;
 const OP_TIMEOUT: u8 = 0x83;
 const OP_ERROR: u8 = 0x84;
+const OP_BUSY: u8 = 0x85;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    Hello { version: u16 },
+    Hello { version: u16, secret: String },
     Get { key: String, timeout_ms: u64 },
     TryGet { key: String },
     Set { key: String, value: String },
@@ -45,6 +54,8 @@ pub enum Response {
     NotFound,
     Timeout,
     Error(String),
+    /// Refused for now (server full); worth retrying.
+    Busy(String),
 }
 
 /// Why a frame could not be read: the connection failed, or the peer sent bytes that are
@@ -86,10 +97,15 @@ fn write_frame(w: &mut impl Write, body: &[u8]) -> io::Result<()> {
 pub fn write_request(w: &mut impl Write, req: &Request) -> io::Result<()> {
     let mut body = Vec::new();
     match req {
-        Request::Hello { version } => {
+        Request::Hello { version, secret } => {
             body.push(OP_HELLO);
             body.extend_from_slice(MAGIC);
             body.extend_from_slice(&version.to_le_bytes());
+            // Version 1 had no secret; its HELLO stays byte for byte what it was, so that
+            // an old peer gets the version error, not a frame error.
+            if *version >= 2 {
+                put_str(&mut body, secret);
+            }
         }
         Request::Get { key, timeout_ms } => {
             body.push(OP_GET);
@@ -119,8 +135,8 @@ pub fn write_response(w: &mut impl Write, resp: &Response) -> io::Result<()> {
         }
         Response::NotFound => body.push(OP_NOT_FOUND),
         Response::Timeout => body.push(OP_TIMEOUT),
-        Response::Error(m) => {
-            body.push(OP_ERROR);
+        Response::Error(m) | Response::Busy(m) => {
+            body.push(if matches!(resp, Response::Busy(_)) { OP_BUSY } else { OP_ERROR });
             let mut end = m.len().min(MAX_MESSAGE_BYTES);
             while !m.is_char_boundary(end) {
                 end -= 1;
@@ -131,8 +147,9 @@ pub fn write_response(w: &mut impl Write, resp: &Response) -> io::Result<()> {
     write_frame(w, &body)
 }
 
-/// Reads one frame body. `Ok(None)` is a clean end of stream before the first byte.
-fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, FrameError> {
+/// Reads one frame body of at most `max_len` bytes. `Ok(None)` is a clean end of stream
+/// before the first byte.
+fn read_frame(r: &mut impl Read, max_len: usize) -> Result<Option<Vec<u8>>, FrameError> {
     let mut len_bytes = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -145,9 +162,9 @@ fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, FrameError> {
         }
     }
     let len = u32::from_le_bytes(len_bytes) as usize;
-    if len == 0 || len > MAX_FRAME_BYTES {
+    if len == 0 || len > max_len {
         return Err(FrameError::Malformed(format!(
-            "frame length {len} outside 1..={MAX_FRAME_BYTES} (first bytes {len_bytes:02x?}; not a distprof store?)"
+            "frame length {len} outside 1..={max_len} (first bytes {len_bytes:02x?}; not a distprof store?)"
         )));
     }
     let mut body = vec![0u8; len];
@@ -211,7 +228,15 @@ impl<'a> Fields<'a> {
 }
 
 pub fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameError> {
-    let Some(body) = read_frame(r)? else {
+    read_request_limited(r, MAX_FRAME_BYTES)
+}
+
+/// Like [`read_request`] for frames of at most `max_len` bytes (the handshake's limit).
+pub fn read_request_limited(
+    r: &mut impl Read,
+    max_len: usize,
+) -> Result<Option<Request>, FrameError> {
+    let Some(body) = read_frame(r, max_len)? else {
         return Ok(None);
     };
     let mut f = Fields {
@@ -226,9 +251,14 @@ pub fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameError> {
                     "bad magic {magic:02x?}, expected {MAGIC:02x?}"
                 )));
             }
-            Request::Hello {
-                version: f.u16("version")?,
-            }
+            let version = f.u16("version")?;
+            // Version 1 HELLOs end here; the server then answers with a version error.
+            let secret = if version >= 2 {
+                f.string("secret", MAX_SECRET_BYTES)?
+            } else {
+                String::new()
+            };
+            Request::Hello { version, secret }
         }
         OP_GET => Request::Get {
             key: f.string("key", MAX_KEY_BYTES)?,
@@ -253,7 +283,7 @@ pub fn read_request(r: &mut impl Read) -> Result<Option<Request>, FrameError> {
 }
 
 pub fn read_response(r: &mut impl Read) -> Result<Response, FrameError> {
-    let Some(body) = read_frame(r)? else {
+    let Some(body) = read_frame(r, MAX_FRAME_BYTES)? else {
         return Err(FrameError::Io(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "store closed the connection",
@@ -269,6 +299,7 @@ pub fn read_response(r: &mut impl Read) -> Result<Response, FrameError> {
         OP_NOT_FOUND => Response::NotFound,
         OP_TIMEOUT => Response::Timeout,
         OP_ERROR => Response::Error(f.string("error message", MAX_MESSAGE_BYTES)?),
+        OP_BUSY => Response::Busy(f.string("busy message", MAX_MESSAGE_BYTES)?),
         op => {
             return Err(FrameError::Malformed(format!(
                 "unknown reply opcode 0x{op:02x}"
@@ -291,7 +322,8 @@ mod tests {
 
     #[test]
     fn requests_and_replies_roundtrip() {
-        roundtrip_request(Request::Hello { version: VERSION });
+        roundtrip_request(Request::Hello { version: VERSION, secret: String::new() });
+        roundtrip_request(Request::Hello { version: VERSION, secret: "s3cr3t".into() });
         roundtrip_request(Request::Get {
             key: "distprof/a".into(),
             timeout_ms: 1234,
@@ -307,11 +339,26 @@ mod tests {
             Response::NotFound,
             Response::Timeout,
             Response::Error("e".into()),
+            Response::Busy("full".into()),
         ] {
             let mut buf = Vec::new();
             write_response(&mut buf, &resp).unwrap();
             assert_eq!(read_response(&mut buf.as_slice()).unwrap(), resp);
         }
+    }
+
+    #[test]
+    fn a_frame_before_the_handshake_is_small() {
+        let mut buf = Vec::new();
+        let hello = Request::Hello { version: VERSION, secret: "x".repeat(MAX_SECRET_BYTES) };
+        write_request(&mut buf, &hello).unwrap();
+        assert_eq!(read_request_limited(&mut buf.as_slice(), MAX_HELLO_FRAME_BYTES).unwrap(), Some(hello));
+        let mut buf = Vec::new();
+        write_request(&mut buf, &Request::Set { key: "k".into(), value: "v".repeat(400) }).unwrap();
+        assert!(matches!(
+            read_request_limited(&mut buf.as_slice(), MAX_HELLO_FRAME_BYTES),
+            Err(FrameError::Malformed(m)) if m.contains("outside 1..=267")
+        ));
     }
 
     #[test]

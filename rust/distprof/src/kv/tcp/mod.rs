@@ -9,7 +9,8 @@ pub mod frame;
 mod server;
 
 pub use client::{TcpStore, TcpStoreOptions};
-pub use server::TcpStoreServer;
+pub use frame::MAX_SECRET_BYTES;
+pub use server::{ServerOptions, ServerStats, TcpStoreServer};
 
 #[cfg(test)]
 mod tests {
@@ -188,6 +189,68 @@ mod tests {
             String::from_utf8_lossy(&reply).contains("bad frame"),
             "{reply:?}"
         );
+        assert_eq!(good.try_get("k").unwrap().as_deref(), Some("v"));
+    }
+
+    /// 1,200 connections that never say HELLO (over twice the pending limit) do not keep a
+    /// genuine client out: the newest evict the oldest and the client's HELLO gets through.
+    #[test]
+    fn a_flood_of_silent_connections_does_not_keep_a_client_out() {
+        let server = TcpStoreServer::bind(loopback()).unwrap();
+        let addr = server.local_addr();
+        let mut flood = Vec::new();
+        for _ in 0..1_200 {
+            if let Ok(c) = std::net::TcpStream::connect(addr) {
+                flood.push(c);
+            }
+        }
+        assert!(flood.len() >= 1_150, "{} connected", flood.len());
+        let client = TcpStore::new(addr, TcpStoreOptions { op_timeout: Duration::from_secs(10), ..quick() });
+        let start = Instant::now();
+        client.set("k", "v").unwrap();
+        assert_eq!(client.try_get("k").unwrap().as_deref(), Some("v"));
+        assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+        let stats = server.stats();
+        assert!(stats.evicted_pending >= 1_150 - server::MAX_PENDING as u64, "{stats:?}");
+        assert_eq!(server.connection_count(), 1, "only the client is greeted");
+    }
+
+    /// A peer that sends its HELLO one byte at a time (a 215-byte HELLO at 10 bytes/s) is
+    /// closed at the handshake deadline, however steadily it trickles.
+    #[test]
+    fn a_slow_loris_is_closed_at_the_handshake_deadline() {
+        let server = TcpStoreServer::bind(loopback()).unwrap();
+        let mut raw = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        let mut hello = Vec::new();
+        frame::write_request(&mut hello, &frame::Request::Hello { version: frame::VERSION, secret: "s".repeat(200) }).unwrap();
+        let start = Instant::now();
+        let mut closed_after = None;
+        for byte in hello.iter().cycle().take(100) {
+            if raw.write_all(&[*byte]).is_err() {
+                closed_after = Some(start.elapsed());
+                break;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        let closed_after = closed_after.expect("the server closed the connection");
+        assert!(
+            closed_after >= server::HANDSHAKE_TIMEOUT && closed_after < server::HANDSHAKE_TIMEOUT + Duration::from_secs(2),
+            "{closed_after:?}"
+        );
+        assert_eq!(server.stats().handshake_timeouts, 1);
+    }
+
+    #[test]
+    fn a_secret_is_required_when_the_server_has_one() {
+        let server = TcpStoreServer::bind_with(loopback(), ServerOptions { secret: Some("s3cret".into()) }).unwrap();
+        let good = TcpStore::with_secret(server.local_addr(), quick(), "s3cret".into());
+        good.set("k", "v").unwrap();
+        for wrong in ["", "s3creT", "s3cret-longer"] {
+            let bad = TcpStore::with_secret(server.local_addr(), quick(), wrong.into());
+            let err = bad.try_get("k").unwrap_err().to_string();
+            assert!(err.contains("wrong store secret"), "{wrong:?}: {err}");
+        }
+        assert_eq!(server.stats().refused_hello, 3);
         assert_eq!(good.try_get("k").unwrap().as_deref(), Some("v"));
     }
 }

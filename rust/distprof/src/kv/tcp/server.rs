@@ -3,29 +3,98 @@
 //! One thread accepts, one thread per connection serves requests against a
 //! [`MemoryStore`]. A bad frame closes that connection with one log line naming the peer;
 //! it never affects other clients.
+//!
+//! The store is reachable by anything that can reach rank 0, so it defends itself against
+//! peers that connect and say nothing (a connection flood) or say it slowly (slow loris):
+//! - a connection must complete its HELLO within [`HANDSHAKE_TIMEOUT`], and a request
+//!   within [`IDLE_TIMEOUT`] of the previous reply, else it is closed;
+//! - connections that have not said HELLO are few ([`MAX_PENDING`], [`MAX_PENDING_PER_ADDRESS`]):
+//!   a new one evicts the oldest, so a flood cannot keep a genuine client out, only delay
+//!   its connect, which the client retries until its own deadline;
+//! - greeted connections are limited per peer address ([`MAX_GREETED_PER_ADDRESS`]);
+//! - with a secret (`ServerOptions::secret`), a HELLO without it is refused before the
+//!   connection is counted as greeted; before the HELLO nothing but the socket is kept.
 
 use super::frame::{self, FrameError, Request, Response};
 use crate::kv::{KvError, KvStore, MemoryStore};
-use std::io::{self, BufReader, BufWriter};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, BufReader, BufWriter, Read};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 /// More simultaneous clients than any run has nodes times a few; past it a connection is
-/// refused with an error reply instead of exhausting threads.
+/// refused with a BUSY reply (after evicting one that has not said HELLO, if any).
 const MAX_CONNECTIONS: usize = 8192;
+/// A genuine client sends its HELLO right after connecting; a second is ample on a loaded
+/// host, and a peer that has not finished it by then is not a distprof client.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+/// A greeted connection that sends no complete request for this long is closed; the
+/// client reconnects on its next call. Long enough that a rank between two calls of a
+/// rendezvous is never cut (its waits are server-side GETs, which are not idle).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Connections that have not completed their HELLO, in all and per peer address. A new one
+/// past either limit evicts the oldest: an attacker only displaces its own connections, or
+/// a genuine client's that retries.
+pub const MAX_PENDING: usize = 512;
+pub const MAX_PENDING_PER_ADDRESS: usize = 256;
+/// Greeted connections from one address: a host runs one client per rank (8 or 16 GPUs),
+/// a one-machine test up to a few hundred.
+pub const MAX_GREETED_PER_ADDRESS: usize = 1024;
+/// Longest a reply may take to leave: a genuine client reads at once.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A server-side blocking GET wakes this often to notice a shutdown.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(200);
 /// Connection threads only parse frames and wait on condition variables: a small stack.
 const CONNECTION_STACK_BYTES: usize = 256 * 1024;
 
+/// How a [`TcpStoreServer`] admits clients.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// When set, a HELLO must carry exactly this secret (the cluster's
+    /// `DISTPROF_STORE_SECRET`); others are refused before being counted.
+    pub secret: Option<String>,
+}
+
+/// What the defences did, for logs and `distprof bench faults`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ServerStats {
+    /// Connections closed for not completing their HELLO in time.
+    pub handshake_timeouts: u64,
+    /// Connections without a HELLO evicted to make room for newer ones.
+    pub evicted_pending: u64,
+    /// Connections refused with BUSY (server or address full).
+    pub refused_busy: u64,
+    /// HELLOs with a wrong secret, version or frame.
+    pub refused_hello: u64,
+    /// Greeted connections closed for idleness.
+    pub idle_closed: u64,
+    /// Connections that completed the HELLO.
+    pub greeted: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    handshake_timeouts: AtomicU64,
+    evicted_pending: AtomicU64,
+    refused_busy: AtomicU64,
+    refused_hello: AtomicU64,
+    idle_closed: AtomicU64,
+    greeted: AtomicU64,
+}
+
 struct Shared {
     store: MemoryStore,
     stopping: AtomicBool,
+    secret: Option<String>,
     /// Clones of live connections, so `shutdown` can close them and wake their readers.
     connections: Mutex<Vec<(u64, TcpStream)>>,
+    /// Connections without a completed HELLO, oldest first (clones, for eviction).
+    pending: Mutex<VecDeque<(u64, IpAddr, TcpStream)>>,
+    greeted_per_address: Mutex<HashMap<IpAddr, usize>>,
+    counters: Counters,
 }
 
 /// A running store server; stops when dropped.
@@ -36,14 +105,24 @@ pub struct TcpStoreServer {
 }
 
 impl TcpStoreServer {
-    /// Binds `addr` (port 0 picks a free port) and starts serving.
+    /// Binds `addr` (port 0 picks a free port) and starts serving, admitting any client
+    /// that speaks the protocol.
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
+        Self::bind_with(addr, ServerOptions::default())
+    }
+
+    /// Like [`Self::bind`], with admission options (a secret).
+    pub fn bind_with(addr: SocketAddr, options: ServerOptions) -> io::Result<Self> {
         let listener = TcpListener::bind(addr)?;
         let local_addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             store: MemoryStore::new(),
             stopping: AtomicBool::new(false),
+            secret: options.secret.filter(|s| !s.is_empty()),
             connections: Mutex::new(Vec::new()),
+            pending: Mutex::new(VecDeque::new()),
+            greeted_per_address: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
         });
         let acceptor = {
             let shared = shared.clone();
@@ -59,6 +138,19 @@ impl TcpStoreServer {
         })
     }
 
+    /// What the store's defences have done so far.
+    pub fn stats(&self) -> ServerStats {
+        let c = &self.shared.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ServerStats {
+            handshake_timeouts: get(&c.handshake_timeouts),
+            evicted_pending: get(&c.evicted_pending),
+            refused_busy: get(&c.refused_busy),
+            refused_hello: get(&c.refused_hello),
+            idle_closed: get(&c.idle_closed),
+            greeted: get(&c.greeted),
+        }
+    }
     /// The bound address (with the actual port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
@@ -69,10 +161,11 @@ impl TcpStoreServer {
         &self.shared.store
     }
 
-    /// Number of client connections open now. A master that failed keeps serving until
-    /// this drops to zero (every node has read the abort and gone) or a grace period ends.
+    /// Number of greeted client connections open now (those without a HELLO are not
+    /// clients). A master that failed keeps serving until this drops to zero (every node
+    /// has read the abort and gone) or a grace period ends.
     pub fn connection_count(&self) -> usize {
-        lock(&self.shared.connections).len()
+        lock(&self.shared.greeted_per_address).values().sum()
     }
 
     /// Stops accepting and closes every connection; clients see the store go away.
@@ -97,6 +190,7 @@ impl TcpStoreServer {
         for (_, conn) in lock(&self.shared.connections).drain(..) {
             let _ = conn.shutdown(Shutdown::Both);
         }
+        lock(&self.shared.pending).clear();
     }
 }
 
@@ -108,6 +202,28 @@ impl Drop for TcpStoreServer {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Closes the oldest connection without a HELLO (from `addr` when given) to make room.
+fn evict_oldest_pending(shared: &Shared, pending: &mut VecDeque<(u64, IpAddr, TcpStream)>, addr: Option<IpAddr>) -> bool {
+    let at = match addr {
+        Some(ip) => pending.iter().position(|(_, a, _)| *a == ip),
+        None => (!pending.is_empty()).then_some(0),
+    };
+    let Some(at) = at else { return false };
+    if let Some((_, _, conn)) = pending.remove(at) {
+        // Its thread's read fails at once and the thread ends.
+        let _ = conn.shutdown(Shutdown::Both);
+        shared.counters.evicted_pending.fetch_add(1, Ordering::Relaxed);
+    }
+    true
+}
+
+fn refuse_busy(shared: &Shared, conn: &TcpStream, peer: &str, why: String) {
+    shared.counters.refused_busy.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!("key-value store: refusing {peer}: {why}");
+    let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
+    let _ = frame::write_response(&mut &*conn, &Response::Busy(why));
 }
 
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
@@ -125,113 +241,202 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 continue;
             }
         };
-        let peer = conn
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "?".into());
+        let Ok(peer_addr) = conn.peer_addr() else { continue };
+        let peer = peer_addr.to_string();
+        let ip = peer_addr.ip();
         let _ = conn.set_nodelay(true);
         let id = next_id;
         next_id += 1;
         {
             let mut conns = lock(&shared.connections);
-            if conns.len() >= MAX_CONNECTIONS {
-                drop(conns);
-                tracing::warn!(
-                    "key-value store: refusing {peer}: {MAX_CONNECTIONS} connections open"
-                );
-                let _ = frame::write_response(
-                    &mut &conn,
-                    &Response::Error(format!("server full ({MAX_CONNECTIONS} connections)")),
-                );
+            let mut pending = lock(&shared.pending);
+            if conns.len() >= MAX_CONNECTIONS && !evict_oldest_pending(&shared, &mut pending, None) {
+                drop((conns, pending));
+                refuse_busy(&shared, &conn, &peer, format!("server full ({MAX_CONNECTIONS} connections)"));
                 continue;
             }
-            match conn.try_clone() {
-                Ok(clone) => conns.push((id, clone)),
-                Err(e) => {
-                    tracing::warn!("key-value store: cannot track connection from {peer}: {e}");
-                    continue;
-                }
+            if pending.iter().filter(|(_, a, _)| *a == ip).count() >= MAX_PENDING_PER_ADDRESS {
+                evict_oldest_pending(&shared, &mut pending, Some(ip));
             }
+            if pending.len() >= MAX_PENDING {
+                evict_oldest_pending(&shared, &mut pending, None);
+            }
+            let (Ok(clone), Ok(pending_clone)) = (conn.try_clone(), conn.try_clone()) else {
+                tracing::warn!("key-value store: cannot track connection from {peer}");
+                continue;
+            };
+            conns.push((id, clone));
+            pending.push_back((id, ip, pending_clone));
         }
         let shared2 = shared.clone();
         let spawned = thread::Builder::new()
             .name("distprof-kv-conn".into())
             .stack_size(CONNECTION_STACK_BYTES)
             .spawn(move || {
-                serve_connection(conn, &peer, &shared2);
-                lock(&shared2.connections).retain(|(i, _)| *i != id);
+                let greeted = serve_connection(conn, &peer, ip, id, &shared2);
+                forget(&shared2, id, ip, greeted);
             });
         if let Err(e) = spawned {
             tracing::warn!("key-value store: cannot start a connection thread: {e}");
-            lock(&shared.connections).retain(|(i, _)| *i != id);
+            forget(&shared, id, ip, false);
         }
     }
 }
 
-fn serve_connection(conn: TcpStream, peer: &str, shared: &Shared) {
-    let mut reader = BufReader::new(&conn);
+/// Drops every trace of connection `id`.
+fn forget(shared: &Shared, id: u64, ip: IpAddr, greeted: bool) {
+    lock(&shared.connections).retain(|(i, _)| *i != id);
+    lock(&shared.pending).retain(|(i, _, _)| *i != id);
+    if greeted {
+        let mut per = lock(&shared.greeted_per_address);
+        if let Some(n) = per.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&ip);
+            }
+        }
+    }
+}
+
+/// Reads from the socket until an absolute deadline: each read waits at most the time
+/// left, so a peer sending one byte a second cannot stretch a frame past the deadline.
+struct DeadlineReader<'a> {
+    conn: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Read for DeadlineReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.conn.set_read_timeout(Some(left))?;
+        self.conn.read(buf)
+    }
+}
+
+fn timed_out(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock)
+}
+
+/// Constant-time comparison, so the time to refuse does not tell how much of a guess was right.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The HELLO: `Ok(())` when the peer is a client this server admits.
+fn handshake(
+    reader: &mut BufReader<DeadlineReader<'_>>,
+    writer: &mut BufWriter<&TcpStream>,
+    peer: &str,
+    ip: IpAddr,
+    id: u64,
+    shared: &Shared,
+) -> Result<(), ()> {
+    let counters = &shared.counters;
+    let refuse = |writer: &mut BufWriter<&TcpStream>, why: String| {
+        counters.refused_hello.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!("key-value store: closing connection from {peer}: {why}");
+        let _ = frame::write_response(writer, &Response::Error(why));
+    };
+    match frame::read_request_limited(reader, frame::MAX_HELLO_FRAME_BYTES) {
+        Ok(Some(Request::Hello { version, secret })) => {
+            if version != frame::VERSION {
+                refuse(writer, format!("protocol version {version} unsupported; server speaks {}", frame::VERSION));
+                return Err(());
+            }
+            if let Some(want) = &shared.secret {
+                if !same_secret(want, &secret) {
+                    refuse(writer, "wrong store secret; give every rank the same DISTPROF_STORE_SECRET".into());
+                    return Err(());
+                }
+            }
+        }
+        Ok(Some(_)) => {
+            refuse(writer, "request before handshake".into());
+            return Err(());
+        }
+        Ok(None) => return Err(()),
+        Err(FrameError::Io(e)) => {
+            if timed_out(&e) {
+                counters.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("key-value store: {peer} sent no HELLO within {HANDSHAKE_TIMEOUT:?}");
+            }
+            return Err(());
+        }
+        Err(FrameError::Malformed(m)) => {
+            refuse(writer, format!("bad frame: {m}"));
+            return Err(());
+        }
+    }
+    lock(&shared.pending).retain(|(i, _, _)| *i != id);
+    {
+        let mut per = lock(&shared.greeted_per_address);
+        let n = per.entry(ip).or_insert(0);
+        if *n >= MAX_GREETED_PER_ADDRESS {
+            drop(per);
+            refuse_busy(shared, writer.get_ref(), peer, format!("{MAX_GREETED_PER_ADDRESS} connections from {ip} already"));
+            return Err(());
+        }
+        *n += 1;
+    }
+    counters.greeted.fetch_add(1, Ordering::Relaxed);
+    if frame::write_response(writer, &Response::Ok).is_err() {
+        // Counted as greeted: the caller's `forget` undoes it.
+        return Ok(());
+    }
+    Ok(())
+}
+
+/// Serves one connection; returns whether it was greeted (counted per address).
+fn serve_connection(conn: TcpStream, peer: &str, ip: IpAddr, id: u64, shared: &Shared) -> bool {
+    // A peer that never reads its replies must not hold this thread in a write forever.
+    let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
+    let mut reader = BufReader::new(DeadlineReader {
+        conn: &conn,
+        deadline: Instant::now() + HANDSHAKE_TIMEOUT,
+    });
     let mut writer = BufWriter::new(&conn);
-    let mut greeted = false;
+    if handshake(&mut reader, &mut writer, peer, ip, id, shared).is_err() {
+        return false;
+    }
     loop {
+        reader.get_mut().deadline = Instant::now() + IDLE_TIMEOUT;
         let req = match frame::read_request(&mut reader) {
             Ok(Some(req)) => req,
-            Ok(None) => return,
+            Ok(None) => return true,
             Err(FrameError::Io(e)) => {
-                if !shared.stopping.load(Ordering::SeqCst) {
+                if timed_out(&e) {
+                    shared.counters.idle_closed.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!("key-value store: closing {peer}: no request for {IDLE_TIMEOUT:?}");
+                } else if !shared.stopping.load(Ordering::SeqCst) {
                     tracing::debug!("key-value store: connection from {peer} ended: {e}");
                 }
-                return;
+                return true;
             }
             Err(FrameError::Malformed(m)) => {
                 tracing::warn!("key-value store: closing connection from {peer}: bad frame: {m}");
                 let _ =
                     frame::write_response(&mut writer, &Response::Error(format!("bad frame: {m}")));
-                return;
+                return true;
             }
         };
-        let resp = match (greeted, req) {
-            (false, Request::Hello { version }) if version == frame::VERSION => {
-                greeted = true;
-                Response::Ok
-            }
-            (false, Request::Hello { version }) => {
-                tracing::warn!(
-                    "key-value store: {peer} speaks protocol version {version}, this server {}",
-                    frame::VERSION
-                );
-                let _ = frame::write_response(
-                    &mut writer,
-                    &Response::Error(format!(
-                        "protocol version {version} unsupported; server speaks {}",
-                        frame::VERSION
-                    )),
-                );
-                return;
-            }
-            (false, _) => {
-                tracing::warn!(
-                    "key-value store: closing connection from {peer}: request before handshake"
-                );
-                let _ = frame::write_response(
-                    &mut writer,
-                    &Response::Error("request before handshake".into()),
-                );
-                return;
-            }
-            (true, Request::Hello { .. }) => Response::Ok,
-            (true, Request::Get { key, timeout_ms }) => blocking_get(shared, &key, timeout_ms),
-            (true, Request::TryGet { key }) => match shared.store.try_get(&key) {
+        let resp = match req {
+            Request::Hello { .. } => Response::Ok,
+            Request::Get { key, timeout_ms } => blocking_get(shared, &key, timeout_ms),
+            Request::TryGet { key } => match shared.store.try_get(&key) {
                 Ok(Some(v)) => Response::Value(v),
                 Ok(None) => Response::NotFound,
                 Err(e) => Response::Error(e.to_string()),
             },
-            (true, Request::Set { key, value }) => match shared.store.set(&key, &value) {
+            Request::Set { key, value } => match shared.store.set(&key, &value) {
                 Ok(()) => Response::Ok,
                 Err(e) => Response::Error(e.to_string()),
             },
         };
         if frame::write_response(&mut writer, &resp).is_err() {
-            return;
+            return true;
         }
     }
 }

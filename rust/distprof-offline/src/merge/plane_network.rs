@@ -1,0 +1,120 @@
+//! Traces alone are enough: the network-wide clock model from the edge fits every input
+//! trace's distprof plane carries (`distprof::estimate::shared`).
+//!
+//! Each plane holds its node's own edge fits per window; together the inputs hold every
+//! edge of the run, and every window is solved as one network, as the nodes did while
+//! probing and as `--run-dir` does from the JSONL files. This also covers the last windows
+//! of a trace, which the export hook saw before the nodes finished exchanging them. A node
+//! takes this model where it has at least as many windows as the model in its own plane
+//! (a subset of the traces knows fewer edges than the nodes did while probing).
+
+use distprof::context::NodeId;
+use distprof::distprof_plane::DistprofPlaneData;
+use distprof::estimate::{solve_shared_run, EstimatorSettings, ModelBuilder};
+use distprof::model::NodeClockModel;
+
+/// Every node's model solved from the planes' edge fits; empty when no plane carries any.
+/// The planes must be of one run (one session, one reference): the caller checks that.
+pub fn models_from_planes(planes: &[&DistprofPlaneData], settings: &EstimatorSettings) -> Vec<NodeClockModel> {
+    let parts: Vec<_> = planes.iter().flat_map(|p| p.edge_fits.iter()).collect();
+    let Some(reference) = planes.first().map(|p| p.reference_node) else { return Vec::new() };
+    if parts.is_empty() {
+        return Vec::new();
+    }
+    // One past the largest node id any plane or edge names (bounded: `is_sane` parts only
+    // reach here, and ids come from a u32 the rendezvous assigned).
+    let num_nodes = planes
+        .iter()
+        .map(|p| p.node.max(p.reference_node))
+        .chain(parts.iter().flat_map(|f| f.edges.iter().map(|e| e.dst)))
+        .max()
+        .map_or(1, |m: NodeId| m.saturating_add(1));
+    if num_nodes > crate::run_dir_estimate::MAX_NODE_ID {
+        return Vec::new();
+    }
+    let mut builder = ModelBuilder::new(num_nodes);
+    for w in solve_shared_run(parts, num_nodes, reference, settings) {
+        builder.push(&w);
+    }
+    builder.finish()
+}
+
+/// The model to apply to a plane's node: the one solved from all planes where it covers
+/// at least as many windows as the plane's own.
+pub fn better_model<'a>(solved: &'a [NodeClockModel], plane: &'a DistprofPlaneData) -> &'a NodeClockModel {
+    match solved.iter().find(|m| m.node == plane.node) {
+        Some(m) if m.reachable && m.segments.len() >= plane.model.segments.len() => m,
+        _ => &plane.model,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use distprof::estimate::shared::SHARED_FITS_VERSION;
+    use distprof::estimate::{NodeWindowFits, SharedEdge, SharedLine};
+
+    /// Node `src`'s fits of window 0: one edge per `(dst, theta_ns)`, a flat line with both
+    /// hulls 1 us either side of it.
+    fn fits(src: u32, edges: &[(u32, f64)]) -> NodeWindowFits {
+        let w = 15_000_000_000;
+        NodeWindowFits {
+            version: SHARED_FITS_VERSION,
+            node: src,
+            window_id: 0,
+            start_local_ns: w,
+            end_local_ns: 2 * w,
+            edges: edges
+                .iter()
+                .map(|&(dst, theta)| SharedEdge {
+                    dst,
+                    counts: Default::default(),
+                    fit_error: None,
+                    line: Some(SharedLine {
+                        y_origin_ns: 0,
+                        gap_noise_ns: 0.0,
+                        slope: 0.0,
+                        intercept_ns: theta,
+                        margin_ns: Some(1_000.0),
+                        fwd_lower: vec![[-7e9, theta + 1_000.0], [7e9, theta + 1_000.0]],
+                        rev_upper: vec![[-7e9, theta - 1_000.0], [7e9, theta - 1_000.0]],
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    fn plane(node: u32, edge_fits: Vec<NodeWindowFits>) -> DistprofPlaneData {
+        DistprofPlaneData {
+            session_id: "s".into(),
+            node,
+            reference_node: 0,
+            hostname: String::new(),
+            timestamp_mode: "kernel".into(),
+            tracer_clock: "host".into(),
+            tracer_start: None,
+            // As a node exports when it could not solve the network itself.
+            model: NodeClockModel { node, reachable: node == 0, segments: Vec::new() },
+            snapshots: Vec::new(),
+            probe_stats: Vec::new(),
+            edge_fits,
+        }
+    }
+
+    /// Node 2 does not probe the reference, and its own plane knows no model; the fits of
+    /// all three planes reach it through node 1: o_1 = theta_01, o_2 = o_1 + theta_12.
+    #[test]
+    fn a_node_that_does_not_probe_the_reference_is_solved_from_every_plane() {
+        let planes = [plane(0, vec![fits(0, &[(1, 5_000.0)])]), plane(1, vec![fits(1, &[(2, -2_000.0)])]), plane(2, vec![fits(2, &[(1, 2_000.0)])])];
+        let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
+        let solved = models_from_planes(&refs, &EstimatorSettings::default());
+        let m2 = better_model(&solved, &planes[2]);
+        assert!(m2.reachable && m2.segments.len() == 1, "{m2:?}");
+        assert!((m2.segments[0].offset_ns - 3_000.0).abs() < 1e-6, "{m2:?}");
+        assert!((better_model(&solved, &planes[1]).segments[0].offset_ns - 5_000.0).abs() < 1e-6);
+        // Node 2's plane alone knows only its own edge: its own model (none) is kept.
+        let alone = models_from_planes(&[&planes[2]], &EstimatorSettings::default());
+        assert!(alone.iter().all(|m| m.node == 0 || !m.reachable));
+        assert!(std::ptr::eq(better_model(&alone, &planes[2]), &planes[2].model));
+    }
+}

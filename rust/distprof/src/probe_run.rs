@@ -1,0 +1,102 @@
+//! One node's probing run on an agreed run context: the timestamped socket, the probe
+//! engine, the JSONL file, and at every window close one fit of the node's records (kept in
+//! the window line as its online model, then handed to the caller). Shared by the two ways
+//! a node runs: a standalone node (`standalone::run_node`: `distprof run` and `distprof
+//! local`) and a node inside XLA (the plugin's probe thread, `plugin/trace.rs`).
+
+use crate::clock::VirtualClock;
+use crate::config::Config;
+use crate::context::{NodeId, RunContext};
+use crate::estimate::node_edges::NodeEdgeEstimator;
+use crate::estimate::{fit_window, EstimatorSettings, WindowFits, WindowSpec};
+use crate::jsonl::{JsonlWriter, Meta};
+use crate::probe::{Engine, EngineParams, EngineStats, PurityFn};
+use crate::timestamp::{StampMode, StampedSocket};
+use crate::window::ClosedWindow;
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// What a probing run needs besides its socket.
+#[derive(Clone, Copy)]
+pub struct ProbeRunSetup<'a> {
+    pub ctx: &'a RunContext,
+    pub node: NodeId,
+    pub config: &'a Config,
+    /// Applied to every timestamp the node records (identity inside XLA).
+    pub clock: VirtualClock,
+    pub purity: PurityFn,
+    /// The run's start in the node's clock, written to the JSONL meta line.
+    pub start_local_ns: i64,
+}
+
+/// Why a probing run could not start or ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeRunError {
+    #[error("probe socket: {0}")]
+    Socket(std::io::Error),
+    #[error("probe output: {0}")]
+    Output(std::io::Error),
+    #[error("probe engine: {0}")]
+    Engine(std::io::Error),
+}
+
+/// One closed window as the caller sees it: the line as written (with this node's online
+/// model), and the fit of its records, computed once for every use.
+pub struct FittedWindow<'a> {
+    pub window: &'a ClosedWindow,
+    pub fits: WindowFits,
+}
+
+/// What a finished run hands back.
+#[derive(Debug)]
+pub struct ProbeRunOutcome {
+    pub mode: StampMode,
+    pub jsonl_path: PathBuf,
+    pub stats: EngineStats,
+}
+
+/// Runs the engine for `run_for` (counted from when it starts, after the socket and the
+/// file are set up) or until `stop`, writing every closed window to the node's
+/// JSONL file in `config.output_dir`. `on_started` learns the timestamp mode once the
+/// socket is set up; `on_window` gets each closed window just before its line is written.
+pub fn run_probing(
+    setup: ProbeRunSetup<'_>,
+    socket: UdpSocket,
+    run_for: Duration,
+    stop: &AtomicBool,
+    on_started: &mut dyn FnMut(StampMode),
+    on_window: &mut dyn FnMut(FittedWindow<'_>),
+) -> Result<ProbeRunOutcome, ProbeRunError> {
+    let ProbeRunSetup { ctx, node, config, clock, purity, start_local_ns } = setup;
+    let sock = StampedSocket::new(socket, config.timestamping).map_err(ProbeRunError::Socket)?;
+    let mode = sock.mode();
+    on_started(mode);
+    let meta = Meta {
+        virtual_clock: (clock != VirtualClock::IDENTITY).then_some(clock),
+        ..Meta::for_node(ctx, node, mode, sock.hardware_note.clone(), start_local_ns, config)
+    };
+    let mut writer = JsonlWriter::create(Path::new(&config.output_dir), &meta).map_err(ProbeRunError::Output)?;
+    let params = EngineParams::for_node(ctx, node, config, clock, purity);
+    let settings = EstimatorSettings::from_config(config);
+    let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
+    let stats = Engine::new(params, sock)
+        .run(Instant::now() + run_for, stop, &mut |mut w: ClosedWindow| {
+            let spec = WindowSpec {
+                window_id: w.window_id,
+                start_local_ns: w.start_local_ns,
+                end_local_ns: w.end_local_ns,
+                num_nodes: ctx.num_nodes,
+                reference: ctx.reference_node,
+            };
+            let fits = fit_window(&w.records, &spec, &settings);
+            // The online model of this node's own edges goes into the window's JSONL line.
+            w.model = Some(own_edges.window_fitted(&w, fits.clone()));
+            on_window(FittedWindow { window: &w, fits });
+            // Flushed per window: a crash loses at most the open one.
+            writer.write_window(&w)
+        })
+        .map_err(ProbeRunError::Engine)?;
+    Ok(ProbeRunOutcome { mode, jsonl_path: writer.path().to_path_buf(), stats })
+}
