@@ -43,7 +43,7 @@ fn a_malformed_release_checksum_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("workspace2.bzl"), "# empty\n").unwrap();
     let (code, _, stderr) =
-        distprof(&["xla", "apply", "--xla-dir", dir.path().to_str().unwrap(), "--release-sha256", "abc"]);
+        distprof(&["xla", "apply", "--xla-dir", dir.path().to_str().unwrap(), "--release-url", "https://example.com/distprof.tar.gz", "--release-sha256", "abc"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("--release-sha256 \"abc\" is not 64 hex digits"), "{stderr}");
+    assert!(stderr.contains("release SHA-256 \"abc\" is not 64 hex digits"), "{stderr}");
 }
