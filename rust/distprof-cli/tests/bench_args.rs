@@ -1,10 +1,10 @@
 //! `distprof bench accuracy` refuses bad scenario flags before simulating anything, naming
 //! the flag, the value and what it accepts.
 
-use std::process::Command;
+use distprof_testkit::cli::distprof;
 
 fn accuracy(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_distprof"))
+    let out = distprof()
         .args(["bench", "accuracy", "--local-nodes", "0"])
         .args(args)
         .output()

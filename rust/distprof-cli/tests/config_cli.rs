@@ -1,22 +1,13 @@
 //! `distprof config` through the real binary: exit codes, every problem listed with its
 //! location, precedence visible in `config show`, logs on stderr only.
 
+use distprof_testkit::cli::distprof;
 use distprof::config::fields;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The binary with every distprof variable removed, so the caller's environment cannot
-/// leak into the test.
-fn distprof() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_distprof"));
-    for var in fields::all_env_vars() {
-        cmd.env_remove(var);
-    }
-    cmd
 }
 
 fn run(cmd: &mut Command) -> (i32, String, String) {

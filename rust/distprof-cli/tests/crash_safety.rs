@@ -13,16 +13,11 @@
 //! lost, torn lines) for the README's "Failure behaviour" section.
 //! `DISTPROF_KILL_SEED` changes the seed (default 9).
 
+use distprof_testkit::cli::{distprof, free_port};
 use prost::Message;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-fn distprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_distprof"));
-    c.env("RUST_LOG", "warn");
-    c
-}
 
 /// Prints a figure line and keeps it for `tests/steps/90-failure-figures.sh`, which shows
 /// it in CI (a passing test's output is not shown).
@@ -55,10 +50,6 @@ impl Rng {
         let span = (hi - lo).as_micros() as u64;
         lo + Duration::from_micros(self.next() % span.max(1))
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// SIGKILL, if the child still runs; true when this call killed it.

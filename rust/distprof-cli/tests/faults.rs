@@ -2,9 +2,9 @@
 //! real UDP through the relay, a real flood at a probe port, real files, judged against
 //! the true virtual clocks. Asserts the invariants on the figures it reports.
 
+use distprof_testkit::cli::distprof;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn u(v: &Value, k: &str) -> u64 {
@@ -20,7 +20,7 @@ fn count(v: &Value, map: &str, k: &str) -> u64 {
 #[test]
 fn every_network_fault_keeps_the_run_alive_counted_and_within_bounds() {
     let t = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_distprof"))
+    let out = distprof()
         // 4 s per scenario, as the README's figures: at 3 s the 30% loss scenario (83% of
         // probes lose a datagram) sometimes estimated 7 of the 8 node-windows it must.
         .args(["bench", "faults", "--duration", "4", "--json"])
@@ -149,7 +149,7 @@ fn every_network_fault_keeps_the_run_alive_counted_and_within_bounds() {
 fn rejoin_errors_name_the_input_and_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_distprof")).arg("run").args(args).output().unwrap();
+        let out = distprof().arg("run").args(args).output().unwrap();
         assert!(!out.status.success());
         String::from_utf8_lossy(&out.stderr).into_owned()
     };

@@ -1,14 +1,8 @@
 //! `distprof local` end to end: real node processes, real UDP through the relay, real files.
 
+use distprof_testkit::cli::distprof;
 use serde_json::Value;
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn distprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_distprof"));
-    c.env("RUST_LOG", "warn");
-    c
-}
 
 fn last_json_line(stdout: &[u8]) -> Value {
     let text = String::from_utf8_lossy(stdout);

@@ -1,7 +1,7 @@
 //! The `distprof merge` and `distprof validate` commands on the real JAX fixtures.
 
+use distprof_testkit::cli::distprof;
 use std::path::Path;
-use std::process::Command;
 
 fn fixtures() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jax")
@@ -11,8 +11,7 @@ fn fixtures() -> std::path::PathBuf {
 fn merge_without_models_needs_the_flag_and_then_writes_an_xprof_run() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let exe = env!("CARGO_BIN_EXE_distprof");
-    let refused = Command::new(exe)
+    let refused = distprof()
         .arg("merge")
         .arg(fixtures())
         .arg("--out")
@@ -26,7 +25,7 @@ fn merge_without_models_needs_the_flag_and_then_writes_an_xprof_run() {
         "{err}"
     );
 
-    let ok = Command::new(exe)
+    let ok = distprof()
         .arg("merge")
         .arg(fixtures())
         .arg("--out")
@@ -54,7 +53,7 @@ fn merge_without_models_needs_the_flag_and_then_writes_an_xprof_run() {
     assert!(out.join("merged.trace.json").exists());
 
     // The fixtures share one real clock: no violations, and exit status 0.
-    let v = Command::new(exe)
+    let v = distprof()
         .arg("validate")
         .arg(report["run_dir"].as_str().unwrap())
         .arg("--json")
@@ -73,7 +72,7 @@ fn merge_without_models_needs_the_flag_and_then_writes_an_xprof_run() {
 
 #[test]
 fn validate_names_a_missing_input() {
-    let out = Command::new(env!("CARGO_BIN_EXE_distprof"))
+    let out = distprof()
         .args(["validate", "/nonexistent/trace.xplane.pb"])
         .output()
         .unwrap();
@@ -87,7 +86,7 @@ fn a_truncated_trace_is_an_error_naming_the_file() {
     let bytes = std::fs::read(fixtures().join("node1.xplane.pb")).unwrap();
     let cut = tmp.path().join("cut.xplane.pb");
     std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_distprof"))
+    let out = distprof()
         .arg("merge")
         .arg(&cut)
         .args(["--allow-uncorrected", "--out"])
@@ -106,8 +105,7 @@ fn a_truncated_trace_is_an_error_naming_the_file() {
 fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
-    let exe = env!("CARGO_BIN_EXE_distprof");
-    let local = Command::new(exe)
+    let local = distprof()
         .args(["local", "--nodes", "3", "--duration", "3", "--out"])
         .arg(&run)
         .output()
@@ -115,7 +113,7 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     assert!(local.status.success(), "{}", String::from_utf8_lossy(&local.stderr));
 
     // Both sources at once is a usage error that says which to drop.
-    let both = Command::new(exe)
+    let both = distprof()
         .arg("validate")
         .arg(fixtures())
         .arg("--run-dir")
@@ -129,7 +127,7 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     // A directory without JSONL is named in the error.
     let empty = tmp.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let none = Command::new(exe).arg("validate").arg(fixtures()).arg("--run-dir").arg(&empty).output().unwrap();
+    let none = distprof().arg("validate").arg(fixtures()).arg("--run-dir").arg(&empty).output().unwrap();
     assert_eq!(none.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&none.stderr).contains("--run-dir"), "{}", String::from_utf8_lossy(&none.stderr));
 
@@ -137,7 +135,7 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     // windows are hours away from the profiles), and merge says so, naming both.
     let out = tmp.path().join("out");
     let merge = |force: bool| {
-        let mut c = Command::new(exe);
+        let mut c = distprof();
         c.arg("merge").arg(fixtures()).arg("--out").arg(&out).arg("--run-dir").arg(&run).args(["--json", "--no-chrome"]);
         if force {
             c.arg("--force");
@@ -164,7 +162,6 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
 #[test]
 fn models_with_absurd_values_are_refused_by_name() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = env!("CARGO_BIN_EXE_distprof");
     let models = tmp.path().join("m.json");
     let seg = |offset: &str| {
         format!(
@@ -173,7 +170,7 @@ fn models_with_absurd_values_are_refused_by_name() {
     };
     std::fs::write(&models, seg("1e300")).unwrap();
     for force in [false, true] {
-        let mut c = Command::new(exe);
+        let mut c = distprof();
         c.arg("merge").arg(fixtures()).arg("--out").arg(tmp.path().join("out")).arg("--models").arg(&models).arg("--no-chrome");
         if force {
             c.arg("--force");
@@ -187,7 +184,7 @@ fn models_with_absurd_values_are_refused_by_name() {
 
 /// Runs `distprof merge INPUTS --out OUT --allow-uncorrected --json`.
 fn merge_into(inputs: &[&Path], out: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_distprof"))
+    distprof()
         .arg("merge")
         .args(inputs)
         .arg("--out")

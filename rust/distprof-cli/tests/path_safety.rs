@@ -2,17 +2,11 @@
 //! ordinary permissions: `distprof merge` of traces whose host names try to escape
 //! (`../../..`, `/`), run with umask 0.
 
+use distprof_testkit::cli::distprof;
 use prost::Message;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn distprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_distprof"));
-    c.env("RUST_LOG", "warn");
-    c
-}
 
 /// Every file and directory under `root`, with its mode.
 fn walk(root: &Path) -> Vec<(PathBuf, u32, bool)> {

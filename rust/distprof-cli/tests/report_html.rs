@@ -1,12 +1,12 @@
 //! `distprof report` end to end: the real binary writes the page, headless Chromium (Debian's
 //! `chromium`, installed by tests/setup/50-chromium.sh) renders it.
 
+use distprof_testkit::cli::distprof;
 use distprof_sim::cluster::{Cluster, Scenario};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_distprof");
 /// The page must stay small enough to mail and to open on a laptop.
 const MAX_REPORT_BYTES: usize = 5 * 1024 * 1024;
 /// From navigation start to the load event, layout included, as the page measures it.
@@ -81,7 +81,7 @@ fn chromium_cmd(profile: &Path) -> Command {
 
 fn write_report(args: &[&str], out: &Path) -> String {
     let output = run_with_timeout(
-        Command::new(BIN)
+        distprof()
             .arg("report")
             .args(args)
             .arg("--out")
@@ -257,7 +257,7 @@ fn report_of_a_64_node_simulated_run_is_small_and_opens_fast() {
     let run_dir = dir.path().join("run64");
     let started = Instant::now();
     let sim = run_with_timeout(
-        Command::new(BIN)
+        distprof()
             .args(["simulate", "--nodes", "64", "--duration", "12", "--window-s", "4", "--seed", "7", "--json", "--out"])
             .arg(&run_dir),
         Duration::from_secs(300),
@@ -319,7 +319,7 @@ fn bad_input_is_named_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.json");
     let out = run_with_timeout(
-        Command::new(BIN)
+        distprof()
             .args(["report", "--input"])
             .arg(&missing)
             .arg("--out")
@@ -336,7 +336,7 @@ fn bad_input_is_named_with_the_fix() {
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"facts\": {\"run_name\": 3}}").unwrap();
     let out = run_with_timeout(
-        Command::new(BIN)
+        distprof()
             .args(["report", "--input"])
             .arg(&bad)
             .arg("--out")

@@ -2,6 +2,7 @@
 //! loopback through the relay, virtual clocks with known offsets and drifts) is loaded,
 //! estimated and checked against the JSONL it came from and the clocks' truth.
 
+use distprof_testkit::cli::distprof;
 use distprof::clock::VirtualClock;
 use distprof::config::{EstimatorKind, TimestampMode};
 use distprof::jsonl;
@@ -11,15 +12,13 @@ use distprof_offline::report::{EdgeHealth, ReportInput};
 use distprof::timestamp::StampMode;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
-const BIN: &str = env!("CARGO_BIN_EXE_distprof");
 
 /// 3 nodes for 4 s, 1 s windows, a probe every 20 ms per edge; node 1 is 1.5 ms ahead and
 /// 12.5 ppm slow, node 2 300 µs behind and 8 ppm fast, against node 0 (the reference).
 fn real_run(dir: &Path) {
-    let out = Command::new(BIN)
+    let out = distprof()
         .args([
             "local",
             "--nodes",
@@ -346,7 +345,7 @@ fn real_run_directory_loads_with_every_node_edge_point_and_fit() {
 
     // The CLI writes DIR/report.html by default and prints its path.
     let t = Instant::now();
-    let out = Command::new(BIN)
+    let out = distprof()
         .arg("report")
         .arg("--run-dir")
         .arg(dir.path())
@@ -413,7 +412,7 @@ fn cut_off_last_line_is_skipped_and_a_malformed_line_is_named() {
         msg.contains(&p1.display().to_string()) && msg.contains("line 3"),
         "{msg}"
     );
-    let out = Command::new(BIN)
+    let out = distprof()
         .arg("report")
         .arg("--run-dir")
         .arg(dir.path())
@@ -437,7 +436,7 @@ fn cut_off_last_line_is_skipped_and_a_malformed_line_is_named() {
 #[test]
 fn loops_of_a_simulated_run_close_to_the_edge_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
+    let out = distprof()
         .args(["simulate", "--nodes", "8", "--duration", "12", "--window-s", "4", "--seed", "3", "--out"])
         .arg(dir.path())
         .output()

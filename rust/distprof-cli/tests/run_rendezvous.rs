@@ -1,11 +1,11 @@
 //! `distprof run --rendezvous-only` as separate processes on the TCP store over loopback.
 
+use distprof_testkit::cli::{distprof, free_port};
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_distprof");
 /// Launcher variables a CI runner might set; cleared so tests see only their own.
 const LAUNCHER_VARS: &[&str] = &[
     "PJRT_PROCESS_INDEX",
@@ -29,16 +29,8 @@ struct Finished {
     took: Duration,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn node(args: &[String], env: &[(&str, String)]) -> Child {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = distprof();
     cmd.arg("run")
         .args(args)
         .stdin(Stdio::null())

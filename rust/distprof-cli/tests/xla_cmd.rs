@@ -1,9 +1,9 @@
 //! `distprof xla` as a user runs it: exit codes and messages on bad input.
 
-use std::process::Command;
+use distprof_testkit::cli;
 
 fn distprof(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_distprof")).args(args).output().unwrap();
+    let out = cli::distprof().args(args).output().unwrap();
     (
         out.status.code().unwrap(),
         String::from_utf8(out.stdout).unwrap(),

@@ -2,5 +2,6 @@
 //! property tests call the same functions) and seeded generators of synthetic inputs with
 //! known truth. Never linked into the XLA plugin or used on a command's runtime path.
 
+pub mod cli;
 pub mod fuzz;
 pub mod synthetic_report;
