@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 mod cluster;
 mod cmd;
+mod model_source;
+mod run_dir_report;
 mod stats;
 
 #[derive(Parser)]

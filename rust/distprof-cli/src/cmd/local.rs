@@ -326,7 +326,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // The picture of the same run; a failure here costs the page, not the figures above.
     let report_path = out_dir.join("report.html");
-    let report = match super::report::write_run_dir_report(&out_dir, &report_path) {
+    let report = match crate::run_dir_report::write_run_dir_report(&out_dir, &report_path) {
         Ok(_) => {
             println!("report: {}", report_path.display());
             Some(report_path)

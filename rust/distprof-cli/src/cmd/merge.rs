@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long)]
     allow_uncorrected: bool,
     #[command(flatten)]
-    models: super::validate::ModelSource,
+    models: crate::model_source::ModelSource,
     /// Merge although traces and models do not belong together (other sessions, another
     /// host's plane, a profile outside the model's windows): for experts who know why.
     /// Absurd model values are refused even so.

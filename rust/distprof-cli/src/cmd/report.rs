@@ -6,6 +6,7 @@
 //! same directory, then rename), and its path printed on stdout.
 
 use anyhow::{bail, Context};
+use crate::run_dir_report::{write_atomically, write_run_dir_report};
 use distprof_offline::report::{render, ReportInput};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -56,41 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reads and estimates a run directory; a cut-off last line is reported, not fatal.
-pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
-    let (input, notes) = distprof_offline::report::load::from_run_dir_with_notes(dir)?;
-    for path in &notes.truncated_tails {
-        eprintln!(
-            "distprof report: `{}`: last line cut short (the node died while writing it); that window is left out",
-            path.display()
-        );
-    }
-    tracing::info!(
-        windows = notes.windows,
-        records = notes.records,
-        records_outside = notes.records_outside,
-        "run directory estimated (records_outside: prober stamp in no common window, not drawn)"
-    );
-    Ok(input)
-}
 
-/// Reads and estimates the run in `dir` and writes its page to `out` (atomically); returns
-/// the page's size in bytes. `distprof report --run-dir` and the end of `distprof local`
-/// both call this.
-pub fn write_run_dir_report(dir: &Path, out: &Path) -> anyhow::Result<usize> {
-    let started = std::time::Instant::now();
-    let input = load_run_dir(dir)?;
-    let loaded = started.elapsed();
-    let html = render(&input);
-    write_atomically(out, html.as_bytes())?;
-    tracing::info!(
-        bytes = html.len(),
-        load_ms = loaded.as_millis() as u64,
-        total_ms = started.elapsed().as_millis() as u64,
-        "report written"
-    );
-    Ok(html.len())
-}
 
 fn load_input(path: &Path) -> anyhow::Result<ReportInput> {
     let text = std::fs::read_to_string(path).with_context(|| {
@@ -109,13 +76,3 @@ fn load_input(path: &Path) -> anyhow::Result<ReportInput> {
     })
 }
 
-/// Writes `bytes` to `out` so that a reader sees either the old file or the whole new one
-/// (`distprof::atomic_file`).
-fn write_atomically(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    if out.file_name().is_none() {
-        bail!("--out `{}` names no file; give a file path such as report.html", out.display());
-    }
-    distprof::atomic_file::write(out, bytes).map_err(|e| {
-        anyhow::anyhow!("cannot write the report: {e}; check that the directory exists and is writable")
-    })
-}

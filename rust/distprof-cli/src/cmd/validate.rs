@@ -1,5 +1,6 @@
 //! `distprof validate`: collective happens-before violations, before and after correction.
 
+use crate::model_source::ModelSource;
 use distprof_offline::validate::validate;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,63 +18,6 @@ pub struct Args {
     /// Print the report as one JSON object on stdout.
     #[arg(long)]
     json: bool,
-}
-
-/// Where the clock models to apply come from; `merge` and `validate` both take these flags.
-#[derive(clap::Args)]
-pub struct ModelSource {
-    /// JSON array of clock models (`distprof::model::NodeClockModel`) to apply instead of
-    /// the ones in the traces' distprof planes, for the nodes it lists.
-    #[arg(long)]
-    models: Option<PathBuf>,
-    /// Directory of the run's per-node JSONL files (`output_dir`): solve every node's clock
-    /// network-wide from them (a node's own plane only knows its own edges) and apply that.
-    #[arg(long, value_name = "DIR")]
-    run_dir: Option<PathBuf>,
-}
-
-impl ModelSource {
-    /// The clock models to apply: from a `--models` file, else from the network-wide solve
-    /// over a run directory's per-node JSONL (`--run-dir`), else none (the traces' own).
-    pub fn load(&self) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {
-        match (&self.models, &self.run_dir) {
-            (Some(_), Some(_)) => anyhow::bail!("give --models or --run-dir, not both"),
-            // The same estimation `distprof report --run-dir` draws: every window of every
-            // node's JSONL, solved network-wide against the reference.
-            (None, Some(dir)) => distprof_offline::run_dir_estimate::models_of_run_dir(dir)
-                .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display())),
-            (models, None) => read_models(models.as_deref()),
-        }
-    }
-}
-
-impl ModelSource {
-    /// Where the models come from, for merge's checks: the `--run-dir` (its session from
-    /// the JSONL meta lines) or the `--models` file (no session recorded).
-    pub fn origin(&self) -> anyhow::Result<Option<distprof_offline::merge::belong::ModelOrigin>> {
-        use distprof_offline::merge::belong::ModelOrigin;
-        Ok(match (&self.models, &self.run_dir) {
-            (_, Some(dir)) => {
-                let files = distprof_offline::run_dir_estimate::read_run_dir(dir)
-                    .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display()))?;
-                Some(ModelOrigin { path: dir.clone(), session_id: files.first().map(|f| f.file.meta.session_id.clone()) })
-            }
-            (Some(p), None) => Some(ModelOrigin { path: p.clone(), session_id: None }),
-            (None, None) => None,
-        })
-    }
-}
-
-/// Reads a `--models` file: a JSON array of `NodeClockModel`.
-pub fn read_models(
-    path: Option<&std::path::Path>,
-) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {
-    let Some(p) = path else { return Ok(Vec::new()) };
-    let text =
-        std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("--models {}: {e}", p.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!("--models {}: not a JSON array of clock models ({e}); expected [{{\"node\":1,\"reachable\":true,\"segments\":[...]}}]", p.display())
-    })
 }
 
 /// Exit 0 when no violation remains after correction, 1 otherwise.

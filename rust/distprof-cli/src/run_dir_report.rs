@@ -1,0 +1,53 @@
+//! The report page of a run directory: estimated from every node's JSONL and written
+//! atomically. `distprof report --run-dir` and the end of `distprof local` both use it.
+
+use anyhow::bail;
+use distprof_offline::report::{render, ReportInput};
+use std::path::Path;
+
+/// Reads and estimates a run directory; a cut-off last line is reported, not fatal.
+pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
+    let (input, notes) = distprof_offline::report::load::from_run_dir_with_notes(dir)?;
+    for path in &notes.truncated_tails {
+        eprintln!(
+            "distprof report: `{}`: last line cut short (the node died while writing it); that window is left out",
+            path.display()
+        );
+    }
+    tracing::info!(
+        windows = notes.windows,
+        records = notes.records,
+        records_outside = notes.records_outside,
+        "run directory estimated (records_outside: prober stamp in no common window, not drawn)"
+    );
+    Ok(input)
+}
+
+/// Reads and estimates the run in `dir` and writes its page to `out` (atomically); returns
+/// the page's size in bytes. `distprof report --run-dir` and the end of `distprof local`
+/// both call this.
+pub fn write_run_dir_report(dir: &Path, out: &Path) -> anyhow::Result<usize> {
+    let started = std::time::Instant::now();
+    let input = load_run_dir(dir)?;
+    let loaded = started.elapsed();
+    let html = render(&input);
+    write_atomically(out, html.as_bytes())?;
+    tracing::info!(
+        bytes = html.len(),
+        load_ms = loaded.as_millis() as u64,
+        total_ms = started.elapsed().as_millis() as u64,
+        "report written"
+    );
+    Ok(html.len())
+}
+
+/// Writes `bytes` to `out` so that a reader sees either the old file or the whole new one
+/// (`distprof::atomic_file`).
+pub fn write_atomically(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if out.file_name().is_none() {
+        bail!("--out `{}` names no file; give a file path such as report.html", out.display());
+    }
+    distprof::atomic_file::write(out, bytes).map_err(|e| {
+        anyhow::anyhow!("cannot write the report: {e}; check that the directory exists and is writable")
+    })
+}
