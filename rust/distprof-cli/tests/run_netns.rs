@@ -1,7 +1,7 @@
 //! Two hosts as network namespaces joined by a veth pair: `distprof run` discovers its
 //! probe address (from NCCL_SOCKET_IFNAME on one host, from the default route on the
 //! other) and both agree over the TCP store served across the link. Needs root and
-//! iproute2 (both present on this project's machines; see environment.md).
+//! iproute2 (both present on this project's machines).
 
 use std::process::{Command, Output, Stdio};
 

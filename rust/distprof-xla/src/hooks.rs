@@ -1,6 +1,5 @@
 //! The hooks in XLA's three core files: anchors, placement and inserted text.
-//! Why these places: ../../../../shared/reference/xla-integration.md §3–§5 (summarised in
-//! docs/upgrading-xla.md). Each hook is one call behind `#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING`,
+//! Why these places: docs/upgrading-xla.md. Each hook is one call behind `#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING`,
 //! so without the Bazel define the compiled code is upstream's. The call signatures are those of
 //! `cc_hooks/distprof_hooks.h`.
 

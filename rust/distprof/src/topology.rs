@@ -12,7 +12,7 @@
 //!
 //! The PRNG is written here so that the graph never changes with a crate's algorithm:
 //! the same (N, k, seed) gives the same graph in every version and on every node. The
-//! prototype's graph (prior art §4) was a DAG for N <= 6 whose last node probed nobody;
+//! prototype's graph was a DAG for N <= 6 whose last node probed nobody;
 //! this one is strongly connected for every N >= 2.
 
 use crate::context::NodeId;

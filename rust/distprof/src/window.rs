@@ -1,6 +1,6 @@
 //! Probe windows: what happened on each of a node's edges during one `probe_window_s`.
 //!
-//! Counts are for this window only (the prior art's `lost` was cumulative). A probe is
+//! Counts are for this window only (not cumulative). A probe is
 //! counted as `sent` in the window it was sent, and as `complete` or `lost` in the window
 //! in which its fate was decided; its record goes with the window that completed it.
 

@@ -1,7 +1,7 @@
 //! The XSpace/XPlane protobuf messages (package `tensorflow.profiler`), written by hand.
 //!
 //! No crate ships `xplane.proto`, so the seven messages are declared here with the field
-//! numbers of `tsl/profiler/protobuf/xplane.proto` (see `reference/formats.md` §1). Unknown
+//! numbers of `tsl/profiler/protobuf/xplane.proto`. Unknown
 //! fields are dropped on decode; every field XProf reads is declared.
 
 use std::collections::BTreeMap;

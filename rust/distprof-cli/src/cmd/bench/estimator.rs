@@ -1,6 +1,6 @@
 //! `distprof bench estimator`: fit time per edge-window and accuracy of the exact hull
-//! method against linfa-svm at 1k, 5k and 10k points, on the synthetic window of
-//! environment.md §4 (true line 1234.5 µs + 37 ppm x over a 4 s window, one-way delays of
+//! method against linfa-svm at 1k, 5k and 10k points, on a synthetic window
+//! (true line 1234.5 µs + 37 ppm x over a 4 s window, one-way delays of
 //! 10 µs plus exponential queueing with mean 20 µs, half the points each way). linfa-svm
 //! takes seconds to tens of seconds per fit and ~0.8 GB at 10k, so it runs once per size;
 //! the hull runs many times. Hull timings include sorting the points by x from random
