@@ -9,7 +9,7 @@
 //! which centres the span on the window and so follows a wandering rate better.
 
 use super::hull::{self, Line};
-use super::online::WindowFits;
+use super::window_fits::WindowFits;
 use super::points::Point;
 use super::settings::EstimatorSettings;
 use crate::config::EstimatorKind;

@@ -28,8 +28,10 @@ pub mod smoother;
 pub mod svm;
 pub mod two_point;
 pub mod uncertainty;
+pub mod window_fits;
 
-pub use online::{estimate_fits_with_history, estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate, WindowFits, WindowSpec};
+pub use online::{estimate_fits_with_history, estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate};
+pub use window_fits::{EdgeReport, WindowFits, WindowSpec};
 pub use shared::{solve_shared_run, NodeWindowFits, SharedEdge, SharedLine};
 pub use smoother::{estimate_run_windows, Smoother};
 pub use settings::{EstimatorSettings, NetworkMode};

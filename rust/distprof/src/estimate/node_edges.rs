@@ -6,7 +6,8 @@
 //! It is the estimation chain of `online` with this node as the reference: the edge lines
 //! are the same, and a neighbour's segment is then its clock against this node's.
 
-use super::online::{estimate_fits_with_history, fit_window, EdgeReport, History, WindowFits, WindowSpec};
+use super::online::{estimate_fits_with_history, fit_window, History};
+use super::window_fits::{EdgeReport, WindowFits, WindowSpec};
 use super::settings::EstimatorSettings;
 use crate::context::NodeId;
 use crate::window::{ClosedWindow, EdgeFit, WindowModel};

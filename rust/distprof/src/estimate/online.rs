@@ -8,10 +8,10 @@
 
 use super::bound::{edge_uncertainty_ns, node_bounds_ns};
 use super::uncertainty::node_sigmas_ns;
-use super::fit::{fit_edge, EdgeLine};
-use super::hull::{FitError, Line};
-use super::network::{self, EdgeObs, EdgeVerdict, NetworkSolution};
-use super::points::{map_edges, WindowBounds};
+use super::fit::fit_edge;
+use super::network::{self, EdgeObs, NetworkSolution};
+use super::points::map_edges;
+use super::window_fits::{EdgeReport, FittedEdge, WindowFits, WindowSpec};
 use std::collections::VecDeque;
 use super::purity::{PurityCounts, PurityTolerance};
 use super::settings::{EstimatorSettings, NetworkMode};
@@ -26,38 +26,6 @@ use serde::Serialize;
 /// zero-width interval from taking all weight. The node uncertainties follow whatever the
 /// weights (`uncertainty::node_sigmas_ns`).
 const MIN_WEIGHT_SIGMA_NS: f64 = 100.0;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WindowSpec {
-    pub window_id: u64,
-    /// Window bounds, in each node's own host clock.
-    pub start_local_ns: i64,
-    pub end_local_ns: i64,
-    pub num_nodes: u32,
-    pub reference: NodeId,
-}
-
-/// What one edge gave in this window.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EdgeReport {
-    pub src: NodeId,
-    pub dst: NodeId,
-    pub counts: PurityCounts,
-    /// Why the edge has no line, if it has none.
-    pub fit_error: Option<FitError>,
-    /// theta = S_dst - S_src at the window midpoint, and its rate, from this edge alone.
-    pub theta_ns: Option<f64>,
-    pub theta_rate_ppb: Option<f64>,
-    pub margin_ns: Option<f64>,
-    /// Worst-case half width of the interval theta lies in where the network used it, any
-    /// path asymmetry included (`bound::edge_uncertainty_ns`).
-    pub uncertainty_ns: Option<f64>,
-    /// Calibrated sigma of theta under symmetric paths (`uncertainty::edge_sigma_ns`).
-    pub sigma_ns: Option<f64>,
-    /// The line used every packet's point, not only the pure pairs' (`fit`).
-    pub all_packets: bool,
-    pub verdict: Option<EdgeVerdict>,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowEstimate {
@@ -78,53 +46,6 @@ impl WindowEstimate {
     }
 }
 
-/// One window's edges fitted, before the network solve. The hull lines' slopes can still
-/// be refit over neighbouring windows (`drift`) before `solve` turns them into node
-/// clocks.
-#[derive(Debug, Clone)]
-pub struct WindowFits {
-    pub spec: WindowSpec,
-    pub(super) counts: PurityCounts,
-    pub(super) edges: Vec<EdgeReport>,
-    /// The edges with a line, in (src, dst) order.
-    pub(super) fitted: Vec<FittedEdge>,
-}
-
-/// An edge with a line: what the network solve and the bound need of it.
-#[derive(Debug, Clone)]
-pub(super) struct FittedEdge {
-    /// Its report in `WindowFits::edges`.
-    pub(super) report: usize,
-    pub(super) key: (NodeId, NodeId),
-    pub(super) y_origin_ns: i64,
-    pub(super) gap_noise_ns: f64,
-    pub(super) line: EdgeLine,
-}
-
-impl WindowFits {
-    pub(super) fn mid_ns(&self) -> i64 {
-        self.window().mid_ns()
-    }
-
-    pub(super) fn window(&self) -> WindowBounds {
-        WindowBounds { start_ns: self.spec.start_local_ns, end_ns: self.spec.end_local_ns.max(self.spec.start_local_ns) }
-    }
-
-    /// Replaces the lines that `lines` (in edge order, as `drift::long_lines` gives them)
-    /// has a new one for.
-    pub fn set_lines(&mut self, lines: Vec<Option<Line>>) {
-        for (f, line) in self.fitted.iter_mut().zip(lines) {
-            if let Some(line) = line {
-                f.line.line = line;
-            }
-        }
-    }
-
-    /// The fit of edge `key`, if it has one this window.
-    pub(super) fn edge(&self, key: (NodeId, NodeId)) -> Option<&FittedEdge> {
-        self.fitted.binary_search_by_key(&key, |f| f.key).ok().map(|i| &self.fitted[i])
-    }
-}
 
 /// The past windows' fits of a sequence, for the online drift fit (`drift_span_s` back).
 #[derive(Debug, Clone, Default)]
@@ -174,19 +95,7 @@ pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Estimat
     // Only the round-trip baselines read the per-probe list.
     let want_probes = matches!(settings.estimator, EstimatorKind::Ntp | EstimatorKind::TwoPoint);
     let (edges, counts) = map_edges(records, spec.num_nodes, window, tol, want_probes, |e| {
-        let report = EdgeReport {
-            src: e.src,
-            dst: e.dst,
-            counts: e.counts,
-            fit_error: None,
-            theta_ns: None,
-            theta_rate_ppb: None,
-            margin_ns: None,
-            uncertainty_ns: None,
-            sigma_ns: None,
-            all_packets: false,
-            verdict: None,
-        };
+        let report = EdgeReport::unfitted(e.src, e.dst, e.counts, None);
         let fitted = fit_edge(settings.estimator, e, settings.svm_c).map(|line| FittedEdge {
             report: 0,
             key: (e.src, e.dst),

@@ -19,7 +19,7 @@
 
 use super::fit::EdgeLine;
 use super::hull::{FitError, Hulls, Line};
-use super::online::{EdgeReport, FittedEdge, WindowFits, WindowSpec};
+use super::window_fits::{EdgeReport, FittedEdge, WindowFits, WindowSpec};
 use super::points::Point;
 use super::purity::PurityCounts;
 use crate::context::NodeId;
@@ -161,19 +161,7 @@ impl WindowFits {
         for (src, e, shift_ns) in all {
             add_counts(&mut fits.counts, &e.counts);
             let report = fits.edges.len();
-            fits.edges.push(EdgeReport {
-                src,
-                dst: e.dst,
-                counts: e.counts,
-                fit_error: e.fit_error,
-                theta_ns: None,
-                theta_rate_ppb: None,
-                margin_ns: None,
-                uncertainty_ns: None,
-                sigma_ns: None,
-                all_packets: false,
-                verdict: None,
-            });
+            fits.edges.push(EdgeReport::unfitted(src, e.dst, e.counts, e.fit_error));
             if let Some(l) = &e.line {
                 let points = |v: &[[f64; 2]]| v.iter().map(|p| Point { x_ns: p[0] + shift_ns, y_ns: p[1] }).collect();
                 fits.fitted.push(FittedEdge {

@@ -8,7 +8,8 @@
 //! final once the windows its span needs have arrived, so memory stays a few windows.
 
 use super::drift::long_lines;
-use super::online::{fit_window, solve, WindowEstimate, WindowFits, WindowSpec};
+use super::online::{fit_window, solve, WindowEstimate};
+use super::window_fits::{WindowFits, WindowSpec};
 use crate::clock::thread_cpu_s;
 use crate::record::ProbeRecord;
 use super::settings::EstimatorSettings;

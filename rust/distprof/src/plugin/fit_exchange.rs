@@ -19,7 +19,7 @@
 use super::lease::KvLease;
 use crate::clock::thread_cpu_s;
 use crate::context::{NodeId, RunContext};
-use crate::estimate::online::WindowFits;
+use crate::estimate::WindowFits;
 use crate::estimate::{solve, EstimatorSettings, NodeWindowFits, WindowEstimate};
 use crate::kv::KvStore;
 use crate::model::ClockSegment;

@@ -30,7 +30,7 @@ use crate::context::{NodeId, RunContext};
 use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
 use super::fit_exchange::{Exchange, ExchangeState, FINAL_WAIT_MAX};
 use super::lease::KvLease;
-use crate::estimate::online::WindowFits;
+use crate::estimate::WindowFits;
 use crate::estimate::{EstimatorSettings, NodeWindowFits, Smoother};
 use crate::model::NodeClockModel;
 use crate::probe::gap_preserved;

@@ -1,0 +1,111 @@
+//! One window's edges fitted, before the network solve: the window, each edge's report, and
+//! the lines the solve uses. The online chain (`online`) makes it, the drift refit
+//! (`drift`) and the shared fits (`shared`) read and change its lines, and `online::solve`
+//! turns it into node clocks. Its own module so that none of those reach into another.
+
+use super::fit::EdgeLine;
+use super::hull::{FitError, Line};
+use super::network::EdgeVerdict;
+use super::points::WindowBounds;
+use super::purity::PurityCounts;
+use crate::context::NodeId;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSpec {
+    pub window_id: u64,
+    /// Window bounds, in each node's own host clock.
+    pub start_local_ns: i64,
+    pub end_local_ns: i64,
+    pub num_nodes: u32,
+    pub reference: NodeId,
+}
+
+/// What one edge gave in this window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EdgeReport {
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub counts: PurityCounts,
+    /// Why the edge has no line, if it has none.
+    pub fit_error: Option<FitError>,
+    /// theta = S_dst - S_src at the window midpoint, and its rate, from this edge alone.
+    pub theta_ns: Option<f64>,
+    pub theta_rate_ppb: Option<f64>,
+    pub margin_ns: Option<f64>,
+    /// Worst-case half width of the interval theta lies in where the network used it, any
+    /// path asymmetry included (`bound::edge_uncertainty_ns`).
+    pub uncertainty_ns: Option<f64>,
+    /// Calibrated sigma of theta under symmetric paths (`uncertainty::edge_sigma_ns`).
+    pub sigma_ns: Option<f64>,
+    /// The line used every packet's point, not only the pure pairs' (`fit`).
+    pub all_packets: bool,
+    pub verdict: Option<EdgeVerdict>,
+}
+
+impl EdgeReport {
+    /// The report of an edge before its fit and the solve fill it in.
+    pub(super) fn unfitted(src: NodeId, dst: NodeId, counts: PurityCounts, fit_error: Option<FitError>) -> Self {
+        EdgeReport {
+            src,
+            dst,
+            counts,
+            fit_error,
+            theta_ns: None,
+            theta_rate_ppb: None,
+            margin_ns: None,
+            uncertainty_ns: None,
+            sigma_ns: None,
+            all_packets: false,
+            verdict: None,
+        }
+    }
+}
+
+/// One window's edges fitted, before the network solve. The hull lines' slopes can still
+/// be refit over neighbouring windows (`drift`) before `solve` turns them into node
+/// clocks.
+#[derive(Debug, Clone)]
+pub struct WindowFits {
+    pub spec: WindowSpec,
+    pub(super) counts: PurityCounts,
+    pub(super) edges: Vec<EdgeReport>,
+    /// The edges with a line, in (src, dst) order.
+    pub(super) fitted: Vec<FittedEdge>,
+}
+
+/// An edge with a line: what the network solve and the bound need of it.
+#[derive(Debug, Clone)]
+pub(super) struct FittedEdge {
+    /// Its report in `WindowFits::edges`.
+    pub(super) report: usize,
+    pub(super) key: (NodeId, NodeId),
+    pub(super) y_origin_ns: i64,
+    pub(super) gap_noise_ns: f64,
+    pub(super) line: EdgeLine,
+}
+
+impl WindowFits {
+    pub(super) fn mid_ns(&self) -> i64 {
+        self.window().mid_ns()
+    }
+
+    pub(super) fn window(&self) -> WindowBounds {
+        WindowBounds { start_ns: self.spec.start_local_ns, end_ns: self.spec.end_local_ns.max(self.spec.start_local_ns) }
+    }
+
+    /// Replaces the lines that `lines` (in edge order, as `drift::long_lines` gives them)
+    /// has a new one for.
+    pub fn set_lines(&mut self, lines: Vec<Option<Line>>) {
+        for (f, line) in self.fitted.iter_mut().zip(lines) {
+            if let Some(line) = line {
+                f.line.line = line;
+            }
+        }
+    }
+
+    /// The fit of edge `key`, if it has one this window.
+    pub(super) fn edge(&self, key: (NodeId, NodeId)) -> Option<&FittedEdge> {
+        self.fitted.binary_search_by_key(&key, |f| f.key).ok().map(|i| &self.fitted[i])
+    }
+}
