@@ -588,6 +588,23 @@ mod tests {
         assert_eq!(distprof_plane_bytes(&back), bytes);
     }
 
+    /// The edge fits travel as JSON: every f64 of a hull must parse back to the same bits,
+    /// or the plane read back encodes to other bytes (serde_json's default float parser is
+    /// only best-effort; the workspace enables `float_roundtrip`).
+    #[test]
+    fn edge_fit_floats_survive_the_json() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut data = sample();
+        let line = data.edge_fits[0].edges[0].line.as_mut().unwrap();
+        line.fwd_lower = (0..2000).map(|_| [rng.gen_range(-7.5e9..7.5e9), rng.gen_range(-1e6..1e6)]).collect();
+        line.slope = rng.gen_range(-1e-4..1e-4);
+        let bytes = distprof_plane_bytes(&data);
+        let back = DistprofPlaneData::from_xplane(&XPlane::decode(bytes.as_slice()).unwrap()).unwrap();
+        assert_eq!(back.edge_fits, data.edge_fits);
+        assert_eq!(distprof_plane_bytes(&back), bytes);
+    }
+
     #[test]
     fn survives_timestamp_normalisation() {
         let data = sample();
