@@ -159,7 +159,7 @@ impl WindowFits {
         all.sort_by_key(|(src, e, _)| (*src, e.dst));
         all.dedup_by_key(|(src, e, _)| (*src, e.dst));
         for (src, e, shift_ns) in all {
-            add_counts(&mut fits.counts, &e.counts);
+            fits.counts.add(&e.counts);
             let report = fits.edges.len();
             fits.edges.push(EdgeReport::unfitted(src, e.dst, e.counts, e.fit_error));
             if let Some(l) = &e.line {
@@ -182,17 +182,6 @@ impl WindowFits {
         }
         Some(fits)
     }
-}
-
-fn add_counts(total: &mut PurityCounts, c: &PurityCounts) {
-    total.records += c.records;
-    total.duplicates += c.duplicates;
-    total.misplaced += c.misplaced;
-    total.fwd_pure += c.fwd_pure;
-    total.fwd_impure += c.fwd_impure;
-    total.rev_pure += c.rev_pure;
-    total.rev_impure += c.rev_impure;
-    total.invalid_pairs += c.invalid_pairs;
 }
 
 /// Every window of a run from the nodes' shared fits (any order; several windows and nodes
