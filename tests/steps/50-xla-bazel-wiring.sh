@@ -74,7 +74,10 @@ log: Coordination agent has successfully connected.
 hook: OnAgentConnected task_id=3"
 [ "$(cat "$work/on.txt")" = "$expected_on" ] || { diff <(echo "$expected_on") "$work/on.txt" >&2 || true; fail "with the define, the hooks did not run as expected"; }
 
-if bz build --define enable_distributed_profiling=true //:main >"$work/fetch.log" 2>&1; then
+# --keep_going: the placeholder's failing action and XLA's own compile actions run in
+# parallel; without it Bazel stops at whichever fails first, and the message naming the
+# flags may never be printed.
+if bz build --keep_going --define enable_distributed_profiling=true //:main >"$work/fetch.log" 2>&1; then
   fail "with the define and no source named, the build should fail"
 fi
 grep -q "@distributed_profiling is not configured" "$work/fetch.log" || { cat "$work/fetch.log" >&2; fail "the failure does not say how to name @distributed_profiling"; }
