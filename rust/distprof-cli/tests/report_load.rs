@@ -388,15 +388,22 @@ fn cut_off_last_line_is_skipped_and_a_malformed_line_is_named() {
     std::fs::write(&p2, kept).unwrap();
     let (input, notes) = from_run_dir_with_notes(dir.path()).unwrap();
     assert_eq!(notes.truncated_tails, vec![p2.clone()]);
-    // Its edges lose the last window's records; everything else is as before.
+    // Its edges lose the last window's records; everything else is as before. That window
+    // may hold records of only one of node 2's edges (which peers a node probes in a window
+    // depends on timing), so each edge of node 2 keeps at most what it had, and the two
+    // together lose some.
+    let (mut kept_of_2, mut whole_of_2) = (0, 0);
     for (a, b) in input.edges.iter().zip(&whole.edges) {
         assert_eq!((a.src, a.dst), (b.src, b.dst));
         if a.src == 2 {
-            assert!(a.points.len() < b.points.len(), "{}->{}", a.src, a.dst);
+            assert!(a.points.len() <= b.points.len(), "{}->{}", a.src, a.dst);
+            kept_of_2 += a.points.len();
+            whole_of_2 += b.points.len();
         } else {
             assert_eq!(a.points, b.points, "{}->{}", a.src, a.dst);
         }
     }
+    assert!(kept_of_2 < whole_of_2, "node 2's edges kept all {whole_of_2} points");
     assert_eq!(input.nodes.len(), 3);
 
     // A line in the middle of node 1's file is garbage: an error naming file and line.
