@@ -43,9 +43,22 @@ pub struct NodeResult {
     pub p99_drift_error_ppb: Option<f64>,
 }
 
+/// One node's estimate in one full window against the truth.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeWindow {
+    pub node: NodeId,
+    pub window_id: u64,
+    pub error_ns: f64,
+    pub uncertainty_ns: f64,
+    pub bound_ns: f64,
+    pub drift_error_ppb: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
     pub nodes: Vec<NodeResult>,
+    /// Every node but the reference in every full window, by node then window.
+    pub node_windows: Vec<NodeWindow>,
     /// Common windows estimated (the reference's windows, including the partial last one).
     pub windows: usize,
     pub full_windows: usize,
@@ -164,8 +177,24 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
             }
         })
         .collect();
+    let node_windows = per_node
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != reference as usize)
+        .flat_map(|(i, ws)| {
+            ws.iter().map(move |(w, s, o, d)| NodeWindow {
+                node: i as NodeId,
+                window_id: *w,
+                error_ns: s.offset_ns - o,
+                uncertainty_ns: s.uncertainty_ns,
+                bound_ns: s.bound_ns,
+                drift_error_ppb: s.drift_ppb - d,
+            })
+        })
+        .collect();
     Ok(Verdict {
         nodes,
+        node_windows,
         windows: run.windows.len(),
         full_windows: run.windows.iter().filter(|w| is_full(w.spec.start_local_ns, w.spec.end_local_ns)).count(),
         samples: all_off.len(),

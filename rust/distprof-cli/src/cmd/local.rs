@@ -87,7 +87,15 @@ pub struct Args {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// Judge a finished run again instead of running one: read --out's JSONL and its
+    /// `local_clocks.json` (the true clocks the run wrote) and estimate with this binary.
+    #[arg(long, requires = "out")]
+    judge_only: bool,
 }
+
+/// The true virtual clocks of a run, written into its directory so that the run can be
+/// judged again (`--judge-only`) after the estimator changed.
+const CLOCKS_FILE: &str = "local_clocks.json";
 
 
 fn parse_clocks(args: &Args, n: u32, reference: NodeId, epoch: i64) -> anyhow::Result<Vec<VirtualClock>> {
@@ -198,44 +206,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     distprof::atomic_file::create_dir_all(&out_dir).with_context(|| format!("creating --out `{}`", out_dir.display()))?;
     let config = Config { output_dir: out_dir.to_string_lossy().into_owned(), ..config };
 
-    let addrs = free_loopback_addrs(n)?;
-    let path = PathModel {
-        delay_us: args.delay_us,
-        jitter_us: args.jitter_us,
-        loss: args.loss,
-        duplicate: args.duplicate,
-        reorder: args.reorder,
-        reorder_us: 1000.0,
-        spike: 0.0,
-        spike_us: 0.0,
+    let clocks_path = out_dir.join(CLOCKS_FILE);
+    let (clocks, reports_ok) = if args.judge_only {
+        let text = std::fs::read_to_string(&clocks_path)
+            .with_context(|| format!("--judge-only: reading the run's true clocks `{}`", clocks_path.display()))?;
+        let clocks: Vec<VirtualClock> = serde_json::from_str(&text)
+            .with_context(|| format!("--judge-only: `{}` is not a list of clocks", clocks_path.display()))?;
+        (clocks, true)
+    } else {
+        distprof::atomic_file::write(&clocks_path, serde_json::to_string(&clocks)?.as_bytes())
+            .with_context(|| format!("writing `{}`", clocks_path.display()))?;
+        let reports = run_nodes(&args, &config, &clocks, duration, kill, &out_dir)?;
+        (clocks, reports == n as usize || kill.is_some())
     };
-    let mut relay_cfg = RelayConfig { seed: args.seed, default_path: path, paths: HashMap::new(), blackholes: Vec::new() };
-    if args.asymmetry_us != 0.0 {
-        for a in 0..n {
-            for b in 0..a {
-                relay_cfg.paths.insert((a, b), PathModel { delay_us: path.delay_us + args.asymmetry_us, ..path });
-            }
-        }
-    }
-    let endpoints = (0..n)
-        .map(|i| {
-            Ok(RelayEndpoint { node: i, face: UdpSocket::bind("127.0.0.1:0")?, node_addr: addrs[i as usize] })
-        })
-        .collect::<std::io::Result<Vec<_>>>()?;
-    let relay = Relay::start(endpoints, relay_cfg).map_err(|e| anyhow::anyhow!(e))?;
-    eprintln!(
-        "distprof local: {n} nodes for {:.1} s through the relay ({} us one way), output in {}",
-        args.duration,
-        args.delay_us,
-        out_dir.display()
-    );
-    let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), &config, &clocks, duration, &out_dir)?;
-    let reports = wait_cluster(&mut cluster, duration, kill)?;
-    let relay_stats = relay.stop();
-    eprintln!(
-        "distprof local: relay forwarded {} datagrams (lost {}, duplicated {}, reordered {})",
-        relay_stats.forwarded, relay_stats.lost, relay_stats.duplicated, relay_stats.reordered
-    );
+    let n = clocks.len() as u32;
 
     // Offline: read every node's JSONL, as a user would.
     let mut files = Vec::new();
@@ -340,6 +324,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let obj = serde_json::json!({
             "report": report,
             "nodes": verdict.nodes,
+            "node_windows": verdict.node_windows,
             "edges": edges,
             "windows": verdict.windows,
             "full_windows": verdict.full_windows,
@@ -368,8 +353,59 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
         println!("{obj}");
     }
-    let all_ran = reports.len() == n as usize || kill.is_some();
-    Ok(if all_ran { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if reports_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Runs the relay and the node processes; the number of nodes that reported.
+fn run_nodes(
+    args: &Args,
+    config: &Config,
+    clocks: &[VirtualClock],
+    duration: Duration,
+    kill: Option<(NodeId, Duration)>,
+    out_dir: &std::path::Path,
+) -> anyhow::Result<usize> {
+    let n = args.nodes;
+    let addrs = free_loopback_addrs(n)?;
+    let path = PathModel {
+        delay_us: args.delay_us,
+        jitter_us: args.jitter_us,
+        loss: args.loss,
+        duplicate: args.duplicate,
+        reorder: args.reorder,
+        reorder_us: 1000.0,
+        spike: 0.0,
+        spike_us: 0.0,
+    };
+    let mut relay_cfg = RelayConfig { seed: args.seed, default_path: path, paths: HashMap::new(), blackholes: Vec::new() };
+    if args.asymmetry_us != 0.0 {
+        for a in 0..n {
+            for b in 0..a {
+                relay_cfg.paths.insert((a, b), PathModel { delay_us: path.delay_us + args.asymmetry_us, ..path });
+            }
+        }
+    }
+    let endpoints = (0..n)
+        .map(|i| {
+            Ok(RelayEndpoint { node: i, face: UdpSocket::bind("127.0.0.1:0")?, node_addr: addrs[i as usize] })
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let relay = Relay::start(endpoints, relay_cfg).map_err(|e| anyhow::anyhow!(e))?;
+    eprintln!(
+        "distprof local: {n} nodes for {:.1} s through the relay ({} us one way), output in {}",
+        args.duration,
+        args.delay_us,
+        out_dir.display()
+    );
+    let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), &config, &clocks, duration, &out_dir)?;
+    let reports = wait_cluster(&mut cluster, duration, kill)?;
+    let relay_stats = relay.stop();
+    eprintln!(
+        "distprof local: relay forwarded {} datagrams (lost {}, duplicated {}, reordered {})",
+        relay_stats.forwarded, relay_stats.lost, relay_stats.duplicated, relay_stats.reordered
+    );
+
+    Ok(reports.len())
 }
 
 #[cfg(test)]
