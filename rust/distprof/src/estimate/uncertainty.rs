@@ -48,10 +48,10 @@ const CHI2_1_MEDIAN: f64 = 0.454_936;
 const OUTLIER_SIGMAS: f64 = 10.0;
 /// Edges up to which the expected chi² is computed exactly (~4 * rows² operations).
 const MAX_EXPECTED_ROWS: usize = 2048;
-/// With this many more equations than unknowns the loop residuals measure the edge
-/// sigmas' scale well enough (chi² of 50 degrees of freedom: ±20%) to shrink them too;
-/// with fewer they only grow them.
-const MIN_DOF_TO_SHRINK: usize = 50;
+/// With fewer loops (equations beyond the unknowns) than this the Birge ratio is too rough
+/// to shrink the sigmas (chi² of 4 degrees of freedom: a factor 5 between its 5% and 95%
+/// points); it only grows them, without the t factor.
+const MIN_DOF_TO_SHRINK: usize = 5;
 /// The dense covariance is cubic in the nodes a window reaches: 512 nodes cost ~40 ms.
 /// Beyond this, node sigmas are the path sums of the tree (an upper estimate).
 const MAX_DENSE_NODES: usize = 1024;
@@ -144,14 +144,31 @@ pub fn node_sigmas_ns(
         })
         .collect();
     let ratio = birge_ratio(&pairs);
+    // The ratio is measured from `dof` loops; with few of them it is itself uncertain, and
+    // the error over the scaled sigma follows Student's t with `dof` degrees of freedom, not
+    // a Gaussian: the sigma grows by the t quantile over the Gaussian one at 2 sigma, so
+    // that 2 sigmas cover what 2 Gaussian sigmas would (x1.16 at 9 loops, the 4-node
+    // full mesh; x1.004 at 449, 64 nodes).
     let birge = match dof {
         _ if !wls || !ratio.is_finite() => 1.0,
         0 => 1.0,
-        // Enough loops to measure the sigmas' scale either way.
-        d if d >= MIN_DOF_TO_SHRINK => ratio,
+        d if d >= MIN_DOF_TO_SHRINK => ratio * t_over_gauss_at_2_sigma(d as f64).powi(2),
+        // Too few to trust either way (nor the expansion below 5).
         _ => ratio.max(1.0),
     };
     var.into_iter().enumerate().map(|(i, v)| v.filter(|_| reached(i)).map(|v| (v * birge).sqrt())).collect()
+}
+
+/// Student's t quantile with `nu` degrees of freedom at the Gaussian's 2-sigma tail
+/// probability, over 2 (the Cornish-Fisher expansion in 1 / nu to third order: within 0.3%
+/// from nu = 5 up).
+fn t_over_gauss_at_2_sigma(nu: f64) -> f64 {
+    let z: f64 = 2.0;
+    let t = z
+        + (z.powi(3) + z) / (4.0 * nu)
+        + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * nu * nu)
+        + (3.0 * z.powi(7) + 19.0 * z.powi(5) + 17.0 * z.powi(3) - 15.0 * z) / (384.0 * nu.powi(3));
+    t / z
 }
 
 /// The Birge ratio of a window: the factor the edge variances must be multiplied by for
@@ -359,6 +376,14 @@ mod tests {
         q.sort_by(f64::total_cmp);
         assert!(q[q.len() / 2] / CHI2_1_MEDIAN > 1.1 * ratio, "the median of ratios: {}", q[q.len() / 2] / CHI2_1_MEDIAN);
         assert_eq!(birge_ratio(&[]), 1.0);
+    }
+
+    /// The t factor: ~2.32 / 2 at 9 degrees of freedom (the tables' 2.32), -> 1 with many.
+    #[test]
+    fn the_t_factor_follows_the_degrees_of_freedom() {
+        assert!((t_over_gauss_at_2_sigma(9.0) * 2.0 - 2.32).abs() < 0.01, "{}", t_over_gauss_at_2_sigma(9.0));
+        assert!((t_over_gauss_at_2_sigma(5.0) * 2.0 - 2.65).abs() < 0.01, "{}", t_over_gauss_at_2_sigma(5.0));
+        assert!((t_over_gauss_at_2_sigma(449.0) - 1.0).abs() < 0.005);
     }
 
     /// A loop that does not close within its sigmas (an asymmetric edge) grows every sigma.
