@@ -39,6 +39,7 @@ mod page_tests {
                 timestamp_bound_ns: None,
                 estimator: None,
                 bound_limit_ns: None,
+                uncertainty_limit_ns: None,
                 config: serde_json::Value::Null,
                 synthetic: false,
                 dropped: None,
@@ -160,6 +161,7 @@ mod page_tests {
         };
         let mut input = empty_input();
         input.facts.bound_limit_ns = Some(10_000.0);
+        input.facts.uncertainty_limit_ns = Some(100.0);
         input.nodes = vec![
             NodeClockModel { node: 0, reachable: true, segments: (0..3).map(|w| seg(w, 0.0, false)).collect() },
             NodeClockModel {
@@ -178,8 +180,9 @@ mod page_tests {
         assert!(html.contains("bound over 10.0 µs: 12.0 µs … 35.0 µs"), "summary names the flagged bounds");
         // Each flagged window is outlined in the heatmap.
         assert_eq!(html.matches("class=\"flag\"").count(), 2);
-        // Bounds over the limit: the heatmap ramp runs to the largest bound, the limit marked.
-        assert!(html.contains("bound 0 … 35.0 µs (the largest bound); the black mark is the flag limit, 10.0 µs"));
+        // The heatmap colours by uncertainty; over the limit, its ramp runs to the largest
+        // uncertainty, the limit marked.
+        assert!(html.contains("uncertainty 0 … 350 ns (the largest uncertainty); the black mark is the flag limit, 100 ns"), "{html}");
         assert_eq!(html.matches("class=\"limitmark\"").count(), 1);
         input.nodes[1].segments.iter_mut().for_each(|s| s.flagged = false);
         let html = render(&input);

@@ -353,6 +353,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
             timestamp_bound_ns: Some(1_000.0),
             estimator: Some(config.estimator),
             bound_limit_ns: Some(BOUND_LIMIT_NS),
+            uncertainty_limit_ns: Some(Config::DEFAULT_MAX_UNCERTAINTY_NS as f64),
             config: serde_json::to_value(&config).unwrap_or_default(),
             synthetic: true,
             dropped: None,

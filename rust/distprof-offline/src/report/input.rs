@@ -57,6 +57,10 @@ pub struct RunFacts {
     /// The bound above which a segment is flagged, when known (drawn as a rule).
     #[serde(default)]
     pub bound_limit_ns: Option<f64>,
+    /// The uncertainty above which a segment is flagged, when known (marked on the
+    /// heatmap's ramp).
+    #[serde(default)]
+    pub uncertainty_limit_ns: Option<f64>,
     /// The effective configuration, as JSON (printed verbatim).
     #[serde(default)]
     pub config: serde_json::Value,

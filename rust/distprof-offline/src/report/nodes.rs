@@ -237,14 +237,42 @@ fn heat_color(v: f64) -> String {
     )
 }
 
-/// Every node's bound per window as colored cells, nodes by id (the worst
+/// What a heatmap cell shows of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeatMeasure {
+    /// The calibrated uncertainty (symmetric paths): what says how good the sync is, so
+    /// the page colours by it.
+    Uncertainty,
+    /// The worst-case bound (any path asymmetry): at least half the smallest round trip,
+    /// however good the sync.
+    Bound,
+}
+
+impl HeatMeasure {
+    fn of(self, s: &distprof::model::ClockSegment) -> f64 {
+        match self {
+            HeatMeasure::Uncertainty => s.uncertainty_ns,
+            HeatMeasure::Bound => s.bound_ns,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            HeatMeasure::Uncertainty => "uncertainty",
+            HeatMeasure::Bound => "bound",
+        }
+    }
+}
+
+/// Every node's `measure` per window as colored cells, nodes by id (the worst
 /// `HEATMAP_MAX_ROWS` when there are more), windows by id.
-pub fn bound_heatmap(
+pub fn heatmap(
     nodes: &[NodeClockModel],
     analysis: &Analysis,
-    bound_limit_ns: Option<f64>,
+    measure: HeatMeasure,
+    limit_ns: Option<f64>,
     width: f64,
 ) -> String {
+    let name = measure.name();
     let mut window_ids: Vec<u64> = nodes
         .iter()
         .flat_map(|n| n.segments.iter().map(|s| s.window_id))
@@ -272,8 +300,9 @@ pub fn bound_heatmap(
     let by_id: BTreeMap<u32, &NodeClockModel> = nodes.iter().map(|n| (n.node, n)).collect();
     let bounds = nodes
         .iter()
-        .flat_map(|n| n.segments.iter().map(|s| s.bound_ns))
-        .filter(|b| b.is_finite() && *b > 0.0);
+        .flat_map(|n| n.segments.iter().map(|s| measure.of(s)))
+        // f64::MAX stands for "none" in the JSON.
+        .filter(|b| b.is_finite() && *b > 0.0 && *b < f64::MAX);
     let (bmin, bmax) = bounds.fold((f64::INFINITY, 0.0f64), |(lo, hi), b| {
         (lo.min(b), hi.max(b))
     });
@@ -281,7 +310,7 @@ pub fn bound_heatmap(
     // reads as "how close to flagged"), else to the largest bound: when windows exceed the
     // limit (every window of a local run through the relay does), a ramp ending at the limit
     // would paint them all the same darkest red and hide which are worst.
-    let limit_ns = bound_limit_ns.filter(|l| l.is_finite() && *l > 0.0);
+    let limit_ns = limit_ns.filter(|l| l.is_finite() && *l > 0.0);
     let top_ns = limit_ns.map_or(bmax, |l| l.max(bmax)).max(1.0);
     let norm = |b: f64| b / top_ns;
 
@@ -289,9 +318,9 @@ pub fn bound_heatmap(
     let (left, top) = (56.0, 18.0);
     let cell_w = ((width - left - 10.0) / columns as f64).max(1.0);
     let height = top + row_h * shown.len() as f64 + 44.0;
-    let mut svg = Svg::new(width, height, "error bound per node and window");
+    let mut svg = Svg::new(width, height, &format!("{name} per node and window"));
     let group_note = if group > 1 {
-        format!(" (columns merge {group} windows: worst bound shown)")
+        format!(" (columns merge {group} windows: worst {name} shown)")
     } else {
         String::new()
     };
@@ -326,8 +355,8 @@ pub fn bound_heatmap(
         let mut cells: Vec<Option<(f64, bool, u64)>> = vec![None; columns];
         for s in &model.segments {
             let c = column_of[&s.window_id];
-            let b = if s.bound_ns.is_finite() {
-                s.bound_ns
+            let b = if measure.of(s).is_finite() && measure.of(s) < f64::MAX {
+                measure.of(s)
             } else {
                 f64::INFINITY
             };
@@ -348,7 +377,7 @@ pub fn bound_heatmap(
             }
             // Per-cell tooltips only while they stay cheap.
             let tip = (shown.len() * columns <= 4000)
-                .then(|| format!("node {id}, window {w}: bound {}", fmt_ns(*b)));
+                .then(|| format!("node {id}, window {w}: {name} {}", fmt_ns(*b)));
             svg.rect_titled(x, y, cell_w - 0.5, row_h - 0.5, &attrs, tip.as_deref());
         }
     }
@@ -369,12 +398,12 @@ pub fn bound_heatmap(
             // Where the limit falls on the ramp: everything right of the mark is flagged.
             let x = left + 160.0 * (l / top_ns);
             svg.rect(x - 1.0, ly - 3.0, 2.0, 16.0, "class=\"limitmark\"");
-            format!("{} (the largest bound); the black mark is the flag limit, {}", fmt_ns(top_ns), fmt_ns(l))
+            format!("{} (the largest {name}); the black mark is the flag limit, {}", fmt_ns(top_ns), fmt_ns(l))
         }
         None => fmt_ns(top_ns),
     };
     svg.text(left + 166.0, ly + 9.0, &format!(
-            "bound 0 … {limit_note}; red outline: flagged; grey: unreachable. Bounds in the run: {} … {}",
+            "{name} 0 … {limit_note}; red outline: flagged; grey: unreachable. In the run: {} … {}",
             fmt_ns(bmin),
             fmt_ns(bmax)
         ), "class=\"tick\"");

@@ -5,7 +5,7 @@ use super::analysis::{Analysis, EdgeStats, NodeStats};
 use super::edges::edge_plot;
 use super::input::{EdgeHealth, ReportInput};
 use super::network::{graph, residual_histogram};
-use super::nodes::{bound_heatmap, node_plot, HEATMAP_MAX_ROWS};
+use super::nodes::{heatmap, node_plot, HeatMeasure, HEATMAP_MAX_ROWS};
 use super::svg::{escape, fmt_ns};
 use super::Limits;
 use std::fmt::Write;
@@ -256,13 +256,18 @@ fn network(out: &mut String, input: &ReportInput, a: &Analysis) {
 
 fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     out.push_str("<h2 id=\"nodes\">Nodes</h2>");
-    out.push_str("<h3>Error bound of every node and window</h3>");
-    out.push_str(&bound_heatmap(
+    // Coloured by the uncertainty: the bound covers any path asymmetry and so is at least
+    // half the smallest round trip however good the sync (tens of µs on a 10 µs network);
+    // a ramp of it paints an excellent run red.
+    out.push_str("<h3>Uncertainty of every node and window</h3>");
+    out.push_str(&heatmap(
         &input.nodes,
         a,
-        input.facts.bound_limit_ns,
+        HeatMeasure::Uncertainty,
+        input.facts.uncertainty_limit_ns,
         1240.0,
     ));
+    out.push_str("<p class=\"cap\">One sigma of the offset under symmetric paths: the truth lies within two of it in ~95% of windows. The worst-case bound, which also covers any path asymmetry, is in each node's plot below.</p>");
     if a.nodes.len() > HEATMAP_MAX_ROWS {
         let _ = write!(
             out,
