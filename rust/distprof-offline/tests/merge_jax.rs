@@ -243,6 +243,7 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
             reference_node: 0,
             hostname: "vm".into(),
             timestamp_mode: "kernel".into(),
+            timestamps: None,
             tracer_clock: if k == 1 { "rocm".into() } else { "host".into() },
             tracer_start: (k == 1).then(|| TracerStart {
                 s_ns: new_start,

@@ -386,6 +386,7 @@ pub fn xspace_seeds() -> Vec<(&'static str, Vec<u8>)> {
         reference_node: 0,
         hostname: "gpu-host-1".into(),
         timestamp_mode: "kernel".into(),
+        timestamps: None,
         tracer_clock: if tracer { "rocm" } else { "host" }.into(),
         tracer_start: tracer.then_some(TracerStart {
             s_ns: START_NS,

@@ -65,6 +65,10 @@ pub struct DistprofPlaneData {
     pub hostname: String,
     /// The probe timestamp mode in force (`hardware`, `kernel`, `user`), from the probe engine.
     pub timestamp_mode: String,
+    /// The timestamping in detail: worst stamp error, note, and for hardware stamps the NIC
+    /// clock and its mapping to the host clock (absent in planes written before it existed).
+    #[serde(default)]
+    pub timestamps: Option<crate::timestamp::TimestampQuality>,
     /// Which clock R is: `rocm` (the GPU tracer clock) or `host` (standalone, R = S).
     pub tracer_clock: String,
     pub tracer_start: Option<TracerStart>,
@@ -101,6 +105,7 @@ mod stat {
     pub const REFERENCE: &str = "reference_node";
     pub const HOSTNAME: &str = "hostname";
     pub const TS_MODE: &str = "timestamp_mode";
+    pub const TIMESTAMPS: &str = "timestamps_json";
     pub const TRACER_CLOCK: &str = "tracer_clock";
     pub const REACHABLE: &str = "reachable";
     pub const TRACER_START_S: &str = "tracer_start_s_ns";
@@ -193,6 +198,10 @@ impl DistprofPlaneData {
         }
         if !self.session_id.is_empty() {
             stats.push(text(p.intern_stat(stat::SESSION), &self.session_id));
+        }
+        // As JSON text: the NIC clock part is optional and nested.
+        if let Some(json) = self.timestamps.as_ref().and_then(|t| serde_json::to_string(t).ok()) {
+            stats.push(text(p.intern_stat(stat::TIMESTAMPS), &json));
         }
         p.stats = stats;
 
@@ -429,6 +438,8 @@ impl DistprofPlaneData {
             reference_node,
             hostname: text_stat(stat::HOSTNAME),
             timestamp_mode: text_stat(stat::TS_MODE),
+            // A damaged entry is only a missing description, never a reason to refuse the trace.
+            timestamps: serde_json::from_str(&text_stat(stat::TIMESTAMPS)).ok(),
             tracer_clock: text_stat(stat::TRACER_CLOCK),
             tracer_start,
             model: NodeClockModel {
@@ -493,7 +504,30 @@ mod tests {
             node: 2,
             reference_node: 0,
             hostname: "gpu-node-2".into(),
-            timestamp_mode: "kernel".into(),
+            timestamp_mode: "hardware".into(),
+            timestamps: Some(crate::timestamp::TimestampQuality {
+                mode: crate::timestamp::StampMode::Hardware,
+                stamp_error_bound_ns: 142,
+                note: String::new(),
+                nic_clock: Some(crate::timestamp::NicClockInfo {
+                    source: "/dev/ptp1 (eth0) by PTP_SYS_OFFSET_PRECISE".into(),
+                    phc_index: Some(1),
+                    mapping: Some(crate::nic_clock::MappingQuality {
+                        samples_taken: 1200,
+                        samples_used: 40,
+                        span_ns: 3_950_000_000,
+                        offset_ns: -37_000_012_345.5,
+                        drift_ppm: -19.9996,
+                        residual_rms_ns: 12.25,
+                        residual_max_ns: 31.0,
+                        bracket_max_ns: 0,
+                        error_bound_ns: 41.5,
+                    }),
+                    mapping_error_max_ns: 41.5,
+                    unstamped_dropped: 3,
+                    switched_to_software: String::new(),
+                }),
+            }),
             tracer_clock: "rocm".into(),
             tracer_start: Some(TracerStart {
                 s_ns: t0,

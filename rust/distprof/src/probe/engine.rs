@@ -137,6 +137,9 @@ struct Answer {
     rev_tx: [Option<i64>; 2],
     tx_ids: [u32; 2],
     replied: bool,
+    /// Begun with stamps of a source this node no longer uses (see `stamp_source_switched`):
+    /// never answered or followed up.
+    void: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -271,6 +274,11 @@ impl Engine {
             if now >= end_at {
                 break;
             }
+            // The NIC clock mapping is refreshed before any stamp of this pass is converted.
+            self.sock.maintain_clock();
+            if let Some(why) = self.sock.take_switch() {
+                self.stamp_source_switched(&why);
+            }
             // Everything queued since the last pass first, so that its answers leave with
             // this pass's probes.
             let received = self.receive_all()?;
@@ -295,7 +303,8 @@ impl Engine {
                 self.next_expire = now + self.probe_timeout / 10;
             }
             if Instant::now() >= next_window {
-                let w = self.acc.close(self.local_now_ns());
+                let mut w = self.acc.close(self.local_now_ns());
+                w.nic_clock = self.sock.window_nic_clock();
                 self.note_drops(&w);
                 on_window(w)?;
                 self.stats.windows += 1;
@@ -346,7 +355,8 @@ impl Engine {
             self.stats.probes_lost += n as u64;
             self.edges[e].inflight.clear();
         }
-        let w = self.acc.close(self.local_now_ns());
+        let mut w = self.acc.close(self.local_now_ns());
+        w.nic_clock = self.sock.window_nic_clock();
         self.note_drops(&w);
         on_window(w)?;
         self.stats.windows += 1;
@@ -485,6 +495,27 @@ impl Engine {
         }
     }
 
+    /// The socket left hardware stamps (the NIC clock failed): every probe and answer begun
+    /// with hardware stamps is given up, so that no record holds stamps of both sources.
+    fn stamp_source_switched(&mut self, why: &str) {
+        let mut lost = 0;
+        for e in 0..self.edges.len() {
+            let n = self.edges[e].inflight.len();
+            for _ in 0..n {
+                self.acc.lost(e);
+            }
+            lost += n;
+            self.edges[e].inflight.clear();
+        }
+        self.stats.probes_lost += lost as u64;
+        for a in self.answers.values_mut() {
+            a.void = true;
+        }
+        // No follow-up carries a stamp taken before the switch.
+        self.tx_owner.clear();
+        tracing::warn!(node = self.p.node, "{why}: {lost} probes in flight given up");
+    }
+
     /// Serves every queued datagram; returns how many there were.
     fn receive_all(&mut self) -> std::io::Result<usize> {
         let mut total = 0;
@@ -495,6 +526,12 @@ impl Engine {
                 let Some((decoded, r)) = self.sock.received(i).map(|(bytes, r)| (Packet::decode(bytes), r)) else {
                     continue;
                 };
+                if r.unstamped {
+                    // The NIC did not stamp it: no stamp of another source stands in, so
+                    // the probe it belongs to is lost (the socket counts these per window).
+                    self.stats.packets_received += 1;
+                    continue;
+                }
                 self.on_datagram(decoded, r.rx_real_ns);
             }
             // A short batch emptied the queue: what arrives later wakes the next poll.
@@ -575,7 +612,11 @@ impl Engine {
             rev_tx: [None; 2],
             tx_ids: [u32::MAX; 2],
             replied: false,
+            void: false,
         });
+        if a.void {
+            return;
+        }
         if a.fwd_rx[idx].is_some() {
             self.drop_packet("duplicate");
             return;

@@ -324,6 +324,7 @@ fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
         reference_node: 0,
         hostname: format!("bench{node}"),
         timestamp_mode: "kernel".into(),
+        timestamps: None,
         tracer_clock: "rocm".into(),
         tracer_start: Some(TracerStart {
             s_ns: T0_NS,
