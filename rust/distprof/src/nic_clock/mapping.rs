@@ -3,8 +3,10 @@
 //! Over a sliding span (`SPAN`) the samples with the narrowest brackets are kept (the
 //! tighter half: a read delayed by an interrupt or a preemption has a wide bracket and a
 //! misplaced midpoint, which is why phc2sys keeps the tightest reading too), and a least
-//! squares line `host - phc = a + b (phc - origin)` is fitted to their midpoints, `origin`
-//! the newest sample's PHC reading (so that f64 holds the differences exactly). The line's
+//! squares line `host - phc = d0 + a + b (phc - origin)` is fitted to their midpoints,
+//! `origin` and `d0` the newest sample's PHC reading and host - PHC difference (so that f64
+//! holds what is fitted exactly: a PHC with its own epoch is ~1.8e18 ns from the host clock,
+//! where an f64 resolves only 256 ns). The line's
 //! error is stated: the largest distance of a kept sample from it plus half its bracket,
 //! plus what the uncertainty of the slope adds over the longest a stamp may lie past the
 //! newest sample (`SAMPLE_EVERY`).
@@ -55,13 +57,15 @@ pub struct MappingQuality {
 #[derive(Debug, Clone, Copy)]
 struct Line {
     origin_phc_ns: i64,
+    origin_diff_ns: i64,
     a: f64,
     b: f64,
 }
 
 impl Line {
-    fn diff_at(&self, phc_ns: i64) -> f64 {
-        self.a + self.b * (phc_ns - self.origin_phc_ns) as f64
+    /// Host - PHC at `phc_ns`, less `origin_diff_ns`.
+    fn rel_diff_at(&self, phc_ns: i64) -> f64 {
+        self.a + self.b * phc_ns.saturating_sub(self.origin_phc_ns) as f64
     }
 }
 
@@ -90,7 +94,7 @@ impl PhcMapping {
             return;
         }
         if let Some(line) = self.line {
-            let off = (s.sys_mid_ns() - s.phc_ns) as f64 - line.diff_at(s.phc_ns);
+            let off = (s.sys_mid_ns() - s.phc_ns).saturating_sub(line.origin_diff_ns) as f64 - line.rel_diff_at(s.phc_ns);
             if off.abs() > STEP_NS {
                 tracing::warn!("NIC clock mapping: a clock stepped by {:.0} ns; the fit starts again", off);
                 self.steps += 1;
@@ -110,6 +114,7 @@ impl PhcMapping {
     fn refit(&mut self) {
         let Some(newest) = self.samples.back().copied() else { return };
         let origin = newest.phc_ns;
+        let origin_diff = newest.sys_mid_ns() - newest.phc_ns;
         // The tighter half of the span, at least two (all when fewer than four).
         let mut kept: Vec<PhcSample> = self.samples.iter().copied().collect();
         if kept.len() >= 4 {
@@ -118,7 +123,7 @@ impl PhcMapping {
         }
         let pts: Vec<(f64, f64, f64)> = kept
             .iter()
-            .map(|s| ((s.phc_ns - origin) as f64, (s.sys_mid_ns() - s.phc_ns) as f64, s.bracket_ns() as f64 / 2.0))
+            .map(|s| ((s.phc_ns - origin) as f64, (s.sys_mid_ns() - s.phc_ns - origin_diff) as f64, s.bracket_ns() as f64 / 2.0))
             .collect();
         let n = pts.len() as f64;
         let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
@@ -127,7 +132,7 @@ impl PhcMapping {
         let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
         let b = if pts.len() >= 2 && sxx > 0.0 { sxy / sxx } else { 0.0 };
         let a = my - b * mx;
-        let line = Line { origin_phc_ns: origin, a, b };
+        let line = Line { origin_phc_ns: origin, origin_diff_ns: origin_diff, a, b };
         let resid: Vec<f64> = pts.iter().map(|p| p.1 - (a + b * p.0)).collect();
         let rms = (resid.iter().map(|r| r * r).sum::<f64>() / n).sqrt();
         let max_res = resid.iter().fold(0.0f64, |m, r| m.max(r.abs()));
@@ -149,7 +154,7 @@ impl PhcMapping {
             samples_taken: self.quality.samples_taken,
             samples_used: kept.len() as u32,
             span_ns: origin - oldest,
-            offset_ns: a,
+            offset_ns: origin_diff as f64 + a,
             drift_ppm: b * 1e6,
             residual_rms_ns: rms,
             residual_max_ns: max_res,
@@ -162,7 +167,7 @@ impl PhcMapping {
     /// first sample.
     pub fn to_host_ns(&self, phc_ns: i64) -> Option<i64> {
         let line = self.line?;
-        Some(phc_ns.saturating_add(line.diff_at(phc_ns).round() as i64))
+        Some(phc_ns.saturating_add(line.origin_diff_ns).saturating_add(line.rel_diff_at(phc_ns).round() as i64))
     }
 
     pub fn quality(&self) -> Option<MappingQuality> {
@@ -255,6 +260,25 @@ mod tests {
         // A bracket running backwards is refused, not fitted.
         map.add(PhcSample { sys_before_ns: 10, phc_ns: nic.phc_at(2_000_000_000), sys_after_ns: 0 });
         assert_eq!(map.refused, 1);
+    }
+
+    /// A PHC on its own epoch (days since its reset, ~1.8e18 ns from the host clock)
+    /// converts as precisely as one on TAI: nothing absolute goes through an f64.
+    #[test]
+    fn a_far_epoch_costs_no_precision() {
+        let real0 = 1_790_000_000_123_456_789;
+        let nic = SimulatedNicClock { offset_ns: 1_036_800_000_000_000 - real0, read_jitter_ns: 0.0, ..SimulatedNicClock::tai_20ppm(real0) };
+        let mut phc = SimulatedPhc::new(nic, 5);
+        let mut map = PhcMapping::new();
+        for k in 0..80i64 {
+            map.add(phc.sample_at(real0 + k * 50_000_000 + k % 7));
+        }
+        for k in 0..100i64 {
+            let real = real0 + 3_000_000_000 + k * 10_000_001;
+            let err = map.to_host_ns(nic.phc_at(real)).unwrap() - real;
+            assert!(err.abs() <= 1, "off by {err} ns at {real}");
+        }
+        assert!(map.quality().unwrap().residual_max_ns <= 1.0);
     }
 
     #[test]

@@ -1,0 +1,189 @@
+//! Hardware stamps through the `PhcClock` seam: three nodes on loopback whose "NIC" clocks
+//! are simulated (37 s ahead like a PHC on TAI, 20 ppm off, read jitter), with virtual host
+//! clocks of known offset and drift. The stamps are NIC readings made from the kernel's
+//! software stamps, mapped back to the host clock by the socket's fitted mapping; the
+//! estimates must come out as they do with kernel stamps, within the stated errors.
+
+use distprof::clock::{realtime_ns, VirtualClock};
+use distprof::config::{Config, TimestampMode};
+use distprof::context::{NodeInfo, RunContext};
+use distprof::jsonl;
+use distprof::nic_clock::SimulatedNicClock;
+use distprof::standalone::{run_node, NodeOptions, NodeSummary};
+use distprof::timestamp::StampMode;
+use std::net::UdpSocket;
+use std::time::Duration;
+
+/// theta = S_dst - S_src at the instant the src clock reads `mid_local_ns`, exactly.
+fn true_theta_ns(src: &VirtualClock, dst: &VirtualClock, mid_local_ns: i64) -> f64 {
+    let t_src = src.invert_rel_ns((mid_local_ns - src.epoch_real_ns) as f64);
+    let s_dst = dst.read_rel_ns(t_src + (src.epoch_real_ns - dst.epoch_real_ns) as f64);
+    (dst.epoch_real_ns - mid_local_ns) as f64 + s_dst
+}
+
+/// Host clocks of the three nodes (as in tests/probe_engine.rs).
+fn host_clocks(start: i64) -> [VirtualClock; 3] {
+    [
+        VirtualClock { epoch_real_ns: start, ..VirtualClock::IDENTITY },
+        VirtualClock { offset_ns: 1_500_000, drift_ppb: -12_500.0, wander_ns: 0.0, epoch_real_ns: start },
+        VirtualClock { offset_ns: -700_000, drift_ppb: 30_000.0, wander_ns: 0.0, epoch_real_ns: start },
+    ]
+}
+
+/// Each node's NIC clock differs, so that a stamp used without its mapping would show as
+/// seconds of offset and tens of ppm of drift between nodes: TAI +37 s at +20 ppm, an
+/// arbitrary epoch (the PHC's own, 12 days since its reset) at -20 ppm, TAI at +20 ppm.
+fn nic_clocks(start: i64, miss_one_in: u32) -> [SimulatedNicClock; 3] {
+    let tai = SimulatedNicClock { miss_one_in, ..SimulatedNicClock::tai_20ppm(start) };
+    [
+        tai,
+        SimulatedNicClock { offset_ns: 1_036_800_000_000_000 - start, drift_ppm: -20.0, ..tai },
+        SimulatedNicClock { offset_ns: 37_000_000_000 + 250_000, ..tai },
+    ]
+}
+
+/// Runs three nodes (ring both ways) for 2 s; `nics` gives each node hardware stamps from
+/// its simulated NIC clock, `None` kernel software stamps.
+fn run(nics: Option<[SimulatedNicClock; 3]>, start: i64) -> (Vec<NodeSummary>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        enabled: true,
+        probe_cadence_us: 10_000,
+        packet_spacing_us: 40,
+        probe_window_s: 0.5,
+        handshake_timeout_ms: 300,
+        timestamping: TimestampMode::Kernel,
+        output_dir: dir.path().to_string_lossy().into_owned(),
+        ..Config::default()
+    };
+    let socks: Vec<UdpSocket> = (0..3).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+    let ctx = RunContext::without_rendezvous(
+        "nic-clock-test",
+        0x0bad_cafe_0000_0016,
+        socks
+            .iter()
+            .enumerate()
+            .map(|(i, s)| NodeInfo { node: i as u32, probe_addr: s.local_addr().unwrap(), hostname: "localhost".into() })
+            .collect(),
+        vec![vec![1, 2], vec![2, 0], vec![0, 1]],
+    );
+    let clocks = host_clocks(start);
+    let handles: Vec<_> = socks
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (ctx, cfg) = (ctx.clone(), cfg.clone());
+            let mut opts = NodeOptions::new(Duration::from_millis(2000));
+            opts.clock = clocks[i];
+            // The NIC clocks need 100 ms of warm-up sampling; all nodes start together after it.
+            opts.start_at_real_ns = Some(start);
+            opts.simulated_nic = nics.map(|n| n[i]);
+            std::thread::spawn(move || run_node(&ctx, i as u32, s, &cfg, &opts).unwrap())
+        })
+        .collect();
+    (handles.into_iter().map(|h| h.join().unwrap()).collect(), dir)
+}
+
+/// Per edge: the final fit's theta error against the truth, its uncertainty, and the
+/// drift error (ppb).
+fn edge_errors(sums: &[NodeSummary], start: i64) -> Vec<(u32, u32, f64, f64, f64)> {
+    let clocks = host_clocks(start);
+    let mut out = Vec::new();
+    for s in sums {
+        for e in &s.edges {
+            let fit = e.fit.as_ref().unwrap_or_else(|| panic!("{} -> {}: no fit", s.node, e.dst));
+            let (src, dst) = (&clocks[s.node as usize], &clocks[e.dst as usize]);
+            let err = fit.theta_ns.unwrap() - true_theta_ns(src, dst, e.fit_mid_local_ns.unwrap());
+            let true_rate_ppb = dst.drift_from_ppm(src) * 1e3;
+            let rate_err = fit.theta_rate_ppb.unwrap_or(f64::NAN) - true_rate_ppb;
+            out.push((s.node, e.dst, err, fit.uncertainty_ns.unwrap(), rate_err));
+        }
+    }
+    out
+}
+
+/// The estimates with hardware stamps from NIC clocks 37 s and 20 ppm off are the
+/// estimates with kernel stamps: every edge's offset within its stated uncertainty plus
+/// both ends' stated mapping errors, and the NIC clocks' offsets and drifts nowhere in them.
+#[test]
+fn a_simulated_nic_clock_37_s_and_20_ppm_off_leaves_the_estimates_unaffected() {
+    let start = realtime_ns() + 300_000_000;
+    let (kernel, _k) = run(None, start);
+    let kernel_err = edge_errors(&kernel, start);
+    let start = realtime_ns() + 300_000_000;
+    let nics = nic_clocks(start, 0);
+    let (hw, _h) = run(Some(nics), start);
+    let hw_err = edge_errors(&hw, start);
+    let mapping_error = |node: u32| {
+        let t = hw[node as usize].timestamps.as_ref().unwrap();
+        t.nic_clock.as_ref().unwrap().mapping_error_max_ns
+    };
+    for s in &hw {
+        assert_eq!(s.timestamp_mode, StampMode::Hardware);
+        let t = s.timestamps.as_ref().unwrap();
+        let nic = t.nic_clock.as_ref().unwrap();
+        let m = nic.mapping.as_ref().unwrap();
+        eprintln!("node {}: {}", s.node, t.describe());
+        // The fitted mapping is the simulated clock's against CLOCK_REALTIME (the virtual
+        // host clock is applied after the conversion, as on a real host).
+        let nic_params = nics[s.node as usize];
+        let want_ppm = (1.0 / (1.0 + nic_params.drift_ppm * 1e-6) - 1.0) * 1e6;
+        assert!((m.drift_ppm - want_ppm).abs() < 0.5, "node {}: mapping drift {} ppm, want {want_ppm}", s.node, m.drift_ppm);
+        assert!(m.samples_taken >= 40 && m.samples_used >= 20, "{m:?}");
+        assert_eq!(nic.unstamped_dropped, 0);
+        // Every stated figure: the meta line and each window line carry the NIC clock.
+        let f = jsonl::read(&s.jsonl_path).unwrap();
+        assert_eq!(f.meta.timestamp_mode, StampMode::Hardware);
+        assert!(f.meta.nic_clock.as_ref().is_some_and(|n| n.mapping.is_some()), "{:?}", f.meta);
+        assert!(f.meta.stamp_error_bound_ns > StampMode::Hardware.stamp_error_bound_ns());
+        assert!(f.windows.iter().all(|w| w.nic_clock.as_ref().is_some_and(|n| n.mapping.is_some())));
+        // Records are in the host clock: a one-way delay on loopback is microseconds, not
+        // the 37 s or the days between NIC epochs.
+        for r in f.windows.iter().flat_map(|w| &w.records) {
+            assert!(r.round_trip_ns().abs() < 50_000_000, "{r:?}");
+        }
+    }
+    for (&(src, dst, k, ku, kr), &(_, _, h, hu, hr)) in kernel_err.iter().zip(&hw_err) {
+        let stated = hu + mapping_error(src) + mapping_error(dst);
+        eprintln!(
+            "{src} -> {dst}: theta error kernel {k:.0} ns (uncertainty {ku:.0}), simulated NIC {h:.0} ns (stated {stated:.0}); rate error kernel {kr:.1} ppb, NIC {hr:.1} ppb"
+        );
+        assert!(h.abs() <= stated, "{src} -> {dst}: error {h} ns beyond the stated {stated} ns");
+        // The kernel run's own check (tests/probe_engine.rs), and the same ceiling for both.
+        assert!(k.abs() < 5_000.0 && h.abs() < 5_000.0, "{src} -> {dst}: kernel {k} ns, NIC {h} ns");
+        // The NIC clocks differ by 20-40 ppm; the drift estimate must not see that.
+        assert!(hr.abs() < 2_000.0, "{src} -> {dst}: rate off by {hr} ppb");
+    }
+}
+
+/// A NIC that leaves every 7th packet unstamped: those packets are dropped, never given a
+/// software stamp in their place, so their probes are lost and every record holds only
+/// converted NIC stamps (seen in the window lines' counts), and the estimates still hold.
+#[test]
+fn packets_the_nic_did_not_stamp_never_enter_an_edge() {
+    let start = realtime_ns() + 300_000_000;
+    let (sums, _d) = run(Some(nic_clocks(start, 7)), start);
+    for (src, dst, err, u, _) in edge_errors(&sums, start) {
+        eprintln!("{src} -> {dst}: theta error {err:.0} ns, uncertainty {u:.0} ns");
+        assert!(err.abs() < 5_000.0, "{src} -> {dst}: {err} ns");
+    }
+    for s in &sums {
+        let t = s.timestamps.as_ref().unwrap();
+        let dropped = t.nic_clock.as_ref().unwrap().unstamped_dropped;
+        let f = jsonl::read(&s.jsonl_path).unwrap();
+        let per_window: u64 = f.windows.iter().map(|w| w.nic_clock.as_ref().unwrap().unstamped_dropped).sum();
+        assert_eq!(per_window, dropped, "node {}", s.node);
+        // Each node stamps 9 datagrams per probe it takes part in (its share of the 4
+        // forward and reverse packets' sends and receipts, and the follow-up): of
+        // thousands, one in seven unstamped.
+        assert!(dropped > 100, "node {}: only {dropped} unstamped", s.node);
+        let lost: u64 = s.edges.iter().map(|e| e.lost).sum();
+        let complete: u64 = s.edges.iter().map(|e| e.complete).sum();
+        eprintln!("node {}: {dropped} unstamped packets dropped, {lost} probes lost, {complete} complete", s.node);
+        // A probe survives only if all of its packets were stamped on both ends.
+        assert!(lost > complete / 4, "node {}: {lost} lost of {}", s.node, lost + complete);
+        for r in f.windows.iter().flat_map(|w| &w.records) {
+            assert!(r.round_trip_ns().abs() < 50_000_000, "{r:?}");
+        }
+    }
+}
