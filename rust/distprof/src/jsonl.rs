@@ -180,6 +180,25 @@ pub struct NodeFile {
     pub truncated_tail: bool,
 }
 
+impl NodeFile {
+    /// The node's timestamping over the windows it recorded: the meta line's, with every
+    /// window's NIC clock figures taken in (worst stamp error, newest mapping, drops summed).
+    pub fn timestamps(&self) -> TimestampQuality {
+        let mut t = TimestampQuality {
+            mode: self.meta.timestamp_mode,
+            stamp_error_bound_ns: self.meta.stamp_error_bound_ns,
+            note: self.meta.timestamp_note.clone(),
+            // The windows hold the run's figures from the start; the meta line's are the
+            // warm-up's, already inside the first window's.
+            nic_clock: self.meta.nic_clock.as_ref().map(|n| NicClockInfo { source: n.source.clone(), phc_index: n.phc_index, ..Default::default() }),
+        };
+        for w in &self.windows {
+            t.absorb_window(w.nic_clock.as_ref());
+        }
+        t
+    }
+}
+
 /// Reads a file; a cut-off last line (a node killed mid-write) is reported, not an error;
 /// any other unparsable line is an error naming the line.
 pub fn read(path: &Path) -> Result<NodeFile, String> {

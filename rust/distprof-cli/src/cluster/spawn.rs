@@ -47,6 +47,7 @@ pub fn spawn_cluster(
     faces: Option<&[SocketAddr]>,
     config: &Config,
     clocks: &[VirtualClock],
+    nic_clocks: Option<&[distprof::nic_clock::SimulatedNicClock]>,
     duration: Duration,
     out_dir: &Path,
 ) -> anyhow::Result<Cluster> {
@@ -56,7 +57,12 @@ pub fn spawn_cluster(
     let mut children = Vec::new();
     for node in 0..num_nodes {
         let cfg = Config { probe_port: addrs[node as usize].port(), ..config.clone() };
-        let sim = SimSpec { clock: clocks[node as usize], faces: faces.map(<[_]>::to_vec), start_real_ns: Some(start_real_ns) };
+        let sim = SimSpec {
+            clock: clocks[node as usize],
+            faces: faces.map(<[_]>::to_vec),
+            start_real_ns: Some(start_real_ns),
+            nic_clock: nic_clocks.map(|n| n[node as usize]),
+        };
         let (cfg_path, sim_path) = write_node_files(out_dir, node, &cfg, &sim)?;
         let child = Command::new(&exe)
             .args(["run", "--rank", &node.to_string(), "--nodes", &num_nodes.to_string()])

@@ -169,11 +169,28 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    let mode_note = f
+    let mut mode_note = f
         .timestamp_bound_ns
         .map_or(String::from("bound not stated"), |b| {
             format!("contributes ± {}", fmt_ns(b))
         });
+    // Hardware stamps: how well the NIC clocks map to the host clocks (worst node).
+    let nics: Vec<_> = f.timestamps.values().filter_map(|t| t.nic_clock.as_ref()).collect();
+    if !nics.is_empty() {
+        let worst_err = nics.iter().map(|n| n.mapping_error_max_ns).fold(0.0, f64::max);
+        let worst_rms = nics.iter().filter_map(|n| n.mapping.as_ref()).map(|m| m.residual_rms_ns).fold(0.0, f64::max);
+        let unstamped: u64 = nics.iter().map(|n| n.unstamped_dropped).sum();
+        mode_note += &format!(
+            "; NIC clocks of {} nodes mapped to host time: residual ≤ {} rms, error ≤ {}; {unstamped} unstamped packets dropped",
+            nics.len(),
+            fmt_ns(worst_rms),
+            fmt_ns(worst_err)
+        );
+    }
+    let switched: Vec<String> = f.timestamps.iter().filter(|(_, t)| t.nic_clock.as_ref().is_some_and(|n| !n.switched_to_software.is_empty())).map(|(n, _)| n.to_string()).collect();
+    if !switched.is_empty() {
+        mode_note += &format!("; nodes {} left hardware stamps (NIC clock failed)", switched.join(", "));
+    }
     card(
         out,
         "timestamps",

@@ -353,7 +353,7 @@ fn run_scenario(s: &Scenario, n: u32, duration: Duration, flood_rate_per_s: f64,
     let spawn = |node: NodeId, out: &Path, probe_for: Duration| -> anyhow::Result<Proc> {
         std::fs::create_dir_all(out)?;
         let cfg = Config { output_dir: out.to_string_lossy().into_owned(), ..config.clone() };
-        let sim = SimSpec { clock: clocks[node as usize], faces: Some(faces.clone()), start_real_ns: Some(start_real_ns) };
+        let sim = SimSpec { clock: clocks[node as usize], faces: Some(faces.clone()), start_real_ns: Some(start_real_ns), nic_clock: None };
         let (cfg_path, sim_path) = write_node_files(out, node, &cfg, &sim)?;
         let exe = std::env::current_exe().context("locating the distprof binary")?;
         let child = Command::new(exe)

@@ -70,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "bench overhead: {n} nodes, {edges} edges, cadence {} us, gap {} us, {:.0} s on loopback",
         config.probe_cadence_us, config.packet_spacing_us, args.duration
     );
-    let mut cluster = spawn_cluster(n, &addrs, None, &config, &clocks, duration, &out_dir)?;
+    let mut cluster = spawn_cluster(n, &addrs, None, &config, &clocks, None, duration, &out_dir)?;
     let reports = wait_cluster(&mut cluster, duration, None)?;
     if reports.len() != n as usize {
         bail!("only {} of {n} nodes finished; see the messages above", reports.len());
