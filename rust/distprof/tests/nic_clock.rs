@@ -102,6 +102,50 @@ fn edge_errors(sums: &[NodeSummary], start: i64) -> Vec<(u32, u32, f64, f64, f64
     out
 }
 
+/// A node's stamp as it would be had the NIC reading been used as CLOCK_REALTIME (the
+/// error this module fixes): the host clock applied to the NIC reading of that instant.
+fn unmapped(local_ns: i64, host: &VirtualClock, nic: &SimulatedNicClock) -> i64 {
+    let real = host.epoch_real_ns + host.invert_rel_ns((local_ns - host.epoch_real_ns) as f64).round() as i64;
+    host.apply(nic.phc_at(real))
+}
+
+/// Per edge of `node`'s last full window: theta error with the records as recorded (NIC
+/// stamps mapped) and with every stamp unmapped, from the same estimator.
+fn mapped_and_unmapped_errors(f: &jsonl::NodeFile, start: i64, nics: &[SimulatedNicClock; 3]) -> Vec<(u32, u32, f64, f64)> {
+    let clocks = host_clocks(start);
+    let w = &f.windows[f.windows.len() - 2];
+    let mut raw = w.clone();
+    // The window too, so that the unmapped records fall inside it (else no estimate at all).
+    let me = f.meta.node as usize;
+    raw.start_local_ns = unmapped(w.start_local_ns, &clocks[me], &nics[me]);
+    raw.end_local_ns = unmapped(w.end_local_ns, &clocks[me], &nics[me]);
+    for r in &mut raw.records {
+        let (s, d) = (r.src as usize, r.dst as usize);
+        for t in r.fwd_tx_ns.iter_mut().chain(r.rev_rx_ns.iter_mut()) {
+            *t = unmapped(*t, &clocks[s], &nics[s]);
+        }
+        for t in r.fwd_rx_ns.iter_mut().chain(r.rev_tx_ns.iter_mut()) {
+            *t = unmapped(*t, &clocks[d], &nics[d]);
+        }
+    }
+    let settings = distprof::estimate::EstimatorSettings::from_config(&f.meta.config);
+    let fit = |w: &distprof::window::ClosedWindow| {
+        distprof::estimate::node_edges::NodeEdgeEstimator::new(f.meta.node, 3, settings).window(w)
+    };
+    let (m, u) = (fit(w), fit(&raw));
+    let src = &clocks[me];
+    m.edges
+        .iter()
+        .map(|e| {
+            let truth = true_theta_ns(src, &clocks[e.dst as usize], m.mid_local_ns);
+            // Compared with the truth at the same real instant: the unmapped window's
+            // midpoint is the mapped one's instant read through the NIC clock.
+            let raw = u.edges.iter().find(|x| x.dst == e.dst).and_then(|x| x.theta_ns).unwrap_or(f64::NAN);
+            (f.meta.node, e.dst, e.theta_ns.unwrap() - truth, raw - truth)
+        })
+        .collect()
+}
+
 /// The estimates with hardware stamps from NIC clocks 37 s and 20 ppm off are the
 /// estimates with kernel stamps: every edge's offset within its stated uncertainty plus
 /// both ends' stated mapping errors, and the NIC clocks' offsets and drifts nowhere in them.
@@ -141,6 +185,12 @@ fn a_simulated_nic_clock_37_s_and_20_ppm_off_leaves_the_estimates_unaffected() {
         // the 37 s or the days between NIC epochs.
         for r in f.windows.iter().flat_map(|w| &w.records) {
             assert!(r.round_trip_ns().abs() < 50_000_000, "{r:?}");
+        }
+        // Without the mapping the same records would carry the NIC clocks' differences
+        // (250 us between nodes 0 and 2, days to node 1) into every estimate.
+        for (src, dst, mapped, raw) in mapped_and_unmapped_errors(&f, start, &nics) {
+            eprintln!("{src} -> {dst}: last full window theta error {mapped:.0} ns mapped, {raw:.0} ns with NIC readings used as host time");
+            assert!(mapped.abs() < 5_000.0 && !(raw.abs() < 100_000.0), "{src} -> {dst}: mapped {mapped}, unmapped {raw}");
         }
     }
     for (&(src, dst, k, ku, kr), &(_, _, h, hu, hr)) in kernel_err.iter().zip(&hw_err) {
@@ -185,5 +235,40 @@ fn packets_the_nic_did_not_stamp_never_enter_an_edge() {
         for r in f.windows.iter().flat_map(|w| &w.records) {
             assert!(r.round_trip_ns().abs() < 50_000_000, "{r:?}");
         }
+    }
+}
+
+/// A NIC clock that stops answering mid-run (node 1's, after 25 samples, about 1 s in):
+/// the node switches to kernel software stamps for the rest of the run, says why in its
+/// summary and in the window line where it happened, and its estimates go on.
+#[test]
+fn a_nic_clock_that_fails_mid_run_falls_back_to_software_stamps_and_says_why() {
+    let start = realtime_ns() + 300_000_000;
+    let mut nics = nic_clocks(start, 0);
+    nics[1].fail_after_samples = 25;
+    let (sums, _d) = run(Some(nics), start);
+    for (src, dst, err, u, _) in edge_errors(&sums, start) {
+        eprintln!("{src} -> {dst}: theta error {err:.0} ns, uncertainty {u:.0} ns");
+        assert!(err.abs() < 5_000.0, "{src} -> {dst}: {err} ns");
+    }
+    let s = &sums[1];
+    assert_eq!(s.timestamp_mode, StampMode::Hardware, "the mode the run started in");
+    let t = s.timestamps.as_ref().unwrap();
+    eprintln!("node 1: {}", t.describe());
+    assert_eq!(t.mode, StampMode::Kernel);
+    assert!(t.note.contains("failed 3 times in a row") && t.note.contains("switched to kernel software stamps"), "{}", t.note);
+    assert!(t.stamp_error_bound_ns >= StampMode::Kernel.stamp_error_bound_ns());
+    let f = jsonl::read(&s.jsonl_path).unwrap();
+    let at = f
+        .windows
+        .iter()
+        .position(|w| w.nic_clock.as_ref().is_some_and(|n| !n.switched_to_software.is_empty()))
+        .expect("a window line says where the NIC clock failed");
+    assert!(f.windows[..at].iter().all(|w| w.nic_clock.is_some()));
+    assert!(f.windows[at + 1..].iter().all(|w| w.nic_clock.is_none()));
+    assert!(at + 1 < f.windows.len(), "the failure came before the last window");
+    // The other nodes keep their NIC clocks.
+    for other in [&sums[0], &sums[2]] {
+        assert_eq!(other.timestamps.as_ref().unwrap().mode, StampMode::Hardware);
     }
 }

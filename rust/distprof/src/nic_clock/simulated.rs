@@ -19,12 +19,23 @@ pub struct SimulatedNicClock {
     /// Every `miss_one_in`-th packet gets no hardware stamp (0: none missing), as a NIC
     /// that stamps only some packets would do.
     pub miss_one_in: u32,
+    /// The clock stops answering after this many samples (0: never), as a NIC that is
+    /// reset or removed does.
+    #[serde(default)]
+    pub fail_after_samples: u64,
 }
 
 impl SimulatedNicClock {
     /// A PHC on TAI (37 s ahead of UTC) running 20 ppm fast, 500 ns mean read jitter.
     pub fn tai_20ppm(epoch_real_ns: i64) -> SimulatedNicClock {
-        SimulatedNicClock { offset_ns: 37_000_000_000, drift_ppm: 20.0, read_jitter_ns: 500.0, epoch_real_ns, miss_one_in: 0 }
+        SimulatedNicClock {
+            offset_ns: 37_000_000_000,
+            drift_ppm: 20.0,
+            read_jitter_ns: 500.0,
+            epoch_real_ns,
+            miss_one_in: 0,
+            fail_after_samples: 0,
+        }
     }
 
     /// The PHC's reading at real time `real_ns`.
@@ -38,11 +49,12 @@ pub struct SimulatedPhc {
     params: SimulatedNicClock,
     rng: rand::rngs::StdRng,
     packets: u64,
+    samples: u64,
 }
 
 impl SimulatedPhc {
     pub fn new(params: SimulatedNicClock, seed: u64) -> SimulatedPhc {
-        SimulatedPhc { params, rng: rand::rngs::StdRng::seed_from_u64(seed), packets: 0 }
+        SimulatedPhc { params, rng: rand::rngs::StdRng::seed_from_u64(seed), packets: 0, samples: 0 }
     }
 
     pub fn params(&self) -> SimulatedNicClock {
@@ -69,6 +81,11 @@ impl SimulatedPhc {
 
 impl PhcClock for SimulatedPhc {
     fn sample(&mut self) -> io::Result<PhcSample> {
+        self.samples += 1;
+        let fail = self.params.fail_after_samples;
+        if fail > 0 && self.samples > fail {
+            return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        }
         Ok(self.sample_at(crate::clock::realtime_ns()))
     }
 
