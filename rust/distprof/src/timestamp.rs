@@ -253,7 +253,7 @@ impl HardwareStamps {
 
     /// The host time of a datagram whose kernel stamps were `sw` (software) and `hw`
     /// (NIC); `None` when the NIC did not stamp it (counted).
-    fn to_host(&mut self, sw: Option<i64>, hw: Option<i64>) -> Option<i64> {
+    fn host_stamp(&mut self, sw: Option<i64>, hw: Option<i64>) -> Option<i64> {
         let hw = match &mut self.simulated {
             Some(sim) => sw.and_then(|s| sim.stamp(s)),
             None => hw,
@@ -570,7 +570,7 @@ impl StampedSocket {
                 Ok(n) => {
                     for msg in &self.batch.msgs[..n] {
                         let stamp = match &mut self.hw {
-                            Some(hw) => hw.to_host(msg.sw_ns, msg.hw_ns),
+                            Some(hw) => hw.host_stamp(msg.sw_ns, msg.hw_ns),
                             None => msg.sw_ns,
                         };
                         match (msg.ts_id, stamp) {
@@ -578,7 +578,7 @@ impl StampedSocket {
                                 self.stats.tx_stamps += 1;
                                 out.push((id, ns));
                             }
-                            // Unstamped by the NIC: counted by `to_host`; the probe is lost.
+                            // Unstamped by the NIC: counted by `host_stamp`; the probe is lost.
                             (Some(_), None) if self.hw.is_some() => {}
                             _ => self.stats.tx_unmatched += 1,
                         }
@@ -609,7 +609,7 @@ impl StampedSocket {
                         msg.stamp_ns = match (self.mode, &mut self.hw) {
                             (StampMode::User, _) => None,
                             (_, Some(hw)) => {
-                                let host = hw.to_host(msg.sw_ns, msg.hw_ns);
+                                let host = hw.host_stamp(msg.sw_ns, msg.hw_ns);
                                 msg.unstamped = host.is_none();
                                 host
                             }
@@ -648,7 +648,7 @@ impl StampedSocket {
             match recvmsg_stamped(fd, buf, libc::MSG_DONTWAIT) {
                 Ok(msg) => {
                     let stamp = match &mut self.hw {
-                        Some(hw) => hw.to_host(msg.sw_ns, msg.hw_ns),
+                        Some(hw) => hw.host_stamp(msg.sw_ns, msg.hw_ns),
                         None => msg.sw_ns,
                     };
                     let unstamped = self.hw.is_some() && stamp.is_none();
