@@ -4,31 +4,18 @@
 //! software stamps, mapped back to the host clock by the socket's fitted mapping; the
 //! estimates must come out as they do with kernel stamps, within the stated errors.
 
+mod support;
+
 use distprof::clock::{realtime_ns, VirtualClock};
-use distprof::config::{Config, TimestampMode};
-use distprof::context::{NodeInfo, RunContext};
 use distprof::jsonl;
 use distprof::nic_clock::SimulatedNicClock;
-use distprof::standalone::{run_node, NodeOptions, NodeSummary};
+use distprof::standalone::{NodeOptions, NodeSummary};
 use distprof::timestamp::StampMode;
 use std::net::UdpSocket;
 use std::time::Duration;
+use support::true_theta_ns;
 
-/// theta = S_dst - S_src at the instant the src clock reads `mid_local_ns`, exactly.
-fn true_theta_ns(src: &VirtualClock, dst: &VirtualClock, mid_local_ns: i64) -> f64 {
-    let t_src = src.invert_rel_ns((mid_local_ns - src.epoch_real_ns) as f64);
-    let s_dst = dst.read_rel_ns(t_src + (src.epoch_real_ns - dst.epoch_real_ns) as f64);
-    (dst.epoch_real_ns - mid_local_ns) as f64 + s_dst
-}
-
-/// Host clocks of the three nodes (as in tests/probe_engine.rs).
-fn host_clocks(start: i64) -> [VirtualClock; 3] {
-    [
-        VirtualClock { epoch_real_ns: start, ..VirtualClock::IDENTITY },
-        VirtualClock { offset_ns: 1_500_000, drift_ppb: -12_500.0, wander_ns: 0.0, epoch_real_ns: start },
-        VirtualClock { offset_ns: -700_000, drift_ppb: 30_000.0, wander_ns: 0.0, epoch_real_ns: start },
-    ]
-}
+use support::three_clocks as host_clocks;
 
 /// Each node's NIC clock differs, so that a stamp used without its mapping would show as
 /// seconds of offset and tens of ppm of drift between nodes: TAI +37 s at +20 ppm, an
@@ -46,42 +33,21 @@ fn nic_clocks(start: i64, miss_one_in: u32) -> [SimulatedNicClock; 3] {
 /// its simulated NIC clock, `None` kernel software stamps.
 fn run(nics: Option<[SimulatedNicClock; 3]>, start: i64) -> (Vec<NodeSummary>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Config {
-        enabled: true,
-        probe_cadence_us: 10_000,
-        packet_spacing_us: 40,
-        probe_window_s: 0.5,
-        handshake_timeout_ms: 300,
-        timestamping: TimestampMode::Kernel,
-        output_dir: dir.path().to_string_lossy().into_owned(),
-        ..Config::default()
-    };
+    // `timestamping: kernel`: the simulated NIC replaces it where given.
+    let cfg = support::loopback_config(dir.path());
     let socks: Vec<UdpSocket> = (0..3).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
-    let ctx = RunContext::without_rendezvous(
-        "nic-clock-test",
-        0x0bad_cafe_0000_0016,
-        socks
-            .iter()
-            .enumerate()
-            .map(|(i, s)| NodeInfo { node: i as u32, probe_addr: s.local_addr().unwrap(), hostname: "localhost".into() })
-            .collect(),
-        vec![vec![1, 2], vec![2, 0], vec![0, 1]],
-    );
+    let ctx = support::context("nic-clock-test", 0x0bad_cafe_0000_0016, &socks, vec![vec![1, 2], vec![2, 0], vec![0, 1]]);
     let clocks = host_clocks(start);
-    let handles: Vec<_> = socks
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let (ctx, cfg) = (ctx.clone(), cfg.clone());
-            let mut opts = NodeOptions::new(Duration::from_millis(2000));
-            opts.clock = clocks[i];
-            // The NIC clocks need 100 ms of warm-up sampling; all nodes start together after it.
-            opts.start_at_real_ns = Some(start);
-            opts.simulated_nic = nics.map(|n| n[i]);
-            std::thread::spawn(move || run_node(&ctx, i as u32, s, &cfg, &opts).unwrap())
-        })
-        .collect();
-    (handles.into_iter().map(|h| h.join().unwrap()).collect(), dir)
+    let sums = support::run_nodes(&ctx, socks, &cfg, |i| {
+        let mut opts = NodeOptions::new(Duration::from_millis(2000));
+        opts.clock = clocks[i];
+        opts.start_at_real_ns = Some(start);
+        // Each node samples its NIC clock for 90 ms before it probes (as it does its
+        // kernel stamps' warm-up): the nodes start within that of each other.
+        opts.simulated_nic = nics.map(|n| n[i]);
+        opts
+    });
+    (sums, dir)
 }
 
 /// Per edge: the final fit's theta error against the truth, its uncertainty, and the

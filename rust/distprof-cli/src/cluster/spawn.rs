@@ -40,14 +40,21 @@ pub fn write_node_files(out_dir: &Path, node: NodeId, cfg: &Config, sim: &SimSpe
     Ok((cfg_path, sim_path))
 }
 
+/// The clocks of a test network's nodes, indexed by node: the host clocks, and the
+/// simulated NIC clocks where the nodes take hardware stamps from one.
+#[derive(Clone, Copy)]
+pub struct NodeClocks<'a> {
+    pub host: &'a [VirtualClock],
+    pub nic: Option<&'a [distprof::nic_clock::SimulatedNicClock]>,
+}
+
 /// Writes each node's config and test-network files and spawns one `distprof run` per node.
 pub fn spawn_cluster(
     num_nodes: u32,
     addrs: &[SocketAddr],
     faces: Option<&[SocketAddr]>,
     config: &Config,
-    clocks: &[VirtualClock],
-    nic_clocks: Option<&[distprof::nic_clock::SimulatedNicClock]>,
+    clocks: NodeClocks<'_>,
     duration: Duration,
     out_dir: &Path,
 ) -> anyhow::Result<Cluster> {
@@ -58,10 +65,10 @@ pub fn spawn_cluster(
     for node in 0..num_nodes {
         let cfg = Config { probe_port: addrs[node as usize].port(), ..config.clone() };
         let sim = SimSpec {
-            clock: clocks[node as usize],
+            clock: clocks.host[node as usize],
             faces: faces.map(<[_]>::to_vec),
             start_real_ns: Some(start_real_ns),
-            nic_clock: nic_clocks.map(|n| n[node as usize]),
+            nic_clock: clocks.nic.map(|n| n[node as usize]),
         };
         let (cfg_path, sim_path) = write_node_files(out_dir, node, &cfg, &sim)?;
         let child = Command::new(&exe)

@@ -6,7 +6,7 @@
 //! gives each a config file (its probe port), and a test-network file (its virtual clock,
 //! the relay faces its peers are reached through, the common start).
 
-use crate::cluster::spawn::{free_loopback_addrs, spawn_cluster, wait_cluster};
+use crate::cluster::spawn::{free_loopback_addrs, spawn_cluster, wait_cluster, NodeClocks};
 use crate::cluster::truth as local_truth;
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
@@ -240,7 +240,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(|i| SimulatedNicClock { drift_ppm: if i % 2 == 0 { 20.0 } else { -20.0 }, ..SimulatedNicClock::tai_20ppm(epoch) })
             .collect()
     });
-    let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), &config, &clocks, nic_clocks.as_deref(), duration, &out_dir)?;
+    let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), &config, NodeClocks { host: &clocks, nic: nic_clocks.as_deref() }, duration, &out_dir)?;
     let reports = wait_cluster(&mut cluster, duration, kill)?;
     let relay_stats = relay.stop();
     eprintln!(
