@@ -524,6 +524,7 @@ mod tests {
                         error_bound_ns: 41.5,
                     }),
                     mapping_error_max_ns: 41.5,
+                    stamped: 48_000,
                     unstamped_dropped: 3,
                     switched_to_software: String::new(),
                 }),

@@ -67,6 +67,9 @@ pub struct NicClockInfo {
     pub mapping: Option<MappingQuality>,
     /// The largest error bound the mapping had while stamps were converted, ns.
     pub mapping_error_max_ns: f64,
+    /// Packets (and transmit stamps) with a hardware stamp, converted.
+    #[serde(default)]
+    pub stamped: u64,
     /// Packets without a hardware stamp: dropped, never stamped in software instead.
     pub unstamped_dropped: u64,
     /// Set in the window in which the NIC clock failed and the socket switched to kernel
@@ -86,6 +89,7 @@ impl NicClockInfo {
         self.mapping = later.mapping.clone().or(self.mapping.take());
         self.mapping_error_max_ns = self.mapping_error_max_ns.max(later.mapping_error_max_ns);
         self.unstamped_dropped += later.unstamped_dropped;
+        self.stamped += later.stamped;
         if !later.switched_to_software.is_empty() {
             self.switched_to_software = later.switched_to_software.clone();
         }
@@ -207,6 +211,9 @@ const HARDWARE_FLAGS: u32 = SOF_TIMESTAMPING_TX_HARDWARE
 /// the first stamps already convert with a fitted drift (100 ms, once per run).
 const WARM_UP_SAMPLES: u32 = 10;
 const WARM_UP_GAP: Duration = Duration::from_millis(10);
+/// Unstamped packets in a window, and more than stamped ones, at which hardware stamps are
+/// given up: a few unstamped packets are dropped, a NIC that stamps few is not used.
+const MIN_UNSTAMPED_TO_SWITCH: u64 = 20;
 /// Consecutive failed samples after which the NIC clock is given up (150 ms at the
 /// sampling rate): a mapping older than that is not trusted any more.
 const MAX_SAMPLE_FAILURES: u32 = 3;
@@ -259,8 +266,9 @@ impl HardwareStamps {
             None => hw,
         };
         let host = hw.and_then(|h| self.map.to_host_ns(h));
-        if host.is_none() {
-            self.window.unstamped_dropped += 1;
+        match host {
+            Some(_) => self.window.stamped += 1,
+            None => self.window.unstamped_dropped += 1,
         }
         host
     }
@@ -427,8 +435,14 @@ impl StampedSocket {
     pub fn maintain_clock(&mut self) {
         let Some(hw) = &mut self.hw else { return };
         let Err(why) = hw.maintain(Instant::now()) else { return };
+        let last = hw.take_window();
+        self.switched_window = Some(self.switch_to_software(last, why));
+    }
+
+    /// Leaves hardware stamps for kernel software stamps for the rest of the run, because
+    /// of `why`: one warning, the note, and `last` (the closing window's figures) marked.
+    fn switch_to_software(&mut self, mut last: NicClockInfo, why: String) -> NicClockInfo {
         tracing::warn!("{why}");
-        let mut last = hw.take_window();
         last.switched_to_software = why.clone();
         self.hw = None;
         if let Err(e) = set_timestamping(self.sock.as_raw_fd(), SOFTWARE_FLAGS) {
@@ -440,7 +454,7 @@ impl StampedSocket {
         }
         self.hardware_note = why.clone();
         self.switched = Some(why);
-        self.switched_window = Some(last);
+        last
     }
 
     /// Why the socket left hardware stamps since the last call, once. Stamps taken before
@@ -450,12 +464,21 @@ impl StampedSocket {
     }
 
     /// Hardware mode (or the window in which it ended): the NIC clock figures of the
-    /// window now closing; the counters start again.
+    /// window now closing; the counters start again. A NIC that left most packets of the
+    /// window unstamped (one that stamps only PTP packets, say) loses nearly every probe:
+    /// the socket switches to kernel software stamps from the next window on, for good.
     pub fn window_nic_clock(&mut self) -> Option<NicClockInfo> {
-        match &mut self.hw {
-            Some(hw) => Some(hw.take_window()),
-            None => self.switched_window.take(),
+        let Some(hw) = &mut self.hw else { return self.switched_window.take() };
+        let w = hw.take_window();
+        if w.unstamped_dropped >= MIN_UNSTAMPED_TO_SWITCH && w.unstamped_dropped > w.stamped {
+            let why = format!(
+                "the NIC left {} of {} packets of a window without a hardware stamp; switched to kernel software stamps",
+                w.unstamped_dropped,
+                w.unstamped_dropped + w.stamped
+            );
+            return Some(self.switch_to_software(w, why));
         }
+        Some(w)
     }
 
     /// Kernel receive stamps only (no transmit stamps, so no error queue to drain): for a
@@ -770,6 +793,14 @@ fn enable_hardware(sock: &UdpSocket) -> io::Result<String> {
         libc::ioctl(sock.as_raw_fd(), SIOCSHWTSTAMP as _, &mut ifr)
     };
     if r == 0 {
+        // The driver writes back what it set up: one that can only stamp PTP packets
+        // answers with a narrower filter, and would leave every probe unstamped.
+        if cfg.rx_filter != HWTSTAMP_FILTER_ALL || cfg.tx_type != HWTSTAMP_TX_ON {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("SIOCSHWTSTAMP on `{ifname}`: the NIC stamps only some packets (rx_filter {}, tx_type {})", cfg.rx_filter, cfg.tx_type),
+            ));
+        }
         Ok(ifname)
     } else {
         let e = io::Error::last_os_error();

@@ -238,3 +238,28 @@ fn a_nic_clock_that_fails_mid_run_falls_back_to_software_stamps_and_says_why() {
         assert_eq!(other.timestamps.as_ref().unwrap().mode, StampMode::Hardware);
     }
 }
+
+/// A NIC that stamps no probe packet (as one that stamps only PTP packets): after the
+/// first window, whose probes are all lost, every node switches to kernel software stamps,
+/// says why in that window's line and its summary, and estimates from the windows after.
+#[test]
+fn a_nic_that_leaves_most_packets_unstamped_is_given_up_after_a_window() {
+    let start = realtime_ns() + 300_000_000;
+    let (sums, _d) = run(Some(nic_clocks(start, 1)), start);
+    for (src, dst, err, u, _) in edge_errors(&sums, start) {
+        eprintln!("{src} -> {dst}: theta error {err:.0} ns, uncertainty {u:.0} ns");
+        assert!(err.abs() < 5_000.0, "{src} -> {dst}: {err} ns");
+    }
+    for s in &sums {
+        let t = s.timestamps.as_ref().unwrap();
+        assert_eq!(t.mode, StampMode::Kernel, "node {}", s.node);
+        assert!(t.note.contains("without a hardware stamp; switched to kernel software stamps"), "{}", t.note);
+        let f = jsonl::read(&s.jsonl_path).unwrap();
+        let first = f.windows[0].nic_clock.as_ref().unwrap();
+        assert_eq!(first.stamped, 0, "node {}", s.node);
+        assert!(!first.switched_to_software.is_empty(), "node {}", s.node);
+        assert!(f.windows[1..].iter().all(|w| w.nic_clock.is_none()), "node {}", s.node);
+        assert!(f.windows[0].records.is_empty(), "node {}: records from unstamped packets", s.node);
+        assert!(f.windows[2].records.len() >= 40, "node {}: no probes after the switch", s.node);
+    }
+}
