@@ -259,6 +259,10 @@ mod tests {
                 "{}",
                 data.timestamp_mode
             );
+            // The timestamping in detail travels in the plane too (no NIC clock on loopback).
+            let stamps = data.timestamps.as_ref().expect("the plane states the timestamping");
+            assert_eq!(serde_json::to_value(stamps.mode).unwrap(), data.timestamp_mode.as_str());
+            assert!(stamps.stamp_error_bound_ns >= 5_000 && stamps.nic_clock.is_none(), "{stamps:?}");
             // Start pair, >= 1 sampled pair, stop pair; R is S - 5 s within the read window.
             assert!(data.snapshots.len() >= 3, "{} pairs", data.snapshots.len());
             for s in &data.snapshots {
