@@ -72,8 +72,8 @@ pub struct NicClockInfo {
     pub stamped: u64,
     /// Packets without a hardware stamp: dropped, never stamped in software instead.
     pub unstamped_dropped: u64,
-    /// Set in the window in which the NIC clock failed and the socket switched to kernel
-    /// software stamps: why.
+    /// Set in the window in which the node left hardware stamps for kernel software stamps
+    /// (the NIC clock failed, or the NIC left most packets unstamped): why.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub switched_to_software: String,
 }
@@ -81,7 +81,7 @@ pub struct NicClockInfo {
 impl NicClockInfo {
     /// Error one converted hardware stamp may carry: the stamp's own plus the mapping's.
     pub fn stamp_error_bound_ns(&self) -> i64 {
-        StampMode::Hardware.stamp_error_bound_ns() + self.mapping_error_max_ns.ceil() as i64
+        StampMode::Hardware.stamp_error_bound_ns().saturating_add(self.mapping_error_max_ns.ceil() as i64)
     }
 
     /// Adds a later window's figures: counts summed, worst error kept, newest mapping.
