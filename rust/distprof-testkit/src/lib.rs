@@ -5,5 +5,6 @@
 
 pub mod cli;
 pub mod fuzz;
+pub mod golden;
 pub mod synthetic_report;
 pub mod synthetic_xspace;
