@@ -519,20 +519,39 @@ fn write_event_fast(
         }
         kept_len += pos - start;
     }
+    let (new_off, new_dur) = map_event(lm, off, dur);
+    put_event_header(out, kept_len, new_off, new_dur);
+    for &(a, b) in &ranges[..nr] {
+        out.extend_from_slice(&ev[a..b]);
+    }
+    put_event_times(out, new_off, new_dur);
+    Some((meta, new_off, new_dur))
+}
+
+/// The mapped offset and duration (ps, relative to the output line) of an event at `off`
+/// lasting `dur` on its input line. The map is monotone, so the offset is >= 0 up to
+/// rounding; the rounding is clamped away.
+#[inline(always)]
+fn map_event(lm: &LineMapper<'_, '_>, off: i64, dur: i64) -> (i64, i64) {
     let s = lm.rel(off);
     let e = lm.rel(off.saturating_add(dur));
-    let new_off = s.max(0);
-    let new_dur = e.saturating_sub(s).max(0);
+    (s.max(0), e.saturating_sub(s).max(0))
+}
+
+/// The length header of a mapped event: its `kept_len` verbatim bytes and its new times.
+#[inline(always)]
+fn put_event_header(out: &mut Vec<u8>, kept_len: usize, new_off: i64, new_dur: i64) {
     let len = kept_len
         + protobuf::int_field_len(EVENT_OFFSET, new_off)
         + protobuf::int_field_len(EVENT_DURATION, new_dur);
     protobuf::put_len_header(out, LINE_EVENTS, len);
-    for &(a, b) in &ranges[..nr] {
-        out.extend_from_slice(&ev[a..b]);
-    }
+}
+
+/// A mapped event's new times, after its verbatim fields.
+#[inline(always)]
+fn put_event_times(out: &mut Vec<u8>, new_off: i64, new_dur: i64) {
     protobuf::put_int_field(out, EVENT_OFFSET, new_off);
     protobuf::put_int_field(out, EVENT_DURATION, new_dur);
-    Some((meta, new_off, new_dur))
 }
 
 /// `ns` in ps plus `ps`, saturating: a corrupt line timestamp near the i64 range must give
@@ -607,18 +626,10 @@ fn write_event(
         out.extend_from_slice(dur_raw);
         return Ok(());
     }
-    let s = lm.rel(off);
-    let e = lm.rel(off.saturating_add(dur));
-    // The map is monotone, so s >= 0 up to rounding; clamp the rounding away.
-    let new_off = s.max(0);
-    let new_dur = e.saturating_sub(s).max(0);
-    let len = kept_len
-        + protobuf::int_field_len(EVENT_OFFSET, new_off)
-        + protobuf::int_field_len(EVENT_DURATION, new_dur);
-    protobuf::put_len_header(out, LINE_EVENTS, len);
+    let (new_off, new_dur) = map_event(lm, off, dur);
+    put_event_header(out, kept_len, new_off, new_dur);
     put_kept(out)?;
-    protobuf::put_int_field(out, EVENT_OFFSET, new_off);
-    protobuf::put_int_field(out, EVENT_DURATION, new_dur);
+    put_event_times(out, new_off, new_dur);
     if let Some((pid, tid, ch, names)) = chrome {
         let name = names.get(&meta).map(String::as_str).unwrap_or("");
         ch.complete(pid, tid, name, ns_plus_ps(new_ts_ns, new_off), new_dur)?;
