@@ -148,16 +148,21 @@ fn text(id: i64, v: &str) -> XStat {
     }
 }
 
-/// Events of one line placed at host times relative to the line's first.
-fn place(line: &mut XLine, events: Vec<(i64, i64, XEvent)>) {
-    line.timestamp_ns = events.first().map(|e| e.0).unwrap_or(0);
-    for (t_ns, dur_ns, mut e) in events {
-        e.data = Some(XEventData::OffsetPs(
-            (t_ns - line.timestamp_ns).saturating_mul(1000),
-        ));
-        e.duration_ps = dur_ns.max(0).saturating_mul(1000);
-        line.events.push(e);
-    }
+/// Adds line `id` (`name`) to the plane: one event `event` per entry, placed at the entry's
+/// host time and duration (ns) relative to the line's first, holding the entry's stats.
+fn push_line(p: &mut XPlane, id: i64, name: &str, event: &str, events: Vec<(i64, i64, Vec<XStat>)>) {
+    let metadata_id = p.intern_event(event);
+    let timestamp_ns = events.first().map(|e| e.0).unwrap_or(0);
+    let events = events
+        .into_iter()
+        .map(|(t_ns, dur_ns, stats)| XEvent {
+            metadata_id,
+            data: Some(XEventData::OffsetPs((t_ns - timestamp_ns).saturating_mul(1000))),
+            duration_ps: dur_ns.max(0).saturating_mul(1000),
+            stats,
+        })
+        .collect();
+    p.lines.push(XLine { id, display_id: id, name: name.into(), timestamp_ns, events, ..Default::default() });
 }
 
 impl DistprofPlaneData {
@@ -207,13 +212,6 @@ impl DistprofPlaneData {
             p.intern_stat(stat::UNCERTAINTY),
             p.intern_stat(stat::FLAGGED),
         );
-        let ev = p.intern_event("clock window");
-        let mut line = XLine {
-            id: LINE_MODEL,
-            display_id: LINE_MODEL,
-            name: "Clock model".into(),
-            ..Default::default()
-        };
         let events = self.model.segments.iter().map(|g| {
             let stats = vec![
                 uint(w, g.window_id),
@@ -226,49 +224,20 @@ impl DistprofPlaneData {
                 dbl(un, g.uncertainty_ns),
                 uint(fl, g.flagged as u64),
             ];
-            (
-                g.start_local_ns,
-                g.end_local_ns - g.start_local_ns,
-                XEvent {
-                    metadata_id: ev,
-                    stats,
-                    ..Default::default()
-                },
-            )
+            (g.start_local_ns, g.end_local_ns - g.start_local_ns, stats)
         });
-        place(&mut line, events.collect());
-        p.lines.push(line);
+        push_line(&mut p, LINE_MODEL, "Clock model", "clock window", events.collect());
 
         let (sid, rid, wid) = (
             p.intern_stat(stat::S),
             p.intern_stat(stat::R),
             p.intern_stat(stat::READ_WINDOW),
         );
-        let ev = p.intern_event("snapshot");
-        let mut line = XLine {
-            id: LINE_SNAPSHOTS,
-            display_id: LINE_SNAPSHOTS,
-            name: "Snapshot pairs".into(),
-            ..Default::default()
-        };
         let events = self.snapshots.iter().map(|q| {
-            let stats = vec![
-                int(sid, q.s_ns),
-                int(rid, q.r_ns),
-                int(wid, q.read_window_ns),
-            ];
-            (
-                q.s_ns,
-                q.read_window_ns,
-                XEvent {
-                    metadata_id: ev,
-                    stats,
-                    ..Default::default()
-                },
-            )
+            let stats = vec![int(sid, q.s_ns), int(rid, q.r_ns), int(wid, q.read_window_ns)];
+            (q.s_ns, q.read_window_ns, stats)
         });
-        place(&mut line, events.collect());
-        p.lines.push(line);
+        push_line(&mut p, LINE_SNAPSHOTS, "Snapshot pairs", "snapshot", events.collect());
 
         let (peer, used, lost, rtt) = (
             p.intern_stat(stat::PEER),
@@ -276,54 +245,37 @@ impl DistprofPlaneData {
             p.intern_stat(stat::LOST),
             p.intern_stat(stat::RTT),
         );
-        let ev = p.intern_event("edge window");
-        let mut line = XLine {
-            id: LINE_PROBES,
-            display_id: LINE_PROBES,
-            name: "Probe statistics".into(),
-            ..Default::default()
-        };
-        let events = self.probe_stats.iter().map(|e| {
-            let at = self
-                .model
-                .segments
-                .iter()
-                .find(|g| g.window_id == e.window_id)
-                .map(|g| g.start_local_ns);
-            let stats = vec![
-                uint(w, e.window_id),
-                uint(peer, e.peer as u64),
-                uint(used, e.pairs_used),
-                uint(lost, e.pairs_lost),
-                int(rtt, e.min_rtt_ns),
-            ];
-            (
-                at.unwrap_or(0),
-                0,
-                XEvent {
-                    metadata_id: ev,
-                    stats,
-                    ..Default::default()
-                },
-            )
-        });
-        let mut events: Vec<_> = events.collect();
+        let mut events: Vec<_> = self
+            .probe_stats
+            .iter()
+            .map(|e| {
+                let at = self
+                    .model
+                    .segments
+                    .iter()
+                    .find(|g| g.window_id == e.window_id)
+                    .map(|g| g.start_local_ns);
+                let stats = vec![
+                    uint(w, e.window_id),
+                    uint(peer, e.peer as u64),
+                    uint(used, e.pairs_used),
+                    uint(lost, e.pairs_lost),
+                    int(rtt, e.min_rtt_ns),
+                ];
+                (at.unwrap_or(0), 0, stats)
+            })
+            .collect();
         events.sort_by_key(|e| e.0);
-        place(&mut line, events);
-        p.lines.push(line);
+        push_line(&mut p, LINE_PROBES, "Probe statistics", "edge window", events);
 
         // One event per window, the fits as JSON text (hull vertices are variable-length
         // lists, which XStats do not hold).
         let fid = p.intern_stat(stat::FITS);
-        let ev = p.intern_event("edge fits");
-        let mut line = XLine { id: LINE_FITS, display_id: LINE_FITS, name: "Edge fits".into(), ..Default::default() };
         let events = self.edge_fits.iter().filter_map(|f| {
             let json = serde_json::to_string(f).ok()?;
-            let stats = vec![text(fid, &json)];
-            Some((f.start_local_ns, f.end_local_ns - f.start_local_ns, XEvent { metadata_id: ev, stats, ..Default::default() }))
+            Some((f.start_local_ns, f.end_local_ns - f.start_local_ns, vec![text(fid, &json)]))
         });
-        place(&mut line, events.collect());
-        p.lines.push(line);
+        push_line(&mut p, LINE_FITS, "Edge fits", "edge fits", events.collect());
         p
     }
 
