@@ -74,6 +74,22 @@ fn true_times(space: &XSpace) -> PlaneTimes {
         .collect()
 }
 
+/// The host plane of `space` and the metadata id of its `all-reduce` events.
+fn host_all_reduces(space: &XSpace) -> (&XPlane, i64) {
+    let cpu = space
+        .planes
+        .iter()
+        .find(|p| p.name == HOST_THREADS_PLANE)
+        .unwrap();
+    let ar = cpu
+        .event_metadata
+        .values()
+        .find(|m| m.name == "all-reduce")
+        .unwrap()
+        .id;
+    (cpu, ar)
+}
+
 struct Skew {
     off: f64,
     d: f64,
@@ -126,17 +142,7 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
             .unwrap() as i64;
         // Node 1 gets a GPU plane: copies of its all-reduce events.
         if k == 1 {
-            let cpu = space
-                .planes
-                .iter()
-                .find(|p| p.name == HOST_THREADS_PLANE)
-                .unwrap();
-            let ar = cpu
-                .event_metadata
-                .values()
-                .find(|m| m.name == "all-reduce")
-                .unwrap()
-                .id;
+            let (cpu, ar) = host_all_reduces(&space);
             let mut gpu = XPlane {
                 id: 0,
                 name: "/device:GPU:0".into(),
@@ -324,17 +330,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
         }
         // Node 1's GPU events: R -> S -> G must land them at their true times (CPU time + 2 µs).
         if k == 1 {
-            let cpu = merged
-                .planes
-                .iter()
-                .find(|p| p.name == HOST_THREADS_PLANE)
-                .unwrap();
-            let ar = cpu
-                .event_metadata
-                .values()
-                .find(|m| m.name == "all-reduce")
-                .unwrap()
-                .id;
+            let (cpu, ar) = host_all_reduces(&merged);
             let mut cpu_ar: Vec<i128> = cpu
                 .lines
                 .iter()
