@@ -54,6 +54,11 @@ fn card(out: &mut String, title: &str, value: &str, note: &str, bad: bool) {
     );
 }
 
+/// A card's note about a time that may be unknown: `what` and the time, or `absent`.
+fn ns_note(ns: Option<f64>, what: &str, absent: &str) -> String {
+    ns.map_or(String::from(absent), |v| format!("{what} {}", fmt_ns(v)))
+}
+
 fn edge_list(edges: &[&EdgeStats], limit: usize) -> String {
     let mut s: Vec<String> = edges
         .iter()
@@ -89,11 +94,7 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
                 w.flagged > 0,
             );
             let over = f.bound_limit_ns.is_some_and(|l| w.max_bound_ns > l);
-            let limit = f
-                .bound_limit_ns
-                .map_or(String::from("no limit given"), |l| {
-                    format!("limit {}", fmt_ns(l))
-                });
+            let limit = ns_note(f.bound_limit_ns, "limit", "no limit given");
             card(
                 out,
                 "worst bound",
@@ -179,11 +180,7 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    let mode_note = f
-        .timestamp_bound_ns
-        .map_or(String::from("bound not stated"), |b| {
-            format!("contributes ± {}", fmt_ns(b))
-        });
+    let mode_note = ns_note(f.timestamp_bound_ns, "contributes ±", "bound not stated");
     card(
         out,
         "timestamps",
