@@ -647,7 +647,7 @@ mod tests {
     use super::*;
     use crate::merge::prescan::prescan;
     use distprof::distprof_plane::{DistprofPlaneData, TracerStart};
-    use distprof::model::{ClockSegment, NodeClockModel};
+    use distprof::model::NodeClockModel;
     use distprof::snapshot::SnapshotPair;
     use distprof::xplane::{XEvent, XEventData, XLine, XSpace, XStat, HOST_THREADS_PLANE};
     use std::io::{Read, Seek};
@@ -692,21 +692,8 @@ mod tests {
     /// Three 2 s windows whose offsets (1 ms, then 1.02 ms, then 0.99 ms) give the map
     /// different slopes across the profile (at most 1.5e-5, between the last two midpoints).
     fn model() -> NodeClockModel {
-        let segments = [1_000_000.0, 1_020_000.0, 990_000.0]
-            .iter()
-            .enumerate()
-            .map(|(w, &offset_ns)| ClockSegment {
-                window_id: w as u64,
-                start_local_ns: T0_NS + w as i64 * 2_000_000_000,
-                end_local_ns: T0_NS + (w as i64 + 1) * 2_000_000_000,
-                mid_local_ns: T0_NS + w as i64 * 2_000_000_000 + 1_000_000_000,
-                offset_ns,
-                drift_ppb: 5_000.0,
-                bound_ns: 900.0,
-                uncertainty_ns: 40.0,
-                flagged: false,
-            })
-            .collect();
+        let offsets = [1_000_000.0, 1_020_000.0, 990_000.0];
+        let segments = crate::test_support::segments(T0_NS, 2_000_000_000, &offsets, 5_000.0, |_| (900.0, false));
         NodeClockModel { node: 3, reachable: true, segments }
     }
 

@@ -469,7 +469,7 @@ mod tests {
     use super::*;
     use crate::report::input::{EdgeSeries, EdgeWindowFit, OwdPoint, RunFacts};
     use distprof::config::TimestampMode;
-    use distprof::model::{ClockSegment, NodeClockModel};
+    use distprof::model::NodeClockModel;
 
     const T0: i64 = 1_763_000_000_000_000_000;
 
@@ -477,21 +477,9 @@ mod tests {
         NodeClockModel {
             node,
             reachable: !flagged.is_empty(),
-            segments: flagged
-                .iter()
-                .enumerate()
-                .map(|(w, &flagged)| ClockSegment {
-                    window_id: w as u64,
-                    start_local_ns: T0 + w as i64 * 1_000_000_000,
-                    end_local_ns: T0 + (w as i64 + 1) * 1_000_000_000,
-                    mid_local_ns: T0 + w as i64 * 1_000_000_000 + 500_000_000,
-                    offset_ns: 25_000.0 * node as f64,
-                    drift_ppb: 1_000.0,
-                    bound_ns: if flagged { 9_000.0 } else { 800.0 },
-                    uncertainty_ns: 40.0,
-                    flagged,
-                })
-                .collect(),
+            segments: crate::test_support::segments(T0, 1_000_000_000, &vec![25_000.0 * node as f64; flagged.len()], 1_000.0, |w| {
+                (if flagged[w] { 9_000.0 } else { 800.0 }, flagged[w])
+            }),
         }
     }
 
