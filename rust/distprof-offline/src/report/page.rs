@@ -160,22 +160,16 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
             d.foreign + d.malformed > 0,
         );
     }
-    let degraded: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Degraded).collect();
-    let down: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Down).collect();
-    card(
-        out,
-        "degraded edges",
-        &format!("{} / {}", degraded.len(), a.edges.len()),
-        &edge_list(&degraded, 6),
-        !degraded.is_empty(),
-    );
-    card(
-        out,
-        "down edges",
-        &format!("{} / {}", down.len(), a.edges.len()),
-        &edge_list(&down, 6),
-        !down.is_empty(),
-    );
+    for (health, title) in [(EdgeHealth::Degraded, "degraded edges"), (EdgeHealth::Down, "down edges")] {
+        let edges: Vec<&EdgeStats> = a.edges_with(health).collect();
+        card(
+            out,
+            title,
+            &format!("{} / {}", edges.len(), a.edges.len()),
+            &edge_list(&edges, 6),
+            !edges.is_empty(),
+        );
+    }
     let mode = serde_json::to_value(f.timestamp_mode)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
