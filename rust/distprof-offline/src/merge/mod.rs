@@ -495,8 +495,9 @@ struct ChromeOrder {
     next: usize,
     direct_busy: bool,
     waiting: std::collections::BTreeMap<usize, std::fs::File>,
-    /// Where part files go (the document's directory).
-    dir: PathBuf,
+    /// The document's path: part files go beside it, named as `AtomicFile`'s temporaries
+    /// so that those a killed merge leaves are removed by the next.
+    path: PathBuf,
 }
 
 impl ChromeOrder {
@@ -594,8 +595,7 @@ pub fn merge_with(
             } else {
                 chrome::ChromeDoc::new(handle, g0_ns).map_err(io_err(p))?
             };
-            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-            Some(std::sync::Mutex::new(ChromeOrder { doc, next: 0, direct_busy: false, waiting: Default::default(), dir }))
+            Some(std::sync::Mutex::new(ChromeOrder { doc, next: 0, direct_busy: false, waiting: Default::default(), path: p.clone() }))
         }
         None => None,
     };
@@ -742,9 +742,10 @@ fn merge_node(
             let mut o = lock(c);
             if o.next == order && !o.direct_busy {
                 o.direct_busy = true;
-                Some(o.doc.direct(bases.pid).map_err(io_err(&o.dir))?)
+                Some(o.doc.direct(bases.pid).map_err(io_err(&o.path))?)
             } else {
-                let p = o.dir.join(format!(".distprof-merge-{}-{order}.part", std::process::id()));
+                let name = o.path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                let p = o.path.with_file_name(format!(".{name}.tmp-{}-part{order}", std::process::id()));
                 drop(o);
                 let f = std::fs::File::options().read(true).write(true).create_new(true).open(&p).map_err(io_err(&p))?;
                 // Unlinked at once: the part file is gone whatever happens to this merge.
@@ -791,7 +792,7 @@ fn merge_node(
     let next_pid = match (writer, chrome) {
         (Some(cw), Some(c)) => {
             let records = cw.records;
-            let next_pid = cw.finish().map_err(|e| MergeError::Io { path: lock(c).dir.clone(), err: e })?;
+            let next_pid = cw.finish().map_err(|e| MergeError::Io { path: lock(c).path.clone(), err: e })?;
             let mut o = lock(c);
             match part {
                 Some(f) => {
@@ -803,7 +804,7 @@ fn merge_node(
                     o.next += 1;
                 }
             }
-            o.drain().map_err(|e| MergeError::Io { path: o.dir.clone(), err: e })?;
+            o.drain().map_err(|e| MergeError::Io { path: o.path.clone(), err: e })?;
             Some(next_pid)
         }
         _ => None,
