@@ -10,7 +10,7 @@
 //! left out and counted in `distprof_args_dropped`.
 
 use super::chrome::{escape_lossy, put_f64, put_i64, put_u64};
-use super::protobuf::{self, Field, Fields, WireError};
+use super::protobuf::{self, read_varint, Field, Fields, WireError};
 use super::xspace_fields::*;
 use std::collections::HashMap;
 
@@ -147,7 +147,53 @@ impl PlaneArgs {
     }
 
     /// `"key":value` of one XStat.
+    #[inline]
     fn render_stat(&self, stat: &[u8], out: &mut Vec<u8>) -> Result<(), WireError> {
+        if self.render_stat_fast(stat, out).is_some() {
+            return Ok(());
+        }
+        self.render_stat_general(stat, out)
+    }
+
+    /// The common stat shape (an id, then one value) in one tight loop; None for anything
+    /// else, which the general path renders (and reports when malformed).
+    #[inline(always)]
+    fn render_stat_fast(&self, stat: &[u8], out: &mut Vec<u8>) -> Option<()> {
+        let mut pos = 0;
+        if stat.first() != Some(&0x08) {
+            return None;
+        }
+        pos += 1;
+        let id = read_varint(stat, &mut pos)? as i64;
+        let key = *stat.get(pos)?;
+        pos += 1;
+        let mark = out.len();
+        match self.stats.get(id) {
+            Some(m) => out.extend_from_slice(&m.key),
+            None => return None,
+        }
+        let done = match key {
+            0x18 => read_varint(stat, &mut pos).map(|v| put_u64(out, v)),
+            0x20 => read_varint(stat, &mut pos).map(|v| put_i64(out, v as i64)),
+            0x38 => read_varint(stat, &mut pos).and_then(|v| self.stats.get(v as i64)).map(|m| out.extend_from_slice(&m.as_value)),
+            0x2a => read_varint(stat, &mut pos).and_then(|len| {
+                let end = pos.checked_add(len as usize).filter(|&e| e <= stat.len())?;
+                out.push(b'"');
+                escape_lossy(&stat[pos..end], STR_CAP_BYTES, out);
+                out.push(b'"');
+                pos = end;
+                Some(())
+            }),
+            _ => None,
+        };
+        if done.is_none() || pos != stat.len() {
+            out.truncate(mark);
+            return None;
+        }
+        Some(())
+    }
+
+    fn render_stat_general(&self, stat: &[u8], out: &mut Vec<u8>) -> Result<(), WireError> {
         let mut id = 0i64;
         let mut value: Option<Field<'_>> = None;
         let mut f = Fields::new(stat, 0);
@@ -207,10 +253,45 @@ impl PlaneArgs {
             out.extend_from_slice(&m.args);
             dropped += m.dropped;
         }
-        let mut f = Fields::new(ev, 0);
-        while let Ok(Some(x)) = f.next_field() {
-            if x.number == EVENT_STATS && x.wire_type == protobuf::LEN {
-                dropped += self.push_stat(x.bytes, out, body);
+        // The event's fields in one tight loop (metadata id, offset, duration as varints,
+        // stats as length-delimited); anything else goes the general way.
+        let mut pos = 0;
+        let mut general = false;
+        while pos < ev.len() {
+            let key = ev[pos];
+            pos += 1;
+            match key {
+                0x08 | 0x10 | 0x18 | 0x28 => {
+                    if read_varint(ev, &mut pos).is_none() {
+                        general = true;
+                        break;
+                    }
+                }
+                0x22 => {
+                    let Some(end) = read_varint(ev, &mut pos).and_then(|l| pos.checked_add(l as usize)).filter(|&e| e <= ev.len()) else {
+                        general = true;
+                        break;
+                    };
+                    dropped += self.push_stat(&ev[pos..end], out, body);
+                    pos = end;
+                }
+                _ => {
+                    general = true;
+                    break;
+                }
+            }
+        }
+        if general {
+            out.truncate(body);
+            dropped = self.events.get(meta).map_or(0, |m| {
+                out.extend_from_slice(&m.args);
+                m.dropped
+            });
+            let mut f = Fields::new(ev, 0);
+            while let Ok(Some(x)) = f.next_field() {
+                if x.number == EVENT_STATS && x.wire_type == protobuf::LEN {
+                    dropped += self.push_stat(x.bytes, out, body);
+                }
             }
         }
         if dropped > 0 {

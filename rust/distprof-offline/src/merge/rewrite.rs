@@ -11,7 +11,7 @@ use super::chrome_args::PlaneArgs;
 use super::sink::PatchWriter;
 use super::timemap::{CorrectionPiece, NodeTimeMap};
 use super::prescan::SpaceInfo;
-use super::protobuf::{self, Fields, WireError};
+use super::protobuf::{self, read_varint, Fields, WireError};
 use super::xspace_fields::*;
 use distprof::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
 use distprof::snapshot::RPiece;
@@ -421,25 +421,6 @@ fn write_line(
     }
     out.patch_len(at)?;
     Ok((events, events))
-}
-
-/// Reads a varint at `*pos`; None when truncated or overlong.
-#[inline(always)]
-fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    let mut shift = 0;
-    loop {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= ((b & 0x7f) as u64) << shift;
-        if b < 0x80 {
-            return Some(v);
-        }
-        shift += 7;
-        if shift >= 64 {
-            return None;
-        }
-    }
 }
 
 /// The common event shape (metadata id, offset, duration, stats), parsed in one tight loop
