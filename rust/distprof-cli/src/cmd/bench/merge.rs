@@ -152,6 +152,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "cores": cores,
                 "speedup": round2(speedup),
                 "speedup_per_core": round2(speedup / cores as f64),
+                // Serial CPU over parallel CPU: what running on every core costs in extra
+                // work (part files, threads), which the load of other jobs does not change.
+                "cpu_efficiency": round2(merge_s / par_s),
                 "peak_rss_ratio": round2(ratio),
                 "parallel_peak_rss_ratio": round2(par_ratio),
                 "baseline_mb_per_s": round2(base_mbps),
@@ -167,6 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         println!("merge:    {merge_mbps:>8.1} MB/s per core (CPU time; {:.1} MB/s wall), peak RSS {:.1} MB ({ratio:.2} x largest input)", mb / merge_wall, merge_rss as f64 / 1e6);
         println!("parallel: {:>8.1} MB/s on {cores} cores (wall), speed-up {speedup:.2} x ({:.2} x cores), peak RSS {:.1} MB ({par_ratio:.2} x the {workers} inputs at once)", mb / par_wall, speedup / cores as f64, par_rss as f64 / 1e6);
+        println!("parallel CPU efficiency (serial CPU / parallel CPU): {:.2}", merge_s / par_s);
         println!("load average (1 min) before and after: {load_before:.2}, {load_after:.2}");
         println!(
             "baseline: {base_mbps:>8.1} MB/s (decode all + re-encode), peak RSS {:.1} MB ({:.2} x)",
