@@ -88,6 +88,13 @@ fn parallel_and_sharded_merges_give_the_bytes_of_the_serial_merge() {
         assert!(v == &c[k], "{} differs between the whole merge and the joined shards", k.display());
     }
 
+    // Joined into a shard's own directory: its node files stay, the others join them.
+    run(&[os("--join"), s1.as_os_str(), s2.as_os_str(), os("--out"), s1.as_os_str()]);
+    let d = files(&s1);
+    for (k, v) in &a {
+        assert!(Some(v) == d.get(k), "{} differs after a join into a shard directory", k.display());
+    }
+
     // A join missing a shard, or with a shard twice, is refused by name.
     let missing = distprof().args(["merge", "--join"]).arg(&s1).arg("--out").arg(tmp.path().join("j2")).output().unwrap();
     assert_eq!(missing.status.code(), Some(2));

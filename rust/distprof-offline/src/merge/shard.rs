@@ -227,7 +227,13 @@ fn link_or_copy(from: &Path, to: &Path) -> Result<(), MergeError> {
         let path = path.to_path_buf();
         move |err| MergeError::Io { path, err }
     };
-    if std::fs::symlink_metadata(to).is_ok() {
+    if let Ok(existing) = std::fs::symlink_metadata(to) {
+        use std::os::unix::fs::MetadataExt;
+        let source = std::fs::metadata(from).map_err(io_err(from))?;
+        if (existing.dev(), existing.ino()) == (source.dev(), source.ino()) {
+            // Already there (a join into a shard's own directory, or joined before).
+            return Ok(());
+        }
         std::fs::remove_file(to).map_err(io_err(to))?;
     }
     if std::fs::hard_link(from, to).is_ok() {
