@@ -52,14 +52,6 @@ pub struct ChromeWriter {
     pub records: u64,
 }
 
-/// JSON string escaping (without the quotes).
-pub fn escape(s: &str, out: &mut String) {
-    let mut v = std::mem::take(out).into_bytes();
-    escape_bytes(s.as_bytes(), &mut v);
-    // Only ASCII was added to valid UTF-8.
-    *out = String::from_utf8(v).expect("escaping keeps UTF-8");
-}
-
 /// JSON string escaping of UTF-8 `s` (without the quotes), appended to `out`; runs of
 /// plain bytes are copied at once.
 pub fn escape_bytes(s: &[u8], out: &mut Vec<u8>) {

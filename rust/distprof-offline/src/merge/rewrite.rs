@@ -335,7 +335,6 @@ fn rewrite_plane(
             PLANE_LINES if kind != Kind::Verbatim => {
                 tid = tid.saturating_add(1);
                 let ch = chrome.as_mut().map(|(p, c, n)| (*p, tid, &mut **c, &*n));
-
                 let (events, without_fit) =
                     write_line(x.bytes, f.offset_of(x.bytes), &mapper, o.g0_ns, out, ch)?;
                 stats.lines += 1;
