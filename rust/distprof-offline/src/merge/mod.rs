@@ -630,17 +630,23 @@ pub fn merge_with(
         }
         drop(tx);
         let mut last_meter = started;
+        // Nodes are reported in node order, as they complete in it: the same lines
+        // whatever the thread count.
+        let mut reported = 0;
         loop {
             match rx.recv_timeout(std::time::Duration::from_millis(250)) {
                 Ok((k, Ok(d))) => {
-                    progress(&format!(
-                        "node {}: {} events on {} planes -> {}",
-                        d.summary.node,
-                        d.summary.events,
-                        d.planes,
-                        d.summary.output.display()
-                    ));
                     results[k] = Some(d);
+                    while let Some(Some(d)) = results.get(reported) {
+                        progress(&format!(
+                            "node {}: {} events on {} planes -> {}",
+                            d.summary.node,
+                            d.summary.events,
+                            d.planes,
+                            d.summary.output.display()
+                        ));
+                        reported += 1;
+                    }
                 }
                 Ok((k, Err(e))) => {
                     // The error of the earliest node in order, whichever thread hit first.
