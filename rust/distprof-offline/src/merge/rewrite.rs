@@ -7,16 +7,16 @@
 //! the output buffer.
 
 use super::chrome::ChromeWriter;
+use super::chrome_args::PlaneArgs;
 use super::sink::PatchWriter;
 use super::timemap::{CorrectionPiece, NodeTimeMap};
 use super::prescan::SpaceInfo;
-use super::protobuf::{self, Field, Fields, WireError};
+use super::protobuf::{self, read_varint, Fields, WireError};
 use super::xspace_fields::*;
 use distprof::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
 use distprof::snapshot::RPiece;
 use distprof::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
 use prost::Message;
-use std::collections::HashMap;
 use std::io;
 
 /// Line timestamps below this are relative to `profile_start_time` (normalised on disk);
@@ -61,7 +61,7 @@ pub struct NodeOutput<'a> {
 }
 
 /// Input bytes between two progress calls.
-pub const PROGRESS_BYTES: usize = 256 << 20;
+pub const PROGRESS_BYTES: usize = 16 << 20;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -256,7 +256,7 @@ fn rewrite_plane(
         // A merge output's applied plane is the model a merge already used: copied as it
         // is, like the plane it came from, never mapped a second time.
         Kind::Verbatim
-    } else if name.starts_with(b"/device:") {
+    } else if super::prescan::is_device_plane(name) {
         Kind::Device
     } else {
         Kind::Host
@@ -305,7 +305,7 @@ fn rewrite_plane(
     let mut chrome = None;
     if kind != Kind::Verbatim {
         if let Some(ch) = o.chrome.as_deref_mut() {
-            let names = event_names(&fields)?;
+            let names = PlaneArgs::new(&fields)?;
             let pid = ch.begin_process(&format!(
                 "node {} {} {}",
                 o.node,
@@ -351,36 +351,6 @@ fn rewrite_plane(
     Ok(())
 }
 
-/// Event metadata id -> display name (or name), JSON-escaped, for the Chrome output.
-fn event_names(fields: &[Field<'_>]) -> Result<HashMap<i64, String>, WireError> {
-    let mut names = HashMap::new();
-    for x in fields.iter().filter(|x| x.number == PLANE_EVENT_METADATA) {
-        let (mut key, mut name, mut display) = (0i64, &b""[..], &b""[..]);
-        let mut f = Fields::new(x.bytes, 0);
-        while let Some(y) = f.next_field()? {
-            match y.number {
-                1 => key = y.int as i64,
-                2 => {
-                    let mut g = Fields::new(y.bytes, 0);
-                    while let Some(z) = g.next_field()? {
-                        match z.number {
-                            2 => name = z.bytes,
-                            4 => display = z.bytes,
-                            _ => {}
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        let n = if display.is_empty() { name } else { display };
-        let mut escaped = String::with_capacity(n.len());
-        super::chrome::escape(&String::from_utf8_lossy(n), &mut escaped);
-        names.insert(key, escaped);
-    }
-    Ok(names)
-}
-
 /// Fields of an event kept verbatim, collected in one parse (events have 2-6 fields).
 const MAX_KEPT: usize = 8;
 
@@ -391,7 +361,7 @@ fn write_line(
     m: &Mapper<'_>,
     g0_ns: i64,
     out: &mut PatchWriter,
-    mut chrome: Option<(u64, u32, &mut ChromeWriter, &HashMap<i64, String>)>,
+    chrome: Option<(u64, u32, &mut ChromeWriter, &PlaneArgs)>,
 ) -> Result<(u64, u64), RewriteError> {
     let (mut ts, mut dur, mut line_id, mut line_name, mut display) =
         (0i64, 0i64, 0i64, &b""[..], &b""[..]);
@@ -406,14 +376,14 @@ fn write_line(
             _ => {}
         }
     }
-    if let Some((pid, tid, ch, _)) = chrome.as_mut() {
-        let n = if display.is_empty() {
-            line_name
-        } else {
-            display
-        };
-        ch.thread(*pid, *tid, line_id, &String::from_utf8_lossy(n))?;
-    }
+    let mut chrome = match chrome {
+        Some((pid, tid, ch, args)) => {
+            let n = if display.is_empty() { line_name } else { display };
+            ch.thread(pid, tid, line_id, &String::from_utf8_lossy(n))?;
+            Some((ChromeWriter::event_prefix(pid, tid), ch, args))
+        }
+        None => None,
+    };
     let base_ps = m.line_base_ns(ts) as i128 * 1000;
     let mapped_base = m.map_ps(base_ps);
     let new_ts_ns = (mapped_base.div_euclid(1000) as i64).saturating_sub(g0_ns);
@@ -440,9 +410,7 @@ fn write_line(
                     x.bytes,
                     &lm,
                     out.buf(),
-                    chrome
-                        .as_mut()
-                        .map(|(p, t, c, n)| (*p, *t, &mut **c, &**n)),
+                    chrome.as_mut().map(|(p, c, a)| (p.as_slice(), &mut **c, &**a)),
                     new_ts_ns,
                 )?;
                 out.maybe_flush()?;
@@ -452,25 +420,6 @@ fn write_line(
     }
     out.patch_len(at)?;
     Ok((events, events))
-}
-
-/// Reads a varint at `*pos`; None when truncated or overlong.
-#[inline(always)]
-fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    let mut shift = 0;
-    loop {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= ((b & 0x7f) as u64) << shift;
-        if b < 0x80 {
-            return Some(v);
-        }
-        shift += 7;
-        if shift >= 64 {
-            return None;
-        }
-    }
 }
 
 /// The common event shape (metadata id, offset, duration, stats), parsed in one tight loop
@@ -566,14 +515,13 @@ fn write_event(
     ev: &[u8],
     lm: &LineMapper<'_, '_>,
     out: &mut Vec<u8>,
-    chrome: Option<(u64, u32, &mut ChromeWriter, &HashMap<i64, String>)>,
+    chrome: Option<(&[u8], &mut ChromeWriter, &PlaneArgs)>,
     new_ts_ns: i64,
 ) -> Result<(), RewriteError> {
     let mark = out.len();
     if let Some((meta, new_off, new_dur)) = write_event_fast(ev, lm, out) {
-        if let Some((pid, tid, ch, names)) = chrome {
-            let name = names.get(&meta).map(String::as_str).unwrap_or("");
-            ch.complete(pid, tid, name, ns_plus_ps(new_ts_ns, new_off), new_dur)?;
+        if let Some((prefix, ch, args)) = chrome {
+            ch.complete(prefix, ns_plus_ps(new_ts_ns, new_off), new_dur, args.name_field(meta), |b| args.write_args(meta, ev, b))?;
         }
         return Ok(());
     }
@@ -630,9 +578,8 @@ fn write_event(
     put_event_header(out, kept_len, new_off, new_dur);
     put_kept(out)?;
     put_event_times(out, new_off, new_dur);
-    if let Some((pid, tid, ch, names)) = chrome {
-        let name = names.get(&meta).map(String::as_str).unwrap_or("");
-        ch.complete(pid, tid, name, ns_plus_ps(new_ts_ns, new_off), new_dur)?;
+    if let Some((prefix, ch, args)) = chrome {
+        ch.complete(prefix, ns_plus_ps(new_ts_ns, new_off), new_dur, args.name_field(meta), |b| args.write_args(meta, ev, b))?;
     }
     Ok(())
 }

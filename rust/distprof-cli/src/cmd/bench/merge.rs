@@ -1,17 +1,19 @@
 //! `distprof bench merge`: merge throughput and peak memory next to a plain
 //! decode-everything-and-re-encode baseline, on a synthetic multi-node input.
 //!
-//! Each side runs in a child process of its own so that its peak RSS (VmHWM) is its own.
-//! Throughput is input MB over the child's CPU time (user + system): merge is single-threaded,
-//! so that is MB/s per core, and it stays meaningful on a machine shared with other jobs,
-//! where wall time is not. Wall-clock figures are printed next to it.
+//! Each side runs in a child process of its own so that its peak RSS (VmHWM) is its own:
+//! the merge on one thread (`--jobs 1`), the merge on every core, and the baseline.
+//! Per-core throughput is input MB over the serial child's CPU time (user + system), which
+//! stays meaningful on a machine shared with other jobs; the all-cores figure is input MB
+//! over the parallel child's wall time, and the speed-up is serial wall over parallel wall
+//! (so it suffers when other jobs take the cores: the load average is printed with it).
 //! The synthetic input (`distprof_testkit::synthetic_xspace::write_gpu_profile`) looks like a GPU profile: per node a `/host:CPU` plane with many
 //! threads and a `/device:GPU:0` plane with streams of kernels (events with stats), a
 //! `Task Environment` plane and a distprof plane (drifting model, tracer start, snapshots),
 //! so both the S -> G and the R -> S -> G paths are exercised.
 
 use distprof::xplane::XSpace;
-use distprof_offline::merge::{merge, MergeOptions};
+use distprof_offline::merge::{merge_with, MergeOptions, RunOptions};
 use distprof_testkit::synthetic_xspace::write_gpu_profile;
 use prost::Message;
 use std::path::{Path, PathBuf};
@@ -22,11 +24,18 @@ pub struct Args {
     /// Total synthetic input size in MB, split over the nodes.
     #[arg(long, default_value_t = 256)]
     size_mb: u64,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 4)]
     nodes: u32,
-    /// Also write the Chrome JSON (bigger than the XSpace output; slower).
-    #[arg(long)]
+    /// Write the Chrome JSON, as `distprof merge` does by default (the default here too;
+    /// kept for older scripts).
+    #[arg(long, conflicts_with = "no_chrome")]
     chrome: bool,
+    /// Do not write the Chrome JSON (the XSpace output alone).
+    #[arg(long)]
+    no_chrome: bool,
+    /// Worker threads of the parallel run (default: the available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Work directory (default: a fresh temporary directory, removed afterwards).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -48,7 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .dir
             .clone()
             .ok_or_else(|| anyhow::anyhow!("--child needs --dir"))?;
-        return child(side, &dir, args.chrome);
+        return child(side, &dir, !args.no_chrome, args.jobs.unwrap_or(1));
     }
     let tmp;
     let dir = match &args.dir {
@@ -61,8 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let inputs = dir.join("in");
     std::fs::create_dir_all(&inputs)?;
     let per_node = args.size_mb * 1_000_000 / args.nodes.max(1) as u64;
-    let mut largest = 0u64;
-    let mut total = 0u64;
+    let mut sizes = Vec::new();
     for k in 0..args.nodes {
         let p = inputs.join(format!("node{k}.xplane.pb"));
         let n = if p.exists() && std::fs::metadata(&p)?.len() >= per_node {
@@ -70,17 +78,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             write_gpu_profile(&p, k, per_node)?
         };
-        largest = largest.max(n);
-        total += n;
+        sizes.push(n);
         eprintln!("bench merge: input node {k}: {:.1} MB", n as f64 / 1e6);
     }
+    let total: u64 = sizes.iter().sum();
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    let cores = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let workers = cores.min(sizes.len()).max(1);
+    // What the parallel run holds at once: the inputs of as many nodes as it has workers.
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    let at_once: u64 = sizes.iter().take(workers).sum();
     let exe = std::env::current_exe()?;
-    let side = |name: &str| -> anyhow::Result<(f64, f64, u64)> {
+    let side = |name: &str, jobs: usize| -> anyhow::Result<(f64, f64, u64)> {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(["bench", "merge", "--child", name, "--dir"])
-            .arg(&dir);
-        if args.chrome {
-            cmd.arg("--chrome");
+            .arg(&dir)
+            .args(["--jobs", &jobs.to_string()]);
+        if args.no_chrome {
+            cmd.arg("--no-chrome");
         }
         let out = cmd.output()?;
         if !out.status.success() {
@@ -96,16 +111,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             v["peak_rss_bytes"].as_u64().unwrap_or(0),
         ))
     };
+    let load_before = load_average();
     let (base_s, base_wall, base_rss) = if args.skip_baseline {
         (f64::NAN, f64::NAN, 0)
     } else {
-        side("baseline")?
+        side("baseline", 1)?
     };
-    let (merge_s, merge_wall, merge_rss) = side("merge")?;
+    let (merge_s, merge_wall, merge_rss) = side("merge", 1)?;
+    let (par_s, par_wall, par_rss) = side("merge", cores)?;
+    let load_after = load_average();
     let mb = total as f64 / 1e6;
     let merge_mbps = mb / merge_s;
     let base_mbps = mb / base_s;
     let ratio = merge_rss as f64 / largest as f64;
+    let par_ratio = par_rss as f64 / at_once as f64;
+    let speedup = merge_wall / par_wall;
     if args.json {
         println!(
             "{}",
@@ -113,11 +133,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         println!(
             "{}",
-            serde_json::json!({"side": "merge", "cpu_secs": merge_s, "wall_secs": merge_wall, "mb_per_s": merge_mbps, "wall_mb_per_s": mb / merge_wall, "peak_rss_bytes": merge_rss, "input_bytes": total, "largest_input_bytes": largest, "chrome": args.chrome})
+            serde_json::json!({"side": "merge", "jobs": 1, "cpu_secs": merge_s, "wall_secs": merge_wall, "mb_per_s": merge_mbps, "wall_mb_per_s": mb / merge_wall, "peak_rss_bytes": merge_rss, "input_bytes": total, "largest_input_bytes": largest, "chrome": !args.no_chrome})
         );
         println!(
             "{}",
-            serde_json::json!({"mb_per_s_per_core": round2(merge_mbps), "peak_rss_ratio": round2(ratio), "baseline_mb_per_s": round2(base_mbps)})
+            serde_json::json!({"side": "merge", "jobs": cores, "cpu_secs": par_s, "wall_secs": par_wall, "mb_per_s": mb / par_s, "wall_mb_per_s": mb / par_wall, "peak_rss_bytes": par_rss, "inputs_at_once_bytes": at_once, "chrome": !args.no_chrome})
+        );
+        println!(
+            "{}",
+            serde_json::json!({
+                "mb_per_s_per_core": round2(merge_mbps),
+                "mb_per_s_all_cores": round2(mb / par_wall),
+                "cores": cores,
+                "speedup": round2(speedup),
+                "speedup_per_core": round2(speedup / cores as f64),
+                // Serial CPU over parallel CPU: what running on every core costs in extra
+                // work (part files, threads), which the load of other jobs does not change.
+                "cpu_efficiency": round2(merge_s / par_s),
+                "peak_rss_ratio": round2(ratio),
+                "parallel_peak_rss_ratio": round2(par_ratio),
+                "baseline_mb_per_s": round2(base_mbps),
+                "chrome": !args.no_chrome,
+                "load_average_1m": [load_before, load_after],
+            })
         );
     } else {
         println!(
@@ -126,6 +164,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             largest as f64 / 1e6
         );
         println!("merge:    {merge_mbps:>8.1} MB/s per core (CPU time; {:.1} MB/s wall), peak RSS {:.1} MB ({ratio:.2} x largest input)", mb / merge_wall, merge_rss as f64 / 1e6);
+        println!("parallel: {:>8.1} MB/s on {cores} cores (wall), speed-up {speedup:.2} x ({:.2} x cores), peak RSS {:.1} MB ({par_ratio:.2} x the {workers} inputs at once)", mb / par_wall, speedup / cores as f64, par_rss as f64 / 1e6);
+        println!("parallel CPU efficiency (serial CPU / parallel CPU): {:.2}", merge_s / par_s);
+        println!("load average (1 min) before and after: {load_before:.2}, {load_after:.2}");
         println!(
             "baseline: {base_mbps:>8.1} MB/s (decode all + re-encode), peak RSS {:.1} MB ({:.2} x)",
             base_rss as f64 / 1e6,
@@ -139,9 +180,17 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
+/// The 1-minute load average (NaN where /proc/loadavg cannot be read).
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+fn child(side: &str, dir: &Path, chrome: bool, jobs: usize) -> anyhow::Result<ExitCode> {
     let inputs = dir.join("in");
-    let out = dir.join(format!("out-{side}"));
+    let out = dir.join(format!("out-{side}-{jobs}"));
     std::fs::create_dir_all(&out)?;
     let start = std::time::Instant::now();
     match side {
@@ -154,7 +203,8 @@ fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
                 models_origin: None,
                 force: false,
             };
-            merge(&[inputs], &opts, &mut |l| eprintln!("{l}"))?;
+            let run = RunOptions { jobs, ..Default::default() };
+            merge_with(&[inputs], &opts, &run, &mut |l| eprintln!("{l}"))?;
         }
         "baseline" => {
             let mut paths: Vec<_> = std::fs::read_dir(&inputs)?
@@ -178,6 +228,9 @@ fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
         "{}",
         serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes()})
     );
+    // The outputs are big (the Chrome JSON several times the input): removed once measured,
+    // so that repeated runs do not fill the disk of a reused --dir.
+    let _ = std::fs::remove_dir_all(&out);
     Ok(ExitCode::SUCCESS)
 }
 
