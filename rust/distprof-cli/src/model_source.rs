@@ -17,6 +17,11 @@ pub struct ModelSource {
 }
 
 impl ModelSource {
+    /// True when `--models` or `--run-dir` was given.
+    pub fn given(&self) -> bool {
+        self.models.is_some() || self.run_dir.is_some()
+    }
+
     /// The clock models to apply: from a `--models` file, else from the network-wide solve
     /// over a run directory's per-node JSONL (`--run-dir`), else none (the traces' own).
     pub fn load(&self) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {

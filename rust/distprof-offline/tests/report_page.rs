@@ -43,6 +43,7 @@ mod page_tests {
                 config: serde_json::Value::Null,
                 synthetic: false,
                 dropped: None,
+                timestamps: Default::default(),
             },
             nodes: Vec::new(),
             hostnames: Default::default(),

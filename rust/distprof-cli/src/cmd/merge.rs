@@ -1,14 +1,32 @@
 //! `distprof merge`: every node's trace onto one timeline (see docs/merge.md).
 
-use distprof_offline::merge::{merge, MergeOptions};
+use distprof_offline::merge::shard::NodeSet;
+use distprof_offline::merge::{merge_with, shard, MergeOptions, RunOptions};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Per-node `.xplane.pb` files, XProf run directories or logdirs holding them.
+    /// Per-node `.xplane.pb` files, XProf run directories or logdirs holding them (with
+    /// `--join`: the `--out` directories of the shards).
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
+    /// Nodes merged at once, one per thread (default: the available cores). The outputs
+    /// are the same for every count.
+    #[arg(long, short = 'j')]
+    jobs: Option<usize>,
+    /// Merge only these nodes, as one shard of a larger merge (e.g. `0-127`, `0-3,8`):
+    /// every input is scanned, only these nodes are written; join the shards with `--join`.
+    #[arg(long, conflicts_with = "join")]
+    nodes: Option<NodeSet>,
+    /// Join shard directories (the `--out` of `distprof merge --nodes ...` runs) into the
+    /// outputs of one merge of every node.
+    #[arg(long, conflicts_with_all = ["allow_uncorrected", "force"])]
+    join: bool,
+    /// Show input MB done, rate and ETA on stderr (on by default when stderr is a terminal).
+    #[arg(long)]
+    progress: bool,
     /// Output directory; the XProf run goes to `<out>/plugins/profile/<run>/`.
     #[arg(short, long)]
     out: PathBuf,
@@ -34,11 +52,19 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // Flags are checked before anything is created.
+    if args.jobs == Some(0) {
+        anyhow::bail!("--jobs 0: give at least 1 (or leave it out for every core)");
+    }
+    if args.nodes.is_some() && args.chrome.is_some() {
+        anyhow::bail!("--chrome with --nodes: a shard writes its Chrome JSON records into its --out as {}; give --chrome to the --join step", shard::FRAGMENT_FILE);
+    }
     let chrome = if args.no_chrome {
         None
     } else {
         Some(
             args.chrome
+                .clone()
                 .unwrap_or_else(|| args.out.join("merged.trace.json")),
         )
     };
@@ -48,6 +74,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.out.display()
         )
     })?;
+    let start = std::time::Instant::now();
+    if args.join {
+        if args.models.given() {
+            anyhow::bail!("--join takes the shards as they were merged; give --models/--run-dir to every shard's merge instead");
+        }
+        let report = shard::join(&args.inputs, &args.out, chrome.as_deref())?;
+        return print_report(&report, start.elapsed().as_secs_f64(), args.json);
+    }
     let models = args.models.load()?;
     let opts = MergeOptions {
         out_dir: args.out,
@@ -57,12 +91,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         models_origin: args.models.origin()?,
         force: args.force,
     };
-    let start = std::time::Instant::now();
-    let report = merge(&args.inputs, &opts, &mut |line| {
+    let run = RunOptions {
+        jobs: args.jobs.unwrap_or(0),
+        nodes: args.nodes,
+        meter: args.progress || std::io::stderr().is_terminal(),
+    };
+    let report = merge_with(&args.inputs, &opts, &run, &mut |line| {
         eprintln!("distprof merge: {line}")
     })?;
-    let secs = start.elapsed().as_secs_f64();
-    if args.json {
+    print_report(&report, start.elapsed().as_secs_f64(), args.json)
+}
+
+fn print_report(report: &distprof_offline::merge::MergeReport, secs: f64, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
@@ -75,7 +116,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let model = if n.corrected {
                 format!(
                     "corrected, bound <= {:.0} ns, timestamps {}",
-                    n.max_bound_ns, n.timestamp_mode
+                    n.max_bound_ns,
+                    n.timestamps.as_ref().map_or(n.timestamp_mode.clone(), |t| t.describe())
                 )
             } else {
                 "UNCORRECTED".to_string()

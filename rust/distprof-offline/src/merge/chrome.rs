@@ -6,31 +6,144 @@
 //! Every (node, plane) gets its own pid, every line its own tid: the line's place in its
 //! plane (1, 2, ...), which fits the 32 bits Perfetto reads, named by `thread_name`
 //! metadata (the XLine's display name, its XLine id in the args) and ordered by
-//! `thread_sort_index` as XProf orders the lines.
+//! `thread_sort_index` as XProf orders the lines. Events carry their XEvent's stats in
+//! `args` (see `chrome_args`).
+//!
+//! The document is the header, a run of records and the footer. Every record is written
+//! with a leading `,\n`; the first record of the document drops it. A node's records are
+//! one *fragment*: merge writes fragments in parallel (to the document directly when all
+//! earlier nodes are in, else to a part file appended later, `ChromeDoc::append`), and a
+//! sharded merge joins the shards' fragments the same way, so every path gives the same
+//! bytes.
+//!
+//! Formatting is by hand into one reused buffer (no allocation per event): the JSON is
+//! several times the size of the XSpace and must be written at the same speed.
 
-use std::io::{self, Write};
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
 
-pub struct ChromeWriter {
-    out: Box<dyn Write>,
-    next_pid: u64,
-    first: bool,
-    pub events: u64,
-    line: Vec<u8>,
+/// Bytes buffered before a write to the output.
+const BUFFER_BYTES: usize = 1 << 20;
+
+/// The record separator: every record starts with it, except the document's first.
+pub const SEP: &[u8] = b",\n";
+
+/// The document's opening, up to the first record. `base_ns` is the global origin (epoch
+/// ns on G).
+pub fn header(base_ns: i64) -> Vec<u8> {
+    format!(
+        "{{\"displayTimeUnit\":\"ns\",\"metadata\":{{\"baseTimeNanoseconds\":{base_ns},\"producer\":\"distprof merge\",\"highres-ticks\":true}},\"traceEvents\":[\n"
+    )
+    .into_bytes()
 }
 
-/// JSON string escaping (without the quotes).
-pub fn escape(s: &str, out: &mut String) {
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
+/// The document's close.
+pub const FOOTER: &[u8] = b"\n]}\n";
+
+/// Writes one fragment: the records of one node's planes.
+pub struct ChromeWriter {
+    out: Box<dyn Write + Send>,
+    buf: Vec<u8>,
+    next_pid: u64,
+    /// The next record is the document's first: drop its separator.
+    skip_sep: bool,
+    pub events: u64,
+    /// Records written (events and metadata).
+    pub records: u64,
+}
+
+/// JSON string escaping of UTF-8 `s` (without the quotes), appended to `out`; runs of
+/// plain bytes are copied at once.
+pub fn escape_bytes(s: &[u8], out: &mut Vec<u8>) {
+    let mut start = 0;
+    for (i, &b) in s.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
         }
+        out.extend_from_slice(&s[start..i]);
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[(b >> 4) as usize]);
+                out.push(HEX[(b & 15) as usize]);
+            }
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&s[start..]);
+}
+
+/// [`escape_bytes`] of possibly invalid UTF-8 (invalid sequences become U+FFFD), at most
+/// `cap` input bytes (cut at a character boundary; `...` marks the cut).
+pub fn escape_lossy(s: &[u8], cap: usize, out: &mut Vec<u8>) {
+    let text = String::from_utf8_lossy(s);
+    let mut t: &str = &text;
+    let cut = t.len() > cap;
+    if cut {
+        let mut end = cap;
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        t = &t[..end];
+    }
+    escape_bytes(t.as_bytes(), out);
+    if cut {
+        out.extend_from_slice(b"...");
+    }
+}
+
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Decimal `v`, two digits per division.
+#[inline]
+pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if v >= 10 {
+        let d = v as usize * 2;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
+        i -= 1;
+        tmp[i] = b'0' + v as u8;
+    }
+    out.extend_from_slice(&tmp[i..]);
+}
+
+#[inline]
+pub fn put_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    put_u64(out, v.unsigned_abs());
+}
+
+/// A double as a JSON number (shortest round-trip form); null when not finite, which
+/// JSON cannot hold.
+pub fn put_f64(out: &mut Vec<u8>, v: f64) {
+    if v.is_finite() {
+        // Debug gives the shortest round-trip digits ("0.1", "1e-7", "1.0"), all JSON.
+        let _ = write!(out, "{v:?}");
+    } else {
+        out.extend_from_slice(b"null");
     }
 }
 
 /// Writes ps as "µs.nnn" (floored to ns), correct for negative values too.
+#[inline]
 fn put_micros(out: &mut Vec<u8>, ps: i64) {
     let ns = ps.div_euclid(1000);
     if ns < 0 {
@@ -38,50 +151,43 @@ fn put_micros(out: &mut Vec<u8>, ps: i64) {
     }
     let a = ns.unsigned_abs();
     put_u64(out, a / 1000);
-    let f = a % 1000;
-    out.extend_from_slice(&[
-        b'.',
-        b'0' + (f / 100) as u8,
-        b'0' + (f / 10 % 10) as u8,
-        b'0' + (f % 10) as u8,
-    ]);
-}
-
-fn put_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&tmp[i..]);
+    let f = (a % 1000) as usize;
+    out.push(b'.');
+    out.push(b'0' + (f / 100) as u8);
+    out.extend_from_slice(&DIGIT_PAIRS[(f % 100) * 2..(f % 100) * 2 + 2]);
 }
 
 impl ChromeWriter {
-    /// Starts the document. `base_ns` is the global origin (epoch ns on G).
-    pub fn new(mut out: Box<dyn Write>, base_ns: i64) -> io::Result<Self> {
-        writeln!(
+    /// A fragment whose first process gets pid `first_pid`. `document_start`: its first
+    /// record is the document's first (no separator before it).
+    pub fn new(out: Box<dyn Write + Send>, first_pid: u64, document_start: bool) -> Self {
+        Self {
             out,
-            "{{\"displayTimeUnit\":\"ns\",\"metadata\":{{\"baseTimeNanoseconds\":{base_ns},\"producer\":\"distprof merge\",\"highres-ticks\":true}},\"traceEvents\":["
-        )?;
-        Ok(Self {
-            out,
-            next_pid: 1,
-            first: true,
+            buf: Vec::with_capacity(BUFFER_BYTES + (64 << 10)),
+            next_pid: first_pid,
+            skip_sep: document_start,
             events: 0,
-            line: Vec::with_capacity(256),
-        })
+            records: 0,
+        }
     }
 
-    fn sep(&mut self) -> io::Result<()> {
-        if !self.first {
-            self.out.write_all(b",\n")?;
+    /// Starts a record in the buffer: its separator unless it is the document's first.
+    #[inline]
+    fn start_record(&mut self) {
+        if self.skip_sep {
+            self.skip_sep = false;
+        } else {
+            self.buf.extend_from_slice(SEP);
         }
-        self.first = false;
+        self.records += 1;
+    }
+
+    #[inline]
+    fn maybe_flush(&mut self) -> io::Result<()> {
+        if self.buf.len() >= BUFFER_BYTES {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
         Ok(())
     }
 
@@ -89,93 +195,200 @@ impl ChromeWriter {
     pub fn begin_process(&mut self, name: &str) -> io::Result<u64> {
         let pid = self.next_pid;
         self.next_pid += 1;
-        let mut n = String::new();
-        escape(name, &mut n);
-        self.sep()?;
-        writeln!(self.out, "{{\"ph\":\"M\",\"pid\":{pid},\"name\":\"process_name\",\"args\":{{\"name\":\"{n}\"}}}},")?;
-        write!(self.out, "{{\"ph\":\"M\",\"pid\":{pid},\"name\":\"process_sort_index\",\"args\":{{\"sort_index\":{pid}}}}}")?;
+        self.start_record();
+        self.buf.extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
+        put_u64(&mut self.buf, pid);
+        self.buf.extend_from_slice(b",\"name\":\"process_name\",\"args\":{\"name\":\"");
+        escape_bytes(name.as_bytes(), &mut self.buf);
+        self.buf.extend_from_slice(b"\"}}");
+        self.start_record();
+        self.buf.extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
+        put_u64(&mut self.buf, pid);
+        self.buf.extend_from_slice(b",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":");
+        put_u64(&mut self.buf, pid);
+        self.buf.extend_from_slice(b"}}");
+        self.maybe_flush()?;
         Ok(pid)
     }
 
     /// Names thread `tid` of process `pid` (a line; `line_id` is its XLine id, kept in
     /// the args) and sorts it by its tid.
     pub fn thread(&mut self, pid: u64, tid: u32, line_id: i64, name: &str) -> io::Result<()> {
-        let mut n = String::new();
-        escape(name, &mut n);
-        self.sep()?;
-        writeln!(
-            self.out,
-            "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":\"{n}\",\"xline_id\":{line_id}}}}},"
-        )?;
-        write!(self.out, "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{tid}}}}}")
+        for sort in [false, true] {
+            self.start_record();
+            self.buf.extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
+            put_u64(&mut self.buf, pid);
+            self.buf.extend_from_slice(b",\"tid\":");
+            put_u64(&mut self.buf, tid as u64);
+            if sort {
+                self.buf.extend_from_slice(b",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":");
+                put_u64(&mut self.buf, tid as u64);
+                self.buf.extend_from_slice(b"}}");
+            } else {
+                self.buf.extend_from_slice(b",\"name\":\"thread_name\",\"args\":{\"name\":\"");
+                escape_bytes(name.as_bytes(), &mut self.buf);
+                self.buf.extend_from_slice(b"\",\"xline_id\":");
+                put_i64(&mut self.buf, line_id);
+                self.buf.extend_from_slice(b"}}");
+            }
+        }
+        self.maybe_flush()
     }
 
-    /// One complete ("X") event; `ts_ps` relative to the origin; `name_escaped` already
-    /// JSON-escaped (see [`escape`]), since names repeat and are escaped once per plane.
+    /// What starts every complete event of thread `tid` of `pid`, up to its `ts` value.
+    pub fn event_prefix(pid: u64, tid: u32) -> Vec<u8> {
+        let mut p = b"{\"ph\":\"X\",\"pid\":".to_vec();
+        put_u64(&mut p, pid);
+        p.extend_from_slice(b",\"tid\":");
+        put_u64(&mut p, tid as u64);
+        p.extend_from_slice(b",\"ts\":");
+        p
+    }
+
+    /// One complete ("X") event: `prefix` from [`Self::event_prefix`], `ts_ps` relative to
+    /// the origin, `name_field` the rendered `,"name":"..."` (names repeat and are
+    /// rendered once per plane), then `args` appends `,"args":{...}` or nothing.
+    #[inline]
     pub fn complete(
         &mut self,
-        pid: u64,
-        tid: u32,
-        name_escaped: &str,
+        prefix: &[u8],
         ts_ps: i64,
         dur_ps: i64,
+        name_field: &[u8],
+        args: impl FnOnce(&mut Vec<u8>),
     ) -> io::Result<()> {
-        let b = &mut self.line;
-        b.clear();
-        if !self.first {
-            b.extend_from_slice(b",\n");
-        }
-        self.first = false;
+        self.start_record();
         self.events += 1;
-        b.extend_from_slice(b"{\"ph\":\"X\",\"pid\":");
-        put_u64(b, pid);
-        b.extend_from_slice(b",\"tid\":");
-        put_u64(b, tid as u64);
-        b.extend_from_slice(b",\"ts\":");
+        let b = &mut self.buf;
+        b.extend_from_slice(prefix);
         put_micros(b, ts_ps);
         b.extend_from_slice(b",\"dur\":");
         put_micros(b, dur_ps);
-        b.extend_from_slice(b",\"name\":\"");
-        b.extend_from_slice(name_escaped.as_bytes());
-        b.extend_from_slice(b"\"}");
-        self.out.write_all(b)
+        b.extend_from_slice(name_field);
+        args(b);
+        b.push(b'}');
+        self.maybe_flush()
+    }
+
+    /// Writes what is buffered; returns the next free pid.
+    pub fn finish(mut self) -> io::Result<u64> {
+        self.out.write_all(&self.buf)?;
+        self.out.flush()?;
+        Ok(self.next_pid)
+    }
+}
+
+/// The Chrome JSON document being assembled from fragments in node order.
+pub struct ChromeDoc {
+    file: File,
+    /// No record written yet: the next fragment's first separator is dropped.
+    pub empty: bool,
+    /// A whole document (header written, footer at the end), not a shard's fragment.
+    whole: bool,
+}
+
+impl ChromeDoc {
+    /// Writes the header to `file` (positioned at its start).
+    pub fn new(mut file: File, base_ns: i64) -> io::Result<Self> {
+        file.write_all(&header(base_ns))?;
+        Ok(Self { file, empty: true, whole: true })
+    }
+
+    /// A shard's fragment: records only, every one with its separator (the join decides
+    /// which record opens the document).
+    pub fn fragment(file: File) -> Self {
+        Self { file, empty: false, whole: false }
+    }
+
+    /// A writer appending one fragment straight to the document (the fragment next in
+    /// order); call [`Self::wrote_direct`] with its record count when it is finished.
+    pub fn direct(&self, first_pid: u64) -> io::Result<ChromeWriter> {
+        Ok(ChromeWriter::new(Box::new(self.file.try_clone()?), first_pid, self.empty))
+    }
+
+    pub fn wrote_direct(&mut self, records: u64) {
+        self.empty &= records == 0;
+    }
+
+    /// Appends a fragment written with separators throughout (a part file), dropping its
+    /// first separator when it opens the document. The copy stays in the kernel where the
+    /// file system allows (`std::io::copy` between files).
+    pub fn append(&mut self, part: &mut File) -> io::Result<()> {
+        part.seek(SeekFrom::Start(0))?;
+        let len = part.metadata()?.len();
+        if len == 0 {
+            return Ok(());
+        }
+        if self.empty {
+            let mut sep = [0u8; SEP.len()];
+            part.read_exact(&mut sep)?;
+            if sep != SEP {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "a Chrome JSON fragment must start with a record separator"));
+            }
+            self.empty = false;
+        }
+        io::copy(part, &mut self.file)?;
+        Ok(())
     }
 
     pub fn finish(mut self) -> io::Result<()> {
-        self.out.write_all(b"\n]}\n")?;
-        self.out.flush()
+        if self.whole {
+            self.file.write_all(FOOTER)?;
+        }
+        self.file.flush()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
 
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-    impl Write for Buf {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
+    fn document(fragments: &[(bool, Vec<u8>)], base: i64) -> String {
+        // Each fragment either direct (document_start decided by the doc) or via a part file.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("doc.json");
+        let mut doc = ChromeDoc::new(File::create(&path).unwrap(), base).unwrap();
+        for (i, (direct, bytes)) in fragments.iter().enumerate() {
+            if *direct {
+                let mut w = doc.direct(100).unwrap();
+                // Replay the fragment's records through the writer's buffer.
+                let body = bytes.strip_prefix(SEP).unwrap_or(bytes);
+                if !body.is_empty() {
+                    w.start_record();
+                    w.buf.extend_from_slice(body);
+                }
+                let records = w.records;
+                w.finish().unwrap();
+                doc.wrote_direct(records);
+            } else {
+                let p = tmp.path().join(format!("part{i}"));
+                std::fs::write(&p, bytes).unwrap();
+                doc.append(&mut File::options().read(true).open(&p).unwrap()).unwrap();
+            }
         }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
+        doc.finish().unwrap();
+        std::fs::read_to_string(&path).unwrap()
     }
 
     #[test]
-    fn writes_valid_json_with_relative_ns_timestamps() {
-        let buf = Buf::default();
-        let mut w = ChromeWriter::new(Box::new(buf.clone()), 1_763_000_000_000_000_000).unwrap();
+    fn writes_valid_json_with_relative_ns_timestamps_and_args() {
+        let tmp = tempfile::tempdir().unwrap();
+        let part = tmp.path().join("part");
+        let mut w = ChromeWriter::new(Box::new(File::create(&part).unwrap()), 1, false);
         let pid = w.begin_process("node 1 \"h\" /host:CPU").unwrap();
         w.thread(pid, 7, -7_111_125_260_410_667_223, "python").unwrap();
-        w.complete(pid, 7, "all-reduce", 1_234_567_891, 999)
-            .unwrap();
-        w.complete(pid, 7, "x", 5_000, 2_000_001).unwrap();
-        w.complete(pid, 7, "early", -1_500_000, 0).unwrap();
-        w.finish().unwrap();
-        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let prefix = ChromeWriter::event_prefix(pid, 7);
+        w.complete(&prefix, 1_234_567_891, 999, b",\"name\":\"all-reduce\"", |b| {
+            b.extend_from_slice(b",\"args\":{\"hlo_op\":\"all-reduce.1\",\"correlation_id\":");
+            put_u64(b, u64::MAX);
+            b.push(b'}');
+        })
+        .unwrap();
+        w.complete(&prefix, 5_000, 2_000_001, b",\"name\":\"x\"", |_| {}).unwrap();
+        w.complete(&prefix, -1_500_000, 0, b",\"name\":\"early\"", |_| {}).unwrap();
+        assert_eq!(w.finish().unwrap(), 2);
+        let bytes = std::fs::read(&part).unwrap();
+        let text = document(&[(false, Vec::new()), (false, bytes.clone())], 1_763_000_000_000_000_000);
         assert!(text.starts_with("{\"displayTimeUnit\":\"ns\""));
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let ev = &v["traceEvents"];
@@ -183,8 +396,45 @@ mod tests {
         assert_eq!(ev[3]["name"], "thread_sort_index");
         assert_eq!(ev[4]["ts"].as_f64().unwrap(), 1234.567);
         assert_eq!(ev[4]["dur"].as_f64().unwrap(), 0.0);
+        assert_eq!(ev[4]["args"]["hlo_op"], "all-reduce.1");
+        assert_eq!(ev[4]["args"]["correlation_id"].as_u64(), Some(u64::MAX));
         assert_eq!(ev[5]["dur"].as_f64().unwrap(), 2.0);
         assert_eq!(ev[6]["ts"].as_f64().unwrap(), -1.5);
         assert_eq!(ev[0]["args"]["name"], "node 1 \"h\" /host:CPU");
+        // Direct or through a part file: the same document.
+        assert_eq!(text, document(&[(true, bytes.clone()), (false, Vec::new())], 1_763_000_000_000_000_000));
+        let twice = document(&[(true, bytes.clone()), (false, bytes.clone())], 5);
+        assert_eq!(twice, document(&[(false, bytes.clone()), (true, bytes)], 5));
+        serde_json::from_str::<serde_json::Value>(&twice).unwrap();
+        // No records at all is still a document.
+        serde_json::from_str::<serde_json::Value>(&document(&[], 0)).unwrap();
+    }
+
+    #[test]
+    fn numbers_and_strings_format_as_json() {
+        for v in [0u64, 9, 10, 99, 100, 12_345, 1_000_000_007, u64::MAX] {
+            let mut b = Vec::new();
+            put_u64(&mut b, v);
+            assert_eq!(String::from_utf8(b).unwrap(), v.to_string());
+        }
+        for v in [i64::MIN, -1, 0, 42] {
+            let mut b = Vec::new();
+            put_i64(&mut b, v);
+            assert_eq!(String::from_utf8(b).unwrap(), v.to_string());
+        }
+        for v in [0.1, 1e-7, 1e300, -2.5, 3.0] {
+            let mut b = Vec::new();
+            put_f64(&mut b, v);
+            let back: f64 = serde_json::from_slice(&b).unwrap();
+            assert_eq!(back, v);
+        }
+        let mut b = Vec::new();
+        put_f64(&mut b, f64::NAN);
+        assert_eq!(b, b"null");
+        let mut b = b"\"".to_vec();
+        escape_lossy(b"a\"b\\c\n\x01\xff\xe2\x82\xacz", 10, &mut b);
+        b.push(b'"');
+        let s: String = serde_json::from_slice(&b).unwrap();
+        assert_eq!(s, "a\"b\\c\n\u{1}\u{fffd}...");
     }
 }

@@ -2,9 +2,9 @@
 //!
 //! Inputs are per-node `.xplane.pb` files or directories holding them (an XProf run dir
 //! `plugins/profile/<run>/<host>.xplane.pb` or a whole logdir). Each node's clock model comes
-//! from the distprof plane in its own XSpace. Nodes are processed one at a time, each read
-//! once to learn its model and profile start and once to stream it out, so memory is about
-//! the largest input.
+//! from the distprof plane in its own XSpace. Every node is read once to learn its model and
+//! profile start (a seek-only prescan) and once to stream it out; nodes are streamed out in
+//! parallel, one per worker thread, so memory is about the inputs being merged at once.
 //!
 //! Outputs: an XProf run directory `<out>/plugins/profile/<run>/node<k>.<host>.xplane.pb`
 //! (one file per node, distinct host names, globally unique plane ids, line timestamps
@@ -13,9 +13,11 @@
 
 pub mod belong;
 pub mod chrome;
+pub mod chrome_args;
 pub mod plane_network;
 pub mod prescan;
 pub mod rewrite;
+pub mod shard;
 pub mod sink;
 pub mod timemap;
 pub mod protobuf;
@@ -24,10 +26,8 @@ pub mod xspace_fields;
 use distprof::atomic_file::AtomicFile;
 use distprof::distprof_plane::{DistprofPlaneData, PlaneError};
 use distprof::model::NodeClockModel;
-use chrome::ChromeWriter;
 use prescan::SpaceInfo;
 use rewrite::{NodeOutput, RewriteStats};
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use timemap::{MapError, NodeTimeMap};
 
@@ -67,6 +67,10 @@ pub enum MergeError {
     ForeignPlane { path: PathBuf, plane_host: String, trace_hosts: Vec<String> },
     #[error("{trace}: node {node}'s profile ({span_ns:?}, host ns) lies {outside_s:.1} s outside the windows of its clock model from {models} ({windows_ns:?}); the model is of another run or time; give the model of this trace's run (or pass --force)")]
     OutsideModel { trace: PathBuf, models: PathBuf, node: u32, span_ns: (Option<i64>, Option<i64>), windows_ns: (i64, i64), outside_s: f64 },
+    #[error("{path}: the trace changed while merging (its planes differ from the first read); merge it again once the profiler has finished writing it")]
+    Changed { path: PathBuf },
+    #[error("{0}")]
+    Shard(String),
     #[error("{origin}: node {node}'s clock model has {problem} in window {window}; the file is damaged or not a clock model")]
     AbsurdModel { origin: PathBuf, node: u32, window: u64, problem: String },
 }
@@ -137,7 +141,7 @@ pub struct LoadedNode {
 }
 
 /// One node of a merge: where it came from, where it went, and how its clock was mapped.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct MergedNode {
     pub node: u32,
     pub input: PathBuf,
@@ -146,12 +150,23 @@ pub struct MergedNode {
     pub corrected: bool,
     pub events: u64,
     pub device_events_without_fit: u64,
-    /// Largest error bound of the node's model, ns, grown by the extrapolation.
+    /// Largest error bound of the node's model, ns, grown by the extrapolation (NaN,
+    /// written as null, without a model).
+    #[serde(deserialize_with = "nan_from_null")]
     pub max_bound_ns: f64,
     /// How far the trace's profile lies outside the model's windows, ns: events there are
     /// mapped with the nearest window's line (extrapolated).
     pub extrapolated_ns: i64,
     pub timestamp_mode: String,
+    /// The node's timestamping in detail from its plane (stamp error, NIC clock mapping),
+    /// when the plane states it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamps: Option<distprof::timestamp::TimestampQuality>,
+}
+
+/// A number, or NaN where JSON has null (serde_json writes NaN as null).
+fn nan_from_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -407,10 +422,105 @@ pub fn run_name(epoch_ns: i64) -> String {
     )
 }
 
-/// Merges `inputs` into `opts.out_dir`. `progress` receives one human-readable line per step.
+/// How a merge runs: worker threads, which nodes (a shard), a progress meter.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Nodes merged at once, each on its own thread; 0 takes the available cores. The
+    /// output is the same whatever the count.
+    pub jobs: usize,
+    /// Merge only these nodes, as one shard of a larger merge (`shard`); None merges all.
+    pub nodes: Option<shard::NodeSet>,
+    /// Report input MB done, rate and ETA through `progress` about every 2 s.
+    pub meter: bool,
+}
+
+impl RunOptions {
+    /// Worker threads for `nodes` nodes.
+    pub fn workers(&self, nodes: usize) -> usize {
+        let jobs = if self.jobs == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            self.jobs
+        };
+        jobs.min(nodes).max(1)
+    }
+}
+
+/// Merges `inputs` into `opts.out_dir`, one node at a time. `progress` receives one
+/// human-readable line per step.
 pub fn merge(
     inputs: &[PathBuf],
     opts: &MergeOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<MergeReport, MergeError> {
+    merge_with(inputs, opts, &RunOptions { jobs: 1, ..Default::default() }, progress)
+}
+
+/// Where a node's first plane id, device id and Chrome pid start: they follow from the
+/// plane counts of the nodes before it (prescan), so every node can be written on its own
+/// and the result does not depend on which finishes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NodeBases {
+    plane_id: i64,
+    device_id: i64,
+    pid: u64,
+}
+
+fn node_bases(nodes: &[LoadedNode]) -> Vec<NodeBases> {
+    let mut b = NodeBases { plane_id: 10_000, device_id: 0, pid: 1 };
+    nodes
+        .iter()
+        .map(|n| {
+            let this = b;
+            let i = &n.info;
+            b.device_id += i.device_planes as i64;
+            // Every other plane, and the applied plane merge adds to a node without a model.
+            b.plane_id += (i.planes - i.device_planes) as i64 + i64::from(i.distprof.is_none() && !i.already_merged);
+            b.pid += i.event_planes as u64;
+            this
+        })
+        .collect()
+}
+
+/// What one worker did for one node.
+struct NodeDone {
+    summary: MergedNode,
+    bytes_in: u64,
+    bytes_out: u64,
+    planes: u64,
+}
+
+/// The Chrome JSON document (or shard fragment) and the nodes' fragments waiting for
+/// their turn: fragments go in node order; the node next in line writes straight into the
+/// document, the others into unlinked part files appended when their turn comes.
+struct ChromeOrder {
+    doc: chrome::ChromeDoc,
+    /// Position (in the merge's node order) of the next fragment to append.
+    next: usize,
+    direct_busy: bool,
+    waiting: std::collections::BTreeMap<usize, std::fs::File>,
+    /// The document's path: part files go beside it, named as `AtomicFile`'s temporaries
+    /// so that those a killed merge leaves are removed by the next.
+    path: PathBuf,
+}
+
+impl ChromeOrder {
+    fn drain(&mut self) -> std::io::Result<()> {
+        while let Some(mut f) = self.waiting.remove(&self.next) {
+            self.doc.append(&mut f)?;
+            self.next += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Merges `inputs` into `opts.out_dir` as `run` says: nodes in parallel, or only a shard.
+/// The outputs are byte-identical whatever the worker count, and a join of shards
+/// (`shard::join`) gives the outputs of one whole merge.
+pub fn merge_with(
+    inputs: &[PathBuf],
+    opts: &MergeOptions,
+    run: &RunOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<MergeReport, MergeError> {
     check_paths(inputs, &opts.out_dir)?;
@@ -426,7 +536,6 @@ pub fn merge(
     let models = models_to_apply(&scanned, opts, progress)?;
     let mut nodes = Vec::new();
     for s in scanned {
-        let p = s.path.clone();
         let n = s.with_map(opts.allow_uncorrected, &models)?;
         if let Some(prev) = nodes.iter().find(|m: &&LoadedNode| m.node == n.node) {
             return Err(MergeError::DuplicateNode {
@@ -435,16 +544,11 @@ pub fn merge(
                 b: n.path.clone(),
             });
         }
-        progress(&format!(
-            "loaded node {} from {} ({} MB)",
-            n.node,
-            p.display(),
-            n.bytes / 1_000_000
-        ));
         nodes.push(n);
     }
     nodes.sort_by_key(|n| n.node);
-    // The global origin: the earliest profile start, mapped onto G.
+    // The global origin: the earliest profile start, mapped onto G (over all nodes, also
+    // in a shard, so every shard has the same origin).
     let g0_ns = nodes
         .iter()
         .filter_map(|n| {
@@ -454,126 +558,300 @@ pub fn merge(
         })
         .min()
         .unwrap_or(0);
-    let run_dir = opts
-        .out_dir
-        .join("plugins")
-        .join("profile")
-        .join(run_name(g0_ns));
+    let bases = node_bases(&nodes);
+    let all_nodes: Vec<u32> = nodes.iter().map(|n| n.node).collect();
+    let todo: Vec<usize> = (0..nodes.len())
+        .filter(|&i| run.nodes.as_ref().is_none_or(|set| set.contains(nodes[i].node)))
+        .collect();
+    for &i in &todo {
+        let n = &nodes[i];
+        progress(&format!("loaded node {} from {} ({} MB)", n.node, n.path.display(), n.bytes / 1_000_000));
+    }
+    if let Some(set) = &run.nodes {
+        progress(&format!("shard {set}: {} of the {} input nodes", todo.len(), nodes.len()));
+    }
+    let run_name = run_name(g0_ns);
+    let run_dir = opts.out_dir.join("plugins").join("profile").join(&run_name);
     distprof::atomic_file::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
         path: run_dir.clone(),
         err: e,
     })?;
-    // Every output is written whole or not at all (a temporary file renamed at the end):
-    // a merge that fails or is killed leaves no truncated trace for XProf to load.
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
         move |err| MergeError::Io { path, err }
     };
+    // Every output is written whole or not at all (a temporary file renamed at the end):
+    // a merge that fails or is killed leaves no truncated trace for XProf to load. A shard
+    // writes a fragment of the Chrome JSON (no header, no footer) for the join.
+    let chrome_path = match (&run.nodes, &opts.chrome) {
+        (Some(_), Some(_)) => Some(opts.out_dir.join(shard::FRAGMENT_FILE)),
+        (None, c) => c.clone(),
+        (Some(_), None) => None,
+    };
     let mut chrome_file = None;
-    let mut chrome = match &opts.chrome {
+    let chrome = match &chrome_path {
         Some(p) => {
             let f = AtomicFile::create(p).map_err(io_err(p))?;
             let handle = f.handle().map_err(io_err(p))?;
             chrome_file = Some(f);
-            Some(
-                ChromeWriter::new(Box::new(BufWriter::with_capacity(1 << 20, handle)), g0_ns)
-                    .map_err(io_err(p))?,
-            )
+            let doc = if run.nodes.is_some() {
+                chrome::ChromeDoc::fragment(handle)
+            } else {
+                chrome::ChromeDoc::new(handle, g0_ns).map_err(io_err(p))?
+            };
+            Some(std::sync::Mutex::new(ChromeOrder { doc, next: 0, direct_busy: false, waiting: Default::default(), path: p.clone() }))
         }
         None => None,
     };
-    let (mut next_plane_id, mut next_device_id) = (10_000i64, 0i64);
-    let mut summaries = Vec::new();
-    let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
-    for n in &nodes {
-        // The host name comes from the input trace: one sanitized path component, so a
-        // name like `../../etc` cannot place the output outside the run directory.
-        let hostname = format!("node{}.{}", n.node, distprof::file_name::component(&n.hostname));
-        let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
-        let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io {
-            path: n.path.clone(),
-            err: e,
-        })?;
-        let atomic = AtomicFile::create(&out_path).map_err(io_err(&out_path))?;
-        let mut w = sink::PatchWriter::new(atomic.handle().map_err(io_err(&out_path))?);
-        let total_mb = buf.len() / 1_000_000;
-        let node = n.node;
-        let mut plane_progress = |done: usize| {
-            progress(&format!(
-                "node {node}: {} of {total_mb} MB",
-                done / 1_000_000
-            ))
-        };
-        let o = NodeOutput {
-            node: n.node,
-            hostname: &hostname,
-            g0_ns,
-            next_plane_id: &mut next_plane_id,
-            next_device_id: &mut next_device_id,
-            chrome: chrome.as_mut(),
-            progress: &mut plane_progress,
-        };
-        let st: RewriteStats =
-            rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| match e {
-                rewrite::RewriteError::Wire(err) => MergeError::Wire {
-                    path: n.path.clone(),
-                    err,
-                },
-                rewrite::RewriteError::Io(err) => MergeError::Io {
-                    path: out_path.clone(),
-                    err,
-                },
-            })?;
-        bytes_out += w.finish().map_err(io_err(&out_path))?;
-        atomic.commit().map_err(io_err(&out_path))?;
-        bytes_in += buf.len() as u64;
-        drop(buf);
-        progress(&format!(
-            "node {}: {} events on {} planes -> {}",
-            n.node,
-            st.events,
-            st.planes,
-            out_path.display()
-        ));
-        let model = model_of(n, &models).filter(|_| !n.info.already_merged);
-        // Stated and grown into the bound: how far the profile lies outside the windows
-        // (within the limit `belong` allows unless --force).
-        let extrapolated_ns = model.map_or(0, |m| belong::outside_windows_ns((n.info.profile_start_ns, n.info.profile_stop_ns), m));
-        summaries.push(MergedNode {
-            node: n.node,
-            extrapolated_ns,
-            input: n.path.clone(),
-            output: out_path,
-            hostname,
-            corrected: !n.info.already_merged
-                && model_of(n, &models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
-            events: st.events,
-            device_events_without_fit: st.device_events_without_fit,
-            max_bound_ns: model_of(n, &models)
-                .map(|m| m.segments.iter().map(|s| s.bound_ns).fold(0.0, f64::max))
-                .map_or(f64::NAN, |b| b + belong::EXTRAPOLATION_RATE * extrapolated_ns as f64),
-            timestamp_mode: n
-                .plane
-                .as_ref()
-                .map(|p| p.timestamp_mode.clone())
-                .unwrap_or_default(),
-        });
+    let total_bytes: u64 = todo.iter().map(|&i| nodes[i].bytes).sum();
+    let done_bytes = std::sync::atomic::AtomicU64::new(0);
+    let next_job = std::sync::atomic::AtomicUsize::new(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let workers = run.workers(todo.len());
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<NodeDone, MergeError>)>();
+    let mut results: Vec<Option<NodeDone>> = (0..todo.len()).map(|_| None).collect();
+    let mut first_err: Option<(usize, MergeError)> = None;
+    let started = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (nodes, bases, todo, chrome, run_dir) = (&nodes, &bases, &todo, &chrome, &run_dir);
+            let (next_job, stop, done_bytes, models) = (&next_job, &stop, &done_bytes, &models);
+            scope.spawn(move || loop {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let k = next_job.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&i) = todo.get(k) else { break };
+                let r = merge_node(&nodes[i], bases[i], k, g0_ns, run_dir, chrome.as_ref(), models, done_bytes);
+                if r.is_err() {
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                if tx.send((k, r)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut last_meter = started;
+        // Nodes are reported in node order, as they complete in it: the same lines
+        // whatever the thread count.
+        let mut reported = 0;
+        loop {
+            match rx.recv_timeout(std::time::Duration::from_millis(250)) {
+                Ok((k, Ok(d))) => {
+                    results[k] = Some(d);
+                    while let Some(Some(d)) = results.get(reported) {
+                        progress(&format!(
+                            "node {}: {} events on {} planes -> {}",
+                            d.summary.node,
+                            d.summary.events,
+                            d.planes,
+                            d.summary.output.display()
+                        ));
+                        reported += 1;
+                    }
+                }
+                Ok((k, Err(e))) => {
+                    // The error of the earliest node in order, whichever thread hit first.
+                    if first_err.as_ref().is_none_or(|(j, _)| k < *j) {
+                        first_err = Some((k, e));
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if run.meter && last_meter.elapsed().as_secs_f64() >= 2.0 {
+                last_meter = std::time::Instant::now();
+                let done = done_bytes.load(std::sync::atomic::Ordering::Relaxed);
+                progress(&meter_line(done, total_bytes, started.elapsed().as_secs_f64()));
+            }
+        }
+    });
+    if let Some((_, e)) = first_err {
+        return Err(e);
+    }
+    if run.meter {
+        progress(&meter_line(total_bytes, total_bytes, started.elapsed().as_secs_f64()));
     }
     if let Some(c) = chrome {
-        let p = opts.chrome.clone().unwrap_or_default();
-        c.finish().map_err(io_err(&p))?;
+        let p = chrome_path.clone().unwrap_or_default();
+        let order = c.into_inner().unwrap_or_else(|e| e.into_inner());
+        debug_assert_eq!(order.next, todo.len());
+        order.doc.finish().map_err(io_err(&p))?;
         if let Some(f) = chrome_file {
             f.commit().map_err(io_err(&p))?;
         }
     }
-    Ok(MergeReport {
+    let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
+    let mut summaries = Vec::new();
+    for d in results.into_iter().flatten() {
+        bytes_in += d.bytes_in;
+        bytes_out += d.bytes_out;
+        summaries.push(d.summary);
+    }
+    let report = MergeReport {
         run_dir,
-        chrome: opts.chrome.clone(),
+        chrome: if run.nodes.is_some() { None } else { opts.chrome.clone() },
         g0_ns,
         bytes_in,
         bytes_out,
         nodes: summaries,
-    })
+    };
+    if let Some(set) = &run.nodes {
+        shard::write_manifest(&opts.out_dir, &run_name, set, &all_nodes, &report, chrome_path.is_some())?;
+    }
+    Ok(report)
+}
+
+/// `12.3 of 45.6 GB (27%), 210 MB/s, ETA 2:41`.
+fn meter_line(done: u64, total: u64, secs: f64) -> String {
+    let rate = done as f64 / secs.max(1e-9);
+    let eta = if rate > 0.0 { (total.saturating_sub(done)) as f64 / rate } else { f64::NAN };
+    let eta = if eta.is_finite() { format!("{}:{:02}", eta as u64 / 60, eta as u64 % 60) } else { "?".into() };
+    format!(
+        "{:.1} of {:.1} MB ({:.0}%), {:.0} MB/s, ETA {eta}",
+        done as f64 / 1e6,
+        total as f64 / 1e6,
+        100.0 * done as f64 / total.max(1) as f64,
+        rate / 1e6
+    )
+}
+
+/// The chrome order's lock (a panicked worker's poison does not hide the data).
+fn lock(c: &std::sync::Mutex<ChromeOrder>) -> std::sync::MutexGuard<'_, ChromeOrder> {
+    c.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Merges one node: its XSpace into the run directory, its Chrome records as fragment
+/// number `order`.
+#[allow(clippy::too_many_arguments)]
+fn merge_node(
+    n: &LoadedNode,
+    bases: NodeBases,
+    order: usize,
+    g0_ns: i64,
+    run_dir: &Path,
+    chrome: Option<&std::sync::Mutex<ChromeOrder>>,
+    models: &[NodeClockModel],
+    done_bytes: &std::sync::atomic::AtomicU64,
+) -> Result<NodeDone, MergeError> {
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |err| MergeError::Io { path, err }
+    };
+    // The host name comes from the input trace: one sanitized path component, so a
+    // name like `../../etc` cannot place the output outside the run directory.
+    let hostname = format!("node{}.{}", n.node, distprof::file_name::component(&n.hostname));
+    let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
+    // The Chrome writer: straight into the document when this node is next in line,
+    // else into an unlinked part file in the document's directory.
+    let mut part = None;
+    let mut writer = match chrome {
+        Some(c) => {
+            let mut o = lock(c);
+            if o.next == order && !o.direct_busy {
+                o.direct_busy = true;
+                Some(o.doc.direct(bases.pid).map_err(io_err(&o.path))?)
+            } else {
+                let name = o.path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                let p = o.path.with_file_name(format!(".{name}.tmp-{}-part{order}", std::process::id()));
+                drop(o);
+                let f = std::fs::File::options().read(true).write(true).create_new(true).open(&p).map_err(io_err(&p))?;
+                // Unlinked at once: the part file is gone whatever happens to this merge.
+                std::fs::remove_file(&p).map_err(io_err(&p))?;
+                let w = f.try_clone().map_err(io_err(&p))?;
+                part = Some(f);
+                Some(chrome::ChromeWriter::new(Box::new(w), bases.pid, false))
+            }
+        }
+        None => None,
+    };
+    let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io {
+        path: n.path.clone(),
+        err: e,
+    })?;
+    let atomic = AtomicFile::create(&out_path).map_err(io_err(&out_path))?;
+    let mut w = sink::PatchWriter::new(atomic.handle().map_err(io_err(&out_path))?);
+    let (mut next_plane_id, mut next_device_id) = (bases.plane_id, bases.device_id);
+    let mut reported = 0usize;
+    let mut plane_progress = |done: usize| {
+        done_bytes.fetch_add((done - reported) as u64, std::sync::atomic::Ordering::Relaxed);
+        reported = done;
+    };
+    let o = NodeOutput {
+        node: n.node,
+        hostname: &hostname,
+        g0_ns,
+        next_plane_id: &mut next_plane_id,
+        next_device_id: &mut next_device_id,
+        chrome: writer.as_mut(),
+        progress: &mut plane_progress,
+    };
+    let st: RewriteStats = rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| match e {
+        rewrite::RewriteError::Wire(err) => MergeError::Wire {
+            path: n.path.clone(),
+            err,
+        },
+        rewrite::RewriteError::Io(err) => MergeError::Io {
+            path: out_path.clone(),
+            err,
+        },
+    })?;
+    done_bytes.fetch_add((buf.len() - reported.min(buf.len())) as u64, std::sync::atomic::Ordering::Relaxed);
+    let next_pid = match (writer, chrome) {
+        (Some(cw), Some(c)) => {
+            let records = cw.records;
+            let next_pid = cw.finish().map_err(|e| MergeError::Io { path: lock(c).path.clone(), err: e })?;
+            let mut o = lock(c);
+            match part {
+                Some(f) => {
+                    o.waiting.insert(order, f);
+                }
+                None => {
+                    o.doc.wrote_direct(records);
+                    o.direct_busy = false;
+                    o.next += 1;
+                }
+            }
+            o.drain().map_err(|e| MergeError::Io { path: o.path.clone(), err: e })?;
+            Some(next_pid)
+        }
+        _ => None,
+    };
+    // The counts of the prescan fixed this node's ids; the rewrite must have used as many.
+    let used = NodeBases { plane_id: next_plane_id, device_id: next_device_id, pid: next_pid.unwrap_or(0) };
+    let i = &n.info;
+    let expected = NodeBases {
+        plane_id: bases.plane_id + (i.planes - i.device_planes) as i64 + i64::from(i.distprof.is_none() && !i.already_merged),
+        device_id: bases.device_id + i.device_planes as i64,
+        pid: next_pid.map_or(0, |_| bases.pid + i.event_planes as u64),
+    };
+    if used != expected {
+        return Err(MergeError::Changed { path: n.path.clone() });
+    }
+    let bytes_out = w.finish().map_err(io_err(&out_path))?;
+    atomic.commit().map_err(io_err(&out_path))?;
+    let model = model_of(n, models).filter(|_| !n.info.already_merged);
+    // Stated and grown into the bound: how far the profile lies outside the windows
+    // (within the limit `belong` allows unless --force).
+    let extrapolated_ns = model.map_or(0, |m| belong::outside_windows_ns((n.info.profile_start_ns, n.info.profile_stop_ns), m));
+    let summary = MergedNode {
+        node: n.node,
+        extrapolated_ns,
+        input: n.path.clone(),
+        output: out_path,
+        hostname,
+        corrected: !n.info.already_merged && model_of(n, models).is_some_and(|m| m.reachable && !m.segments.is_empty()),
+        events: st.events,
+        device_events_without_fit: st.device_events_without_fit,
+        max_bound_ns: model_of(n, models)
+            .map(|m| m.segments.iter().map(|s| s.bound_ns).fold(0.0, f64::max))
+            .map_or(f64::NAN, |b| b + belong::EXTRAPOLATION_RATE * extrapolated_ns as f64),
+        timestamp_mode: n.plane.as_ref().map(|p| p.timestamp_mode.clone()).unwrap_or_default(),
+        timestamps: n.plane.as_ref().and_then(|p| p.timestamps.clone()),
+    };
+    Ok(NodeDone { summary, bytes_in: buf.len() as u64, bytes_out, planes: st.planes })
 }
 
 #[cfg(test)]

@@ -23,6 +23,14 @@ pub struct SpaceInfo {
     pub already_merged: bool,
     /// Planes whose events merge maps ([`is_event_plane`]): none means nothing to merge.
     pub event_planes: usize,
+    /// Planes named `/device:*` ([`is_device_plane`]): merge numbers them apart from the
+    /// others, so a node's first plane ids follow from the counts of the nodes before it.
+    pub device_planes: usize,
+}
+
+/// True for the planes merge maps R -> S -> G and numbers as devices.
+pub fn is_device_plane(name: &[u8]) -> bool {
+    name.starts_with(b"/device:")
 }
 
 /// True for planes whose events merge maps (not the distprof plane, not Task Environment).
@@ -52,6 +60,7 @@ pub fn prescan(buf: &[u8]) -> Result<SpaceInfo, WireError> {
                 info.planes += 1;
                 let name = plane_name(x.bytes)?;
                 info.event_planes += usize::from(is_event_plane(name));
+                info.device_planes += usize::from(is_device_plane(name));
                 if name == TASK_ENV_PLANE.as_bytes() {
                     let p = XPlane::decode(x.bytes).map_err(|_| WireError {
                         at: f.offset_of(x.bytes),
@@ -86,6 +95,44 @@ pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, Wire
     let file_len = file.metadata()?.len();
     let mut r = io::BufReader::with_capacity(1 << 16, file);
     let mut pos = 0u64;
+    /// The first name of a plane whose head did not hold it, walked field by field with
+    /// seeks from the plane's start (at most 64 bytes of it: enough to tell the planes
+    /// merge treats apart); returns it and the bytes walked.
+    fn walk_plane_name(r: &mut io::BufReader<std::fs::File>, len: u64) -> io::Result<(Vec<u8>, u64)> {
+        let mut p = 0u64;
+        while p < len {
+            let Ok(Some(key)) = varint(r, &mut p) else { break };
+            let (number, wt) = ((key >> 3) as u32, (key & 7) as u8);
+            match wt {
+                protobuf::VARINT => {
+                    if varint(r, &mut p).ok().flatten().is_none() {
+                        break;
+                    }
+                }
+                protobuf::FIXED64 | protobuf::FIXED32 => {
+                    let n = if wt == protobuf::FIXED64 { 8 } else { 4 };
+                    r.seek_relative(n)?;
+                    p += n as u64;
+                }
+                protobuf::LEN => {
+                    let Ok(Some(l)) = varint(r, &mut p) else { break };
+                    if l > len - p.min(len) {
+                        break;
+                    }
+                    if number == PLANE_NAME {
+                        let mut name = vec![0u8; l.min(64) as usize];
+                        r.read_exact(&mut name)?;
+                        r.seek_relative(l as i64 - name.len() as i64)?;
+                        return Ok((name, p + l));
+                    }
+                    r.seek_relative(l as i64)?;
+                    p += l;
+                }
+                _ => break,
+            }
+        }
+        Ok((Vec::new(), p))
+    }
     fn varint(r: &mut impl BufRead, pos: &mut u64) -> io::Result<Option<u64>> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
@@ -152,14 +199,27 @@ pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, Wire
                     }
                     let name = if number == SPACE_PLANES {
                         let mut f = Fields::new(&body, pos as usize);
-                        let mut name = Vec::new();
+                        let mut name = None;
                         while let Ok(Some(x)) = f.next_field() {
                             if x.number == PLANE_NAME && x.wire_type == protobuf::LEN {
-                                name = x.bytes.to_vec();
+                                name = Some(x.bytes.to_vec());
                                 break;
                             }
                         }
-                        name
+                        match name {
+                            Some(n) => n,
+                            None if (head_len as u64) < len => {
+                                // The name lies past the head (an unusual field order):
+                                // walk to it, then come back, so the counts of device
+                                // planes agree with what the rewrite sees.
+                                r.seek_relative(-(head_len as i64))?;
+                                let (n, walked) = walk_plane_name(&mut r, len)?;
+                                r.seek_relative(-(walked as i64))?;
+                                r.read_exact(&mut body)?;
+                                n
+                            }
+                            None => Vec::new(),
+                        }
                     } else {
                         Vec::new()
                     };
@@ -190,6 +250,7 @@ pub fn prescan_file(path: &std::path::Path) -> io::Result<Result<SpaceInfo, Wire
                     }
                     info.planes += (number == SPACE_PLANES) as usize;
                     info.event_planes += usize::from(number == SPACE_PLANES && is_event_plane(&name));
+                    info.device_planes += usize::from(number == SPACE_PLANES && is_device_plane(&name));
                 } else {
                     r.seek_relative(len as i64)?;
                 }

@@ -4,6 +4,25 @@
 //! ids) and copies every other byte verbatim. Decoding the whole XSpace into messages would
 //! cost several times the file size in memory and most of the time.
 
+/// Reads a varint at `*pos`; None when truncated or overlong.
+#[inline(always)]
+pub fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift >= 64 {
+            return None;
+        }
+    }
+}
+
 /// Wire types used by xplane.proto.
 pub const VARINT: u8 = 0;
 pub const FIXED64: u8 = 1;

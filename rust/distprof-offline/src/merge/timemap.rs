@@ -150,8 +150,14 @@ impl CorrectionPiece {
 
     #[inline]
     pub fn at(&self, s_ns: i64) -> f64 {
-        // Exact for real times, no overflow for a corrupt midpoint near i64::MIN/MAX.
-        self.c0_ns + self.slope * ns_between(self.x0_ns, s_ns)
+        // Exact for real times, no overflow for a corrupt midpoint near i64::MIN/MAX. The
+        // i64 difference converts in one instruction (the same value as through i128, which
+        // takes a library call per event); only an overflowing one goes the long way.
+        let d = match s_ns.checked_sub(self.x0_ns) {
+            Some(d) => d as f64,
+            None => ns_between(self.x0_ns, s_ns),
+        };
+        self.c0_ns + self.slope * d
     }
 }
 

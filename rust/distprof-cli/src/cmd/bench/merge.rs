@@ -1,22 +1,21 @@
 //! `distprof bench merge`: merge throughput and peak memory next to a plain
 //! decode-everything-and-re-encode baseline, on a synthetic multi-node input.
 //!
-//! Each side runs in a child process of its own so that its peak RSS (VmHWM) is its own.
-//! Throughput is input MB over the child's CPU time (user + system): merge is single-threaded,
-//! so that is MB/s per core, and it stays meaningful on a machine shared with other jobs,
-//! where wall time is not. Wall-clock figures are printed next to it.
-//! The synthetic input looks like a GPU profile: per node a `/host:CPU` plane with many
+//! Each side runs in a child process of its own so that its peak RSS (VmHWM) is its own:
+//! the merge on one thread (`--jobs 1`), the merge on every core, and the baseline.
+//! Per-core throughput is input MB over the serial child's CPU time (user + system), which
+//! stays meaningful on a machine shared with other jobs; the all-cores figure is input MB
+//! over the parallel child's wall time, and the speed-up is serial wall over parallel wall
+//! (so it suffers when other jobs take the cores: the load average is printed with it).
+//! The synthetic input (`distprof_testkit::synthetic_xspace::write_gpu_profile`) looks like a GPU profile: per node a `/host:CPU` plane with many
 //! threads and a `/device:GPU:0` plane with streams of kernels (events with stats), a
 //! `Task Environment` plane and a distprof plane (drifting model, tracer start, snapshots),
 //! so both the S -> G and the R -> S -> G paths are exercised.
 
-use distprof::distprof_plane::{distprof_plane_bytes, DistprofPlaneData, TracerStart};
-use distprof_offline::merge::{merge, MergeOptions};
-use distprof::model::{ClockSegment, NodeClockModel};
-use distprof::snapshot::SnapshotPair;
-use distprof::xplane::*;
+use distprof::xplane::XSpace;
+use distprof_offline::merge::{merge_with, MergeOptions, RunOptions};
+use distprof_testkit::synthetic_xspace::write_gpu_profile;
 use prost::Message;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -25,11 +24,18 @@ pub struct Args {
     /// Total synthetic input size in MB, split over the nodes.
     #[arg(long, default_value_t = 256)]
     size_mb: u64,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 4)]
     nodes: u32,
-    /// Also write the Chrome JSON (bigger than the XSpace output; slower).
-    #[arg(long)]
+    /// Write the Chrome JSON, as `distprof merge` does by default (the default here too;
+    /// kept for older scripts).
+    #[arg(long, conflicts_with = "no_chrome")]
     chrome: bool,
+    /// Do not write the Chrome JSON (the XSpace output alone).
+    #[arg(long)]
+    no_chrome: bool,
+    /// Worker threads of the parallel run (default: the available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Work directory (default: a fresh temporary directory, removed afterwards).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -45,15 +51,13 @@ pub struct Args {
     child: Option<String>,
 }
 
-const T0_NS: i64 = 1_763_000_000_000_000_000;
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(side) = &args.child {
         let dir = args
             .dir
             .clone()
             .ok_or_else(|| anyhow::anyhow!("--child needs --dir"))?;
-        return child(side, &dir, args.chrome);
+        return child(side, &dir, !args.no_chrome, args.jobs.unwrap_or(1));
     }
     let tmp;
     let dir = match &args.dir {
@@ -66,26 +70,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let inputs = dir.join("in");
     std::fs::create_dir_all(&inputs)?;
     let per_node = args.size_mb * 1_000_000 / args.nodes.max(1) as u64;
-    let mut largest = 0u64;
-    let mut total = 0u64;
+    let mut sizes = Vec::new();
     for k in 0..args.nodes {
         let p = inputs.join(format!("node{k}.xplane.pb"));
         let n = if p.exists() && std::fs::metadata(&p)?.len() >= per_node {
             std::fs::metadata(&p)?.len()
         } else {
-            generate(&p, k, per_node)?
+            write_gpu_profile(&p, k, per_node)?
         };
-        largest = largest.max(n);
-        total += n;
+        sizes.push(n);
         eprintln!("bench merge: input node {k}: {:.1} MB", n as f64 / 1e6);
     }
+    let total: u64 = sizes.iter().sum();
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    let cores = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let workers = cores.min(sizes.len()).max(1);
+    // What the parallel run holds at once: the inputs of as many nodes as it has workers.
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    let at_once: u64 = sizes.iter().take(workers).sum();
     let exe = std::env::current_exe()?;
-    let side = |name: &str| -> anyhow::Result<(f64, f64, u64)> {
+    let side = |name: &str, jobs: usize| -> anyhow::Result<(f64, f64, u64)> {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(["bench", "merge", "--child", name, "--dir"])
-            .arg(&dir);
-        if args.chrome {
-            cmd.arg("--chrome");
+            .arg(&dir)
+            .args(["--jobs", &jobs.to_string()]);
+        if args.no_chrome {
+            cmd.arg("--no-chrome");
         }
         let out = cmd.output()?;
         if !out.status.success() {
@@ -101,16 +111,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             v["peak_rss_bytes"].as_u64().unwrap_or(0),
         ))
     };
+    let load_before = load_average();
     let (base_s, base_wall, base_rss) = if args.skip_baseline {
         (f64::NAN, f64::NAN, 0)
     } else {
-        side("baseline")?
+        side("baseline", 1)?
     };
-    let (merge_s, merge_wall, merge_rss) = side("merge")?;
+    let (merge_s, merge_wall, merge_rss) = side("merge", 1)?;
+    let (par_s, par_wall, par_rss) = side("merge", cores)?;
+    let load_after = load_average();
     let mb = total as f64 / 1e6;
     let merge_mbps = mb / merge_s;
     let base_mbps = mb / base_s;
     let ratio = merge_rss as f64 / largest as f64;
+    let par_ratio = par_rss as f64 / at_once as f64;
+    let speedup = merge_wall / par_wall;
     if args.json {
         println!(
             "{}",
@@ -118,11 +133,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         println!(
             "{}",
-            serde_json::json!({"side": "merge", "cpu_secs": merge_s, "wall_secs": merge_wall, "mb_per_s": merge_mbps, "wall_mb_per_s": mb / merge_wall, "peak_rss_bytes": merge_rss, "input_bytes": total, "largest_input_bytes": largest, "chrome": args.chrome})
+            serde_json::json!({"side": "merge", "jobs": 1, "cpu_secs": merge_s, "wall_secs": merge_wall, "mb_per_s": merge_mbps, "wall_mb_per_s": mb / merge_wall, "peak_rss_bytes": merge_rss, "input_bytes": total, "largest_input_bytes": largest, "chrome": !args.no_chrome})
         );
         println!(
             "{}",
-            serde_json::json!({"mb_per_s_per_core": round2(merge_mbps), "peak_rss_ratio": round2(ratio), "baseline_mb_per_s": round2(base_mbps)})
+            serde_json::json!({"side": "merge", "jobs": cores, "cpu_secs": par_s, "wall_secs": par_wall, "mb_per_s": mb / par_s, "wall_mb_per_s": mb / par_wall, "peak_rss_bytes": par_rss, "inputs_at_once_bytes": at_once, "chrome": !args.no_chrome})
+        );
+        println!(
+            "{}",
+            serde_json::json!({
+                "mb_per_s_per_core": round2(merge_mbps),
+                "mb_per_s_all_cores": round2(mb / par_wall),
+                "cores": cores,
+                "speedup": round2(speedup),
+                "speedup_per_core": round2(speedup / cores as f64),
+                // Serial CPU over parallel CPU: what running on every core costs in extra
+                // work (part files, threads), which the load of other jobs does not change.
+                "cpu_efficiency": round2(merge_s / par_s),
+                "peak_rss_ratio": round2(ratio),
+                "parallel_peak_rss_ratio": round2(par_ratio),
+                "baseline_mb_per_s": round2(base_mbps),
+                "chrome": !args.no_chrome,
+                "load_average_1m": [load_before, load_after],
+            })
         );
     } else {
         println!(
@@ -131,6 +164,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             largest as f64 / 1e6
         );
         println!("merge:    {merge_mbps:>8.1} MB/s per core (CPU time; {:.1} MB/s wall), peak RSS {:.1} MB ({ratio:.2} x largest input)", mb / merge_wall, merge_rss as f64 / 1e6);
+        println!("parallel: {:>8.1} MB/s on {cores} cores (wall), speed-up {speedup:.2} x ({:.2} x cores), peak RSS {:.1} MB ({par_ratio:.2} x the {workers} inputs at once)", mb / par_wall, speedup / cores as f64, par_rss as f64 / 1e6);
+        println!("parallel CPU efficiency (serial CPU / parallel CPU): {:.2}", merge_s / par_s);
+        println!("load average (1 min) before and after: {load_before:.2}, {load_after:.2}");
         println!(
             "baseline: {base_mbps:>8.1} MB/s (decode all + re-encode), peak RSS {:.1} MB ({:.2} x)",
             base_rss as f64 / 1e6,
@@ -144,9 +180,17 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
+/// The 1-minute load average (NaN where /proc/loadavg cannot be read).
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+fn child(side: &str, dir: &Path, chrome: bool, jobs: usize) -> anyhow::Result<ExitCode> {
     let inputs = dir.join("in");
-    let out = dir.join(format!("out-{side}"));
+    let out = dir.join(format!("out-{side}-{jobs}"));
     std::fs::create_dir_all(&out)?;
     let start = std::time::Instant::now();
     match side {
@@ -159,7 +203,8 @@ fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
                 models_origin: None,
                 force: false,
             };
-            merge(&[inputs], &opts, &mut |l| eprintln!("{l}"))?;
+            let run = RunOptions { jobs, ..Default::default() };
+            merge_with(&[inputs], &opts, &run, &mut |l| eprintln!("{l}"))?;
         }
         "baseline" => {
             let mut paths: Vec<_> = std::fs::read_dir(&inputs)?
@@ -183,6 +228,9 @@ fn child(side: &str, dir: &Path, chrome: bool) -> anyhow::Result<ExitCode> {
         "{}",
         serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes()})
     );
+    // The outputs are big (the Chrome JSON several times the input): removed once measured,
+    // so that repeated runs do not fill the disk of a reused --dir.
+    let _ = std::fs::remove_dir_all(&out);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -204,152 +252,6 @@ fn peak_rss_bytes() -> u64 {
         .and_then(|v| v.parse::<u64>().ok())
         .map(|kb| kb * 1024)
         .unwrap_or(0)
-}
-
-/// Writes one node's synthetic XSpace of about `target` bytes; returns its size.
-fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut written = 0u64;
-    let put_plane =
-        |f: &mut std::io::BufWriter<std::fs::File>, p: &XPlane| -> anyhow::Result<u64> {
-            // XSpace field 1, length-delimited.
-            let body = p.encode_to_vec();
-            let mut head = Vec::new();
-            prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut head);
-            prost::encoding::encode_varint(body.len() as u64, &mut head);
-            f.write_all(&head)?;
-            f.write_all(&body)?;
-            Ok((head.len() + body.len()) as u64)
-        };
-    let events_per_line = 20_000usize;
-    let mut line_no = 0i64;
-    // Planes of about 16 MB keep the generator's own memory modest. At least one line of
-    // events whatever the target: merge refuses a trace without events.
-    while line_no == 0 || written + 1_000_000 < target {
-        let device = line_no % 2 == 1;
-        let mut p = XPlane {
-            name: if device {
-                format!("/device:GPU:{}", line_no / 2)
-            } else {
-                HOST_THREADS_PLANE.into()
-            },
-            ..Default::default()
-        };
-        let kernel = p.intern_event(if device {
-            "ncclDevKernel_AllReduce_Sum_f32"
-        } else {
-            "ThunkExecutor::Execute"
-        });
-        let other = p.intern_event(if device {
-            "fusion.123"
-        } else {
-            "PjitFunction(step)"
-        });
-        let corr = p.intern_stat("correlation_id");
-        let op = p.intern_stat("hlo_op");
-        let op_name = p.intern_stat("all-reduce.1");
-        let mut plane_bytes = 0u64;
-        while p.lines.is_empty() || (plane_bytes < 16_000_000 && written + plane_bytes + 1_000_000 < target) {
-            let mut l = XLine {
-                id: line_no,
-                name: format!("stream {line_no}"),
-                timestamp_ns: 1_000 + line_no,
-                ..Default::default()
-            };
-            let mut t_ps = 0i64;
-            for i in 0..events_per_line {
-                let dur = 1_000_000 + (i as i64 * 7919 % 5_000_000);
-                let mut stats = vec![XStat {
-                    metadata_id: corr,
-                    value: Some(XStatValue::Uint64Value(i as u64 * 31 + 7)),
-                }];
-                if i % 4 == 0 {
-                    stats.push(XStat {
-                        metadata_id: op,
-                        value: Some(XStatValue::RefValue(op_name as u64)),
-                    });
-                }
-                l.events.push(XEvent {
-                    metadata_id: if i % 4 == 0 { kernel } else { other },
-                    data: Some(XEventData::OffsetPs(t_ps)),
-                    duration_ps: dur,
-                    stats,
-                });
-                t_ps += dur + 500_000;
-            }
-            plane_bytes += l.encoded_len() as u64 + 4;
-            p.lines.push(l);
-            line_no += 1;
-        }
-        written += put_plane(&mut f, &p)?;
-        line_no += 1;
-    }
-    // Task Environment: lines are normalised to this start.
-    let mut env = XPlane {
-        name: TASK_ENV_PLANE.into(),
-        ..Default::default()
-    };
-    let (a, b) = (
-        env.intern_stat(PROFILE_START_STAT),
-        env.intern_stat(PROFILE_STOP_STAT),
-    );
-    env.stats = vec![
-        XStat {
-            metadata_id: a,
-            value: Some(XStatValue::Uint64Value(T0_NS as u64)),
-        },
-        XStat {
-            metadata_id: b,
-            value: Some(XStatValue::Uint64Value(T0_NS as u64 + 60_000_000_000)),
-        },
-    ];
-    written += put_plane(&mut f, &env)?;
-    let segments = (0..15)
-        .map(|j| ClockSegment {
-            window_id: j as u64,
-            start_local_ns: T0_NS + j * 4_000_000_000,
-            end_local_ns: T0_NS + (j + 1) * 4_000_000_000,
-            mid_local_ns: T0_NS + j * 4_000_000_000 + 2_000_000_000,
-            offset_ns: 1_000_000.0 * node as f64 + 30.0 * j as f64,
-            drift_ppb: 7_500.0,
-            bound_ns: 900.0,
-            uncertainty_ns: 40.0,
-            flagged: false,
-        })
-        .collect();
-    let data = DistprofPlaneData {
-        session_id: String::new(),
-        edge_fits: Vec::new(),
-        node,
-        reference_node: 0,
-        hostname: format!("bench{node}"),
-        timestamp_mode: "kernel".into(),
-        tracer_clock: "rocm".into(),
-        tracer_start: Some(TracerStart {
-            s_ns: T0_NS,
-            r_ns: 9_000_000_000,
-        }),
-        model: NodeClockModel {
-            node,
-            reachable: true,
-            segments,
-        },
-        snapshots: (0..600)
-            .map(|j| SnapshotPair {
-                s_ns: T0_NS + j * 100_000_000,
-                r_ns: 9_000_000_000 + j * 100_000_003,
-                read_window_ns: 60,
-            })
-            .collect(),
-        probe_stats: vec![],
-    };
-    let plane = XPlane::decode(distprof_plane_bytes(&data).as_slice())?;
-    written += put_plane(&mut f, &plane)?;
-    let mut tail = Vec::new();
-    prost::encoding::string::encode(4, &format!("bench{node}"), &mut tail);
-    f.write_all(&tail)?;
-    f.flush()?;
-    Ok(written + tail.len() as u64)
 }
 
 struct TempDir(PathBuf);
