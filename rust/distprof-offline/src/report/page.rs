@@ -532,6 +532,7 @@ mod tests {
                 timestamp_bound_ns: None,
                 estimator: None,
                 bound_limit_ns: Some(5_000.0),
+                uncertainty_limit_ns: Some(1_000.0),
                 config: serde_json::Value::Null,
                 synthetic,
                 dropped: None,
