@@ -414,7 +414,7 @@ fn run_nodes(
             .map(|i| SimulatedNicClock { drift_ppm: if i % 2 == 0 { 20.0 } else { -20.0 }, ..SimulatedNicClock::tai_20ppm(epoch) })
             .collect()
     });
-    let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), &config, NodeClocks { host: &clocks, nic: nic_clocks.as_deref() }, duration, &out_dir)?;
+    let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), config, NodeClocks { host: clocks, nic: nic_clocks.as_deref() }, duration, out_dir)?;
     let reports = wait_cluster(&mut cluster, duration, kill)?;
     let relay_stats = relay.stop();
     eprintln!(
