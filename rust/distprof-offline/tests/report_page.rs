@@ -178,7 +178,10 @@ mod page_tests {
         assert_eq!(a.flagged_bound_range_ns, (12_000.0, 35_000.0));
         let html = render(&input);
         assert!(html.contains("<b>2 / 6</b>"), "summary count");
-        assert!(html.contains("bound over 10.0 µs: 12.0 µs … 35.0 µs"), "summary names the flagged bounds");
+        assert!(
+            html.contains("uncertainty over 100 ns or a bound over 10.0 µs, their bounds 12.0 µs … 35.0 µs"),
+            "summary names the limits and the flagged bounds"
+        );
         // Each flagged window is outlined in the heatmap.
         assert_eq!(html.matches("class=\"flag\"").count(), 2);
         // The heatmap colours by uncertainty; over the limit, its ramp runs to the largest
@@ -187,7 +190,7 @@ mod page_tests {
         assert_eq!(html.matches("class=\"limitmark\"").count(), 1);
         input.nodes[1].segments.iter_mut().for_each(|s| s.flagged = false);
         let html = render(&input);
-        assert!(html.contains("<b>0 / 6</b>") && html.contains("bound over 10.0 µs: none"), "no flags");
+        assert!(html.contains("<b>0 / 6</b>") && html.contains("a bound over 10.0 µs: none"), "no flags");
     }
 
     #[test]

@@ -129,14 +129,15 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
         !unreachable.is_empty(),
     );
     let limit = f.bound_limit_ns.map_or(String::from("the limit"), fmt_ns);
-    // Local runs on a shared machine can flag every window (bounds of ~100 µs against a
-    // 10 µs limit): say how far over they are, not only that they are.
+    let ulimit = f.uncertainty_limit_ns.map_or(String::from("the limit"), fmt_ns);
+    // A segment is flagged on either number; say which limits, and how far over the bounds
+    // of the flagged ones are, not only that they are.
     let flagged_note = if a.flagged_windows == 0 {
-        format!("node windows with a bound over {limit}: none (the reference's not counted)")
+        format!("node windows with an uncertainty over {ulimit} or a bound over {limit}: none (the reference's not counted)")
     } else {
         let (lo, hi) = a.flagged_bound_range_ns;
         format!(
-            "node windows with a bound over {limit}: {} … {} (the reference's not counted)",
+            "node windows with an uncertainty over {ulimit} or a bound over {limit}, their bounds {} … {} (the reference's not counted)",
             fmt_ns(lo),
             fmt_ns(hi)
         )
