@@ -47,7 +47,7 @@ pub struct Analysis {
     /// Node windows with a model, the reference's excluded: its offset is zero by
     /// definition, its bound zero, so counting it would only dilute the share flagged.
     pub total_windows: usize,
-    /// Of those, the ones the estimator flagged (bound over `max_bound_ns`).
+    /// Of those, the ones the estimator flagged (uncertainty over `max_uncertainty_ns` or bound over `max_bound_ns`).
     pub flagged_windows: usize,
     /// Smallest and largest bound of the flagged windows (NaN when none).
     pub flagged_bound_range_ns: (f64, f64),
