@@ -94,7 +94,7 @@ impl TreeArgs {
 
 fn print_report(op: Op, report: &Report) {
     let verb = if op == Op::Apply { "patched" } else { "verified" };
-    println!("{verb}: {} (coordination agent copy: {:?})", if report.changed() { "changes written" } else { "no change needed" }, report.agent);
+    println!("{verb}: {}", if report.changed() { "changes written" } else { "no change needed" });
     for f in &report.files {
         println!(
             "  {:<70} {}/{} edits{}  +{} lines{}",
@@ -129,9 +129,8 @@ fn check_json(result: &Result<Report, distprof_xla::PatchErrors>) -> serde_json:
     let declaration_problem = |e: &E| matches!(e, E::NoDeclaredCallForm { .. } | E::UndeclaredHookCall { .. });
     let anchors_ok = !errors.iter().any(anchor_problem);
     let declarations_ok = anchors_ok && !errors.iter().any(declaration_problem);
-    let (agent, sites, added) = match result {
+    let (sites, added) = match result {
         Ok(r) => (
-            Some(format!("{:?}", r.agent).to_ascii_lowercase()),
             r.sites
                 .iter()
                 .map(|s| {
@@ -149,7 +148,7 @@ fn check_json(result: &Result<Report, distprof_xla::PatchErrors>) -> serde_json:
                 .collect::<Vec<_>>(),
             Some(r.core_added_lines()),
         ),
-        Err(_) => (None, Vec::new(), None),
+        Err(_) => (Vec::new(), None),
     };
     serde_json::json!({
         "ok": result.is_ok(),
@@ -157,7 +156,6 @@ fn check_json(result: &Result<Report, distprof_xla::PatchErrors>) -> serde_json:
         "declarations_ok": declarations_ok,
         "added_core_lines": added,
         "added_core_lines_budget": distprof_xla::CORE_ADDED_LINES_BUDGET,
-        "agent_copy": agent,
         "sites": sites,
         "errors": errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
     })
