@@ -5,6 +5,7 @@
 //!   changes nothing).
 //! - [`check`]: verifies a patched tree holds exactly what `apply` writes.
 //! - [`diff`]: from a clean tree, the patch series `git apply` / `patch -p1` read.
+//! - [`package::write`]: the `@distributed_profiling` repository the patched build depends on.
 //!
 //! Nothing is written unless every anchor of every file was found.
 
@@ -13,6 +14,7 @@ pub mod decls;
 pub mod edit;
 pub mod error;
 pub mod hooks;
+pub mod package;
 pub mod tree;
 pub mod unified;
 pub mod wiring;

@@ -1,5 +1,6 @@
 //! `distprof xla apply|check|diff --xla-dir DIR`: inserts, verifies and regenerates the hooks in
-//! an XLA source tree by anchor.
+//! an XLA source tree by anchor; `distprof xla package --out DIR`: writes the
+//! `@distributed_profiling` repository those hooks build against.
 
 use clap::Subcommand;
 use distprof_xla::{Release, Report};
@@ -39,6 +40,19 @@ enum Action {
         /// Directory for the series, e.g. patches/xla/<version>/ (its *.patch files are replaced).
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Write the @distributed_profiling repository (BUILD.bazel on XLA's real targets, the hook
+    /// sources, the cxx bridge headers and the staticlib) into a new directory.
+    Package {
+        /// The new directory (given to `apply --local-dir`, or packed as the release archive).
+        #[arg(long)]
+        out: PathBuf,
+        /// The distprof-ffi staticlib, e.g. target/release/libdistprof_ffi.a.
+        #[arg(long)]
+        staticlib: PathBuf,
+        /// The cxx bridge headers of the same cargo build: <cargo target dir>/cxxbridge.
+        #[arg(long)]
+        cxxbridge: PathBuf,
     },
 }
 
@@ -180,6 +194,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("{}", check_json(&result));
             }
             Ok(if result.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Action::Package { out, staticlib, cxxbridge } => {
+            let files = distprof_xla::package::write(&out, &staticlib, &cxxbridge)?;
+            println!("wrote {} files of @distributed_profiling into {}", files.len(), out.display());
+            Ok(ExitCode::SUCCESS)
         }
         Action::Diff { tree, out } => {
             tree.validate()?;
