@@ -8,9 +8,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FORBIDDEN = {"distprof-offline", "distprof-testkit"}
 problems = []
 
-meta = json.loads(subprocess.run(
-    ["cargo", "metadata", "--format-version", "1", "--offline"],
-    cwd=ROOT, check=True, capture_output=True, text=True).stdout)
+# Not --offline: on a fresh machine the registry cache is empty and cargo must fetch the index.
+run = subprocess.run(["cargo", "metadata", "--format-version", "1", "--locked"],
+                     cwd=ROOT, capture_output=True, text=True)
+if run.returncode != 0:
+    sys.exit(f"check_architecture: `cargo metadata` failed:\n{run.stderr}")
+meta = json.loads(run.stdout)
 ws = {p["id"]: p for p in meta["packages"] if p["id"] in meta["workspace_members"]}
 names = {p["name"] for p in ws.values()}
 normal = {p["name"]: {d["name"] for d in p["dependencies"]

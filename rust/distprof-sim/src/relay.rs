@@ -530,8 +530,10 @@ mod tests {
         // Binomial(200, 0.25): mean 50, sd 6.
         assert!((25..=75).contains(&s.spiked), "{s:?}");
         let late = delays.iter().filter(|&&d| d >= 10_000_000).count() as u64;
-        // Every spiked datagram is >= 10 ms late; others only by a scheduling stall.
-        assert!(late >= s.spiked && late <= s.spiked + 5, "{late} late, {s:?}");
+        // Every spiked datagram is >= 10 ms late; others only by a scheduling stall, which
+        // on a loaded machine reaches up to a tenth of them. A spike that held back the
+        // queue behind it would make nearly all 200 late (one every 1 ms, spikes of 10 ms).
+        assert!(late >= s.spiked && late <= s.spiked + 20, "{late} late, {s:?}");
         assert!(delays.iter().all(|&d| d >= 200_000), "a datagram came early");
     }
 

@@ -489,12 +489,13 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
-        // The last store call ended within the timeout (plus scheduling slack), measured
-        // from the hook.
+        // The last store call ended within the timeout (plus scheduling slack: 150 ms, as a
+        // loaded 2-core machine delayed the thread's last wake-up by 56 ms once), measured
+        // from the hook. A store that ignored the timeout would be used for the full 5 s.
         let last_us = kv.last_call_end_us.load(Ordering::SeqCst);
         let hook_us = hook.duration_since(kv.epoch).as_micros() as u64;
         assert!(
-            last_us - hook_us <= 300_000 + 50_000,
+            last_us - hook_us <= 300_000 + 150_000,
             "store used {} us after the hook",
             last_us - hook_us
         );
