@@ -202,10 +202,29 @@ fn plan_hook(
     Some((hook.edit(chosen.form.call), site))
 }
 
+/// Files an older distprof patched (the coordination agent and its BUILD, both copies) and this
+/// one does not: whatever of distprof is left there would not build against today's package.
+const NO_LONGER_PATCHED: [&str; 4] = [
+    "xla/pjrt/distributed/coordination/coordination_service_agent.cc",
+    "xla/pjrt/distributed/coordination/BUILD",
+    "xla/tsl/distributed_runtime/coordination/coordination_service_agent.cc",
+    "xla/tsl/distributed_runtime/coordination/BUILD",
+];
+
+fn leftovers(root: &Path, errors: &mut Vec<PatchError>) {
+    for rel in NO_LONGER_PATCHED {
+        let Ok(text) = std::fs::read_to_string(root.join(rel)) else { continue };
+        if let Some((i, line)) = text.lines().enumerate().find(|(_, l)| anchor::is_ours(l)) {
+            errors.push(PatchError::LeftoverHook { file: PathBuf::from(rel), line: i + 1, found: line.trim().to_owned() });
+        }
+    }
+}
+
 /// Reads every file and locates every anchor; returns all problems at once.
 pub fn plan(root: &Path, release: &Release) -> Result<Plan, PatchErrors> {
     let layout = layout(release);
     let mut errors = Vec::new();
+    leftovers(root, &mut errors);
     let mut files = Vec::new();
     let mut sites = Vec::new();
     for spec in &layout.files {

@@ -359,6 +359,31 @@ fn check_refuses_a_hook_call_in_an_undeclared_form() {
             && expected == "distprof::OnTraceClockPair(start_walltime_ns, start_gputime_ns);")), "{errors:?}");
 }
 
+/// A tree an older distprof patched still calls the removed agent hook: apply and check name
+/// the line and the fix instead of leaving a call to a function the package no longer has.
+#[test]
+fn the_removed_agent_hook_left_in_a_tree_is_refused_by_name() {
+    let dir = tree();
+    let root = dir.path();
+    let agent = "xla/tsl/distributed_runtime/coordination/coordination_service_agent.cc";
+    write(root, agent, "void Agent::Connect() {\n  LOG(INFO) << \"connected\";\n#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING\n  distprof::OnAgentConnected(task_.task_id());\n#endif  // XLA_ENABLE_DISTRIBUTED_PROFILING\n}\n");
+    let before = snapshot(root);
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(
+        errors,
+        vec![PatchError::LeftoverHook {
+            file: PathBuf::from(agent),
+            line: 3,
+            found: "#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING".into()
+        }]
+    );
+    assert!(errors[0].to_string().contains("git checkout --"), "{}", errors[0]);
+    assert_eq!(snapshot(root), before, "nothing written");
+    // An unpatched agent is none of distprof's business.
+    write(root, agent, "void Agent::Connect() {}\n");
+    apply(root, &Release::default()).unwrap();
+}
+
 #[test]
 fn release_values_land_in_the_repository_declaration() {
     let dir = tree();

@@ -140,7 +140,8 @@ fn check_json(result: &Result<Report, distprof_xla::PatchErrors>) -> serde_json:
     };
     let anchor_problem =
         |e: &E| matches!(e, E::AnchorMissing { .. } | E::AnchorAmbiguous { .. } | E::FileMissing { .. } | E::Io { .. });
-    let declaration_problem = |e: &E| matches!(e, E::NoDeclaredCallForm { .. } | E::UndeclaredHookCall { .. });
+    let declaration_problem =
+        |e: &E| matches!(e, E::NoDeclaredCallForm { .. } | E::UndeclaredHookCall { .. } | E::LeftoverHook { .. });
     let anchors_ok = !errors.iter().any(anchor_problem);
     let declarations_ok = anchors_ok && !errors.iter().any(declaration_problem);
     let (sites, added) = match result {
