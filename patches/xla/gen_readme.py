@@ -76,7 +76,8 @@ needs a newer Eigen). The survey therefore passes the headers the `tf-nightly-cp
 
 Columns: *apply / check / idempotent*: the three steps above. *anchors*, *declarations*: the
 `check --json` fields. *+core*: lines added to the two core files (budget 30). *hook 3 pair
-declared at*: where `start_walltime_ns` and `start_gputime_ns` are declared. *compile*: kv
+declared at*: where `start_walltime_ns` and `start_gputime_ns` are declared, as `check` reads
+them in the patched tree (3 lines below the clean tree's, after the guarded include). *compile*: kv
 adapter / XSpace adapter / plugin hooks / call sites, `ok` or what stopped it.
 """
 
