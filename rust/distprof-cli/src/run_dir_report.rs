@@ -24,9 +24,9 @@ pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
 }
 
 /// Reads and estimates the run in `dir` and writes its page to `out` (atomically); returns
-/// the page's size in bytes. `distprof report --run-dir` and the end of `distprof local`
-/// both call this.
-pub fn write_run_dir_report(dir: &Path, out: &Path) -> anyhow::Result<usize> {
+/// what the page draws. `distprof report --run-dir` and the end of `distprof local` both
+/// call this.
+pub fn write_run_dir_report(dir: &Path, out: &Path) -> anyhow::Result<ReportInput> {
     let started = std::time::Instant::now();
     let input = load_run_dir(dir)?;
     let loaded = started.elapsed();
@@ -38,7 +38,7 @@ pub fn write_run_dir_report(dir: &Path, out: &Path) -> anyhow::Result<usize> {
         total_ms = started.elapsed().as_millis() as u64,
         "report written"
     );
-    Ok(html.len())
+    Ok(input)
 }
 
 /// Writes `bytes` to `out` so that a reader sees either the old file or the whole new one

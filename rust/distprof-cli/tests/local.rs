@@ -141,3 +141,43 @@ fn lossy_relay_loses_probes_but_not_the_clocks() {
     }
     assert!(duplicates > 10, "{duplicates} duplicates dropped");
 }
+
+/// `--simulate-nic-clock`: every node takes hardware stamps from a NIC clock 37 s ahead and
+/// 20 ppm off, mapped to its host clock; the output states each node's mode and mapping,
+/// and the estimates are within their bounds as with kernel stamps.
+#[test]
+fn simulated_nic_clocks_are_mapped_and_stated_in_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = distprof()
+        .args(["local", "--nodes", "3", "--duration", "3", "--window-s", "0.5", "--cadence-us", "20000", "--json"])
+        .args(["--simulate-nic-clock", "--clock", "2=+1500000ns,-12.5ppm"])
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for node in 0..3 {
+        let line = format!("node {node} timestamps: hardware, stamp error <= ");
+        assert!(stdout.contains(&line) && stdout.contains("NIC clock simulated NIC clock (+37000000000 ns"), "{stdout}");
+    }
+    let v = last_json_line(&out.stdout);
+    let stamps = v["timestamps"].as_array().unwrap();
+    assert_eq!(stamps.len(), 3, "{v}");
+    for t in stamps {
+        let t = &t["timestamps"];
+        assert_eq!(t["mode"], "hardware", "{t}");
+        let m = &t["nic_clock"]["mapping"];
+        // host - NIC = -37 s, within the clock's 20 ppm over a few seconds.
+        assert!((m["offset_ns"].as_f64().unwrap() + 37e9).abs() < 1e6, "{t}");
+        assert!((m["drift_ppm"].as_f64().unwrap().abs() - 20.0).abs() < 0.5, "{t}");
+        assert_eq!(t["nic_clock"]["unstamped_dropped"], 0, "{t}");
+    }
+    for n in v["nodes"].as_array().unwrap() {
+        let (err, bound) = (n["error_ns"].as_f64().unwrap(), n["bound_ns"].as_f64().unwrap());
+        assert!(err.abs() <= bound && err.abs() < 10_000.0, "node {n}");
+    }
+    // The report states the NIC clocks on its timestamps card.
+    let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(page.contains("NIC clocks of 3 nodes mapped to host time"), "timestamps card without the NIC clocks");
+}

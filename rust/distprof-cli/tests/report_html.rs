@@ -317,17 +317,16 @@ fn report_of_a_64_node_simulated_run_is_small_and_opens_fast() {
 #[test]
 fn bad_input_is_named_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("nope.json");
-    let out = run_with_timeout(
-        distprof()
-            .args(["report", "--input"])
-            .arg(&missing)
-            .arg("--out")
-            .arg(dir.path().join("r.html")),
-        Duration::from_secs(60),
-    );
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    // `distprof report --input FILE`: exit code 2 and its stderr.
+    let report_input = |input: &std::path::Path| {
+        let out = run_with_timeout(
+            distprof().args(["report", "--input"]).arg(input).arg("--out").arg(dir.path().join("r.html")),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = report_input(&dir.path().join("nope.json"));
     assert!(
         err.contains("nope.json") && err.contains("--input"),
         "{err}"
@@ -335,16 +334,7 @@ fn bad_input_is_named_with_the_fix() {
 
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"facts\": {\"run_name\": 3}}").unwrap();
-    let out = run_with_timeout(
-        distprof()
-            .args(["report", "--input"])
-            .arg(&bad)
-            .arg("--out")
-            .arg(dir.path().join("r.html")),
-        Duration::from_secs(60),
-    );
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = report_input(&bad);
     assert!(
         err.contains("bad.json") && err.contains("line 1") && err.contains("docs/report.md"),
         "{err}"

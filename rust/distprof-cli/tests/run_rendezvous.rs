@@ -328,58 +328,17 @@ fn a_store_that_speaks_another_protocol_is_reported_not_waited_on() {
 #[test]
 fn flag_errors_name_the_fix() {
     let started = Instant::now();
-    let out = finish(
-        node(
-            &["--rank".into(), "0".into(), "--nodes".into(), "2".into()],
-            &[],
-        ),
-        started,
-        Duration::from_secs(10),
-    );
-    assert!(
-        out.stderr.contains("pass --rendezvous HOST:PORT"),
-        "{}",
-        out.stderr
-    );
-    let out = finish(node(&[], &[]), started, Duration::from_secs(10));
-    assert!(
-        out.stderr.contains("pass --rank and --nodes"),
-        "{}",
-        out.stderr
-    );
-    let out = finish(
-        node(
-            &["--rank".into(), "3".into(), "--nodes".into(), "2".into()],
-            &[],
-        ),
-        started,
-        Duration::from_secs(10),
-    );
-    assert!(
-        out.stderr.contains("rank 3 is out of range for 2 nodes"),
-        "{}",
-        out.stderr
-    );
-    let out = finish(
-        node(
-            &[
-                "--rank".into(),
-                "0".into(),
-                "--nodes".into(),
-                "1".into(),
-                "--bind".into(),
-                "0.0.0.0".into(),
-            ],
-            &[],
-        ),
-        started,
-        Duration::from_secs(10),
-    );
-    assert!(
-        out.stderr.contains("--bind 0.0.0.0 would publish"),
-        "{}",
-        out.stderr
-    );
+    let cases: [(&[&str], &str); 4] = [
+        (&["--rank", "0", "--nodes", "2"], "pass --rendezvous HOST:PORT"),
+        (&[], "pass --rank and --nodes"),
+        (&["--rank", "3", "--nodes", "2"], "rank 3 is out of range for 2 nodes"),
+        (&["--rank", "0", "--nodes", "1", "--bind", "0.0.0.0"], "--bind 0.0.0.0 would publish"),
+    ];
+    for (args, want) in cases {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let out = finish(node(&args, &[]), started, Duration::from_secs(10));
+        assert!(out.stderr.contains(want), "{args:?}: {}", out.stderr);
+    }
     // A one-node run needs no store and agrees with itself.
     let out = finish(
         node(

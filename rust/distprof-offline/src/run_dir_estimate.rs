@@ -254,6 +254,7 @@ mod tests {
             timestamp_mode: StampMode::Kernel,
             stamp_error_bound_ns: 1_000,
             timestamp_note: String::new(),
+            nic_clock: None,
             virtual_clock: None,
             out_edges: vec![(node + 1) % 2],
             start_local_ns: windows.first().map_or(0, |w| w.1),
@@ -271,6 +272,7 @@ mod tests {
                 dropped: BTreeMap::new(),
                 records: records.to_vec(),
                 model: None,
+                nic_clock: None,
             })
             .collect();
         RunFile { path: PathBuf::from(jsonl::file_name(node)), file: NodeFile { meta, windows, truncated_tail: false } }

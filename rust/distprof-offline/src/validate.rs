@@ -119,28 +119,14 @@ pub fn validate(
             path: p.clone(),
             err: e,
         })?;
-        scan(
-            &buf,
-            n.node,
-            info.profile_start_ns.unwrap_or(0),
-            &NodeTimeMap::identity(),
-            &mut before,
-        )
-        .map_err(|e| MergeError::Wire {
-            path: p.clone(),
-            err: e,
-        })?;
-        scan(
-            &buf,
-            n.node,
-            info.profile_start_ns.unwrap_or(0),
-            &n.map,
-            &mut after,
-        )
-        .map_err(|e| MergeError::Wire {
-            path: p.clone(),
-            err: e,
-        })?;
+        // The same events twice: as recorded (identity) and as corrected.
+        let start_ns = info.profile_start_ns.unwrap_or(0);
+        for (map, into) in [(&NodeTimeMap::identity(), &mut before), (&n.map, &mut after)] {
+            scan(&buf, n.node, start_ns, map, into).map_err(|e| MergeError::Wire {
+                path: p.clone(),
+                err: e,
+            })?;
+        }
     }
     for c in [&mut before, &mut after] {
         for parts in c.values_mut() {

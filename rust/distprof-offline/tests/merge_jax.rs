@@ -7,8 +7,9 @@
 //! through a tracer start pair and snapshot pairs. Merge must put every event back at its true
 //! time within the model's bound, and validate must go from violations to none.
 
-use distprof::distprof_plane::{distprof_plane_bytes, DistprofPlaneData, TracerStart};
+use distprof::distprof_plane::{distprof_plane_bytes, TracerStart};
 use distprof_offline::merge::{merge, MergeOptions};
+use distprof_testkit::synthetic_xspace::{event, plane_data, str_stat, with_tracer, Windows};
 use distprof::model::{ClockSegment, NodeClockModel};
 use distprof::snapshot::SnapshotPair;
 use distprof_offline::validate::validate;
@@ -73,6 +74,22 @@ fn true_times(space: &XSpace) -> PlaneTimes {
         .collect()
 }
 
+/// The host plane of `space` and the metadata id of its `all-reduce` events.
+fn host_all_reduces(space: &XSpace) -> (&XPlane, i64) {
+    let cpu = space
+        .planes
+        .iter()
+        .find(|p| p.name == HOST_THREADS_PLANE)
+        .unwrap();
+    let ar = cpu
+        .event_metadata
+        .values()
+        .find(|m| m.name == "all-reduce")
+        .unwrap()
+        .id;
+    (cpu, ar)
+}
+
 struct Skew {
     off: f64,
     d: f64,
@@ -125,17 +142,7 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
             .unwrap() as i64;
         // Node 1 gets a GPU plane: copies of its all-reduce events.
         if k == 1 {
-            let cpu = space
-                .planes
-                .iter()
-                .find(|p| p.name == HOST_THREADS_PLANE)
-                .unwrap();
-            let ar = cpu
-                .event_metadata
-                .values()
-                .find(|m| m.name == "all-reduce")
-                .unwrap()
-                .id;
+            let (cpu, ar) = host_all_reduces(&space);
             let mut gpu = XPlane {
                 id: 0,
                 name: "/device:GPU:0".into(),
@@ -154,21 +161,12 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
                 for e in l.events.iter().filter(|e| e.metadata_id == ar) {
                     let t = (l.timestamp_ns as i128 - line.timestamp_ns as i128) * 1000
                         + e.offset_ps() as i128;
-                    line.events.push(XEvent {
-                        metadata_id: gid,
-                        data: Some(XEventData::OffsetPs(t as i64 + 2_000_000)),
-                        duration_ps: e.duration_ps - 3_000_000,
-                        stats: vec![
-                            XStat {
-                                metadata_id: op,
-                                value: Some(XStatValue::StrValue("all-reduce".into())),
-                            },
-                            XStat {
-                                metadata_id: module,
-                                value: Some(XStatValue::StrValue("jit_step".into())),
-                            },
-                        ],
-                    });
+                    line.events.push(event(
+                        gid,
+                        t as i64 + 2_000_000,
+                        e.duration_ps - 3_000_000,
+                        vec![str_stat(op, "all-reduce"), str_stat(module, "jit_step")],
+                    ));
                 }
             }
             line.events.sort_by_key(|e| e.offset_ps());
@@ -205,24 +203,17 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
         }
         // The truth model: three 4 s windows in S around the profile; offsets at S midpoints.
         let d = sk.d;
-        let segments = (0..3)
-            .map(|j| {
-                let s_start = new_start - 4_000_000_000 + j * 4_000_000_000;
-                let mid = s_start + 2_000_000_000;
-                let x = ((mid - t_ref) as f64 - sk.off) / (1.0 + d); // t - t_ref at S = mid
-                ClockSegment {
-                    window_id: j as u64,
-                    start_local_ns: s_start,
-                    end_local_ns: s_start + 4_000_000_000,
-                    mid_local_ns: mid,
-                    offset_ns: (mid - t_ref) as f64 - x,
-                    drift_ppb: d / (1.0 + d) * 1e9,
-                    bound_ns: BOUND_NS,
-                    uncertainty_ns: BOUND_NS / 20.0,
-                    flagged: false,
-                }
-            })
-            .collect();
+        let windows = Windows {
+            start_ns: new_start - 4_000_000_000,
+            window_ns: 4_000_000_000,
+            count: 3,
+            bound_ns: BOUND_NS,
+            uncertainty_ns: BOUND_NS / 20.0,
+        };
+        let segments = windows.segments(|_, mid| {
+            let x = ((mid - t_ref) as f64 - sk.off) / (1.0 + d); // t - t_ref at S = mid
+            ((mid - t_ref) as f64 - x, d / (1.0 + d) * 1e9)
+        });
         let r_of = |t_ns: i64| {
             R0_NS + (t_ns - t_ref) + ((t_ns - t_ref) as f64 * R_RATE_PPB * 1e-9).round() as i64
         };
@@ -236,26 +227,16 @@ fn write_skewed(dir: &Path) -> Vec<XSpace> {
                 }
             })
             .collect();
-        let data = DistprofPlaneData {
-            session_id: String::new(),
-            edge_fits: Vec::new(),
-            node: k as u32,
-            reference_node: 0,
-            hostname: "vm".into(),
-            timestamp_mode: "kernel".into(),
-            tracer_clock: if k == 1 { "rocm".into() } else { "host".into() },
-            tracer_start: (k == 1).then(|| TracerStart {
+        let mut data = plane_data(k as u32, "vm", segments);
+        if k == 1 {
+            let start = TracerStart {
                 s_ns: new_start,
                 r_ns: r_of(start),
-            }),
-            model: NodeClockModel {
-                node: k as u32,
-                reachable: true,
-                segments,
-            },
-            snapshots,
-            probe_stats: vec![],
-        };
+            };
+            data = with_tracer(data, start, snapshots);
+        } else {
+            data.snapshots = snapshots;
+        }
         space
             .planes
             .push(XPlane::decode(distprof_plane_bytes(&data).as_slice()).unwrap());
@@ -349,17 +330,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
         }
         // Node 1's GPU events: R -> S -> G must land them at their true times (CPU time + 2 µs).
         if k == 1 {
-            let cpu = merged
-                .planes
-                .iter()
-                .find(|p| p.name == HOST_THREADS_PLANE)
-                .unwrap();
-            let ar = cpu
-                .event_metadata
-                .values()
-                .find(|m| m.name == "all-reduce")
-                .unwrap()
-                .id;
+            let (cpu, ar) = host_all_reduces(&merged);
             let mut cpu_ar: Vec<i128> = cpu
                 .lines
                 .iter()

@@ -4,27 +4,13 @@
 
 use distprof::config::Config;
 use distprof::distprof_plane::DistprofPlaneData;
-use distprof::kv::{KvError, KvStore, MemoryStore};
+use distprof::kv::MemoryStore;
 use distprof::plugin::backend::EngineBackend;
 use distprof::plugin::{Backend, NodeState, OnFailure};
 use distprof::xplane::XSpace;
 use prost::Message;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Shares one in-memory store between the nodes, as XLA shares its store.
-struct SharedKv(Arc<MemoryStore>);
-impl KvStore for SharedKv {
-    fn get(&self, key: &str, timeout: Duration) -> Result<String, KvError> {
-        self.0.get(key, timeout)
-    }
-    fn try_get(&self, key: &str) -> Result<Option<String>, KvError> {
-        self.0.try_get(key)
-    }
-    fn set(&self, key: &str, value: &str) -> Result<(), KvError> {
-        self.0.set(key, value)
-    }
-}
 
 type Failures = Arc<Mutex<Vec<String>>>;
 
@@ -73,7 +59,7 @@ fn sixty_four_nodes_each_export_the_network_model() {
     let kv = Arc::new(MemoryStore::new());
     let (mut b, failures) = backend(config);
     for node in (0..N).rev() {
-        b.client_created(node, N, Some(Box::new(SharedKv(Arc::clone(&kv))))).unwrap();
+        b.client_created(node, N, Some(Box::new(Arc::clone(&kv)))).unwrap();
     }
     for n in 0..N {
         wait_agreed(&b, n);

@@ -42,6 +42,7 @@ mod page_tests {
                 config: serde_json::Value::Null,
                 synthetic: false,
                 dropped: None,
+                timestamps: Default::default(),
             },
             nodes: Vec::new(),
             hostnames: Default::default(),

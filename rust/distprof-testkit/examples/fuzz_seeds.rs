@@ -1,7 +1,7 @@
 //! Writes the generated seed inputs of the `xspace` fuzz target into `fuzz/corpus/xspace/`
 //! (the other targets' seeds are text, written by `fuzz/make_seeds.py`).
 //!
-//!     cargo run -p distprof --example fuzz_seeds
+//!     cargo run -p distprof-testkit --example fuzz_seeds
 use std::path::PathBuf;
 
 fn main() -> std::io::Result<()> {

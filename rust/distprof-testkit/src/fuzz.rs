@@ -312,117 +312,50 @@ pub fn xspace(data: &[u8]) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Small XSpaces for the `xspace` corpus (`cargo run -p distprof --example fuzz_seeds`
+/// Small XSpaces for the `xspace` corpus (`cargo run -p distprof-testkit --example fuzz_seeds`
 /// writes them): host, device and distprof planes in the shapes merge handles.
 pub fn xspace_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use crate::synthetic_xspace::{
+        all_reduce_plane, linear_snapshots, plane_data as node_plane, task_env_plane, with_tracer,
+        xspace_bytes, Windows,
+    };
     use distprof::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
-    use distprof::model::{ClockSegment, NodeClockModel};
-    use distprof::snapshot::SnapshotPair;
-    use distprof::xplane::*;
-    use prost::Message;
+    use distprof::model::NodeClockModel;
+    use distprof::xplane::{XPlane, HOST_THREADS_PLANE};
 
     const START_NS: i64 = 1_790_000_000_000_000_000;
-    let task_env = || {
-        let mut p = XPlane {
-            id: 1,
-            name: TASK_ENV_PLANE.into(),
-            ..Default::default()
-        };
-        for (name, v) in [
-            (PROFILE_START_STAT, START_NS),
-            (PROFILE_STOP_STAT, START_NS + 2_000_000_000),
-        ] {
-            let id = p.intern_stat(name);
-            p.stats.push(XStat {
-                metadata_id: id,
-                value: Some(XStatValue::Uint64Value(v as u64)),
-            });
-        }
-        p
-    };
+    let task_env = || task_env_plane(1, START_NS, START_NS + 2_000_000_000);
     let events_plane = |id: i64, name: &str, line_ts_ns: i64| {
-        let mut p = XPlane {
-            id,
-            name: name.into(),
-            ..Default::default()
+        all_reduce_plane(id, name, line_ts_ns, 3, 250_000_000, 100_000_000)
+    };
+    let plane_data = |tracer: bool| -> DistprofPlaneData {
+        let windows = Windows {
+            start_ns: START_NS,
+            window_ns: 1_000_000_000,
+            count: 2,
+            bound_ns: 900.0,
+            uncertainty_ns: 40.0,
         };
-        let op = p.intern_event("all-reduce");
-        let stat = p.intern_stat("hlo_op");
-        let mut line = XLine {
-            id: 1,
-            name: "Stream #1".into(),
-            timestamp_ns: line_ts_ns,
-            ..Default::default()
-        };
-        for k in 0..3i64 {
-            line.events.push(XEvent {
-                metadata_id: op,
-                data: Some(XEventData::OffsetPs(k * 250_000_000)),
-                duration_ps: 100_000_000,
-                stats: vec![XStat {
-                    metadata_id: stat,
-                    value: Some(XStatValue::StrValue("all-reduce".into())),
-                }],
-            });
+        let mut segments = windows.segments(|w, _| (37_000_123.0 + w as f64 * 40.0, 40_000.0));
+        segments[1].flagged = true;
+        let mut data = node_plane(1, "gpu-host-1", segments);
+        if tracer {
+            let start = TracerStart {
+                s_ns: START_NS,
+                r_ns: 5_000_000_000,
+            };
+            data = with_tracer(data, start, linear_snapshots(start, 4, 500_000_000, 500_000_025, 300));
         }
-        p.lines.push(line);
-        p
-    };
-    let segment = |w: u64| ClockSegment {
-        window_id: w,
-        start_local_ns: START_NS + w as i64 * 1_000_000_000,
-        end_local_ns: START_NS + (w as i64 + 1) * 1_000_000_000,
-        mid_local_ns: START_NS + w as i64 * 1_000_000_000 + 500_000_000,
-        offset_ns: 37_000_123.0 + w as f64 * 40.0,
-        drift_ppb: 40_000.0,
-        bound_ns: 900.0,
-        uncertainty_ns: 40.0,
-        flagged: w == 1,
-    };
-    let plane_data = |tracer: bool| DistprofPlaneData {
-        session_id: String::new(),
-        edge_fits: Vec::new(),
-        node: 1,
-        reference_node: 0,
-        hostname: "gpu-host-1".into(),
-        timestamp_mode: "kernel".into(),
-        tracer_clock: if tracer { "rocm" } else { "host" }.into(),
-        tracer_start: tracer.then_some(TracerStart {
-            s_ns: START_NS,
-            r_ns: 5_000_000_000,
-        }),
-        model: NodeClockModel {
-            node: 1,
-            reachable: true,
-            segments: vec![segment(0), segment(1)],
-        },
-        snapshots: if tracer {
-            (0..4)
-                .map(|k| SnapshotPair {
-                    s_ns: START_NS + k * 500_000_000,
-                    r_ns: 5_000_000_000 + k * 500_000_025,
-                    read_window_ns: 300,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        },
-        probe_stats: vec![ProbeEdgeStats {
+        data.probe_stats = vec![ProbeEdgeStats {
             window_id: 0,
             peer: 0,
             pairs_used: 90,
             pairs_lost: 2,
             min_rtt_ns: 24_000,
-        }],
+        }];
+        data
     };
-    let space = |planes: Vec<XPlane>| {
-        XSpace {
-            planes,
-            hostnames: vec!["gpu-host-1".into()],
-            ..Default::default()
-        }
-        .encode_to_vec()
-    };
+    let space = |planes: Vec<XPlane>| xspace_bytes(planes, "gpu-host-1");
     let mut unreachable = plane_data(false);
     unreachable.model = NodeClockModel {
         node: 1,

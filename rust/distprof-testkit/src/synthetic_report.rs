@@ -356,6 +356,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
             config: serde_json::to_value(&config).unwrap_or_default(),
             synthetic: true,
             dropped: None,
+            timestamps: Default::default(),
         },
         nodes,
         hostnames: (0..n).map(|i| (i, format!("node-{i:03}"))).collect(),

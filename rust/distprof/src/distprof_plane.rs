@@ -65,6 +65,10 @@ pub struct DistprofPlaneData {
     pub hostname: String,
     /// The probe timestamp mode in force (`hardware`, `kernel`, `user`), from the probe engine.
     pub timestamp_mode: String,
+    /// The timestamping in detail: worst stamp error, note, and for hardware stamps the NIC
+    /// clock and its mapping to the host clock (absent in planes written before it existed).
+    #[serde(default)]
+    pub timestamps: Option<crate::timestamp::TimestampQuality>,
     /// Which clock R is: `rocm` (the GPU tracer clock) or `host` (standalone, R = S).
     pub tracer_clock: String,
     pub tracer_start: Option<TracerStart>,
@@ -101,6 +105,7 @@ mod stat {
     pub const REFERENCE: &str = "reference_node";
     pub const HOSTNAME: &str = "hostname";
     pub const TS_MODE: &str = "timestamp_mode";
+    pub const TIMESTAMPS: &str = "timestamps_json";
     pub const TRACER_CLOCK: &str = "tracer_clock";
     pub const REACHABLE: &str = "reachable";
     pub const TRACER_START_S: &str = "tracer_start_s_ns";
@@ -148,16 +153,21 @@ fn text(id: i64, v: &str) -> XStat {
     }
 }
 
-/// Events of one line placed at host times relative to the line's first.
-fn place(line: &mut XLine, events: Vec<(i64, i64, XEvent)>) {
-    line.timestamp_ns = events.first().map(|e| e.0).unwrap_or(0);
-    for (t_ns, dur_ns, mut e) in events {
-        e.data = Some(XEventData::OffsetPs(
-            (t_ns - line.timestamp_ns).saturating_mul(1000),
-        ));
-        e.duration_ps = dur_ns.max(0).saturating_mul(1000);
-        line.events.push(e);
-    }
+/// Adds line `id` (`name`) to the plane: one event `event` per entry, placed at the entry's
+/// host time and duration (ns) relative to the line's first, holding the entry's stats.
+fn push_line(p: &mut XPlane, id: i64, name: &str, event: &str, events: Vec<(i64, i64, Vec<XStat>)>) {
+    let metadata_id = p.intern_event(event);
+    let timestamp_ns = events.first().map(|e| e.0).unwrap_or(0);
+    let events = events
+        .into_iter()
+        .map(|(t_ns, dur_ns, stats)| XEvent {
+            metadata_id,
+            data: Some(XEventData::OffsetPs((t_ns - timestamp_ns).saturating_mul(1000))),
+            duration_ps: dur_ns.max(0).saturating_mul(1000),
+            stats,
+        })
+        .collect();
+    p.lines.push(XLine { id, display_id: id, name: name.into(), timestamp_ns, events, ..Default::default() });
 }
 
 impl DistprofPlaneData {
@@ -194,6 +204,10 @@ impl DistprofPlaneData {
         if !self.session_id.is_empty() {
             stats.push(text(p.intern_stat(stat::SESSION), &self.session_id));
         }
+        // As JSON text: the NIC clock part is optional and nested.
+        if let Some(json) = self.timestamps.as_ref().and_then(|t| serde_json::to_string(t).ok()) {
+            stats.push(text(p.intern_stat(stat::TIMESTAMPS), &json));
+        }
         p.stats = stats;
 
         let (w, st, en, mi, of, dr, bo, un, fl) = (
@@ -207,13 +221,6 @@ impl DistprofPlaneData {
             p.intern_stat(stat::UNCERTAINTY),
             p.intern_stat(stat::FLAGGED),
         );
-        let ev = p.intern_event("clock window");
-        let mut line = XLine {
-            id: LINE_MODEL,
-            display_id: LINE_MODEL,
-            name: "Clock model".into(),
-            ..Default::default()
-        };
         let events = self.model.segments.iter().map(|g| {
             let stats = vec![
                 uint(w, g.window_id),
@@ -226,49 +233,20 @@ impl DistprofPlaneData {
                 dbl(un, g.uncertainty_ns),
                 uint(fl, g.flagged as u64),
             ];
-            (
-                g.start_local_ns,
-                g.end_local_ns - g.start_local_ns,
-                XEvent {
-                    metadata_id: ev,
-                    stats,
-                    ..Default::default()
-                },
-            )
+            (g.start_local_ns, g.end_local_ns - g.start_local_ns, stats)
         });
-        place(&mut line, events.collect());
-        p.lines.push(line);
+        push_line(&mut p, LINE_MODEL, "Clock model", "clock window", events.collect());
 
         let (sid, rid, wid) = (
             p.intern_stat(stat::S),
             p.intern_stat(stat::R),
             p.intern_stat(stat::READ_WINDOW),
         );
-        let ev = p.intern_event("snapshot");
-        let mut line = XLine {
-            id: LINE_SNAPSHOTS,
-            display_id: LINE_SNAPSHOTS,
-            name: "Snapshot pairs".into(),
-            ..Default::default()
-        };
         let events = self.snapshots.iter().map(|q| {
-            let stats = vec![
-                int(sid, q.s_ns),
-                int(rid, q.r_ns),
-                int(wid, q.read_window_ns),
-            ];
-            (
-                q.s_ns,
-                q.read_window_ns,
-                XEvent {
-                    metadata_id: ev,
-                    stats,
-                    ..Default::default()
-                },
-            )
+            let stats = vec![int(sid, q.s_ns), int(rid, q.r_ns), int(wid, q.read_window_ns)];
+            (q.s_ns, q.read_window_ns, stats)
         });
-        place(&mut line, events.collect());
-        p.lines.push(line);
+        push_line(&mut p, LINE_SNAPSHOTS, "Snapshot pairs", "snapshot", events.collect());
 
         let (peer, used, lost, rtt) = (
             p.intern_stat(stat::PEER),
@@ -276,54 +254,37 @@ impl DistprofPlaneData {
             p.intern_stat(stat::LOST),
             p.intern_stat(stat::RTT),
         );
-        let ev = p.intern_event("edge window");
-        let mut line = XLine {
-            id: LINE_PROBES,
-            display_id: LINE_PROBES,
-            name: "Probe statistics".into(),
-            ..Default::default()
-        };
-        let events = self.probe_stats.iter().map(|e| {
-            let at = self
-                .model
-                .segments
-                .iter()
-                .find(|g| g.window_id == e.window_id)
-                .map(|g| g.start_local_ns);
-            let stats = vec![
-                uint(w, e.window_id),
-                uint(peer, e.peer as u64),
-                uint(used, e.pairs_used),
-                uint(lost, e.pairs_lost),
-                int(rtt, e.min_rtt_ns),
-            ];
-            (
-                at.unwrap_or(0),
-                0,
-                XEvent {
-                    metadata_id: ev,
-                    stats,
-                    ..Default::default()
-                },
-            )
-        });
-        let mut events: Vec<_> = events.collect();
+        let mut events: Vec<_> = self
+            .probe_stats
+            .iter()
+            .map(|e| {
+                let at = self
+                    .model
+                    .segments
+                    .iter()
+                    .find(|g| g.window_id == e.window_id)
+                    .map(|g| g.start_local_ns);
+                let stats = vec![
+                    uint(w, e.window_id),
+                    uint(peer, e.peer as u64),
+                    uint(used, e.pairs_used),
+                    uint(lost, e.pairs_lost),
+                    int(rtt, e.min_rtt_ns),
+                ];
+                (at.unwrap_or(0), 0, stats)
+            })
+            .collect();
         events.sort_by_key(|e| e.0);
-        place(&mut line, events);
-        p.lines.push(line);
+        push_line(&mut p, LINE_PROBES, "Probe statistics", "edge window", events);
 
         // One event per window, the fits as JSON text (hull vertices are variable-length
         // lists, which XStats do not hold).
         let fid = p.intern_stat(stat::FITS);
-        let ev = p.intern_event("edge fits");
-        let mut line = XLine { id: LINE_FITS, display_id: LINE_FITS, name: "Edge fits".into(), ..Default::default() };
         let events = self.edge_fits.iter().filter_map(|f| {
             let json = serde_json::to_string(f).ok()?;
-            let stats = vec![text(fid, &json)];
-            Some((f.start_local_ns, f.end_local_ns - f.start_local_ns, XEvent { metadata_id: ev, stats, ..Default::default() }))
+            Some((f.start_local_ns, f.end_local_ns - f.start_local_ns, vec![text(fid, &json)]))
         });
-        place(&mut line, events.collect());
-        p.lines.push(line);
+        push_line(&mut p, LINE_FITS, "Edge fits", "edge fits", events.collect());
         p
     }
 
@@ -429,6 +390,8 @@ impl DistprofPlaneData {
             reference_node,
             hostname: text_stat(stat::HOSTNAME),
             timestamp_mode: text_stat(stat::TS_MODE),
+            // A damaged entry is only a missing description, never a reason to refuse the trace.
+            timestamps: serde_json::from_str(&text_stat(stat::TIMESTAMPS)).ok(),
             tracer_clock: text_stat(stat::TRACER_CLOCK),
             tracer_start,
             model: NodeClockModel {
@@ -483,137 +446,9 @@ fn as_f64(v: &XStatValue) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    // Round trips of whole planes live in rust/distprof/tests/distprof_plane.rs, built with
+    // the one synthetic XSpace builder (distprof-testkit).
     use super::*;
-    use crate::xplane::XSpace;
-
-    pub(crate) fn sample() -> DistprofPlaneData {
-        let t0 = 1_763_000_000_123_456_789;
-        DistprofPlaneData {
-            session_id: "s-test-1".into(),
-            node: 2,
-            reference_node: 0,
-            hostname: "gpu-node-2".into(),
-            timestamp_mode: "kernel".into(),
-            tracer_clock: "rocm".into(),
-            tracer_start: Some(TracerStart {
-                s_ns: t0,
-                r_ns: 5_000_000_000,
-            }),
-            model: NodeClockModel {
-                node: 2,
-                reachable: true,
-                segments: (0..3)
-                    .map(|k| ClockSegment {
-                        window_id: k,
-                        start_local_ns: t0 + k as i64 * 4_000_000_000,
-                        end_local_ns: t0 + (k as i64 + 1) * 4_000_000_000,
-                        mid_local_ns: t0 + k as i64 * 4_000_000_000 + 2_000_000_000,
-                        offset_ns: 1_234_567.25 + k as f64,
-                        drift_ppb: -3_500.5,
-                        bound_ns: 850.0,
-                        uncertainty_ns: 30.0,
-                        flagged: k == 2,
-                    })
-                    .collect(),
-            },
-            snapshots: (0..5)
-                .map(|k| SnapshotPair {
-                    s_ns: t0 + k * 100_000_000,
-                    r_ns: 5_000_000_000 + k * 100_000_007,
-                    read_window_ns: 60 + k,
-                })
-                .collect(),
-            probe_stats: vec![ProbeEdgeStats {
-                window_id: 1,
-                peer: 0,
-                pairs_used: 412,
-                pairs_lost: 3,
-                min_rtt_ns: 23_456,
-            }],
-            edge_fits: vec![NodeWindowFits {
-                version: crate::estimate::shared::SHARED_FITS_VERSION,
-                node: 2,
-                window_id: 1,
-                start_local_ns: t0 + 4_000_000_000,
-                end_local_ns: t0 + 8_000_000_000,
-                edges: vec![crate::estimate::SharedEdge {
-                    dst: 0,
-                    counts: Default::default(),
-                    fit_error: None,
-                    line: Some(crate::estimate::SharedLine {
-                        y_origin_ns: -1_234_000,
-                        gap_noise_ns: 12.5,
-                        slope: 3.5e-6,
-                        intercept_ns: 0.1 + 0.2,
-                        margin_ns: Some(1_500.75),
-                        sigma_ns: Some(42.25),
-                        all_packets: true,
-                        fwd_lower: vec![[-1.9e9, 20_000.0], [1.9e9, 20_100.5]],
-                        rev_upper: vec![[-1.8e9, -19_000.0], [1.95e9, -19_050.25]],
-                    }),
-                }],
-            }],
-        }
-    }
-
-    #[test]
-    fn plane_round_trips_through_bytes() {
-        let data = sample();
-        let bytes = distprof_plane_bytes(&data);
-        // The C++ side appends the plane to an XSpace; read it back from a whole space.
-        let space = XSpace {
-            planes: vec![XPlane::decode(bytes.as_slice()).unwrap()],
-            ..Default::default()
-        };
-        let back = DistprofPlaneData::from_xplane(
-            &XSpace::decode(space.encode_to_vec().as_slice())
-                .unwrap()
-                .planes[0],
-        )
-        .unwrap();
-        assert_eq!(back, data);
-    }
-
-    /// The same contents give the same bytes, every time and after a round trip: the plane
-    /// the Python package appends can be compared byte for byte with the plugin's
-    /// (rust/distprof-py/tests/plane_identity.py relies on it).
-    #[test]
-    fn equal_contents_encode_to_equal_bytes() {
-        let data = sample();
-        let bytes = distprof_plane_bytes(&data);
-        for _ in 0..8 {
-            assert_eq!(distprof_plane_bytes(&data), bytes);
-        }
-        let back = DistprofPlaneData::from_xplane(&XPlane::decode(bytes.as_slice()).unwrap()).unwrap();
-        assert_eq!(distprof_plane_bytes(&back), bytes);
-    }
-
-    /// The edge fits travel as JSON: every f64 of a hull must parse back to the same bits,
-    /// or the plane read back encodes to other bytes (serde_json's default float parser is
-    /// only best-effort; the workspace enables `float_roundtrip`).
-    #[test]
-    fn edge_fit_floats_survive_the_json() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let mut data = sample();
-        let line = data.edge_fits[0].edges[0].line.as_mut().unwrap();
-        line.fwd_lower = (0..2000).map(|_| [rng.gen_range(-7.5e9..7.5e9), rng.gen_range(-1e6..1e6)]).collect();
-        line.slope = rng.gen_range(-1e-4..1e-4);
-        let bytes = distprof_plane_bytes(&data);
-        let back = DistprofPlaneData::from_xplane(&XPlane::decode(bytes.as_slice()).unwrap()).unwrap();
-        assert_eq!(back.edge_fits, data.edge_fits);
-        assert_eq!(distprof_plane_bytes(&back), bytes);
-    }
-
-    #[test]
-    fn survives_timestamp_normalisation() {
-        let data = sample();
-        let mut plane = data.to_xplane();
-        for l in &mut plane.lines {
-            l.timestamp_ns -= 1_763_000_000_000_000_000;
-        }
-        assert_eq!(DistprofPlaneData::from_xplane(&plane).unwrap(), data);
-    }
 
     #[test]
     fn rejects_a_plane_without_version() {

@@ -7,7 +7,7 @@
 use crate::clock::VirtualClock;
 use crate::config::Config;
 use crate::context::{NodeId, RunContext};
-use crate::timestamp::StampMode;
+use crate::timestamp::{NicClockInfo, StampMode, TimestampQuality};
 use crate::window::ClosedWindow;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -27,12 +27,16 @@ pub struct Meta {
     pub session_id: String,
     pub session_token: u64,
     pub reference_node: NodeId,
-    /// Timestamping in force, and the error one stamp of that mode may carry.
+    /// Timestamping in force, and the error one stamp of that mode may carry (hardware:
+    /// the NIC clock mapping's error at the start included; each window line has its own).
     pub timestamp_mode: StampMode,
     pub stamp_error_bound_ns: i64,
     /// Why a better mode was not used (e.g. the NIC refused hardware stamping); empty if none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub timestamp_note: String,
+    /// Hardware stamps: the NIC clock and its mapping to the host clock at the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_clock: Option<NicClockInfo>,
     /// The virtual clock applied to every stamp (tests only; absent on real hosts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtual_clock: Option<VirtualClock>,
@@ -43,13 +47,12 @@ pub struct Meta {
 }
 
 impl Meta {
-    /// The meta line of node `node` probing in the run `ctx` with stamps of `mode`, starting
-    /// at `start_local_ns` of its clock; no virtual clock (set it for test networks).
+    /// The meta line of node `node` probing in the run `ctx` with the timestamping `stamps`,
+    /// starting at `start_local_ns` of its clock; no virtual clock (set it for test networks).
     pub fn for_node(
         ctx: &RunContext,
         node: NodeId,
-        mode: StampMode,
-        timestamp_note: String,
+        stamps: &TimestampQuality,
         start_local_ns: i64,
         config: &Config,
     ) -> Meta {
@@ -60,9 +63,10 @@ impl Meta {
             session_id: ctx.session_id.clone(),
             session_token: ctx.session_token,
             reference_node: ctx.reference_node,
-            timestamp_mode: mode,
-            stamp_error_bound_ns: mode.stamp_error_bound_ns(),
-            timestamp_note,
+            timestamp_mode: stamps.mode,
+            stamp_error_bound_ns: stamps.stamp_error_bound_ns,
+            timestamp_note: stamps.note.clone(),
+            nic_clock: stamps.nic_clock.clone(),
             virtual_clock: None,
             out_edges: ctx.out_edges.get(node as usize).cloned().unwrap_or_default(),
             start_local_ns,
@@ -176,6 +180,25 @@ pub struct NodeFile {
     pub truncated_tail: bool,
 }
 
+impl NodeFile {
+    /// The node's timestamping over the windows it recorded: the meta line's, with every
+    /// window's NIC clock figures taken in (worst stamp error, newest mapping, drops summed).
+    pub fn timestamps(&self) -> TimestampQuality {
+        let mut t = TimestampQuality {
+            mode: self.meta.timestamp_mode,
+            stamp_error_bound_ns: self.meta.stamp_error_bound_ns,
+            note: self.meta.timestamp_note.clone(),
+            // The windows hold the run's figures from the start; the meta line's are the
+            // warm-up's, already inside the first window's.
+            nic_clock: self.meta.nic_clock.as_ref().map(|n| NicClockInfo { source: n.source.clone(), phc_index: n.phc_index, ..Default::default() }),
+        };
+        for w in &self.windows {
+            t.absorb_window(w.nic_clock.as_ref());
+        }
+        t
+    }
+}
+
 /// Reads a file; a cut-off last line (a node killed mid-write) is reported, not an error;
 /// any other unparsable line is an error naming the line.
 pub fn read(path: &Path) -> Result<NodeFile, String> {
@@ -225,6 +248,7 @@ mod tests {
             timestamp_mode: StampMode::User,
             stamp_error_bound_ns: StampMode::User.stamp_error_bound_ns(),
             timestamp_note: String::new(),
+            nic_clock: None,
             virtual_clock: None,
             out_edges: vec![0],
             start_local_ns: 1_000,
@@ -255,6 +279,7 @@ mod tests {
                 })
                 .collect(),
             model: None,
+            nic_clock: None,
         }
     }
 

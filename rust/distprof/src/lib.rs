@@ -4,8 +4,8 @@
 //! the other way (docs/architecture.md).
 //!
 //! Data flow: `config` -> `rendezvous` (over a `kv` store, building a `topology`) ->
-//! `RunContext` -> `probe` engine (speaking `wire`, stamping with `timestamp`, reading
-//! `clock`) -> `ProbeRecord`s per `window` -> `estimate` -> `model` -> `jsonl` and the
+//! `RunContext` -> `probe` engine (speaking `wire`, stamping with `timestamp`, hardware
+//! stamps mapped through `nic_clock`, reading `clock`) -> `ProbeRecord`s per `window` -> `estimate` -> `model` -> `jsonl` and the
 //! `distprof_plane` export into the trace (`xplane`).
 
 /// Whole-file writes (its own crate, shared with distprof-xla).
@@ -21,6 +21,7 @@ pub mod jsonl;
 pub mod kv;
 pub mod logging;
 pub mod model;
+pub mod nic_clock;
 pub mod plugin;
 pub mod probe;
 pub mod probe_run;

@@ -11,7 +11,8 @@ use crate::estimate::node_edges::NodeEdgeEstimator;
 use crate::estimate::{fit_window, EstimatorSettings, WindowFits, WindowSpec};
 use crate::jsonl::{JsonlWriter, Meta};
 use crate::probe::{Engine, EngineParams, EngineStats, PurityFn};
-use crate::timestamp::{StampMode, StampedSocket};
+use crate::nic_clock::SimulatedNicClock;
+use crate::timestamp::{StampMode, StampedSocket, TimestampQuality};
 use crate::window::ClosedWindow;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -29,6 +30,9 @@ pub struct ProbeRunSetup<'a> {
     pub purity: PurityFn,
     /// The run's start in the node's clock, written to the JSONL meta line.
     pub start_local_ns: i64,
+    /// Tests and `distprof local`: hardware stamps from this simulated NIC clock instead of
+    /// the configured `timestamping` (`None` everywhere else, the plugin included).
+    pub simulated_nic: Option<SimulatedNicClock>,
 }
 
 /// Why a probing run could not start or ended early.
@@ -53,29 +57,36 @@ pub struct FittedWindow<'a> {
 #[derive(Debug)]
 pub struct ProbeRunOutcome {
     pub mode: StampMode,
+    /// The timestamping over the whole run: mode, worst stamp error, NIC clock mapping.
+    pub timestamps: TimestampQuality,
     pub jsonl_path: PathBuf,
     pub stats: EngineStats,
 }
 
 /// Runs the engine for `run_for` (counted from when it starts, after the socket and the
 /// file are set up) or until `stop`, writing every closed window to the node's
-/// JSONL file in `config.output_dir`. `on_started` learns the timestamp mode once the
+/// JSONL file in `config.output_dir`. `on_started` learns the timestamping once the
 /// socket is set up; `on_window` gets each closed window just before its line is written.
 pub fn run_probing(
     setup: ProbeRunSetup<'_>,
     socket: UdpSocket,
     run_for: Duration,
     stop: &AtomicBool,
-    on_started: &mut dyn FnMut(StampMode),
+    on_started: &mut dyn FnMut(&TimestampQuality),
     on_window: &mut dyn FnMut(FittedWindow<'_>),
 ) -> Result<ProbeRunOutcome, ProbeRunError> {
-    let ProbeRunSetup { ctx, node, config, clock, purity, start_local_ns } = setup;
-    let sock = StampedSocket::new(socket, config.timestamping).map_err(ProbeRunError::Socket)?;
+    let ProbeRunSetup { ctx, node, config, clock, purity, start_local_ns, simulated_nic } = setup;
+    let sock = match simulated_nic {
+        Some(nic) => StampedSocket::with_simulated_nic(socket, nic),
+        None => StampedSocket::new(socket, config.timestamping),
+    }
+    .map_err(ProbeRunError::Socket)?;
     let mode = sock.mode();
-    on_started(mode);
+    let mut timestamps = sock.quality();
+    on_started(&timestamps);
     let meta = Meta {
         virtual_clock: (clock != VirtualClock::IDENTITY).then_some(clock),
-        ..Meta::for_node(ctx, node, mode, sock.hardware_note.clone(), start_local_ns, config)
+        ..Meta::for_node(ctx, node, &timestamps, start_local_ns, config)
     };
     let mut writer = JsonlWriter::create(Path::new(&config.output_dir), &meta).map_err(ProbeRunError::Output)?;
     let params = EngineParams::for_node(ctx, node, config, clock, purity);
@@ -90,6 +101,7 @@ pub fn run_probing(
                 num_nodes: ctx.num_nodes,
                 reference: ctx.reference_node,
             };
+            timestamps.absorb_window(w.nic_clock.as_ref());
             let fits = fit_window(&w.records, &spec, &settings);
             // The online model of this node's own edges goes into the window's JSONL line.
             w.model = Some(own_edges.window_fitted(&w, fits.clone()));
@@ -98,5 +110,5 @@ pub fn run_probing(
             writer.write_window(&w)
         })
         .map_err(ProbeRunError::Engine)?;
-    Ok(ProbeRunOutcome { mode, jsonl_path: writer.path().to_path_buf(), stats })
+    Ok(ProbeRunOutcome { mode, timestamps, jsonl_path: writer.path().to_path_buf(), stats })
 }

@@ -8,7 +8,8 @@ use crate::context::{NodeId, RunContext};
 use crate::estimate::EstimatorSettings;
 use crate::probe::{gap_preserved, EngineStats, PurityFn};
 use crate::probe_run::{run_probing, FittedWindow, ProbeRunError, ProbeRunSetup};
-use crate::timestamp::StampMode;
+use crate::nic_clock::SimulatedNicClock;
+use crate::timestamp::{StampMode, TimestampQuality};
 use crate::window::EdgeFit;
 use serde::{Deserialize, Serialize};
 use std::net::UdpSocket;
@@ -33,11 +34,20 @@ pub struct NodeOptions {
     /// Set to stop early (e.g. on SIGTERM); checked at least every 50 ms.
     pub stop: Option<Arc<AtomicBool>>,
     pub purity: PurityFn,
+    /// Hardware stamps from a simulated NIC clock (tests, `distprof local --nic-clock`).
+    pub simulated_nic: Option<SimulatedNicClock>,
 }
 
 impl NodeOptions {
     pub fn new(duration: Duration) -> Self {
-        NodeOptions { clock: VirtualClock::IDENTITY, duration, start_at_real_ns: None, stop: None, purity: gap_preserved }
+        NodeOptions {
+            clock: VirtualClock::IDENTITY,
+            duration,
+            start_at_real_ns: None,
+            stop: None,
+            purity: gap_preserved,
+            simulated_nic: None,
+        }
     }
 }
 
@@ -75,6 +85,10 @@ pub struct EdgeSummary {
 pub struct NodeSummary {
     pub node: NodeId,
     pub timestamp_mode: StampMode,
+    /// The timestamping over the run: worst stamp error, note, NIC clock mapping (absent in
+    /// summaries written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamps: Option<TimestampQuality>,
     pub jsonl_path: PathBuf,
     pub start_local_ns: i64,
     pub end_local_ns: i64,
@@ -137,7 +151,15 @@ pub fn run_node(
         }
     }
     let start_local_ns = opts.clock.apply(realtime_ns());
-    let setup = ProbeRunSetup { ctx, node, config, clock: opts.clock, purity: opts.purity, start_local_ns };
+    let setup = ProbeRunSetup {
+        ctx,
+        node,
+        config,
+        clock: opts.clock,
+        purity: opts.purity,
+        start_local_ns,
+        simulated_nic: opts.simulated_nic,
+    };
     let never = AtomicBool::new(false);
     let stop = opts.stop.as_deref().unwrap_or(&never);
     let mut up_at_end = vec![true; peers.len()];
@@ -150,7 +172,7 @@ pub fn run_node(
         socket,
         opts.duration,
         stop,
-        &mut |mode| tracing::info!(node, ?mode, peers = ?peers, "probing for {:?}", opts.duration),
+        &mut |stamps| tracing::info!(node, peers = ?peers, "probing for {:?}; timestamps: {}", opts.duration, stamps.describe()),
         &mut |FittedWindow { window: w, .. }| {
             for (i, e) in w.edges.iter().enumerate() {
                 up_at_end[i] = e.up;
@@ -177,7 +199,7 @@ pub fn run_node(
         ProbeRunError::Socket(e) => StandaloneError::Socket(e),
         ProbeRunError::Output(e) | ProbeRunError::Engine(e) => StandaloneError::Io(e),
     })?;
-    let (mode, stats) = (outcome.mode, outcome.stats);
+    let (mode, stats, timestamps) = (outcome.mode, outcome.stats, outcome.timestamps);
     let end_local_ns = opts.clock.apply(realtime_ns());
     let edges = peers
         .iter()
@@ -197,6 +219,7 @@ pub fn run_node(
     Ok(NodeSummary {
         node,
         timestamp_mode: mode,
+        timestamps: Some(timestamps),
         jsonl_path: outcome.jsonl_path,
         start_local_ns,
         end_local_ns,

@@ -8,17 +8,26 @@
 //! stamps (`clock_gettime` next to `sendmsg`/`recvmsg`, the fallback). Every stamp is in
 //! real CLOCK_REALTIME nanoseconds; the caller applies the node's clock.
 //!
+//! A hardware stamp is a reading of the NIC's clock, not of CLOCK_REALTIME: the socket
+//! samples that clock (`nic_clock`), keeps the fitted mapping current and converts every
+//! hardware stamp before handing it out. A packet the NIC did not stamp is dropped, never
+//! given a software stamp in its place, so a node's stamps of one probe all come from one
+//! source; when the NIC clock cannot be read any more, the socket switches to kernel
+//! software stamps for good and says why (`take_switch`).
+//!
 //! The error queue is drained completely on every call to `drain_tx_stamps`, so a late
 //! stamp can never be credited to a later packet.
 
 use crate::config::TimestampMode;
+use crate::nic_clock::mapping::SAMPLE_EVERY;
+use crate::nic_clock::{DevicePhc, MappingQuality, PhcClock, PhcMapping, SimulatedNicClock, SimulatedPhc};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use crate::wire::PACKET_LEN;
 
 /// The timestamping actually in force on a socket.
@@ -40,6 +49,101 @@ impl StampMode {
             StampMode::Kernel => 5_000,
             StampMode::User => 200_000,
         }
+    }
+}
+
+/// The NIC clock behind hardware stamps and how well it maps to CLOCK_REALTIME, over a
+/// window (in the window line) or over the run so far (meta line, summaries, trace plane).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicClockInfo {
+    /// What is sampled and how: `/dev/ptp0 (eth0) by PTP_SYS_OFFSET_PRECISE`, or the
+    /// simulated clock of a test.
+    pub source: String,
+    /// PHC index from ETHTOOL_GET_TS_INFO (absent for a simulated clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phc_index: Option<u32>,
+    /// The mapping now (at the window's close).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<MappingQuality>,
+    /// The largest error bound the mapping had while stamps were converted, ns.
+    pub mapping_error_max_ns: f64,
+    /// Packets (and transmit stamps) with a hardware stamp, converted.
+    #[serde(default)]
+    pub stamped: u64,
+    /// Packets without a hardware stamp: dropped, never stamped in software instead.
+    pub unstamped_dropped: u64,
+    /// Set in the window in which the node left hardware stamps for kernel software stamps
+    /// (the NIC clock failed, or the NIC left most packets unstamped): why.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub switched_to_software: String,
+}
+
+impl NicClockInfo {
+    /// Error one converted hardware stamp may carry: the stamp's own plus the mapping's.
+    pub fn stamp_error_bound_ns(&self) -> i64 {
+        StampMode::Hardware.stamp_error_bound_ns().saturating_add(self.mapping_error_max_ns.ceil() as i64)
+    }
+
+    /// Adds a later window's figures: counts summed, worst error kept, newest mapping.
+    pub fn absorb(&mut self, later: &NicClockInfo) {
+        self.mapping = later.mapping.clone().or(self.mapping.take());
+        self.mapping_error_max_ns = self.mapping_error_max_ns.max(later.mapping_error_max_ns);
+        self.unstamped_dropped += later.unstamped_dropped;
+        self.stamped += later.stamped;
+        if !later.switched_to_software.is_empty() {
+            self.switched_to_software = later.switched_to_software.clone();
+        }
+    }
+}
+
+/// The timestamping of a node's run as every output states it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimestampQuality {
+    pub mode: StampMode,
+    /// Error one stamp may carry, the NIC clock mapping's included (worst so far).
+    pub stamp_error_bound_ns: i64,
+    /// Why a better mode was not used, or why hardware stamps stopped; empty if none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_clock: Option<NicClockInfo>,
+}
+
+impl TimestampQuality {
+    /// Takes in a closed window's NIC clock figures (`None`: no hardware stamps in it).
+    pub fn absorb_window(&mut self, w: Option<&NicClockInfo>) {
+        let Some(w) = w else { return };
+        let nic = self.nic_clock.get_or_insert_with(|| NicClockInfo { source: w.source.clone(), phc_index: w.phc_index, ..Default::default() });
+        nic.absorb(w);
+        self.stamp_error_bound_ns = self.stamp_error_bound_ns.max(nic.stamp_error_bound_ns());
+        if !w.switched_to_software.is_empty() {
+            self.mode = StampMode::Kernel;
+            self.note = w.switched_to_software.clone();
+            // Stamps after the switch are kernel stamps; the bound covers both.
+            self.stamp_error_bound_ns = self.stamp_error_bound_ns.max(StampMode::Kernel.stamp_error_bound_ns());
+        }
+    }
+
+    /// One line for people: `hardware (NIC clock /dev/ptp0 ..., mapping error <= 40 ns, ...)`.
+    pub fn describe(&self) -> String {
+        let mode = serde_json::to_value(self.mode).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let mut out = format!("{mode}, stamp error <= {} ns", self.stamp_error_bound_ns);
+        if let Some(n) = &self.nic_clock {
+            out += &format!("; NIC clock {}", n.source);
+            if let Some(m) = &n.mapping {
+                out += &format!(
+                    ": mapping residual {:.0} ns rms ({} of {} samples), error <= {:.0} ns, host - NIC {:.3} s, {:+.3} ppm",
+                    m.residual_rms_ns, m.samples_used, m.samples_taken, n.mapping_error_max_ns, m.offset_ns * 1e-9, m.drift_ppm
+                );
+            }
+            if n.unstamped_dropped > 0 {
+                out += &format!("; {} packets without a hardware stamp dropped", n.unstamped_dropped);
+            }
+        }
+        if !self.note.is_empty() {
+            out += &format!(" ({})", self.note);
+        }
+        out
     }
 }
 
@@ -83,6 +187,124 @@ pub struct Received {
     pub from: SocketAddr,
     /// Real receive time (CLOCK_REALTIME ns) in the socket's mode.
     pub rx_real_ns: i64,
+    /// Hardware mode: the NIC did not stamp this datagram. Its `rx_real_ns` is a user-space
+    /// time and must not be used; the engine drops it.
+    pub unstamped: bool,
+}
+
+/// Software stamping flags: kernel mode, and the simulated NIC (which makes its hardware
+/// stamps from these).
+const SOFTWARE_FLAGS: u32 = SOF_TIMESTAMPING_TX_SOFTWARE
+    | SOF_TIMESTAMPING_RX_SOFTWARE
+    | SOF_TIMESTAMPING_SOFTWARE
+    | SOF_TIMESTAMPING_OPT_ID
+    | SOF_TIMESTAMPING_OPT_TSONLY;
+/// Hardware stamping flags: NIC stamps only. No software stamps are asked for, so none
+/// can stand in for a missing hardware one (on transmit, the kernel would otherwise queue
+/// a software stamp under the same id before the NIC's).
+const HARDWARE_FLAGS: u32 = SOF_TIMESTAMPING_TX_HARDWARE
+    | SOF_TIMESTAMPING_RX_HARDWARE
+    | SOF_TIMESTAMPING_RAW_HARDWARE
+    | SOF_TIMESTAMPING_OPT_ID
+    | SOF_TIMESTAMPING_OPT_TSONLY;
+/// NIC clock samples taken before the socket is handed out, `WARM_UP_GAP` apart, so that
+/// the first stamps already convert with a fitted drift (100 ms, once per run).
+const WARM_UP_SAMPLES: u32 = 10;
+const WARM_UP_GAP: Duration = Duration::from_millis(10);
+/// Unstamped packets in a window, and more than stamped ones, at which hardware stamps are
+/// given up: a few unstamped packets are dropped, a NIC that stamps few is not used.
+const MIN_UNSTAMPED_TO_SWITCH: u64 = 20;
+/// Consecutive failed samples after which the NIC clock is given up (150 ms at the
+/// sampling rate): a mapping older than that is not trusted any more.
+const MAX_SAMPLE_FAILURES: u32 = 3;
+
+/// Hardware stamps: the NIC clock, its mapping, and the window's figures.
+struct HardwareStamps {
+    clock: Box<dyn PhcClock>,
+    /// Set for a simulated NIC: hardware stamps are made from the kernel's software
+    /// stamps through this clock.
+    simulated: Option<SimulatedPhc>,
+    map: PhcMapping,
+    next_sample: Instant,
+    failures: u32,
+    /// The open window's figures, handed out and reset by `window_nic_clock`.
+    window: NicClockInfo,
+}
+
+impl HardwareStamps {
+    fn new(clock: Box<dyn PhcClock>, simulated: Option<SimulatedPhc>) -> io::Result<HardwareStamps> {
+        let mut hw = HardwareStamps {
+            window: NicClockInfo { source: clock.describe(), phc_index: clock.phc_index(), ..Default::default() },
+            clock,
+            simulated,
+            map: PhcMapping::new(),
+            next_sample: Instant::now(),
+            failures: 0,
+        };
+        for k in 0..WARM_UP_SAMPLES {
+            if k > 0 {
+                std::thread::sleep(WARM_UP_GAP);
+            }
+            hw.map.add(hw.clock.sample()?);
+        }
+        hw.note_error_bound();
+        hw.next_sample = Instant::now() + SAMPLE_EVERY;
+        Ok(hw)
+    }
+
+    fn note_error_bound(&mut self) {
+        if let Some(q) = self.map.quality() {
+            self.window.mapping_error_max_ns = self.window.mapping_error_max_ns.max(q.error_bound_ns);
+        }
+    }
+
+    /// The host time of a datagram whose kernel stamps were `sw` (software) and `hw`
+    /// (NIC); `None` when the NIC did not stamp it (counted).
+    fn host_stamp(&mut self, sw: Option<i64>, hw: Option<i64>) -> Option<i64> {
+        let hw = match &mut self.simulated {
+            Some(sim) => sw.and_then(|s| sim.stamp(s)),
+            None => hw,
+        };
+        let host = hw.and_then(|h| self.map.to_host_ns(h));
+        match host {
+            Some(_) => self.window.stamped += 1,
+            None => self.window.unstamped_dropped += 1,
+        }
+        host
+    }
+
+    /// Samples the NIC clock when due. `Err` once it failed `MAX_SAMPLE_FAILURES` times in
+    /// a row: the reason to stop using hardware stamps.
+    fn maintain(&mut self, now: Instant) -> Result<(), String> {
+        if now < self.next_sample {
+            return Ok(());
+        }
+        self.next_sample = now + SAMPLE_EVERY;
+        match self.clock.sample() {
+            Ok(s) => {
+                self.failures = 0;
+                self.map.add(s);
+                self.note_error_bound();
+                Ok(())
+            }
+            Err(e) => {
+                self.failures += 1;
+                if self.failures >= MAX_SAMPLE_FAILURES {
+                    Err(format!("NIC clock {} failed {} times in a row ({e}); switched to kernel software stamps", self.window.source, self.failures))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// The open window's figures (mapping as of now); the counters start again.
+    fn take_window(&mut self) -> NicClockInfo {
+        let mapping = self.map.quality();
+        let error_now = mapping.as_ref().map_or(0.0, |q| q.error_bound_ns);
+        let fresh = NicClockInfo { source: self.window.source.clone(), phc_index: self.window.phc_index, mapping_error_max_ns: error_now, ..Default::default() };
+        NicClockInfo { mapping, ..std::mem::replace(&mut self.window, fresh) }
+    }
 }
 
 /// Counters of the timestamping path.
@@ -109,6 +331,12 @@ pub struct StampedSocket {
     pub stats: StampStats,
     /// Why hardware stamping was not used (for the meta line), if it was tried.
     pub hardware_note: String,
+    /// Hardware mode: the NIC clock and its mapping.
+    hw: Option<HardwareStamps>,
+    /// Why the socket left hardware stamps mid-run, until `take_switch` hands it out.
+    switched: Option<String>,
+    /// The figures of the window in which hardware stamps ended, for `window_nic_clock`.
+    switched_window: Option<NicClockInfo>,
 }
 
 impl StampedSocket {
@@ -119,20 +347,24 @@ impl StampedSocket {
         let fd = sock.as_raw_fd();
         let mut hardware_note = String::new();
         let mut mode = StampMode::User;
+        let mut hw = None;
         if matches!(requested, TimestampMode::Auto | TimestampMode::Hardware) {
             match enable_hardware(&sock) {
-                Ok(()) => {
-                    let flags = SOF_TIMESTAMPING_TX_HARDWARE
-                        | SOF_TIMESTAMPING_RX_HARDWARE
-                        | SOF_TIMESTAMPING_RAW_HARDWARE
-                        | SOF_TIMESTAMPING_TX_SOFTWARE
-                        | SOF_TIMESTAMPING_RX_SOFTWARE
-                        | SOF_TIMESTAMPING_SOFTWARE
-                        | SOF_TIMESTAMPING_OPT_ID
-                        | SOF_TIMESTAMPING_OPT_TSONLY;
-                    set_timestamping(fd, flags)?;
-                    mode = StampMode::Hardware;
-                }
+                // The NIC stamps; its clock must be readable too, or the stamps cannot be
+                // put on the host clock: then software stamps, whichever mode was asked for.
+                Ok(ifname) => match DevicePhc::for_interface(fd, &ifname)
+                    .and_then(|dev| HardwareStamps::new(Box::new(dev), None))
+                    .and_then(|h| set_timestamping(fd, HARDWARE_FLAGS).map(|()| h))
+                {
+                    Ok(h) => {
+                        mode = StampMode::Hardware;
+                        hw = Some(h);
+                    }
+                    Err(e) => {
+                        hardware_note = format!("hardware stamps not used: the NIC clock of `{ifname}` cannot be read ({e})");
+                        tracing::warn!("{hardware_note}; using kernel software stamps");
+                    }
+                },
                 Err(e) => {
                     hardware_note = format!("hardware timestamping unavailable: {e}");
                     if requested == TimestampMode::Hardware {
@@ -145,12 +377,7 @@ impl StampedSocket {
             }
         }
         if mode == StampMode::User && requested != TimestampMode::User {
-            let flags = SOF_TIMESTAMPING_TX_SOFTWARE
-                | SOF_TIMESTAMPING_RX_SOFTWARE
-                | SOF_TIMESTAMPING_SOFTWARE
-                | SOF_TIMESTAMPING_OPT_ID
-                | SOF_TIMESTAMPING_OPT_TSONLY;
-            match set_timestamping(fd, flags) {
+            match set_timestamping(fd, SOFTWARE_FLAGS) {
                 Ok(()) => {
                     mode = StampMode::Kernel;
                     wait_for_rx_stamping();
@@ -159,7 +386,24 @@ impl StampedSocket {
                 Err(e) => tracing::warn!("kernel timestamping unavailable ({e}); using user-space stamps"),
             }
         }
-        Ok(StampedSocket::with_mode(sock, mode, hardware_note))
+        let mut out = StampedSocket::with_mode(sock, mode, hardware_note);
+        out.hw = hw;
+        Ok(out)
+    }
+
+    /// A socket in hardware mode whose NIC is simulated (tests, `distprof local`): kernel
+    /// software stamps are turned into NIC stamps by `nic`, and from there go the same way
+    /// as real hardware stamps (sampled mapping, conversion, unstamped packets dropped).
+    pub fn with_simulated_nic(sock: UdpSocket, nic: SimulatedNicClock) -> io::Result<StampedSocket> {
+        sock.set_nonblocking(true)?;
+        set_timestamping(sock.as_raw_fd(), SOFTWARE_FLAGS)?;
+        wait_for_rx_stamping();
+        // Two clocks of the same parameters: one is sampled, one stamps packets.
+        let seed = sock.local_addr().map_or(0, |a| a.port() as u64);
+        let hw = HardwareStamps::new(Box::new(SimulatedPhc::new(nic, seed)), Some(SimulatedPhc::new(nic, seed + 1)))?;
+        let mut out = StampedSocket::with_mode(sock, StampMode::Hardware, String::new());
+        out.hw = Some(hw);
+        Ok(out)
     }
 
     /// A socket whose timestamping is already set up as `mode` says.
@@ -172,7 +416,69 @@ impl StampedSocket {
             batch: RecvBatch::new(),
             stats: StampStats::default(),
             hardware_note,
+            hw: None,
+            switched: None,
+            switched_window: None,
         }
+    }
+
+    /// The timestamping in force, as the meta line and the summaries state it.
+    pub fn quality(&self) -> TimestampQuality {
+        let nic_clock = self.hw.as_ref().map(|h| NicClockInfo { mapping: h.map.quality(), ..h.window.clone() });
+        let stamp_error_bound_ns = nic_clock.as_ref().map_or(self.mode.stamp_error_bound_ns(), NicClockInfo::stamp_error_bound_ns);
+        TimestampQuality { mode: self.mode, stamp_error_bound_ns, note: self.hardware_note.clone(), nic_clock }
+    }
+
+    /// Keeps the NIC clock mapping current (hardware mode; cheap when no sample is due).
+    /// Call before reading stamps. When the NIC clock keeps failing, switches the socket
+    /// to kernel software stamps (see `take_switch`).
+    pub fn maintain_clock(&mut self) {
+        let Some(hw) = &mut self.hw else { return };
+        let Err(why) = hw.maintain(Instant::now()) else { return };
+        let last = hw.take_window();
+        self.switched_window = Some(self.switch_to_software(last, why));
+    }
+
+    /// Leaves hardware stamps for kernel software stamps for the rest of the run, because
+    /// of `why`: one warning, the note, and `last` (the closing window's figures) marked.
+    fn switch_to_software(&mut self, mut last: NicClockInfo, why: String) -> NicClockInfo {
+        tracing::warn!("{why}");
+        last.switched_to_software = why.clone();
+        self.hw = None;
+        if let Err(e) = set_timestamping(self.sock.as_raw_fd(), SOFTWARE_FLAGS) {
+            // Not even software stamps: user-space times, which need no socket option.
+            tracing::warn!("kernel software stamps refused too ({e}); using user-space stamps");
+            self.mode = StampMode::User;
+        } else {
+            self.mode = StampMode::Kernel;
+        }
+        self.hardware_note = why.clone();
+        self.switched = Some(why);
+        last
+    }
+
+    /// Why the socket left hardware stamps since the last call, once. Stamps taken before
+    /// and after differ in source: the caller drops what is in flight.
+    pub fn take_switch(&mut self) -> Option<String> {
+        self.switched.take()
+    }
+
+    /// Hardware mode (or the window in which it ended): the NIC clock figures of the
+    /// window now closing; the counters start again. A NIC that left most packets of the
+    /// window unstamped (one that stamps only PTP packets, say) loses nearly every probe:
+    /// the socket switches to kernel software stamps from the next window on, for good.
+    pub fn window_nic_clock(&mut self) -> Option<NicClockInfo> {
+        let Some(hw) = &mut self.hw else { return self.switched_window.take() };
+        let w = hw.take_window();
+        if w.unstamped_dropped >= MIN_UNSTAMPED_TO_SWITCH && w.unstamped_dropped > w.stamped {
+            let why = format!(
+                "the NIC left {} of {} packets of a window without a hardware stamp; switched to kernel software stamps",
+                w.unstamped_dropped,
+                w.unstamped_dropped + w.stamped
+            );
+            return Some(self.switch_to_software(w, why));
+        }
+        Some(w)
     }
 
     /// Kernel receive stamps only (no transmit stamps, so no error queue to drain): for a
@@ -283,14 +589,21 @@ impl StampedSocket {
         }
         let fd = self.sock.as_raw_fd();
         loop {
-            match self.batch.recv(fd, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT, self.mode) {
+            match self.batch.recv(fd, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) {
                 Ok(n) => {
                     for msg in &self.batch.msgs[..n] {
-                        if let (Some(id), Some(ns)) = (msg.ts_id, msg.stamp_ns) {
-                            self.stats.tx_stamps += 1;
-                            out.push((id, ns));
-                        } else {
-                            self.stats.tx_unmatched += 1;
+                        let stamp = match &mut self.hw {
+                            Some(hw) => hw.host_stamp(msg.sw_ns, msg.hw_ns),
+                            None => msg.sw_ns,
+                        };
+                        match (msg.ts_id, stamp) {
+                            (Some(id), Some(ns)) => {
+                                self.stats.tx_stamps += 1;
+                                out.push((id, ns));
+                            }
+                            // Unstamped by the NIC: counted by `host_stamp`; the probe is lost.
+                            (Some(_), None) if self.hw.is_some() => {}
+                            _ => self.stats.tx_unmatched += 1,
                         }
                     }
                     if n < RECV_BATCH {
@@ -313,14 +626,20 @@ impl StampedSocket {
     pub fn recv_batch(&mut self) -> io::Result<usize> {
         let fd = self.sock.as_raw_fd();
         loop {
-            match self.batch.recv(fd, libc::MSG_DONTWAIT, self.mode) {
+            match self.batch.recv(fd, libc::MSG_DONTWAIT) {
                 Ok(n) => {
                     for msg in &mut self.batch.msgs[..n] {
-                        if self.mode != StampMode::User && msg.stamp_ns.is_none() {
+                        msg.stamp_ns = match (self.mode, &mut self.hw) {
+                            (StampMode::User, _) => None,
+                            (_, Some(hw)) => {
+                                let host = hw.host_stamp(msg.sw_ns, msg.hw_ns);
+                                msg.unstamped = host.is_none();
+                                host
+                            }
+                            (_, None) => msg.sw_ns,
+                        };
+                        if self.mode == StampMode::Kernel && msg.stamp_ns.is_none() {
                             self.stats.rx_missing_stamp += 1;
-                        }
-                        if self.mode == StampMode::User {
-                            msg.stamp_ns = None;
                         }
                     }
                     return Ok(n);
@@ -341,25 +660,33 @@ impl StampedSocket {
         let msg = &self.batch.msgs[i];
         let from = msg.from?;
         let rx_real_ns = msg.stamp_ns.unwrap_or(msg.user_ns);
-        Some((&self.batch.data[i][..msg.len.min(SLOT_LEN)], Received { len: msg.len, from, rx_real_ns }))
+        let r = Received { len: msg.len, from, rx_real_ns, unstamped: msg.unstamped };
+        Some((&self.batch.data[i][..msg.len.min(SLOT_LEN)], r))
     }
 
     /// Receives one datagram if one is queued (non-blocking).
     pub fn try_recv(&mut self, buf: &mut [u8]) -> io::Result<Option<Received>> {
         let fd = self.sock.as_raw_fd();
         loop {
-            match recvmsg_stamped(fd, buf, libc::MSG_DONTWAIT, self.mode) {
+            match recvmsg_stamped(fd, buf, libc::MSG_DONTWAIT) {
                 Ok(msg) => {
-                    let rx_real_ns = match (self.mode, msg.stamp_ns) {
+                    let stamp = match &mut self.hw {
+                        Some(hw) => hw.host_stamp(msg.sw_ns, msg.hw_ns),
+                        None => msg.sw_ns,
+                    };
+                    let unstamped = self.hw.is_some() && stamp.is_none();
+                    let rx_real_ns = match (self.mode, stamp) {
                         (StampMode::User, _) => msg.user_ns,
                         (_, Some(ns)) => ns,
                         (_, None) => {
-                            self.stats.rx_missing_stamp += 1;
+                            if !unstamped {
+                                self.stats.rx_missing_stamp += 1;
+                            }
                             msg.user_ns
                         }
                     };
                     let Some(from) = msg.from else { continue };
-                    return Ok(Some(Received { len: msg.len, from, rx_real_ns }));
+                    return Ok(Some(Received { len: msg.len, from, rx_real_ns, unstamped }));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -409,7 +736,7 @@ fn wait_for_rx_stamping() {
             tx.send_to(b"warm-up", rx.local_addr()?)?;
             std::thread::sleep(Duration::from_millis(2));
             let mut buf = [0u8; 16];
-            while let Ok(m) = recvmsg_stamped(rx.as_raw_fd(), &mut buf, libc::MSG_DONTWAIT, StampMode::Kernel) {
+            while let Ok(m) = recvmsg_stamped(rx.as_raw_fd(), &mut buf, libc::MSG_DONTWAIT) {
                 if m.stamp_ns.is_some() {
                     return Ok(true);
                 }
@@ -445,7 +772,7 @@ fn set_timestamping(fd: i32, flags: u32) -> io::Result<()> {
 /// Asks the NIC behind the bound address to stamp every packet (`SIOCSHWTSTAMP`). This
 /// changes the interface's configuration for everyone, as ptp4l does; it is only tried
 /// when the mode is `auto` or `hardware`.
-fn enable_hardware(sock: &UdpSocket) -> io::Result<()> {
+fn enable_hardware(sock: &UdpSocket) -> io::Result<String> {
     let ip = sock.local_addr()?.ip();
     if ip.is_unspecified() {
         return Err(io::Error::new(
@@ -466,7 +793,15 @@ fn enable_hardware(sock: &UdpSocket) -> io::Result<()> {
         libc::ioctl(sock.as_raw_fd(), SIOCSHWTSTAMP as _, &mut ifr)
     };
     if r == 0 {
-        Ok(())
+        // The driver writes back what it set up: one that can only stamp PTP packets
+        // answers with a narrower filter, and would leave every probe unstamped.
+        if cfg.rx_filter != HWTSTAMP_FILTER_ALL || cfg.tx_type != HWTSTAMP_TX_ON {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("SIOCSHWTSTAMP on `{ifname}`: the NIC stamps only some packets (rx_filter {}, tx_type {})", cfg.rx_filter, cfg.tx_type),
+            ));
+        }
+        Ok(ifname)
     } else {
         let e = io::Error::last_os_error();
         Err(io::Error::new(e.kind(), format!("SIOCSHWTSTAMP on `{ifname}`: {e}")))
@@ -504,12 +839,18 @@ fn interface_of(ip: std::net::IpAddr) -> io::Result<String> {
 struct RawMsg {
     len: usize,
     from: Option<SocketAddr>,
+    /// The kernel's software and NIC stamps (raw: the NIC's is in the NIC's clock).
+    sw_ns: Option<i64>,
+    hw_ns: Option<i64>,
+    /// The stamp in force, host clock (set by the socket from the two above).
     stamp_ns: Option<i64>,
+    /// Hardware mode: no NIC stamp (the datagram is dropped).
+    unstamped: bool,
     ts_id: Option<u32>,
     user_ns: i64,
 }
 
-fn recvmsg_stamped(fd: i32, buf: &mut [u8], flags: i32, mode: StampMode) -> io::Result<RawMsg> {
+fn recvmsg_stamped(fd: i32, buf: &mut [u8], flags: i32) -> io::Result<RawMsg> {
     // u64 array: the control buffer must be aligned for cmsghdr.
     let mut control = [0u64; 64];
     // SAFETY: all-zero is a valid sockaddr_storage and msghdr.
@@ -528,22 +869,24 @@ fn recvmsg_stamped(fd: i32, buf: &mut [u8], flags: i32, mode: StampMode) -> io::
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut out = RawMsg { len: n as usize, from: None, stamp_ns: None, ts_id: None, user_ns };
+    let mut out = RawMsg { len: n as usize, from: None, sw_ns: None, hw_ns: None, stamp_ns: None, unstamped: false, ts_id: None, user_ns };
     if msg.msg_namelen > 0 {
         // SAFETY: the kernel wrote a sockaddr of msg_namelen bytes.
         out.from = unsafe { sockaddr_to_std(&addr) };
     }
     // SAFETY: the kernel filled msg's control buffer in the call above.
-    (out.stamp_ns, out.ts_id) = unsafe { parse_control(&msg, mode) };
+    (out.sw_ns, out.hw_ns, out.ts_id) = unsafe { parse_control(&msg) };
+    out.stamp_ns = out.sw_ns;
     Ok(out)
 }
 
-/// The stamp and the error-queue id in the control messages of a received `msg`.
+/// The software stamp, the NIC stamp and the error-queue id in the control messages of a
+/// received `msg` (a zero stamp is absent).
 ///
 /// # Safety
 /// `msg` must be the header of a completed `recvmsg`/`recvmmsg`, its control buffer alive.
-unsafe fn parse_control(msg: &libc::msghdr, mode: StampMode) -> (Option<i64>, Option<u32>) {
-    let (mut stamp_ns, mut ts_id) = (None, None);
+unsafe fn parse_control(msg: &libc::msghdr) -> (Option<i64>, Option<i64>, Option<u32>) {
+    let (mut sw_ns, mut hw_ns, mut ts_id) = (None, None, None);
     let mut cmsg = libc::CMSG_FIRSTHDR(msg);
     while !cmsg.is_null() {
         let c = &*cmsg;
@@ -552,11 +895,8 @@ unsafe fn parse_control(msg: &libc::msghdr, mode: StampMode) -> (Option<i64>, Op
             let ts = std::ptr::read_unaligned(data as *const [libc::timespec; 3]);
             let sw = ts[0].tv_sec as i64 * 1_000_000_000 + ts[0].tv_nsec as i64;
             let hw = ts[2].tv_sec as i64 * 1_000_000_000 + ts[2].tv_nsec as i64;
-            // In hardware mode a packet the NIC did not stamp still has the software one.
-            let pick = if mode == StampMode::Hardware && hw != 0 { hw } else { sw };
-            if pick != 0 {
-                stamp_ns = Some(pick);
-            }
+            sw_ns = (sw != 0).then_some(sw);
+            hw_ns = (hw != 0).then_some(hw);
         } else if (c.cmsg_level == libc::SOL_IP && c.cmsg_type == libc::IP_RECVERR)
             || (c.cmsg_level == libc::SOL_IPV6 && c.cmsg_type == libc::IPV6_RECVERR)
         {
@@ -567,7 +907,7 @@ unsafe fn parse_control(msg: &libc::msghdr, mode: StampMode) -> (Option<i64>, Op
         }
         cmsg = libc::CMSG_NXTHDR(msg, cmsg);
     }
-    (stamp_ns, ts_id)
+    (sw_ns, hw_ns, ts_id)
 }
 
 /// Most datagrams (or error-queue stamps) one `recvmmsg` reads: a tick's burst at the
@@ -600,7 +940,7 @@ impl RecvBatch {
     }
 
     /// One `recvmmsg` with `flags`; returns how many messages it read (into `msgs`).
-    fn recv(&mut self, fd: i32, flags: i32, mode: StampMode) -> io::Result<usize> {
+    fn recv(&mut self, fd: i32, flags: i32) -> io::Result<usize> {
         let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|i| libc::iovec {
             iov_base: self.data[i].as_mut_ptr() as *mut libc::c_void,
             iov_len: SLOT_LEN,
@@ -623,13 +963,14 @@ impl RecvBatch {
         }
         self.msgs.clear();
         for (i, h) in hdrs[..n as usize].iter().enumerate() {
-            let mut m = RawMsg { len: h.msg_len as usize, from: None, stamp_ns: None, ts_id: None, user_ns };
+            let mut m = RawMsg { len: h.msg_len as usize, from: None, sw_ns: None, hw_ns: None, stamp_ns: None, unstamped: false, ts_id: None, user_ns };
             if h.msg_hdr.msg_namelen > 0 {
                 // SAFETY: the kernel wrote a sockaddr of msg_namelen bytes.
                 m.from = unsafe { sockaddr_to_std(&self.addrs[i]) };
             }
             // SAFETY: the kernel filled this header's control buffer in the call above.
-            (m.stamp_ns, m.ts_id) = unsafe { parse_control(&h.msg_hdr, mode) };
+            (m.sw_ns, m.hw_ns, m.ts_id) = unsafe { parse_control(&h.msg_hdr) };
+            m.stamp_ns = m.sw_ns;
             self.msgs.push(m);
         }
         Ok(n as usize)

@@ -51,6 +51,10 @@ pub struct ClosedWindow {
     /// (`estimate::node_edges::NodeEdgeEstimator`) before the line is written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<WindowModel>,
+    /// Hardware stamps only: the NIC clock and its mapping to the host clock over this
+    /// window, and the packets dropped for want of a NIC stamp (absent in other modes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_clock: Option<crate::timestamp::NicClockInfo>,
 }
 
 /// The `model` field of a window line.
@@ -206,6 +210,7 @@ impl WindowAccumulator {
             dropped: std::mem::take(&mut self.dropped),
             records: std::mem::take(&mut self.records),
             model: None,
+            nic_clock: None,
         };
         self.window_id += 1;
         self.start_local_ns = end_local_ns;

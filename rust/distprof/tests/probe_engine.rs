@@ -1,45 +1,21 @@
 //! The probe engine over real UDP sockets on loopback, with hand-built run contexts.
 
-use distprof::clock::{realtime_ns, VirtualClock};
+mod support;
+
+use distprof::clock::realtime_ns;
 use distprof::config::{Config, TimestampMode};
-use distprof::context::{NodeInfo, RunContext};
+use distprof::context::RunContext;
 use distprof::jsonl;
 use distprof::standalone::{run_node, NodeOptions};
 use std::net::UdpSocket;
 use std::time::Duration;
+use support::true_theta_ns;
 
 fn context(socks: &[UdpSocket], out_edges: Vec<Vec<u32>>) -> RunContext {
-    RunContext::without_rendezvous(
-        "test",
-        0x1234_5678_9abc_def0,
-        socks
-            .iter()
-            .enumerate()
-            .map(|(i, s)| NodeInfo { node: i as u32, probe_addr: s.local_addr().unwrap(), hostname: "localhost".into() })
-            .collect(),
-        out_edges,
-    )
+    support::context("test", 0x1234_5678_9abc_def0, socks, out_edges)
 }
 
-/// theta = S_dst - S_src at the instant the src clock reads `mid_local_ns`, exactly.
-fn true_theta_ns(src: &VirtualClock, dst: &VirtualClock, mid_local_ns: i64) -> f64 {
-    let t_src = src.invert_rel_ns((mid_local_ns - src.epoch_real_ns) as f64);
-    let s_dst = dst.read_rel_ns(t_src + (src.epoch_real_ns - dst.epoch_real_ns) as f64);
-    (dst.epoch_real_ns - mid_local_ns) as f64 + s_dst
-}
-
-fn config(dir: &std::path::Path) -> Config {
-    Config {
-        enabled: true,
-        probe_cadence_us: 10_000,
-        packet_spacing_us: 40,
-        probe_window_s: 0.5,
-        handshake_timeout_ms: 300,
-        timestamping: TimestampMode::Kernel,
-        output_dir: dir.to_string_lossy().into_owned(),
-        ..Config::default()
-    }
-}
+use support::loopback_config as config;
 
 /// Three nodes in a ring both ways, with virtual clocks: every probe completes, the
 /// cadence and the pair gap are what the config says, and the offsets come out right.
@@ -50,23 +26,13 @@ fn three_nodes_probe_at_the_configured_cadence_and_gap() {
     let socks: Vec<UdpSocket> = (0..3).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
     let ctx = context(&socks, vec![vec![1, 2], vec![2, 0], vec![0, 1]]);
     let start = realtime_ns() + 100_000_000;
-    let clocks = [
-        VirtualClock { epoch_real_ns: start, ..VirtualClock::IDENTITY },
-        VirtualClock { offset_ns: 1_500_000, drift_ppb: -12_500.0, wander_ns: 0.0, epoch_real_ns: start },
-        VirtualClock { offset_ns: -700_000, drift_ppb: 30_000.0, wander_ns: 0.0, epoch_real_ns: start },
-    ];
-    let handles: Vec<_> = socks
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let (ctx, cfg) = (ctx.clone(), cfg.clone());
-            let mut opts = NodeOptions::new(Duration::from_millis(1600));
-            opts.clock = clocks[i];
-            opts.start_at_real_ns = Some(start);
-            std::thread::spawn(move || run_node(&ctx, i as u32, s, &cfg, &opts).unwrap())
-        })
-        .collect();
-    let sums: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let clocks = support::three_clocks(start);
+    let sums = support::run_nodes(&ctx, socks, &cfg, |i| {
+        let mut opts = NodeOptions::new(Duration::from_millis(1600));
+        opts.clock = clocks[i];
+        opts.start_at_real_ns = Some(start);
+        opts
+    });
     for s in &sums {
         assert_eq!(s.timestamp_mode, distprof::timestamp::StampMode::Kernel);
         for e in &s.edges {

@@ -59,7 +59,7 @@ pub fn probe_after_rendezvous(
             let text = std::fs::read_to_string(path).with_context(|| format!("reading --sim-file `{}`", path.display()))?;
             serde_json::from_str(&text).with_context(|| format!("parsing --sim-file `{}`", path.display()))?
         }
-        None => SimSpec { clock: VirtualClock::IDENTITY, faces: None, start_real_ns: None },
+        None => SimSpec { clock: VirtualClock::IDENTITY, faces: None, start_real_ns: None, nic_clock: None },
     };
     probe_and_report(ctx, node, sock, config, Duration::from_secs_f64(args.duration), &sim)
 }
@@ -73,6 +73,9 @@ pub struct SimSpec {
     pub faces: Option<Vec<SocketAddr>>,
     /// Common start (real CLOCK_REALTIME ns), so that windows line up across nodes.
     pub start_real_ns: Option<i64>,
+    /// Hardware stamps from this simulated NIC clock (`distprof local --simulate-nic-clock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_clock: Option<distprof::nic_clock::SimulatedNicClock>,
 }
 
 /// Probes on an agreed run context, then prints the node's report as one JSON line on
@@ -98,6 +101,7 @@ pub fn probe_and_report(
     };
     let mut opts = NodeOptions::new(duration);
     opts.clock = sim.clock;
+    opts.simulated_nic = sim.nic_clock;
     // Wait for the common start here, so that the CPU measured is the engine's alone.
     if let Some(start) = sim.start_real_ns {
         let wait_ns = start - realtime_ns();

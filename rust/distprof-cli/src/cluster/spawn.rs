@@ -1,6 +1,8 @@
 //! A cluster of `distprof run` child processes on this machine: each node's config and
 //! test-network files, the spawn, and a bounded wait that collects every node's report.
-//! Used by `distprof local` and by the overhead and fault benches.
+//! Used by `distprof local` and by the overhead and fault benches (the fault bench spawns
+//! nodes one at a time with [`spawn_node`] under a watchdog of its own, which measures each
+//! child's peak RSS and tells a crash from a kill).
 
 use super::node_run::{SimSpec, WorkerReport};
 use anyhow::Context as _;
@@ -15,9 +17,59 @@ use std::time::{Duration, Instant};
 
 /// Time between spawning the children and their common start: enough for a process to
 /// start and bind on a busy 2-core machine.
-const START_DELAY: Duration = Duration::from_millis(1000);
+pub const START_DELAY: Duration = Duration::from_millis(1000);
 /// Extra time a child gets beyond its duration before it is killed as hung.
-const CHILD_GRACE: Duration = Duration::from_secs(10);
+pub const CHILD_GRACE: Duration = Duration::from_secs(10);
+
+/// The real instant (epoch ns) at which nodes spawned now start together.
+pub fn common_start_real_ns() -> i64 {
+    realtime_ns() + START_DELAY.as_nanos() as i64
+}
+
+/// How a spawned node learns the others.
+pub enum Meeting<'a> {
+    /// A rendezvous through the store at this address, among this many nodes.
+    Store { addr: SocketAddr, nodes: u32 },
+    /// A context file written beforehand (no rendezvous): what the fault bench uses, so that
+    /// a node restarted mid-run rejoins without a store.
+    ContextFile(&'a Path),
+}
+
+/// Spawns node `node` as `distprof run` with the config and test-network files
+/// [`write_node_files`] wrote, probing for `duration`; its stdout (the report) is piped.
+pub fn spawn_node(node: NodeId, meeting: &Meeting, duration: Duration, cfg_path: &Path, sim_path: &Path) -> anyhow::Result<Child> {
+    let exe = std::env::current_exe().context("locating the distprof binary")?;
+    let mut cmd = Command::new(&exe);
+    cmd.args(["run", "--rank", &node.to_string()]);
+    match meeting {
+        Meeting::Store { addr, nodes } => {
+            cmd.args(["--nodes", &nodes.to_string(), "--rendezvous", &addr.to_string(), "--bind", "127.0.0.1"]);
+        }
+        Meeting::ContextFile(path) => {
+            cmd.arg("--context-file").arg(path);
+        }
+    }
+    cmd.args(["--duration", &duration.as_secs_f64().to_string()])
+        .arg("--config")
+        .arg(cfg_path)
+        .arg("--sim-file")
+        .arg(sim_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting node {node} (`{} run`)", exe.display()))
+}
+
+/// The report a node that ended cleanly printed as the last line of its stdout.
+pub fn read_report(node: NodeId, child: &mut Child) -> anyhow::Result<WorkerReport> {
+    let mut out = String::new();
+    if let Some(mut s) = child.stdout.take() {
+        std::io::Read::read_to_string(&mut s, &mut out)?;
+    }
+    let last = out.trim().lines().last().unwrap_or("");
+    serde_json::from_str(last).with_context(|| format!("node {node}: unreadable report `{}`", out.trim()))
+}
 
 /// Picks free loopback ports for the nodes (bound and released; the children bind them).
 pub fn free_loopback_addrs(n: u32) -> anyhow::Result<Vec<SocketAddr>> {
@@ -40,38 +92,38 @@ pub fn write_node_files(out_dir: &Path, node: NodeId, cfg: &Config, sim: &SimSpe
     Ok((cfg_path, sim_path))
 }
 
+/// The clocks of a test network's nodes, indexed by node: the host clocks, and the
+/// simulated NIC clocks where the nodes take hardware stamps from one.
+#[derive(Clone, Copy)]
+pub struct NodeClocks<'a> {
+    pub host: &'a [VirtualClock],
+    pub nic: Option<&'a [distprof::nic_clock::SimulatedNicClock]>,
+}
+
 /// Writes each node's config and test-network files and spawns one `distprof run` per node.
 pub fn spawn_cluster(
     num_nodes: u32,
     addrs: &[SocketAddr],
     faces: Option<&[SocketAddr]>,
     config: &Config,
-    clocks: &[VirtualClock],
+    clocks: NodeClocks<'_>,
     duration: Duration,
     out_dir: &Path,
 ) -> anyhow::Result<Cluster> {
-    let exe = std::env::current_exe().context("locating the distprof binary")?;
     let store = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let start_real_ns = realtime_ns() + START_DELAY.as_nanos() as i64;
+    let meeting = Meeting::Store { addr: store, nodes: num_nodes };
+    let start_real_ns = common_start_real_ns();
     let mut children = Vec::new();
     for node in 0..num_nodes {
         let cfg = Config { probe_port: addrs[node as usize].port(), ..config.clone() };
-        let sim = SimSpec { clock: clocks[node as usize], faces: faces.map(<[_]>::to_vec), start_real_ns: Some(start_real_ns) };
+        let sim = SimSpec {
+            clock: clocks.host[node as usize],
+            faces: faces.map(<[_]>::to_vec),
+            start_real_ns: Some(start_real_ns),
+            nic_clock: clocks.nic.map(|n| n[node as usize]),
+        };
         let (cfg_path, sim_path) = write_node_files(out_dir, node, &cfg, &sim)?;
-        let child = Command::new(&exe)
-            .args(["run", "--rank", &node.to_string(), "--nodes", &num_nodes.to_string()])
-            .args(["--rendezvous", &store.to_string(), "--bind", "127.0.0.1"])
-            .args(["--duration", &duration.as_secs_f64().to_string()])
-            .arg("--config")
-            .arg(&cfg_path)
-            .arg("--sim-file")
-            .arg(&sim_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting node {node} (`{} run`)", exe.display()))?;
-        children.push((node, child));
+        children.push((node, spawn_node(node, &meeting, duration, &cfg_path, &sim_path)?));
     }
     Ok(Cluster { children, start_real_ns })
 }
@@ -104,15 +156,8 @@ pub fn wait_cluster(
             let (node, child) = &mut cluster.children[i];
             match child.try_wait()? {
                 Some(status) => {
-                    let mut out = String::new();
-                    if let Some(mut s) = child.stdout.take() {
-                        std::io::Read::read_to_string(&mut s, &mut out)?;
-                    }
                     if status.success() {
-                        let last = out.trim().lines().last().unwrap_or("");
-                        let r: WorkerReport = serde_json::from_str(last)
-                            .with_context(|| format!("node {node}: unreadable report `{}`", out.trim()))?;
-                        reports.insert(*node, r);
+                        reports.insert(*node, read_report(*node, child)?);
                     } else {
                         eprintln!("distprof local: node {node} ended with {status}");
                     }

@@ -6,13 +6,14 @@
 //! gives each a config file (its probe port), and a test-network file (its virtual clock,
 //! the relay faces its peers are reached through, the common start).
 
-use crate::cluster::spawn::{free_loopback_addrs, spawn_cluster, wait_cluster};
+use crate::cluster::spawn::{free_loopback_addrs, spawn_cluster, wait_cluster, NodeClocks};
 use crate::cluster::truth as local_truth;
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::NodeId;
 use distprof::jsonl;
+use distprof::nic_clock::SimulatedNicClock;
 use distprof_offline::run_dir_estimate::RunFile;
 use distprof_sim::relay::{PathModel, Relay, RelayConfig, RelayEndpoint};
 use rand::{Rng, SeedableRng};
@@ -87,6 +88,11 @@ pub struct Args {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// Hardware stamps from simulated NIC clocks (this machine has no PHC): each node's NIC
+    /// clock runs 37 s ahead (TAI) and 20 ppm fast (even nodes) or slow (odd), read with
+    /// 500 ns of jitter; the stamps are mapped back to the host clock as real NIC stamps are.
+    #[arg(long)]
+    simulate_nic_clock: bool,
 }
 
 
@@ -229,7 +235,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.delay_us,
         out_dir.display()
     );
-    let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), &config, &clocks, duration, &out_dir)?;
+    let nic_clocks: Option<Vec<SimulatedNicClock>> = args.simulate_nic_clock.then(|| {
+        (0..n)
+            .map(|i| SimulatedNicClock { drift_ppm: if i % 2 == 0 { 20.0 } else { -20.0 }, ..SimulatedNicClock::tai_20ppm(epoch) })
+            .collect()
+    });
+    let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), &config, NodeClocks { host: &clocks, nic: nic_clocks.as_deref() }, duration, &out_dir)?;
     let reports = wait_cluster(&mut cluster, duration, kill)?;
     let relay_stats = relay.stop();
     eprintln!(
@@ -270,6 +281,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let drops = distprof::probe::DropCounts::from_reasons(&dropped_by_reason);
     let reference = config.reference_node;
     let verdict = local_truth::judge(&files, &clocks)?;
+    let timestamps: Vec<_> = files.iter().map(|f| (f.file.meta.node, f.file.timestamps())).collect();
+    for (node, t) in &timestamps {
+        println!("node {node} timestamps: {}", t.describe());
+    }
 
     let fmt = |v: Option<f64>, scale: f64, prec: usize| v.map_or("-".to_string(), |v| format!("{:.*}", prec, v / scale));
     println!(
@@ -364,6 +379,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "probes_lost": lost,
             "dropped": drops,
             "dropped_by_reason": dropped_by_reason,
+            "timestamps": timestamps.iter().map(|(node, t)| serde_json::json!({ "node": node, "timestamps": t })).collect::<Vec<_>>(),
             "output_dir": out_dir,
         });
         println!("{obj}");

@@ -75,7 +75,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let model = if n.corrected {
                 format!(
                     "corrected, bound <= {:.0} ns, timestamps {}",
-                    n.max_bound_ns, n.timestamp_mode
+                    n.max_bound_ns,
+                    n.timestamps.as_ref().map_or(n.timestamp_mode.clone(), |t| t.describe())
                 )
             } else {
                 "UNCORRECTED".to_string()

@@ -29,13 +29,21 @@ pub struct Args {
     /// report.html].
     #[arg(long, value_name = "report.html")]
     pub out: Option<PathBuf>,
+    /// With --run-dir: also write the estimated `ReportInput` as JSON, so the page can be
+    /// drawn again (`--input`) or the numbers attached to a bug report without the JSONL.
+    #[arg(long, value_name = "FILE.json", requires = "run_dir")]
+    pub save_input: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     if let Some(dir) = &args.run_dir {
         let out = args.out.clone().unwrap_or_else(|| dir.join("report.html"));
-        write_run_dir_report(dir, &out)?;
+        let input = write_run_dir_report(dir, &out)?;
+        if let Some(path) = &args.save_input {
+            let json = serde_json::to_vec(&input).context("cannot encode the report input")?;
+            write_atomically(path, &json)?;
+        }
         println!("{}", out.display());
         return Ok(ExitCode::SUCCESS);
     }

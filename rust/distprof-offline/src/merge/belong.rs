@@ -141,6 +141,7 @@ mod tests {
             reference_node: 0,
             hostname: format!("host{node}"),
             timestamp_mode: "kernel".into(),
+            timestamps: None,
             tracer_clock: "host".into(),
             tracer_start: None,
             model: NodeClockModel { node, reachable: true, segments: vec![segment(0, 1_000.0)] },

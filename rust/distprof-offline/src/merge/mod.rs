@@ -152,6 +152,10 @@ pub struct MergedNode {
     /// mapped with the nearest window's line (extrapolated).
     pub extrapolated_ns: i64,
     pub timestamp_mode: String,
+    /// The node's timestamping in detail from its plane (stamp error, NIC clock mapping),
+    /// when the plane states it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamps: Option<distprof::timestamp::TimestampQuality>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -557,6 +561,7 @@ pub fn merge(
                 .as_ref()
                 .map(|p| p.timestamp_mode.clone())
                 .unwrap_or_default(),
+            timestamps: n.plane.as_ref().and_then(|p| p.timestamps.clone()),
         });
     }
     if let Some(c) = chrome {

@@ -93,6 +93,7 @@ mod tests {
             reference_node: 0,
             hostname: String::new(),
             timestamp_mode: "kernel".into(),
+            timestamps: None,
             tracer_clock: "host".into(),
             tracer_start: None,
             // As a node exports when it could not solve the network itself.

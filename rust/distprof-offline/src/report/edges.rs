@@ -16,7 +16,7 @@ use super::downsample::min_max_per_bucket;
 use super::input::{EdgeSeries, OwdPoint};
 use distprof::model::ns_between;
 use super::nodes::trend;
-use super::svg::{fmt_ns, unit_for_ns, AxisSpec, Frame, PathData, Svg};
+use super::svg::{fmt_ns, Frame, PathData, Svg};
 
 /// Pixel width of one time bucket when downsampling: two points (min, max) per 2 px is
 /// as much as a screen can show.
@@ -108,21 +108,9 @@ pub fn edge_plot(edge: &EdgeSeries, width: f64, height: f64) -> EdgePlot {
     for f in fits.iter().filter(|f| f.margin_ns < 0.0) {
         let x0 = frame.x.map(rel(f.start_ns));
         let x1 = frame.x.map(rel(f.end_ns));
-        svg.rect(x0, frame.top, x1 - x0, frame.height, "class=\"bad\"");
+        frame.band(&mut svg, x0, x1, "class=\"bad\"");
     }
-    let (unit, div) = unit_for_ns(hi - lo);
-    let y_title = format!("dst − src − trend ({unit})");
-    frame.draw_axes(
-        &mut svg,
-        &AxisSpec {
-            title: "time since the edge's first probe, src clock (s)",
-            divisor: 1e9,
-        },
-        &AxisSpec {
-            title: &y_title,
-            divisor: div,
-        },
-    );
+    frame.draw_time_axes(&mut svg, "time since the edge's first probe, src clock (s)", "dst − src − trend", hi - lo);
 
     // Margin bands and lines.
     for f in &fits {

@@ -67,6 +67,10 @@ pub struct RunFacts {
     /// malformed ones mean someone else is sending to the probe ports.
     #[serde(default)]
     pub dropped: Option<distprof::probe::DropCounts>,
+    /// Each node's timestamping in detail (worst stamp error, for hardware stamps the NIC
+    /// clock and its mapping to the host clock), when known.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub timestamps: BTreeMap<NodeId, distprof::timestamp::TimestampQuality>,
 }
 
 /// One directed probe edge `src -> dst` over the run.

@@ -146,6 +146,7 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
             config: serde_json::to_value(&run.config).unwrap_or(serde_json::Value::Null),
             synthetic: false,
             dropped: Some(distprof::probe::DropCounts::from_reasons(&dropped_by_reason)),
+            timestamps: files.iter().map(|f| (f.file.meta.node, f.file.timestamps())).collect(),
         },
         nodes: run.models(),
         hostnames: BTreeMap::new(),
@@ -224,9 +225,10 @@ fn worst_stamp_mode(files: &[RunFile]) -> (TimestampMode, i64) {
         .map(|f| f.file.meta.timestamp_mode)
         .max_by_key(|m| rank(*m))
         .unwrap_or(StampMode::User);
+    // The windows' figures included: a NIC clock mapping's error, a switch to software.
     let bound = files
         .iter()
-        .map(|f| f.file.meta.stamp_error_bound_ns)
+        .map(|f| f.file.timestamps().stamp_error_bound_ns)
         .max()
         .unwrap_or(worst.stamp_error_bound_ns());
     let mode = match worst {

@@ -2,7 +2,7 @@
 //! the error bound as a band, and a heatmap of every node's bound per window.
 
 use super::analysis::Analysis;
-use super::svg::{fmt_ns, unit_for_ns, AxisSpec, Frame, PathData, Scale, Svg};
+use super::svg::{fmt_ns, AxisSpec, Frame, PathData, Scale, Svg};
 use distprof::model::{ClockSegment, NodeClockModel};
 use std::collections::BTreeMap;
 
@@ -127,22 +127,10 @@ pub fn node_plot(
             off.x.map(x_of(s, s.start_local_ns)),
             off.x.map(x_of(s, s.end_local_ns)),
         );
-        svg.rect(a, off.top, b - a, off.height, "class=\"bad\"");
-        svg.rect(a, drift.top, b - a, drift.height, "class=\"bad\"");
+        off.band(&mut svg, a, b, "class=\"bad\"");
+        drift.band(&mut svg, a, b, "class=\"bad\"");
     }
-    let (unit, div) = unit_for_ns(y_hi - y_lo);
-    let title = format!("offset − trend ({unit})");
-    off.draw_axes(
-        &mut svg,
-        &AxisSpec {
-            title: "",
-            divisor: 1e9,
-        },
-        &AxisSpec {
-            title: &title,
-            divisor: div,
-        },
-    );
+    off.draw_time_axes(&mut svg, "", "offset − trend", y_hi - y_lo);
     let (dtitle, ddiv) = if (d_hi - d_lo).abs().max(d_hi.abs()) >= 10_000.0 {
         ("drift (ppm)", 1e3)
     } else {

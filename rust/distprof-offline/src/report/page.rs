@@ -54,6 +54,11 @@ fn card(out: &mut String, title: &str, value: &str, note: &str, bad: bool) {
     );
 }
 
+/// A card's note about a time that may be unknown: `what` and the time, or `absent`.
+fn ns_note(ns: Option<f64>, what: &str, absent: &str) -> String {
+    ns.map_or(String::from(absent), |v| format!("{what} {}", fmt_ns(v)))
+}
+
 fn edge_list(edges: &[&EdgeStats], limit: usize) -> String {
     let mut s: Vec<String> = edges
         .iter()
@@ -64,6 +69,16 @@ fn edge_list(edges: &[&EdgeStats], limit: usize) -> String {
         s.push(format!("and {} more", edges.len() - limit));
     }
     s.join(", ")
+}
+
+/// Closes a worst-first table of `rows` of `total` `what` (and its `<details>`), saying how
+/// many were left out.
+fn end_table(out: &mut String, rows: usize, total: usize, what: &str) {
+    out.push_str("</table>");
+    if rows < total {
+        let _ = write!(out, "<p class=\"cap\">{} more {what} not listed.</p>", total - rows);
+    }
+    out.push_str("</details>");
 }
 
 fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
@@ -79,11 +94,7 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
                 w.flagged > 0,
             );
             let over = f.bound_limit_ns.is_some_and(|l| w.max_bound_ns > l);
-            let limit = f
-                .bound_limit_ns
-                .map_or(String::from("no limit given"), |l| {
-                    format!("limit {}", fmt_ns(l))
-                });
+            let limit = ns_note(f.bound_limit_ns, "limit", "no limit given");
             card(
                 out,
                 "worst bound",
@@ -149,31 +160,38 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
             d.foreign + d.malformed > 0,
         );
     }
-    let degraded: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Degraded).collect();
-    let down: Vec<&EdgeStats> = a.edges_with(EdgeHealth::Down).collect();
-    card(
-        out,
-        "degraded edges",
-        &format!("{} / {}", degraded.len(), a.edges.len()),
-        &edge_list(&degraded, 6),
-        !degraded.is_empty(),
-    );
-    card(
-        out,
-        "down edges",
-        &format!("{} / {}", down.len(), a.edges.len()),
-        &edge_list(&down, 6),
-        !down.is_empty(),
-    );
+    for (health, title) in [(EdgeHealth::Degraded, "degraded edges"), (EdgeHealth::Down, "down edges")] {
+        let edges: Vec<&EdgeStats> = a.edges_with(health).collect();
+        card(
+            out,
+            title,
+            &format!("{} / {}", edges.len(), a.edges.len()),
+            &edge_list(&edges, 6),
+            !edges.is_empty(),
+        );
+    }
     let mode = serde_json::to_value(f.timestamp_mode)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    let mode_note = f
-        .timestamp_bound_ns
-        .map_or(String::from("bound not stated"), |b| {
-            format!("contributes ± {}", fmt_ns(b))
-        });
+    let mut mode_note = ns_note(f.timestamp_bound_ns, "contributes ±", "bound not stated");
+    // Hardware stamps: how well the NIC clocks map to the host clocks (worst node).
+    let nics: Vec<_> = f.timestamps.values().filter_map(|t| t.nic_clock.as_ref()).collect();
+    if !nics.is_empty() {
+        let worst_err = nics.iter().map(|n| n.mapping_error_max_ns).fold(0.0, f64::max);
+        let worst_rms = nics.iter().filter_map(|n| n.mapping.as_ref()).map(|m| m.residual_rms_ns).fold(0.0, f64::max);
+        let unstamped: u64 = nics.iter().map(|n| n.unstamped_dropped).sum();
+        mode_note += &format!(
+            "; NIC clocks of {} nodes mapped to host time: residual ≤ {} rms, error ≤ {}; {unstamped} unstamped packets dropped",
+            nics.len(),
+            fmt_ns(worst_rms),
+            fmt_ns(worst_err)
+        );
+    }
+    let switched: Vec<String> = f.timestamps.iter().filter(|(_, t)| t.nic_clock.as_ref().is_some_and(|n| !n.switched_to_software.is_empty())).map(|(n, _)| n.to_string()).collect();
+    if !switched.is_empty() {
+        mode_note += &format!("; nodes {} left hardware stamps (NIC clock failed)", switched.join(", "));
+    }
     card(
         out,
         "timestamps",
@@ -344,15 +362,7 @@ fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
             ppb(s.max_drift_ppb)
         );
     }
-    out.push_str("</table>");
-    if rows < a.nodes.len() {
-        let _ = write!(
-            out,
-            "<p class=\"cap\">{} more nodes not listed.</p>",
-            a.nodes.len() - rows
-        );
-    }
-    out.push_str("</details>");
+    end_table(out, rows, a.nodes.len(), "nodes");
 }
 
 fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
@@ -429,15 +439,7 @@ fn edges(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
             escape(&input.edges[s.index].health_note)
         );
     }
-    out.push_str("</table>");
-    if rows < a.edges.len() {
-        let _ = write!(
-            out,
-            "<p class=\"cap\">{} more edges not listed.</p>",
-            a.edges.len() - rows
-        );
-    }
-    out.push_str("</details>");
+    end_table(out, rows, a.edges.len(), "edges");
 }
 
 pub fn page(input: &ReportInput, limits: &Limits) -> String {
@@ -468,4 +470,127 @@ pub fn page(input: &ReportInput, limits: &Limits) -> String {
     // finished loading and laying it out, so tests can hold the page to its load budget.
     out.push_str("<p class=\"cap\" id=\"load\"></p><script>addEventListener('load',function(){document.body.getBoundingClientRect();var e=document.getElementById('load');e.dataset.loadMs=performance.now().toFixed(0);e.textContent='Rendered in '+e.dataset.loadMs+' ms.';});</script></body></html>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    //! The page of a small run with every kind of trouble: what it says about each node and
+    //! edge, what it escapes, and what it leaves out under the limits. (Whole pages of
+    //! generated runs are tested in rust/distprof-cli/tests/report_html.rs.)
+    use super::*;
+    use crate::report::input::{EdgeSeries, EdgeWindowFit, OwdPoint, RunFacts};
+    use distprof::config::TimestampMode;
+    use distprof::model::NodeClockModel;
+
+    const T0: i64 = 1_763_000_000_000_000_000;
+
+    fn model(node: u32, flagged: &[bool]) -> NodeClockModel {
+        NodeClockModel {
+            node,
+            reachable: !flagged.is_empty(),
+            segments: crate::test_support::segments(T0, 1_000_000_000, &vec![25_000.0 * node as f64; flagged.len()], 1_000.0, |w| {
+                (if flagged[w] { 9_000.0 } else { 800.0 }, flagged[w])
+            }),
+        }
+    }
+
+    fn edge(src: u32, dst: u32, health: EdgeHealth, note: &str) -> EdgeSeries {
+        let live = health != EdgeHealth::Down;
+        EdgeSeries {
+            src,
+            dst,
+            points: if live {
+                (0..40)
+                    .map(|i| OwdPoint { t_ns: T0 + i * 50_000_000, owd_ns: if i % 2 == 0 { 30_000 } else { -20_000 }, forward: i % 2 == 0, pure: i % 5 != 0 })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            fits: if live {
+                vec![EdgeWindowFit { window_id: 0, start_ns: T0, end_ns: T0 + 2_000_000_000, mid_ns: T0 + 1_000_000_000, offset_ns: 5_000.0, drift_ppb: 0.0, margin_ns: 25_000.0 }]
+            } else {
+                Vec::new()
+            },
+            health,
+            health_note: note.into(),
+        }
+    }
+
+    /// Node 0 the reference, node 1 with one flagged window of two, node 2 unreachable;
+    /// edge 0->1 fine, 1->2 degraded, 2->0 silent.
+    fn input(run_name: &str, synthetic: bool) -> ReportInput {
+        ReportInput {
+            facts: RunFacts {
+                run_name: run_name.into(),
+                reference_node: 0,
+                timestamp_mode: TimestampMode::Kernel,
+                timestamp_bound_ns: None,
+                estimator: None,
+                bound_limit_ns: Some(5_000.0),
+                config: serde_json::Value::Null,
+                synthetic,
+                dropped: None,
+                timestamps: Default::default(),
+            },
+            nodes: vec![model(0, &[false, false]), model(1, &[false, true]), model(2, &[])],
+            hostnames: [(1, "gpu<1>".to_string())].into(),
+            edges: vec![
+                edge(0, 1, EdgeHealth::Ok, ""),
+                edge(1, 2, EdgeHealth::Degraded, "no pure pair in 1 window"),
+                edge(2, 0, EdgeHealth::Down, "silent & lost"),
+            ],
+            loops: Vec::new(),
+        }
+    }
+
+    const ALL: Limits = Limits { node_plots: 12, edge_plots: 12, table_rows: 2_000 };
+
+    #[test]
+    fn names_every_troubled_node_and_edge() {
+        let html = page(&input("run-7", false), &ALL);
+        assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
+        assert!(html.contains("<title>distprof report: run-7</title>"));
+        assert!(html.contains("3 nodes, 3 edges, 0 loops."));
+        assert!(html.contains("Unreachable, no clock model (no path of usable edges to the reference): nodes 2."), "{html}");
+        assert!(html.contains("1 edge(s) delivered no probe: 2→0."));
+        // Node rows: the unreachable one red, the one with a flagged window amber.
+        assert!(html.contains("<tr class=\"bad\"><td>2</td><td class=\"l\"></td><td>0</td><td>0</td><td>unreachable</td>"), "{html}");
+        assert!(html.contains("<tr class=\"warn\"><td>1</td><td class=\"l\">gpu&lt;1&gt;</td><td>2</td><td>1</td>"), "{html}");
+        // Edge rows likewise, with their notes.
+        assert!(html.contains("<tr class=\"bad\"><td>2</td><td>0</td><td class=\"l\">down</td>"));
+        assert!(html.contains("<tr class=\"warn\"><td>1</td><td>2</td><td class=\"l\">degraded</td>"));
+        assert!(html.contains("silent &amp; lost"));
+        assert!(html.contains("every reachable node") && html.contains("every edge with data"));
+        assert!(!html.contains("not listed") && !html.contains("Synthetic input"));
+        // No script but the one load statement.
+        assert_eq!(html.matches("<script").count(), 1);
+    }
+
+    #[test]
+    fn escapes_what_the_run_names_and_says_when_it_is_synthetic() {
+        let html = page(&input("<script>alert(1)</script>", true), &ALL);
+        assert!(html.contains("distprof report: &lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert_eq!(html.matches("<script").count(), 1);
+        assert!(html.contains("<p class=\"synthetic\">Synthetic input"));
+    }
+
+    #[test]
+    fn limits_cut_plots_and_tables_and_say_how_much_is_left_out() {
+        let html = page(&input("run-7", false), &Limits { node_plots: 1, edge_plots: 1, table_rows: 1 });
+        assert!(html.contains("the 1 worst of 3 nodes"), "{html}");
+        assert!(html.contains("the 1 worst of 2 edges with data"), "{html}");
+        assert!(html.contains("<p class=\"cap\">2 more nodes not listed.</p></details>"));
+        assert!(html.contains("<p class=\"cap\">2 more edges not listed.</p></details>"));
+        assert_eq!(html.matches("<div class=\"cell\"><h3>node ").count(), 1);
+        assert_eq!(html.matches("<div class=\"cell\"><h3>edge ").count(), 1);
+    }
+
+    #[test]
+    fn edge_list_stops_at_its_limit() {
+        let a = Analysis::of(&input("run-7", false));
+        let all: Vec<&EdgeStats> = a.edges.iter().collect();
+        assert_eq!(edge_list(&all, 1).matches('→').count(), 1);
+        assert!(edge_list(&all, 1).ends_with(", and 2 more"));
+        assert_eq!(edge_list(&all, 5).matches(", ").count(), 2);
+    }
 }

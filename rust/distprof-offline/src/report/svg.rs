@@ -377,6 +377,19 @@ impl Frame {
         self.top + self.height
     }
 
+    /// A full-height band of the plot from `x0` to `x1` (pixels), in CSS class `class`.
+    pub fn band(&self, svg: &mut Svg, x0: f64, x1: f64, class: &str) {
+        svg.rect(x0, self.top, x1 - x0, self.height, class);
+    }
+
+    /// The axes of a quantity in ns (titled `y_what` and shown in the unit that suits
+    /// `y_span_ns`) against time in seconds (titled `x_title`).
+    pub fn draw_time_axes(&self, svg: &mut Svg, x_title: &str, y_what: &str, y_span_ns: f64) {
+        let (unit, div) = unit_for_ns(y_span_ns);
+        let y_title = format!("{y_what} ({unit})");
+        self.draw_axes(svg, &AxisSpec { title: x_title, divisor: 1e9 }, &AxisSpec { title: &y_title, divisor: div });
+    }
+
     /// Grid, tick labels and axis titles.
     pub fn draw_axes(&self, svg: &mut Svg, xs: &AxisSpec<'_>, ys: &AxisSpec<'_>) {
         svg.rect(

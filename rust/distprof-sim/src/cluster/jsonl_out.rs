@@ -116,6 +116,7 @@ impl Cluster {
                     "simulated by `distprof simulate`: Gaussian stamp noise, sigma {} ns",
                     self.scenario.timestamp_sigma_ns
                 ),
+                nic_clock: None,
                 virtual_clock: None,
                 out_edges: self.graph[node as usize].clone(),
                 start_local_ns: self.window_spec(0).start_local_ns,
@@ -170,6 +171,7 @@ impl Cluster {
                     dropped: BTreeMap::new(),
                     records,
                     model: None,
+                    nic_clock: None,
                 };
                 // The online model, as `standalone::run_node` writes it into the line.
                 w.model = Some(online.window(&w));

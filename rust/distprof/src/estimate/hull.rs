@@ -24,6 +24,17 @@ impl Line {
     pub fn at(&self, x_ns: f64) -> f64 {
         self.intercept_ns + self.slope * x_ns
     }
+
+    /// The line through `a` and `b`, when `b` lies right of `a` (the two-point baselines,
+    /// `ntp` and `two_point`); else too few points to pin it.
+    pub fn through(a: Point, b: Point) -> Result<Line, FitError> {
+        if b.x_ns > a.x_ns {
+            let slope = (b.y_ns - a.y_ns) / (b.x_ns - a.x_ns);
+            Ok(Line { slope, intercept_ns: a.y_ns - slope * a.x_ns })
+        } else {
+            Err(FitError::TooFewPoints)
+        }
+    }
 }
 
 /// Why an edge has no line this window.

@@ -14,10 +14,7 @@ pub fn fit(probes: &[Probe]) -> Result<Line, FitError> {
     let first = best(&mut probes.iter().filter(|p| p.fwd.x_ns < 0.0));
     let second = best(&mut probes.iter().filter(|p| p.fwd.x_ns >= 0.0));
     match (first, second) {
-        (Some(a), Some(b)) if b.x_ns > a.x_ns => {
-            let slope = (b.y_ns - a.y_ns) / (b.x_ns - a.x_ns);
-            Ok(Line { slope, intercept_ns: a.y_ns - slope * a.x_ns })
-        }
+        (Some(a), Some(b)) => Line::through(a, b),
         _ => Err(FitError::TooFewPoints),
     }
 }

@@ -8,10 +8,7 @@ use super::points::Probe;
 pub fn fit(probes: &[Probe]) -> Result<Line, FitError> {
     let valid: Vec<_> = probes.iter().map(Probe::mid).filter(|p| p.x_ns.is_finite() && p.y_ns.is_finite()).collect();
     match (valid.first(), valid.last()) {
-        (Some(a), Some(b)) if b.x_ns > a.x_ns => {
-            let slope = (b.y_ns - a.y_ns) / (b.x_ns - a.x_ns);
-            Ok(Line { slope, intercept_ns: a.y_ns - slope * a.x_ns })
-        }
+        (Some(&a), Some(&b)) => Line::through(a, b),
         _ => Err(FitError::TooFewPoints),
     }
 }

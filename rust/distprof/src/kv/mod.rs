@@ -52,3 +52,17 @@ pub trait KvStore: Send + Sync {
     /// Sets `key`; overwriting is allowed but the rendezvous never relies on it.
     fn set(&self, key: &str, value: &str) -> Result<(), KvError>;
 }
+
+/// A shared store is a store: several nodes of one process (tests, a host running many
+/// ranks) can hold one in-memory store each as a `Box<dyn KvStore>`.
+impl<T: KvStore + ?Sized> KvStore for std::sync::Arc<T> {
+    fn get(&self, key: &str, timeout: Duration) -> Result<String, KvError> {
+        (**self).get(key, timeout)
+    }
+    fn try_get(&self, key: &str) -> Result<Option<String>, KvError> {
+        (**self).try_get(key)
+    }
+    fn set(&self, key: &str, value: &str) -> Result<(), KvError> {
+        (**self).set(key, value)
+    }
+}

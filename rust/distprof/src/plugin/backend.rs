@@ -142,20 +142,6 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    /// Shares one in-memory store between the nodes of a test, as XLA shares its store.
-    struct SharedKv(Arc<MemoryStore>);
-    impl KvStore for SharedKv {
-        fn get(&self, key: &str, timeout: Duration) -> Result<String, crate::kv::KvError> {
-            self.0.get(key, timeout)
-        }
-        fn try_get(&self, key: &str) -> Result<Option<String>, crate::kv::KvError> {
-            self.0.try_get(key)
-        }
-        fn set(&self, key: &str, value: &str) -> Result<(), crate::kv::KvError> {
-            self.0.set(key, value)
-        }
-    }
-
     /// A tracer clock 5 s behind the host clock: the snapshot pairs must show it.
     struct BehindClock;
     const BEHIND_NS: i64 = 5_000_000_000;
@@ -214,7 +200,7 @@ mod tests {
         let kv = Arc::new(MemoryStore::new());
         let (mut b, failures) = backend(config);
         for node in [2, 1, 0] {
-            b.client_created(node, 3, Some(Box::new(SharedKv(Arc::clone(&kv)))))
+            b.client_created(node, 3, Some(Box::new(Arc::clone(&kv))))
                 .unwrap();
         }
         let digests: Vec<String> = (0..3).map(|n| wait_agreed(&b, n)).collect();
@@ -266,6 +252,10 @@ mod tests {
                 "{}",
                 data.timestamp_mode
             );
+            // The timestamping in detail travels in the plane too (no NIC clock on loopback).
+            let stamps = data.timestamps.as_ref().expect("the plane states the timestamping");
+            assert_eq!(serde_json::to_value(stamps.mode).unwrap(), data.timestamp_mode.as_str());
+            assert!(stamps.stamp_error_bound_ns >= 5_000 && stamps.nic_clock.is_none(), "{stamps:?}");
             // Start pair, >= 1 sampled pair, stop pair; R is S - 5 s within the read window.
             assert!(data.snapshots.len() >= 3, "{} pairs", data.snapshots.len());
             for s in &data.snapshots {
@@ -343,7 +333,7 @@ mod tests {
         let kv = Arc::new(MemoryStore::new());
         let (mut b, _) = backend(config);
         // Node 1 of 2 alone: it waits for node 0.
-        b.client_created(1, 2, Some(Box::new(SharedKv(kv))))
+        b.client_created(1, 2, Some(Box::new(kv)))
             .unwrap();
         b.trace_start(None).unwrap();
         b.trace_stop().unwrap();

@@ -103,25 +103,11 @@ mod tests {
     use super::*;
     use crate::kv::MemoryStore;
 
-    /// A store that counts the references held to it: the lease must let go.
-    struct Shared(Arc<MemoryStore>);
-    impl KvStore for Shared {
-        fn get(&self, key: &str, timeout: Duration) -> Result<String, KvError> {
-            self.0.get(key, timeout)
-        }
-        fn try_get(&self, key: &str) -> Result<Option<String>, KvError> {
-            self.0.try_get(key)
-        }
-        fn set(&self, key: &str, value: &str) -> Result<(), KvError> {
-            self.0.set(key, value)
-        }
-    }
-
     #[test]
     fn revoke_drops_the_store_and_later_calls_fail_naming_the_key() {
         let mem = Arc::new(MemoryStore::new());
         let lease = KvLease::new(
-            Box::new(Shared(Arc::clone(&mem))),
+            Box::new(Arc::clone(&mem)),
             Instant::now() + Duration::from_secs(60),
         );
         lease.set("distprof/a", "1").unwrap();
@@ -151,7 +137,7 @@ mod tests {
         let mem = Arc::new(MemoryStore::new());
         let started = Instant::now();
         let lease = KvLease::new(
-            Box::new(Shared(Arc::clone(&mem))),
+            Box::new(Arc::clone(&mem)),
             started + Duration::from_millis(150),
         );
         // Asked to wait 10 s, the call returns at the expiry.

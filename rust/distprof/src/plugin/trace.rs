@@ -37,6 +37,7 @@ use crate::probe::gap_preserved;
 use crate::probe_run::{run_probing, FittedWindow, ProbeRunError, ProbeRunSetup};
 use crate::record::ProbeRecord;
 use crate::snapshot::{sample_pair, SnapshotPair};
+use crate::timestamp::TimestampQuality;
 use crate::xplane::XSpace;
 use prost::Message;
 use std::net::UdpSocket;
@@ -73,6 +74,8 @@ fn snapshot(tracer: &SharedTracer) -> SnapshotPair {
 #[derive(Debug, Default)]
 struct Progress {
     timestamp_mode: Option<String>,
+    /// The timestamping so far (mode, worst stamp error, NIC clock mapping), for the plane.
+    timestamps: Option<TimestampQuality>,
     probe_stats: Vec<ProbeEdgeStats>,
     /// This node's final edge fits per window (drift fit centred on the window,
     /// `Smoother`), as shared with the other nodes.
@@ -336,7 +339,7 @@ impl TraceSession {
         let mut space = XSpace::default();
         for n in nodes {
             let run = self.probes.iter().find(|r| r.node == n.node);
-            let (timestamp_mode, segments, probe_stats, edge_fits) = match run {
+            let (timestamp_mode, timestamps, segments, probe_stats, edge_fits) = match run {
                 Some(r) => {
                     let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
                     let segments = r.exchange.lock().unwrap_or_else(|p| p.into_inner()).segments.clone();
@@ -346,12 +349,13 @@ impl TraceSession {
                         p.timestamp_mode
                             .clone()
                             .unwrap_or_else(|| "starting".into()),
+                        p.timestamps.clone(),
                         segments,
                         p.probe_stats.clone(),
                         fits,
                     )
                 }
-                None => ("none".to_string(), Vec::new(), Vec::new(), Vec::new()),
+                None => ("none".to_string(), None, Vec::new(), Vec::new(), Vec::new()),
             };
             let reference_node = run.map_or(config.reference_node, |r| r.context.reference_node);
             let session_id = match n.state() {
@@ -364,6 +368,7 @@ impl TraceSession {
                 reference_node,
                 hostname: hostname.clone(),
                 timestamp_mode,
+                timestamps,
                 tracer_clock: self.tracer_clock_name.to_string(),
                 tracer_start: Some(self.tracer_start),
                 model: NodeClockModel {
@@ -449,6 +454,7 @@ fn probe(
         clock: VirtualClock::IDENTITY,
         purity: gap_preserved,
         start_local_ns: realtime_ns(),
+        simulated_nic: None,
     };
     let settings = EstimatorSettings::from_config(config);
     let mut smoother = Smoother::new(settings, (config.probe_window_s * 1e9) as i64);
@@ -476,12 +482,14 @@ fn probe(
         socket,
         MAX_TRACE,
         stop,
-        &mut |mode| {
-            mode_name = serde_json::to_value(mode)
+        &mut |stamps| {
+            mode_name = serde_json::to_value(stamps.mode)
                 .ok()
                 .and_then(|v| v.as_str().map(String::from))
                 .unwrap_or_default();
-            progress.lock().unwrap_or_else(|p| p.into_inner()).timestamp_mode = Some(mode_name.clone());
+            let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+            p.timestamp_mode = Some(mode_name.clone());
+            p.timestamps = Some(stamps.clone());
         },
         &mut |FittedWindow { window: w, fits }| {
             let stats = w.edges.iter().filter(|e| e.src == node).map(|e| ProbeEdgeStats {
@@ -493,6 +501,9 @@ fn probe(
             });
             {
                 let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(t) = &mut p.timestamps {
+                    t.absorb_window(w.nic_clock.as_ref());
+                }
                 p.windows += 1;
                 p.probe_stats.extend(stats);
                 p.provisional_fits.insert(w.window_id, fits.share(node));
@@ -503,11 +514,11 @@ fn probe(
     finalised(smoother.finish_fits());
     drop(to_exchange);
     let dir = PathBuf::from(&config.output_dir);
-    match ran {
-        Ok(_) => {}
+    let timestamps = match ran {
+        Ok(outcome) => outcome.timestamps,
         Err(e @ ProbeRunError::Output(_)) => return Err(format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory")),
         Err(e) => return Err(e.to_string()),
-    }
+    };
     let segments = exchange_thread
         .join()
         .map_err(|_| "internal error: the fit exchange thread ended without a result".to_string())??;
@@ -517,6 +528,7 @@ fn probe(
         "session_id": ctx.session_id,
         "reference_node": ctx.reference_node,
         "timestamp_mode": mode_name,
+        "timestamps": timestamps,
         "windows": windows,
         "model": NodeClockModel { node, reachable: node == ctx.reference_node || !segments.is_empty(), segments },
     });

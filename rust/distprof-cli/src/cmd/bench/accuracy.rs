@@ -272,6 +272,7 @@ fn trace_only(c: &Cluster, settings: &EstimatorSettings, acc: &mut Acc) {
                 reference_node: c.reference(),
                 hostname: format!("sim{node}"),
                 timestamp_mode: "simulated".into(),
+                timestamps: None,
                 tracer_clock: "host".into(),
                 tracer_start: None,
                 model: distprof::model::NodeClockModel { node, reachable: false, segments: Vec::new() },

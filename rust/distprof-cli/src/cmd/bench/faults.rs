@@ -13,7 +13,7 @@
 //! last line, with every invariant that failed under `violations` (exit code 1 if any).
 
 use crate::cluster::node_run::{SimSpec, WorkerReport};
-use crate::cluster::spawn::write_node_files;
+use crate::cluster::spawn::{common_start_real_ns, free_loopback_addrs, read_report, spawn_node, write_node_files, Meeting, CHILD_GRACE};
 use crate::cluster::truth::{self as local_truth, Verdict};
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
@@ -27,9 +27,9 @@ use distprof_sim::inject::{Flood, FloodCounts, FloodPlan};
 use distprof_sim::relay::{Blackhole, PathModel, Relay, RelayConfig, RelayEndpoint, RelayStats};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, ExitCode};
 use std::time::{Duration, Instant};
 
 /// Probe window and cadence of every scenario: short windows so that a few seconds give
@@ -40,10 +40,9 @@ const CADENCE_US: u64 = 20_000;
 const DOWN_AFTER_MS: u64 = 300;
 /// One-way delay of a clean path.
 const DELAY_US: f64 = 100.0;
-/// Time between spawning the nodes and their common start.
-const START_DELAY: Duration = Duration::from_millis(1000);
-/// The watchdog: a node still running this long after its duration is hung, and killed.
-const HANG_GRACE: Duration = Duration::from_secs(10);
+/// The watchdog: a node still running this long after its duration is hung, and killed
+/// (the cluster spawner's grace, as for `distprof local`).
+const HANG_GRACE: Duration = CHILD_GRACE;
 /// The estimator flags a window whose error bound exceeds this: above the relay's clean
 /// bound (~130 us), so that a clean run flags nothing and a degraded path shows.
 const MAX_BOUND_NS: u64 = 300_000;
@@ -311,10 +310,8 @@ fn run_scenario(s: &Scenario, n: u32, duration: Duration, flood_rate_per_s: f64,
     let epoch = realtime_ns();
     let clocks = clocks(n, config.reference_node, epoch);
     // Real addresses of the nodes (bound here and released; the nodes bind them).
-    let socks: Vec<UdpSocket> = (0..n).map(|_| UdpSocket::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
-    let addrs: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr()).collect::<Result<_, _>>()?;
-    drop(socks);
-    let start_real_ns = realtime_ns() + START_DELAY.as_nanos() as i64;
+    let addrs = free_loopback_addrs(n)?;
+    let start_real_ns = common_start_real_ns();
     let at = |frac: f64| start_real_ns + (duration.as_secs_f64() * frac * 1e9) as i64;
 
     let mut relay_cfg = RelayConfig { seed, ..RelayConfig::clean(DELAY_US) };
@@ -353,22 +350,9 @@ fn run_scenario(s: &Scenario, n: u32, duration: Duration, flood_rate_per_s: f64,
     let spawn = |node: NodeId, out: &Path, probe_for: Duration| -> anyhow::Result<Proc> {
         std::fs::create_dir_all(out)?;
         let cfg = Config { output_dir: out.to_string_lossy().into_owned(), ..config.clone() };
-        let sim = SimSpec { clock: clocks[node as usize], faces: Some(faces.clone()), start_real_ns: Some(start_real_ns) };
+        let sim = SimSpec { clock: clocks[node as usize], faces: Some(faces.clone()), start_real_ns: Some(start_real_ns), nic_clock: None };
         let (cfg_path, sim_path) = write_node_files(out, node, &cfg, &sim)?;
-        let exe = std::env::current_exe().context("locating the distprof binary")?;
-        let child = Command::new(exe)
-            .args(["run", "--rank", &node.to_string(), "--duration", &probe_for.as_secs_f64().to_string()])
-            .arg("--context-file")
-            .arg(&ctx_path)
-            .arg("--config")
-            .arg(&cfg_path)
-            .arg("--sim-file")
-            .arg(&sim_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting node {node}"))?;
+        let child = spawn_node(node, &Meeting::ContextFile(&ctx_path), probe_for, &cfg_path, &sim_path)?;
         let start_in = Duration::from_nanos((start_real_ns - realtime_ns()).max(0) as u64);
         Ok(Proc { node, child, deadline: Instant::now() + start_in + probe_for + HANG_GRACE, killed_on_purpose: false, done: false })
     };
@@ -466,16 +450,12 @@ fn watch_until(procs: &mut [Proc], out: &mut Outcome, until_real_ns: i64) {
                 out.peak_rss_kib = out.peak_rss_kib.max(ru.ru_maxrss);
                 let clean = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
                 if clean {
-                    let mut text = String::new();
-                    if let Some(mut s) = p.child.stdout.take() {
-                        let _ = std::io::Read::read_to_string(&mut s, &mut text);
-                    }
-                    match serde_json::from_str::<WorkerReport>(text.trim().lines().last().unwrap_or("")) {
+                    match read_report(p.node, &mut p.child) {
                         Ok(rep) => {
                             out.reports.insert(p.node, rep);
                         }
                         Err(e) => {
-                            eprintln!("bench faults: node {}: unreadable report ({e})", p.node);
+                            eprintln!("bench faults: {e:#}");
                             out.crashes += 1;
                         }
                     }

@@ -5,18 +5,15 @@
 //! Throughput is input MB over the child's CPU time (user + system): merge is single-threaded,
 //! so that is MB/s per core, and it stays meaningful on a machine shared with other jobs,
 //! where wall time is not. Wall-clock figures are printed next to it.
-//! The synthetic input looks like a GPU profile: per node a `/host:CPU` plane with many
+//! The synthetic input (`distprof_testkit::synthetic_xspace::write_gpu_profile`) looks like a GPU profile: per node a `/host:CPU` plane with many
 //! threads and a `/device:GPU:0` plane with streams of kernels (events with stats), a
 //! `Task Environment` plane and a distprof plane (drifting model, tracer start, snapshots),
 //! so both the S -> G and the R -> S -> G paths are exercised.
 
-use distprof::distprof_plane::{distprof_plane_bytes, DistprofPlaneData, TracerStart};
+use distprof::xplane::XSpace;
 use distprof_offline::merge::{merge, MergeOptions};
-use distprof::model::{ClockSegment, NodeClockModel};
-use distprof::snapshot::SnapshotPair;
-use distprof::xplane::*;
+use distprof_testkit::synthetic_xspace::write_gpu_profile;
 use prost::Message;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -45,8 +42,6 @@ pub struct Args {
     child: Option<String>,
 }
 
-const T0_NS: i64 = 1_763_000_000_000_000_000;
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(side) = &args.child {
         let dir = args
@@ -73,7 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let n = if p.exists() && std::fs::metadata(&p)?.len() >= per_node {
             std::fs::metadata(&p)?.len()
         } else {
-            generate(&p, k, per_node)?
+            write_gpu_profile(&p, k, per_node)?
         };
         largest = largest.max(n);
         total += n;
@@ -204,152 +199,6 @@ fn peak_rss_bytes() -> u64 {
         .and_then(|v| v.parse::<u64>().ok())
         .map(|kb| kb * 1024)
         .unwrap_or(0)
-}
-
-/// Writes one node's synthetic XSpace of about `target` bytes; returns its size.
-fn generate(path: &Path, node: u32, target: u64) -> anyhow::Result<u64> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut written = 0u64;
-    let put_plane =
-        |f: &mut std::io::BufWriter<std::fs::File>, p: &XPlane| -> anyhow::Result<u64> {
-            // XSpace field 1, length-delimited.
-            let body = p.encode_to_vec();
-            let mut head = Vec::new();
-            prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut head);
-            prost::encoding::encode_varint(body.len() as u64, &mut head);
-            f.write_all(&head)?;
-            f.write_all(&body)?;
-            Ok((head.len() + body.len()) as u64)
-        };
-    let events_per_line = 20_000usize;
-    let mut line_no = 0i64;
-    // Planes of about 16 MB keep the generator's own memory modest. At least one line of
-    // events whatever the target: merge refuses a trace without events.
-    while line_no == 0 || written + 1_000_000 < target {
-        let device = line_no % 2 == 1;
-        let mut p = XPlane {
-            name: if device {
-                format!("/device:GPU:{}", line_no / 2)
-            } else {
-                HOST_THREADS_PLANE.into()
-            },
-            ..Default::default()
-        };
-        let kernel = p.intern_event(if device {
-            "ncclDevKernel_AllReduce_Sum_f32"
-        } else {
-            "ThunkExecutor::Execute"
-        });
-        let other = p.intern_event(if device {
-            "fusion.123"
-        } else {
-            "PjitFunction(step)"
-        });
-        let corr = p.intern_stat("correlation_id");
-        let op = p.intern_stat("hlo_op");
-        let op_name = p.intern_stat("all-reduce.1");
-        let mut plane_bytes = 0u64;
-        while p.lines.is_empty() || (plane_bytes < 16_000_000 && written + plane_bytes + 1_000_000 < target) {
-            let mut l = XLine {
-                id: line_no,
-                name: format!("stream {line_no}"),
-                timestamp_ns: 1_000 + line_no,
-                ..Default::default()
-            };
-            let mut t_ps = 0i64;
-            for i in 0..events_per_line {
-                let dur = 1_000_000 + (i as i64 * 7919 % 5_000_000);
-                let mut stats = vec![XStat {
-                    metadata_id: corr,
-                    value: Some(XStatValue::Uint64Value(i as u64 * 31 + 7)),
-                }];
-                if i % 4 == 0 {
-                    stats.push(XStat {
-                        metadata_id: op,
-                        value: Some(XStatValue::RefValue(op_name as u64)),
-                    });
-                }
-                l.events.push(XEvent {
-                    metadata_id: if i % 4 == 0 { kernel } else { other },
-                    data: Some(XEventData::OffsetPs(t_ps)),
-                    duration_ps: dur,
-                    stats,
-                });
-                t_ps += dur + 500_000;
-            }
-            plane_bytes += l.encoded_len() as u64 + 4;
-            p.lines.push(l);
-            line_no += 1;
-        }
-        written += put_plane(&mut f, &p)?;
-        line_no += 1;
-    }
-    // Task Environment: lines are normalised to this start.
-    let mut env = XPlane {
-        name: TASK_ENV_PLANE.into(),
-        ..Default::default()
-    };
-    let (a, b) = (
-        env.intern_stat(PROFILE_START_STAT),
-        env.intern_stat(PROFILE_STOP_STAT),
-    );
-    env.stats = vec![
-        XStat {
-            metadata_id: a,
-            value: Some(XStatValue::Uint64Value(T0_NS as u64)),
-        },
-        XStat {
-            metadata_id: b,
-            value: Some(XStatValue::Uint64Value(T0_NS as u64 + 60_000_000_000)),
-        },
-    ];
-    written += put_plane(&mut f, &env)?;
-    let segments = (0..15)
-        .map(|j| ClockSegment {
-            window_id: j as u64,
-            start_local_ns: T0_NS + j * 4_000_000_000,
-            end_local_ns: T0_NS + (j + 1) * 4_000_000_000,
-            mid_local_ns: T0_NS + j * 4_000_000_000 + 2_000_000_000,
-            offset_ns: 1_000_000.0 * node as f64 + 30.0 * j as f64,
-            drift_ppb: 7_500.0,
-            bound_ns: 900.0,
-            uncertainty_ns: 40.0,
-            flagged: false,
-        })
-        .collect();
-    let data = DistprofPlaneData {
-        session_id: String::new(),
-        edge_fits: Vec::new(),
-        node,
-        reference_node: 0,
-        hostname: format!("bench{node}"),
-        timestamp_mode: "kernel".into(),
-        tracer_clock: "rocm".into(),
-        tracer_start: Some(TracerStart {
-            s_ns: T0_NS,
-            r_ns: 9_000_000_000,
-        }),
-        model: NodeClockModel {
-            node,
-            reachable: true,
-            segments,
-        },
-        snapshots: (0..600)
-            .map(|j| SnapshotPair {
-                s_ns: T0_NS + j * 100_000_000,
-                r_ns: 9_000_000_000 + j * 100_000_003,
-                read_window_ns: 60,
-            })
-            .collect(),
-        probe_stats: vec![],
-    };
-    let plane = XPlane::decode(distprof_plane_bytes(&data).as_slice())?;
-    written += put_plane(&mut f, &plane)?;
-    let mut tail = Vec::new();
-    prost::encoding::string::encode(4, &format!("bench{node}"), &mut tail);
-    f.write_all(&tail)?;
-    f.flush()?;
-    Ok(written + tail.len() as u64)
 }
 
 struct TempDir(PathBuf);

@@ -11,7 +11,7 @@
 //! parsing everyone's fits, the network solve), the bytes it sets and reads, and the store
 //! calls, divided by the windows.
 
-use crate::cluster::spawn::{spawn_cluster, wait_cluster};
+use crate::cluster::spawn::{spawn_cluster, wait_cluster, NodeClocks};
 use anyhow::bail;
 use distprof::clock::VirtualClock;
 use distprof::config::Config;
@@ -70,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "bench overhead: {n} nodes, {edges} edges, cadence {} us, gap {} us, {:.0} s on loopback",
         config.probe_cadence_us, config.packet_spacing_us, args.duration
     );
-    let mut cluster = spawn_cluster(n, &addrs, None, &config, &clocks, duration, &out_dir)?;
+    let mut cluster = spawn_cluster(n, &addrs, None, &config, NodeClocks { host: &clocks, nic: None }, duration, &out_dir)?;
     let reports = wait_cluster(&mut cluster, duration, None)?;
     if reports.len() != n as usize {
         bail!("only {} of {n} nodes finished; see the messages above", reports.len());
