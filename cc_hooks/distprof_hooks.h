@@ -33,15 +33,19 @@ using TracerClockFn = uint64_t (*)();
 void OnGpuClientCreated(int node_id, int num_nodes,
                         std::shared_ptr<xla::KeyValueStoreInterface> kv_store);
 
+// Hook 3, device_tracer_rocm.cc GpuTracer::DoStart(), right after the ROCm collector was
+// created: the GPU/host clock pair XLA gave it (`start_walltime_ns`, host CLOCK_REALTIME ns;
+// `start_gputime_ns`, the tracer clock). The collector exports every device event at
+// host_ns + (gpu - tracer_ns), so the distprof plane records this pair for merge to recover
+// the GPU time exactly. Comes before OnTraceStart, which takes it up.
+void OnTraceClockPair(uint64_t host_ns, uint64_t tracer_ns);
+
 // Hook 2, device_tracer_rocm.cc GpuTracer: profiling started / stopped / exported.
 // `tracer_clock` may be null: snapshot pairs then use the host clock.
 void OnTraceStart(TracerClockFn tracer_clock);
 void OnTraceStop();
 // Appends the distprof plane (clock model, snapshot pairs, probe statistics) to `space`.
 void OnTraceExport(tensorflow::profiler::XSpace* space);
-
-// Hook 3 (optional), coordination_service_agent.cc, after "successfully connected".
-void OnAgentConnected(int task_id);
 
 // True when distprof is compiled in and enabled by configuration.
 bool IsEnabled();

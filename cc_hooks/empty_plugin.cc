@@ -8,7 +8,7 @@ void OnGpuClientCreated(int, int, std::shared_ptr<xla::KeyValueStoreInterface>) 
 void OnTraceStart(TracerClockFn) {}
 void OnTraceStop() {}
 void OnTraceExport(tensorflow::profiler::XSpace*) {}
-void OnAgentConnected(int) {}
+void OnTraceClockPair(uint64_t, uint64_t) {}
 bool IsEnabled() { return false; }
 
 }  // namespace distprof

@@ -24,9 +24,9 @@ void OnTraceStop() {
   bridge::on_trace_stop();
 }
 
-void OnAgentConnected(int task_id) {
+void OnTraceClockPair(uint64_t host_ns, uint64_t tracer_ns) {
   if (bridge::PluginOff()) return;
-  bridge::on_agent_connected(task_id);
+  bridge::on_trace_clock_pair(host_ns, tracer_ns);
 }
 
 bool IsEnabled() { return !bridge::PluginOff() && bridge::is_enabled(); }

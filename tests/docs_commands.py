@@ -30,6 +30,8 @@ Fixtures, made on first use and exported to the commands as environment variable
 - $XLA: the synthetic XLA workspace of tests/fixtures/xla-wiring (commands copy it first);
 - $HOOKS: a hooks directory for `xla apply --local-dir` (that fixture's print-only hooks);
 - $REPO: this checkout (presets, schema, fixtures);
+- $TARGET: the cargo target directory of the binary under test (the debug staticlib of
+  distprof-ffi and the cxx bridge headers that `cargo build` of the workspace wrote);
 - $PORT: a free loopback port, new for each command.
 """
 
@@ -60,11 +62,20 @@ def doc_files():
 
 def commands_of(path):
     """(line number, command text) of every command in one Markdown file."""
-    out, fenced = [], False
+    out, fenced, continued = [], False, None
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if line.strip().startswith("```"):
                 fenced = not fenced
+                continue
+            if fenced and continued is not None:
+                # A command continued with a trailing backslash: its lines join into one.
+                text, start = continued
+                continued = None
+                line = text + " " + line.strip()
+                number = start
+            if fenced and line.rstrip().endswith("\\"):
+                continued = (line.rstrip()[:-1].rstrip(), number)
                 continue
             if fenced:
                 text = line.strip()
@@ -93,7 +104,10 @@ class Fixtures:
 
     def __init__(self, scratch, distprof, python):
         self.scratch, self.distprof, self.python = scratch, distprof, python
-        self.env = dict(os.environ, REPO=ROOT, PATH=f"{os.path.dirname(distprof)}:{os.environ['PATH']}")
+        # The cargo target directory the binary was built in (its staticlib, cxx headers).
+        target = os.path.dirname(os.path.dirname(distprof))
+        self.env = dict(os.environ, REPO=ROOT, TARGET=target,
+                        PATH=f"{os.path.dirname(distprof)}:{os.environ['PATH']}")
         self.made = set()
 
     def prepare(self, command):
@@ -216,7 +230,8 @@ def main():
     if a.list:
         for text, where, kind, command, _ in plan:
             print(f"{where[0]:28} {kind:10} {text}" + (f"\n{'':39} -> {command}" if kind == "equivalent" else ""))
-        return
+        print("\n".join(problems), file=sys.stderr)
+        sys.exit(1 if problems else 0)
 
     if not os.access(a.distprof, os.X_OK):
         sys.exit(f"docs_commands: no distprof binary at {a.distprof}: build it (cargo build -p distprof-cli) or pass --distprof")

@@ -1,6 +1,7 @@
 // Plays XLA against the distprof hooks: an in-memory key-value store with XLA's
 // Get(key, timeout) / TryGet / Set shape, N nodes as threads calling the hooks in XLA's
-// order (agent connected, GPU client created, trace start, stop, export).
+// order (GPU client created; per profile the collector's clock pair, trace start, stop,
+// export).
 //
 // Run without arguments it re-executes itself once per scenario, so every scenario gets a
 // fresh process (the plugin reads its configuration once per process):
@@ -231,7 +232,8 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Minimal protobuf wire reader: the names of the planes (XSpace field 1, XPlane field 2).
+// Minimal protobuf wire reader: plane names (XSpace field 1, XPlane field 2) and the plane's
+// integer stats (XPlane stat_metadata 5, stats 6; XStat metadata_id 1, int64_value 4).
 bool ReadVarint(const std::string& s, size_t& i, uint64_t& v) {
   v = 0;
   for (int shift = 0; i < s.size() && shift < 64; shift += 7) {
@@ -241,27 +243,80 @@ bool ReadVarint(const std::string& s, size_t& i, uint64_t& v) {
   }
   return false;
 }
-// Calls f(field, bytes) for every length-delimited field; false on malformed input.
+// Calls f(field, varint, bytes) for every varint field (bytes empty) and length-delimited
+// field (varint 0), skipping fixed-width ones; false on malformed input.
 template <typename F>
-bool ForEachBytesField(const std::string& s, F f) {
+bool ForEachField(const std::string& s, F f) {
   size_t i = 0;
   while (i < s.size()) {
-    uint64_t key, len;
+    uint64_t key, v;
     if (!ReadVarint(s, i, key)) return false;
+    const int field = static_cast<int>(key >> 3);
     switch (key & 7) {
       case 0:
-        if (!ReadVarint(s, i, len)) return false;
+        if (!ReadVarint(s, i, v)) return false;
+        f(field, v, std::string());
         break;
+      case 1:
+      case 5: {
+        const size_t width = (key & 7) == 1 ? 8 : 4;
+        if (width > s.size() - i) return false;
+        i += width;
+        break;
+      }
       case 2:
-        if (!ReadVarint(s, i, len) || len > s.size() - i) return false;
-        f(static_cast<int>(key >> 3), s.substr(i, len));
-        i += len;
+        if (!ReadVarint(s, i, v) || v > s.size() - i) return false;
+        f(field, 0, s.substr(i, v));
+        i += v;
         break;
       default:
         return false;
     }
   }
   return true;
+}
+// Calls f(field, bytes) for every length-delimited field; false on malformed input.
+template <typename F>
+bool ForEachBytesField(const std::string& s, F f) {
+  return ForEachField(s, [&](int field, uint64_t, const std::string& bytes) {
+    if (!bytes.empty()) f(field, bytes);
+  });
+}
+// Integer stats of one serialized XPlane, by stat name.
+std::map<std::string, int64_t> PlaneIntStats(const std::string& plane) {
+  std::map<uint64_t, std::string> names;
+  std::vector<std::pair<uint64_t, int64_t>> values;
+  ForEachBytesField(plane, [&](int field, const std::string& v) {
+    uint64_t id = 0;
+    int64_t value = 0;
+    std::string name;
+    if (field == 5) {  // map<int64, XStatMetadata> entry: key 1, value 2 (name 2)
+      ForEachField(v, [&](int f, uint64_t n, const std::string& b) {
+        if (f == 1) id = n;
+        if (f == 2) ForEachBytesField(b, [&](int g, const std::string& s) { if (g == 2) name = s; });
+      });
+      names[id] = name;
+    } else if (field == 6) {  // XStat
+      ForEachField(v, [&](int f, uint64_t n, const std::string&) {
+        if (f == 1) id = n;
+        if (f == 4) value = static_cast<int64_t>(n);
+      });
+      values.emplace_back(id, value);
+    }
+  });
+  std::map<std::string, int64_t> stats;
+  for (const auto& [id, value] : values) stats[names[id]] = value;
+  return stats;
+}
+// Every exported plane of `space`, serialized.
+std::vector<std::string> Planes(const tensorflow::profiler::XSpace& space) {
+  std::vector<std::string> planes;
+  for (const std::string& fragment : space.fragments()) {
+    ForEachBytesField(fragment, [&](int field, const std::string& plane) {
+      if (field == 1) planes.push_back(plane);
+    });
+  }
+  return planes;
 }
 std::vector<std::string> PlaneNames(const tensorflow::profiler::XSpace& space) {
   std::vector<std::string> names;
@@ -288,7 +343,7 @@ std::vector<std::string> PlaneNames(const tensorflow::profiler::XSpace& space) {
 //   configuration, starts logging and threads). A per-call CPU bound failed 9 of 20 runs on
 //   a loaded machine (the first hook 1.2-3.1 ms, an export 1.1 ms): CPU time of one call
 //   includes cache and page misses that load, not distprof, decides.
-constexpr char kFirstHook[] = "first hook (OnAgentConnected)";
+constexpr char kFirstHook[] = "first hook (IsEnabled)";
 constexpr int64_t kHookWallBoundUs = 25000;
 struct Slowest {
   int64_t wall_us = 0;
@@ -352,11 +407,11 @@ void CreateClient(int node, int num_nodes, std::shared_ptr<xla::KeyValueStoreInt
         [&] { distprof::OnGpuClientCreated(node, num_nodes, std::move(kv)); });
 }
 
-// XLA's order: agent connected, then the GPU clients of `nodes` (one thread per node, all
-// sharing the store).
+// The first call pages the plugin in and reads the configuration (timed on its own), then
+// XLA's order: the GPU clients of `nodes` (one thread per node, all sharing the store).
 void CreateClients(const std::shared_ptr<InMemoryKv>& kv, const std::vector<int>& nodes,
                    int num_nodes = kNumNodes) {
-  Timed(kFirstHook, [] { distprof::OnAgentConnected(0); });
+  Timed(kFirstHook, [] { return distprof::IsEnabled(); });
   std::vector<std::thread> threads;
   for (int node : nodes) {
     threads.emplace_back([node, num_nodes, kv] { CreateClient(node, num_nodes, kv); });
@@ -369,8 +424,20 @@ void CreateClients(const std::shared_ptr<InMemoryKv>& kv) {
   CreateClients(kv, all);
 }
 
-// One profiling session driven by one thread, `profile_ms` long.
+// The GPU/host clock pair of the last profile's DoStart(), as XLA passes it to hook 3.
+uint64_t clock_pair_host_ns = 0;
+uint64_t clock_pair_tracer_ns = 0;
+
+// One profiling session driven by one thread, `profile_ms` long. First XLA's
+// GpuTracer::DoStart(): the tracer clock read, then the host clock (CLOCK_REALTIME, as
+// tsl::EnvTime::NowNanos), the collector created with them, hook 3; then Start()'s hook 2a.
 void Profile(tensorflow::profiler::XSpace* space, int profile_ms = 0) {
+  clock_pair_tracer_ns = kTracerNs;  // XLA's own read, not one of distprof's
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  clock_pair_host_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+  Timed("OnTraceClockPair",
+        [] { distprof::OnTraceClockPair(clock_pair_host_ns, clock_pair_tracer_ns); });
   Timed("OnTraceStart", [] { distprof::OnTraceStart(&FakeTracerClock); });
   if (profile_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(profile_ms));
   Timed("OnTraceStop", [] { distprof::OnTraceStop(); });
@@ -477,6 +544,20 @@ constexpr char kClockPlaneName[] = "/host:distprof";
   EXPECT(planes == num_nodes && names.size() == static_cast<size_t>(num_nodes),
          "%s: %d %s planes among %zu exported, want %d", scenario, planes, kClockPlaneName,
          names.size(), num_nodes);
+  // Hook 3's effect: every plane's tracer start pair is the pair XLA's collector was created
+  // with (merge undoes the collector's mapping with it), not one distprof read itself.
+  for (const std::string& plane : Planes(space)) {
+    const std::map<std::string, int64_t> stats = PlaneIntStats(plane);
+    const auto s = stats.find("tracer_start_s_ns"), r = stats.find("tracer_start_r_ns");
+    EXPECT(s != stats.end() && r != stats.end() &&
+               s->second == static_cast<int64_t>(clock_pair_host_ns) &&
+               r->second == static_cast<int64_t>(clock_pair_tracer_ns),
+           "%s: plane start pair (%lld, %lld), want hook 3's (%llu, %llu)", scenario,
+           s == stats.end() ? -1LL : static_cast<long long>(s->second),
+           r == stats.end() ? -1LL : static_cast<long long>(r->second),
+           static_cast<unsigned long long>(clock_pair_host_ns),
+           static_cast<unsigned long long>(clock_pair_tracer_ns));
+  }
   if (!probed) return;
   for (int node = 0; node < num_nodes; ++node) {
     const std::string n = std::to_string(node);
@@ -595,7 +676,7 @@ int Enabled() {
 int SingleNode() {
   const std::string out = MakeTempDir() + "/out";
   SetProbeEnv(out);
-  Timed(kFirstHook, [] { distprof::OnAgentConnected(0); });
+  Timed(kFirstHook, [] { return distprof::IsEnabled(); });
   CreateClient(0, 1, nullptr);
   AgreedDigests("single_node", 1);
   tensorflow::profiler::XSpace space;
@@ -948,7 +1029,7 @@ int Panic(const std::string& hook) {
   StderrCapture capture(dir + "/stderr.txt");
   auto kv = std::make_shared<InMemoryKv>();
   CreateClients(kv);
-  if (hook == "client_created" || hook == "agent_connected") {
+  if (hook == "client_created" || hook == "is_enabled") {
     EXPECT(!distprof::IsEnabled(), "%s: still enabled", scenario.c_str());
   }
   // XLA's calls, each hook reached at least once while the plugin may still be on.
@@ -1010,8 +1091,8 @@ int main(int argc, char** argv) {
       // Host safety: faults of the store, the port, the output directory and the code.
       "kv_error", "kv_garbage", "kv_lost_sets", "kv_hang", "bind_taken",
       "outdir_not_a_directory", "outdir_full", "outdir_read_only",
-      "panic_agent_connected", "panic_client_created", "panic_is_enabled",
-      "panic_rendezvous_state", "panic_trace_start", "panic_trace_stop", "panic_trace_export"};
+      "panic_client_created", "panic_is_enabled", "panic_rendezvous_state",
+      "panic_trace_clock_pair", "panic_trace_start", "panic_trace_stop", "panic_trace_export"};
 #else
   const std::vector<std::string> scenarios = {"compiled_out"};
 #endif

@@ -57,8 +57,9 @@ mod ffi {
         /// Fills `planes` with a serialized XSpace holding only distprof's planes, for the
         /// caller to merge into XLA's; returns false when there is nothing to add.
         fn on_trace_export(planes: &mut Vec<u8>) -> bool;
-        /// Hook 3.
-        fn on_agent_connected(task_id: i32);
+        /// Hook 3: the GPU/host clock pair XLA's ROCm collector was created with (host
+        /// CLOCK_REALTIME ns, tracer clock ns); taken up by the next `on_trace_start`.
+        fn on_trace_clock_pair(host_ns: u64, tracer_ns: u64);
         fn is_enabled() -> bool;
         /// Diagnostics for tests (cc_hooks/distprof_test_hooks.h): where node `node_id`'s
         /// rendezvous stands, as `RENDEZVOUS_*`; when agreed, `context_digest` receives the
@@ -163,8 +164,8 @@ fn on_trace_export(planes: &mut Vec<u8>) -> bool {
     })
 }
 
-fn on_agent_connected(task_id: i32) {
-    entry(Hook::AgentConnected, (), || PLUGIN.on_agent_connected(task_id))
+fn on_trace_clock_pair(host_ns: u64, tracer_ns: u64) {
+    entry(Hook::TraceClockPair, (), || PLUGIN.on_trace_clock_pair(host_ns, tracer_ns))
 }
 
 fn is_enabled() -> bool {

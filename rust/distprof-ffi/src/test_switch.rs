@@ -1,6 +1,6 @@
 //! TEST-ONLY switch: `DISTPROF_TEST_FORCE_PANIC=<hook>` makes that hook panic inside Rust,
 //! so tests can prove a panic leaves XLA running with the plugin disabled. Hook names:
-//! `client_created`, `trace_start`, `trace_stop`, `trace_export`, `agent_connected`,
+//! `client_created`, `trace_clock_pair`, `trace_start`, `trace_stop`, `trace_export`,
 //! `is_enabled`, `rendezvous_state`. Read once per process; never consulted while the plugin is disabled.
 //! Not a user setting: it exists only for tests/cpp and is documented there as such.
 
@@ -14,7 +14,7 @@ pub enum Hook {
     TraceStart,
     TraceStop,
     TraceExport,
-    AgentConnected,
+    TraceClockPair,
     IsEnabled,
     RendezvousState,
 }
@@ -26,7 +26,7 @@ impl Hook {
             Hook::TraceStart => "trace_start",
             Hook::TraceStop => "trace_stop",
             Hook::TraceExport => "trace_export",
-            Hook::AgentConnected => "agent_connected",
+            Hook::TraceClockPair => "trace_clock_pair",
             Hook::IsEnabled => "is_enabled",
             Hook::RendezvousState => "rendezvous_state",
         }

@@ -88,12 +88,12 @@ fn find_pattern(lines: &[String], pattern: &str, occurrence: Occurrence, from: u
 }
 
 /// Index of the last line of the C++ statement that contains `lines[call]`, where the
-/// statement starts after line `after` (a previous statement or block). Parentheses are counted
-/// from `after + 1`, so a statement split over many lines (`ASSIGN_OR_RETURN(\n x,\n f(...));`)
+/// statement starts at line `from` (after a previous statement or block). Parentheses are
+/// counted from `from`, so a statement split over many lines (`ASSIGN_OR_RETURN(\n x,\n f(...));`)
 /// ends where its parentheses balance and the line ends with `;`.
-pub fn statement_end(lines: &[String], after: usize, call: usize) -> Option<usize> {
+pub fn statement_end(lines: &[String], from: usize, call: usize) -> Option<usize> {
     let mut depth: i64 = 0;
-    for (i, line) in lines.iter().enumerate().skip(after + 1) {
+    for (i, line) in lines.iter().enumerate().skip(from) {
         let code = line.split("//").next().unwrap_or("");
         depth += code.matches('(').count() as i64 - code.matches(')').count() as i64;
         if i >= call && depth == 0 && code.trim_end().ends_with(';') {

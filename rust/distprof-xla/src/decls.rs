@@ -2,7 +2,8 @@
 //!
 //! A hook call compiles only if each name it passes is declared where the call site can see
 //! it, and XLA renames members between versions (the coordination agent's `task_` of type
-//! `CoordinatedTask` became the `int`-like `task_id_` in jax 0.9.1). So every hook offers one or
+//! `CoordinatedTask` became the `int`-like `task_id_` in jax 0.9.1, which is why an earlier
+//! agent hook could not follow the file path). So every hook offers one or
 //! more [`CallForm`]s, each listing what it needs declared; [`choose`] picks the first form
 //! whose declarations this tree has, and names what is missing when none fits. Matching is
 //! textual (a declaration fragment such as `TaskId task_id_` inside the right class or

@@ -15,6 +15,9 @@ pub enum Placement {
     /// `within_lines` lines after the anchor (e.g. the `BuildDistributedDevices(` call that
     /// follows the `TF_RET_CHECK` anchor, however its wrapping macro is spelled).
     AfterStatement { call: &'static str, within_lines: usize },
+    /// After the end of the statement that starts on the anchor line (an assignment whose
+    /// arguments continue on the next lines).
+    AfterAnchorStatement,
     /// After a `def` line and its one-line docstring, if any.
     AfterDefHeader,
 }
@@ -113,7 +116,10 @@ pub fn plan(lines: &[String], edit: &Edit, file: &Path) -> Result<Planned, Patch
                     let call_at = (a + 1..(a + 1 + within_lines).min(lines.len()))
                         .find(|&i| lines[i].contains(call))
                         .ok_or_else(|| missing(file, call, purpose))?;
-                    anchor::statement_end(lines, a, call_at).ok_or_else(|| missing(file, "end of statement `;`", purpose))? + 1
+                    anchor::statement_end(lines, a + 1, call_at).ok_or_else(|| missing(file, "end of statement `;`", purpose))? + 1
+                }
+                Placement::AfterAnchorStatement => {
+                    anchor::statement_end(lines, a, a).ok_or_else(|| missing(file, "end of statement `;`", purpose))? + 1
                 }
                 Placement::AfterDefHeader => {
                     let next = lines.get(a + 1).map(|l| l.trim()).unwrap_or("");

@@ -23,6 +23,11 @@ pub enum PatchError {
     /// by an older distprof that picked the form by file path.
     #[error("{file}:{line}: hook call `{found}` is not the form this version declares (`{expected}`); restore the file (`git checkout -- {file}`) and run `distprof xla apply`")]
     UndeclaredHookCall { file: PathBuf, line: usize, found: String, expected: String },
+    /// A file distprof no longer patches still holds what an older distprof wrote there (the
+    /// coordination agent's hook and its BUILD wiring, removed when hook 3 moved to the ROCm
+    /// tracer); it would call a hook or name a target that no longer exists.
+    #[error("{file}:{line}: `{found}` was written by an older distprof (the coordination agent hook, removed); restore the file (`git checkout -- {file}`) and run `distprof xla apply`")]
+    LeftoverHook { file: PathBuf, line: usize, found: String },
     /// `check` found an edit that is not (or not exactly) in the tree.
     #[error("{file}: not patched: {purpose} (expected after/at anchor `{anchor}`); run `distprof xla apply`")]
     NotApplied { file: PathBuf, anchor: String, purpose: &'static str },

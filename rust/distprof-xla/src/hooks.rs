@@ -1,4 +1,5 @@
-//! The hooks in XLA's three core files: anchors, placement and inserted text.
+//! The hooks in XLA's two core files (the PJRT GPU client and the ROCm GPU tracer): anchors,
+//! placement and inserted text.
 //! Why these places: docs/upgrading-xla.md. Each hook is one call behind `#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING`,
 //! so without the Bazel define the compiled code is upstream's. The call signatures are those of
 //! `cc_hooks/distprof_hooks.h`.
@@ -15,39 +16,6 @@ pub const HEADER_INCLUDE: &str = "#include \"cc_hooks/distprof_hooks.h\"";
 
 pub const PJRT_CLIENT: &str = "xla/pjrt/gpu/se_gpu_pjrt_client.cc";
 pub const ROCM_TRACER: &str = "xla/backends/profiler/gpu/device_tracer_rocm.cc";
-/// Coordination agent copy used by jax >= 0.8.2 (added to XLA 2025-12-03).
-pub const AGENT_PJRT: &str = "xla/pjrt/distributed/coordination/coordination_service_agent.cc";
-/// Coordination agent copy used by jax <= 0.8.1.
-pub const AGENT_TSL: &str = "xla/tsl/distributed_runtime/coordination/coordination_service_agent.cc";
-
-/// Which coordination agent copy a tree carries (and the hooks go into). Which member holds
-/// the task id is not a property of the copy (the `xla/pjrt` copy had `task_` until jax 0.9.0
-/// and `task_id_` from 0.9.1): [`agent_hook`] reads it from the tree's declarations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgentCopy {
-    /// `xla::CoordinationServiceAgent` in `xla/pjrt/distributed/coordination/`.
-    Pjrt,
-    /// `tsl::CoordinationServiceAgent(Impl)` in `xla/tsl/distributed_runtime/coordination/`.
-    Tsl,
-}
-
-impl AgentCopy {
-    pub fn path(self) -> &'static str {
-        match self {
-            AgentCopy::Pjrt => AGENT_PJRT,
-            AgentCopy::Tsl => AGENT_TSL,
-        }
-    }
-    /// The agent's header, where its class (and members) are declared from 0.6 on; older tsl
-    /// versions declare the implementation class in the `.cc`, which is searched too.
-    pub fn header(self) -> &'static str {
-        match self {
-            AgentCopy::Pjrt => "xla/pjrt/distributed/coordination/coordination_service_agent.h",
-            AgentCopy::Tsl => "xla/tsl/distributed_runtime/coordination/coordination_service_agent.h",
-        }
-    }
-}
-
 /// A hook call inserted after an anchor, in the first of its call forms whose names the tree
 /// declares (crate::decls).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,6 +121,23 @@ const ROCM_TRACER_HEADERS: [&str; 3] = [
 
 pub fn rocm_tracer_hooks() -> Vec<HookEdit> {
     vec![
+        // Hook 3, `GpuTracer::DoStart()`: right after the collector is created with XLA's own
+        // GPU/host clock pair, read just before into two locals of the same names in every
+        // supported version. The collector exports every device event as
+        // `start_walltime_ns + (gpu - start_gputime_ns)`, so with this pair in the distprof
+        // plane `distprof merge` recovers the GPU time exactly (docs/upgrading-xla.md).
+        HookEdit {
+            anchor: Anchor::unique("rocm_trace_collector_ = CreateRocmCollector("),
+            placement: Placement::AfterAnchorStatement,
+            forms: vec![form(
+                "distprof::OnTraceClockPair(start_walltime_ns, start_gputime_ns);",
+                vec![
+                    local("start_walltime_ns", "uint64_t start_walltime_ns"),
+                    local("start_gputime_ns", "uint64_t start_gputime_ns"),
+                ],
+            )],
+            purpose: "hook 3: collector created with XLA's GPU/host clock pair",
+        },
         HookEdit {
             anchor: Anchor::unique("profiling_state_ = State::kStartedOk;"),
             placement: Placement::After,
@@ -180,31 +165,4 @@ pub fn rocm_tracer_hooks() -> Vec<HookEdit> {
             purpose: "hook 2c: GPU planes exported",
         },
     ]
-}
-
-pub fn agent_edits() -> Vec<Edit> {
-    vec![include_edit()]
-}
-
-/// Hook 3, the coordination agent's `Connect()`, after its success log line (byte-identical in
-/// every version and both copies). The task id is the member `task_id_`
-/// (`CoordinationService::TaskId`, jax >= 0.9.1 in the `xla/pjrt` copy) or the proto member
-/// `task_` (`CoordinatedTask`: the tsl copy, and the `xla/pjrt` copy in jax 0.8.2 to 0.9.0).
-pub fn agent_hook(copy: AgentCopy) -> Vec<HookEdit> {
-    let files = vec![copy.header(), copy.path()];
-    vec![HookEdit {
-        anchor: Anchor::unique("LOG(INFO) << \"Coordination agent has successfully connected.\";"),
-        placement: Placement::After,
-        forms: vec![
-            form(
-                "distprof::OnAgentConnected(task_id_);",
-                vec![member("task_id_", vec!["TaskId task_id_", "int task_id_"], ClassName::OfEnclosingMethod, files.clone())],
-            ),
-            form(
-                "distprof::OnAgentConnected(task_.task_id());",
-                vec![member("task_", vec!["CoordinatedTask task_"], ClassName::OfEnclosingMethod, files)],
-            ),
-        ],
-        purpose: "hook 3: coordination agent connected",
-    }]
 }

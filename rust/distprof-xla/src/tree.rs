@@ -4,7 +4,7 @@ use crate::anchor::{self, Found};
 use crate::decls::{self, Declared};
 use crate::edit::{self, Change, Edit, Planned};
 use crate::error::{PatchError, PatchErrors};
-use crate::hooks::{self, AgentCopy, HookEdit};
+use crate::hooks::{self, HookEdit};
 use crate::wiring::{self, Release};
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 pub struct FileSpec {
     /// Relative to the XLA root.
     pub path: &'static str,
-    /// One of the three core C++ files (counted against the 30-line budget).
+    /// One of the core C++ files (counted against the 30-line budget).
     pub core: bool,
     pub edits: Vec<Edit>,
     /// Hook calls, each in the form the tree's declarations allow.
@@ -25,20 +25,14 @@ pub struct FileSpec {
 /// Every edited and generated file for the tree at hand.
 #[derive(Debug, Clone)]
 pub struct Layout {
-    pub agent: AgentCopy,
     pub files: Vec<FileSpec>,
     /// Written whole: (path, content).
     pub generated: Vec<(String, String)>,
 }
 
-/// Picks the coordination agent copy: the `xla/pjrt/...` one when the tree has it (jax >=
-/// 0.8.2 uses it), else the `xla/tsl/...` one.
-pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
-    let agent = if xla_dir.join(hooks::AGENT_PJRT).is_file() { AgentCopy::Pjrt } else { AgentCopy::Tsl };
-    let agent_build = match agent {
-        AgentCopy::Pjrt => wiring::AGENT_PJRT_BUILD,
-        AgentCopy::Tsl => wiring::AGENT_TSL_BUILD,
-    };
+/// The two core files with their hooks (hook 1 in the PJRT GPU client; hooks 2 and 3 in the
+/// ROCm GPU tracer), their owning BUILD files and `workspace2.bzl`.
+pub fn layout(release: &Release) -> Layout {
     let files = vec![
         FileSpec {
             path: hooks::PJRT_CLIENT,
@@ -52,14 +46,7 @@ pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
             core: true,
             edits: hooks::rocm_tracer_edits(),
             hooks: hooks::rocm_tracer_hooks(),
-            purpose: "hook 2",
-        },
-        FileSpec {
-            path: agent.path(),
-            core: true,
-            edits: hooks::agent_edits(),
-            hooks: hooks::agent_hook(agent),
-            purpose: "hook 3",
+            purpose: "hooks 2 and 3",
         },
         FileSpec {
             path: wiring::PJRT_CLIENT_BUILD,
@@ -73,14 +60,7 @@ pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
             core: false,
             edits: wiring::owner_build_edits(ROCM_TRACER_SRCS, Some(ROCM_TRACER_OLDER_RULE), "profiler_hooks"),
             hooks: Vec::new(),
-            purpose: "build wiring of hook 2",
-        },
-        FileSpec {
-            path: agent_build,
-            core: false,
-            edits: wiring::owner_build_edits(AGENT_SRCS, None, "agent_hooks"),
-            hooks: Vec::new(),
-            purpose: "build wiring of hook 3",
+            purpose: "build wiring of hooks 2 and 3",
         },
         FileSpec {
             path: wiring::WORKSPACE2,
@@ -90,14 +70,13 @@ pub fn layout(xla_dir: &Path, release: &Release) -> Layout {
             purpose: "declaration of @distributed_profiling",
         },
     ];
-    Layout { agent, files, generated: wiring::package_files(release) }
+    Layout { files, generated: wiring::package_files(release) }
 }
 
 const PJRT_CLIENT_SRCS: &str = "srcs = [\"se_gpu_pjrt_client.cc\"],";
 const ROCM_TRACER_SRCS: &str = "srcs = [\"device_tracer_rocm.cc\"],";
 /// Before 0.7.2 `device_tracer_rocm.cc` was a source of `tsl_gpu_library(name = "device_tracer")`.
 const ROCM_TRACER_OLDER_RULE: &str = "name = \"device_tracer\",";
-const AGENT_SRCS: &str = "srcs = [\"coordination_service_agent.cc\"],";
 
 /// The plan for one edited file.
 #[derive(Debug, Clone)]
@@ -147,7 +126,6 @@ pub struct HookSite {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub root: PathBuf,
-    pub agent: AgentCopy,
     pub files: Vec<FilePlan>,
     pub sites: Vec<HookSite>,
     pub generated: Vec<(String, String, GeneratedState)>,
@@ -224,10 +202,29 @@ fn plan_hook(
     Some((hook.edit(chosen.form.call), site))
 }
 
+/// Files an older distprof patched (the coordination agent and its BUILD, both copies) and this
+/// one does not: whatever of distprof is left there would not build against today's package.
+const NO_LONGER_PATCHED: [&str; 4] = [
+    "xla/pjrt/distributed/coordination/coordination_service_agent.cc",
+    "xla/pjrt/distributed/coordination/BUILD",
+    "xla/tsl/distributed_runtime/coordination/coordination_service_agent.cc",
+    "xla/tsl/distributed_runtime/coordination/BUILD",
+];
+
+fn leftovers(root: &Path, errors: &mut Vec<PatchError>) {
+    for rel in NO_LONGER_PATCHED {
+        let Ok(text) = std::fs::read_to_string(root.join(rel)) else { continue };
+        if let Some((i, line)) = text.lines().enumerate().find(|(_, l)| anchor::is_ours(l)) {
+            errors.push(PatchError::LeftoverHook { file: PathBuf::from(rel), line: i + 1, found: line.trim().to_owned() });
+        }
+    }
+}
+
 /// Reads every file and locates every anchor; returns all problems at once.
 pub fn plan(root: &Path, release: &Release) -> Result<Plan, PatchErrors> {
-    let layout = layout(root, release);
+    let layout = layout(release);
     let mut errors = Vec::new();
+    leftovers(root, &mut errors);
     let mut files = Vec::new();
     let mut sites = Vec::new();
     for spec in &layout.files {
@@ -272,7 +269,7 @@ pub fn plan(root: &Path, release: &Release) -> Result<Plan, PatchErrors> {
         generated.push((rel, content, state));
     }
     if errors.is_empty() {
-        Ok(Plan { root: root.to_owned(), agent: layout.agent, files, sites, generated })
+        Ok(Plan { root: root.to_owned(), files, sites, generated })
     } else {
         Err(PatchErrors(errors))
     }

@@ -14,12 +14,10 @@ pub const PACKAGE: &str = "third_party/distributed_profiling";
 pub const WORKSPACE2: &str = "workspace2.bzl";
 pub const PJRT_CLIENT_BUILD: &str = "xla/pjrt/gpu/BUILD";
 pub const ROCM_TRACER_BUILD: &str = "xla/backends/profiler/gpu/BUILD";
-pub const AGENT_PJRT_BUILD: &str = "xla/pjrt/distributed/coordination/BUILD";
-pub const AGENT_TSL_BUILD: &str = "xla/tsl/distributed_runtime/coordination/BUILD";
 
 /// Where `@distributed_profiling` comes from: a release tarball holding `lib/libdistprof.a`,
-/// `cc_hooks/distprof_hooks.h` and a `BUILD.bazel` with the `pjrt_hooks`, `profiler_hooks` and
-/// `agent_hooks` targets, or a local directory holding the same.
+/// `cc_hooks/distprof_hooks.h` and a `BUILD.bazel` with the `pjrt_hooks` and `profiler_hooks`
+/// targets, or a local directory holding the same.
 /// Build values with [`Release::archive`] or [`Release::local`], which refuse what would break
 /// XLA's build or the Starlark it is written into.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,7 +203,7 @@ _ENV = [
     "DISTRIBUTED_PROFILING_STRIP_PREFIX",
 ]
 
-_TARGETS = ["pjrt_hooks", "profiler_hooks", "agent_hooks"]
+_TARGETS = ["pjrt_hooks", "profiler_hooks"]
 
 _UNCONFIGURED = """
 package(default_visibility = ["//visibility:public"])

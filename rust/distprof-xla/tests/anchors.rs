@@ -1,14 +1,12 @@
 //! The patch tool on a synthetic XLA tree: files written for these tests that hold only the
 //! anchor lines distprof looks for, in made-up surroundings (no XLA code).
 
-use distprof_xla::{apply, check, diff, AgentCopy, PatchError, Release, ReleaseError};
+use distprof_xla::{apply, check, diff, PatchError, Release, ReleaseError};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 const CLIENT: &str = "xla/pjrt/gpu/se_gpu_pjrt_client.cc";
 const TRACER: &str = "xla/backends/profiler/gpu/device_tracer_rocm.cc";
-const AGENT_TSL: &str = "xla/tsl/distributed_runtime/coordination/coordination_service_agent.cc";
-const AGENT_PJRT: &str = "xla/pjrt/distributed/coordination/coordination_service_agent.cc";
 
 const CLIENT_SRC: &str = r#"// Synthetic client: only the anchor lines matter.
 #include "synthetic/client.h"
@@ -58,6 +56,13 @@ const TRACER_SRC: &str = r#"#include <cstdint>
 
 #include "synthetic/tracer.h"
 
+absl::Status Tracer::DoStart() {
+  uint64_t start_gputime_ns = RocmTracer::GetTimestamp();
+  uint64_t start_walltime_ns = NowNanos();
+  rocm_trace_collector_ = CreateRocmCollector(
+      options, start_walltime_ns, start_gputime_ns);
+  return Enable();
+}
 void Tracer::Start() {
   if (ok) {
     profiling_state_ = State::kStartedOk;
@@ -71,24 +76,11 @@ void Tracer::Collect(XSpace* space) {
 }
 "#;
 
-const AGENT_SRC: &str = r#"#include "synthetic/agent.h"
-
-void Agent::Connect() {
-  LOG(INFO) << "Coordination agent has successfully connected.";
-  StartHeartbeats();
-}
-"#;
-
 /// Synthetic declarations of what the hooks pass (checked by the tool before it writes a call).
 const OPTIONS_H: (&str, &str) =
     ("xla/pjrt/plugin/xla_gpu/xla_gpu_client_options.h", "struct GpuClientOptions {\n  int node_id = 0;\n  int num_nodes = 1;\n};\n");
 const TRACER_H: (&str, &str) =
     ("xla/backends/profiler/gpu/rocm_tracer.h", "class RocmTracer {\n public:\n  static uint64_t GetTimestamp();\n};\n");
-const AGENT_TSL_H: &str = "xla/tsl/distributed_runtime/coordination/coordination_service_agent.h";
-const AGENT_PJRT_H: &str = "xla/pjrt/distributed/coordination/coordination_service_agent.h";
-/// The agent class as jax <= 0.9.0 declares it (the task as a proto) and as jax >= 0.9.1 does.
-const AGENT_WITH_TASK: &str = "class Agent : public Base {\n  tensorflow::CoordinatedTask task_;\n};\n";
-const AGENT_WITH_TASK_ID: &str = "class Agent {\n  CoordinationService::TaskId task_id_;\n};\n";
 
 fn build_file(src: &str) -> String {
     format!(
@@ -132,19 +124,17 @@ fn read(root: &Path, rel: &str) -> String {
     fs::read_to_string(root.join(rel)).unwrap()
 }
 
-/// A clean synthetic tree with the tsl agent copy only (like XLA <= 0.8.1).
+/// A clean synthetic tree.
 fn tree() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write(root, CLIENT, CLIENT_SRC);
     write(root, TRACER, TRACER_SRC);
-    write(root, AGENT_TSL, AGENT_SRC);
-    for (rel, text) in [OPTIONS_H, TRACER_H, (AGENT_TSL_H, AGENT_WITH_TASK)] {
+    for (rel, text) in [OPTIONS_H, TRACER_H] {
         write(root, rel, text);
     }
     write(root, "xla/pjrt/gpu/BUILD", &build_file("se_gpu_pjrt_client.cc"));
     write(root, "xla/backends/profiler/gpu/BUILD", &build_file("device_tracer_rocm.cc"));
-    write(root, "xla/tsl/distributed_runtime/coordination/BUILD", &build_file("coordination_service_agent.cc"));
     write(root, "workspace2.bzl", WORKSPACE2_SRC);
     dir
 }
@@ -172,7 +162,6 @@ fn apply_inserts_each_hook_at_its_anchor() {
     let dir = tree();
     let root = dir.path();
     let report = apply(root, &Release::default()).unwrap();
-    assert_eq!(report.agent, AgentCopy::Tsl);
     assert_eq!(read(root, CLIENT), CLIENT_PATCHED);
 
     let tracer = read(root, TRACER);
@@ -184,12 +173,19 @@ fn apply_inserts_each_hook_at_its_anchor() {
     // The include follows the first quoted include, not the <cstdint> one.
     assert_eq!(lines[3], "#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING");
     assert_eq!(lines[4], "#include \"cc_hooks/distprof_hooks.h\"");
-    assert!(read(root, AGENT_TSL).contains("\n  distprof::OnAgentConnected(task_.task_id());\n"));
+    // Hook 3 after the whole collector statement (its arguments on the next line), passing the
+    // two locals the tool found declared before it in the same function.
+    assert!(tracer.contains(
+        "      options, start_walltime_ns, start_gputime_ns);\n#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING\n  distprof::OnTraceClockPair(start_walltime_ns, start_gputime_ns);\n#endif"
+    ), "{tracer}");
+    let site = report.sites.iter().find(|s| s.call.starts_with("distprof::OnTraceClockPair(")).unwrap();
+    let at: Vec<(&str, usize)> = site.declared.iter().map(|d| (d.passes, d.line)).collect();
+    assert_eq!(at, vec![("start_walltime_ns", 7), ("start_gputime_ns", 6)]);
 
-    // Budget: 6 + 12 + 6 lines in the core files.
+    // Budget: 6 + 15 lines in the two core files.
     let core: Vec<usize> = report.files.iter().filter(|f| f.core).map(|f| f.added_lines).collect();
-    assert_eq!(core, vec![6, 12, 6]);
-    assert_eq!(report.core_added_lines(), 24);
+    assert_eq!(core, vec![6, 15]);
+    assert_eq!(report.core_added_lines(), 21);
     assert!(report.core_added_lines() <= distprof_xla::CORE_ADDED_LINES_BUDGET);
 
     // BUILD wiring: the load first, local_defines after srcs, deps of the owning rule only.
@@ -217,7 +213,7 @@ fn apply_twice_equals_apply_once_and_check_passes() {
     assert!(!again.changed(), "second apply made changes: {again:?}");
     assert_eq!(snapshot(root), once);
     let checked = check(root, &Release::default()).unwrap();
-    assert_eq!(checked.core_added_lines(), 24);
+    assert_eq!(checked.core_added_lines(), 21);
 }
 
 #[test]
@@ -226,8 +222,8 @@ fn check_lists_every_missing_edit_of_a_clean_tree() {
     let errors = check(dir.path(), &Release::default()).unwrap_err().0;
     let not_applied = errors.iter().filter(|e| matches!(e, PatchError::NotApplied { .. })).count();
     let generated = errors.iter().filter(|e| matches!(e, PatchError::FileMissing { .. })).count();
-    // Edits: client 2, tracer 4, agent 2, three BUILD files 3 each, workspace2 2.
-    assert_eq!(not_applied, 2 + 4 + 2 + 9 + 2);
+    // Edits: client 2, tracer 5, two BUILD files 3 each, workspace2 2.
+    assert_eq!(not_applied, 2 + 5 + 6 + 2);
     // The three files of third_party/distributed_profiling/.
     assert_eq!(generated, 3);
 }
@@ -292,7 +288,7 @@ fn ambiguous_anchor_is_refused_with_the_matching_lines() {
         vec![PatchError::AnchorAmbiguous {
             file: PathBuf::from(TRACER),
             anchor: "profiling_state_ = State::kStartedOk;".into(),
-            lines: vec![7, 11],
+            lines: vec![14, 18],
             purpose: "hook 2a: profiling started (success only)",
         }]
     );
@@ -304,75 +300,88 @@ fn missing_file_and_several_problems_are_reported_together() {
     let dir = tree();
     let root = dir.path();
     fs::remove_file(root.join(CLIENT)).unwrap();
-    write(root, AGENT_TSL, &AGENT_SRC.replace("successfully connected", "connected"));
+    write(root, TRACER, &TRACER_SRC.replace("= CreateRocmCollector(", "= MakeCollector("));
     let errors = apply(root, &Release::default()).unwrap_err().0;
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(matches!(&errors[0], PatchError::FileMissing { file, .. } if file == Path::new(CLIENT)));
-    assert!(matches!(&errors[1], PatchError::AnchorMissing { file, .. } if file == Path::new(AGENT_TSL)));
+    assert!(matches!(&errors[1], PatchError::AnchorMissing { file, anchor, .. }
+        if file == Path::new(TRACER) && anchor == "rocm_trace_collector_ = CreateRocmCollector("));
 }
 
+/// Hook 3 passes two locals of `DoStart()`: a version reading the pair in another function (or
+/// under other names) is refused by name, not patched into code that would not compile.
 #[test]
-fn pjrt_agent_copy_is_used_when_present() {
+fn the_clock_pair_must_be_declared_in_the_function_of_the_call() {
     let dir = tree();
     let root = dir.path();
-    write(root, AGENT_PJRT, AGENT_SRC);
-    write(root, AGENT_PJRT_H, AGENT_WITH_TASK_ID);
-    write(root, "xla/pjrt/distributed/coordination/BUILD", &build_file("coordination_service_agent.cc"));
-    let report = apply(root, &Release::default()).unwrap();
-    assert_eq!(report.agent, AgentCopy::Pjrt);
-    assert!(read(root, AGENT_PJRT).contains("\n  distprof::OnAgentConnected(task_id_);\n"));
-    assert_eq!(read(root, AGENT_TSL), AGENT_SRC, "the unused tsl copy stays upstream");
-    let site = report.sites.iter().find(|s| s.file == AGENT_PJRT).unwrap();
-    assert_eq!(site.declared[0].file, AGENT_PJRT_H);
-    assert_eq!(site.declared[0].line, 2);
-}
-
-/// jax 0.8.2 to 0.9.0: the `xla/pjrt` agent copy exists but still holds the task as a proto,
-/// so the call form follows the declaration, not the file path.
-#[test]
-fn agent_call_form_follows_the_declared_member_not_the_copy() {
-    let dir = tree();
-    let root = dir.path();
-    write(root, AGENT_PJRT, AGENT_SRC);
-    write(root, AGENT_PJRT_H, AGENT_WITH_TASK);
-    write(root, "xla/pjrt/distributed/coordination/BUILD", &build_file("coordination_service_agent.cc"));
-    let report = apply(root, &Release::default()).unwrap();
-    assert_eq!(report.agent, AgentCopy::Pjrt);
-    assert!(read(root, AGENT_PJRT).contains("\n  distprof::OnAgentConnected(task_.task_id());\n"));
-    check(root, &Release::default()).unwrap();
+    let moved = TRACER_SRC.replace(
+        "absl::Status Tracer::DoStart() {\n  uint64_t start_gputime_ns = RocmTracer::GetTimestamp();\n",
+        "uint64_t start_gputime_ns = 0;\nabsl::Status Tracer::DoStart() {\n",
+    );
+    write(root, TRACER, &moved);
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(matches!(&errors[0], PatchError::NoDeclaredCallForm { file, purpose, tried }
+        if file == Path::new(TRACER) && purpose.starts_with("hook 3")
+            && tried.contains("`uint64_t start_gputime_ns` in the function at")), "{errors:?}");
 }
 
 #[test]
 fn a_hook_whose_names_no_version_form_declares_is_refused_by_name() {
     let dir = tree();
     let root = dir.path();
-    // A member renamed again, and the clock reader gone: no form fits either hook.
-    write(root, AGENT_TSL_H, "class Agent {\n  TaskHandle handle_;\n};\n");
+    // The pair's local renamed, and the clock reader gone: no form fits either hook.
+    write(root, TRACER, &TRACER_SRC.replace("uint64_t start_walltime_ns", "int64_t start_walltime_ns"));
     write(root, TRACER_H.0, "class RocmTracer {\n public:\n  static uint64_t ReadClock();\n};\n");
     let before = snapshot(root);
     let errors = apply(root, &Release::default()).unwrap_err().0;
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(matches!(&errors[0], PatchError::NoDeclaredCallForm { file, tried, .. }
-        if file == Path::new(TRACER) && tried.contains("RocmTracer::GetTimestamp") && tried.contains("class RocmTracer")));
+        if file == Path::new(TRACER) && tried.contains("`uint64_t start_walltime_ns`")));
     assert!(matches!(&errors[1], PatchError::NoDeclaredCallForm { file, tried, .. }
-        if file == Path::new(AGENT_TSL) && tried.contains("`task_id_`") && tried.contains("`task_`")));
+        if file == Path::new(TRACER) && tried.contains("RocmTracer::GetTimestamp") && tried.contains("class RocmTracer")));
     assert!(errors[1].to_string().contains("add a call form"), "{}", errors[1]);
     assert_eq!(snapshot(root), before, "nothing written");
 }
 
-/// A tree patched by a tool that chose the form by file path (`task_id_` where the class holds
-/// `task_`) would not compile; check names the line.
+/// A hook call edited by hand into names the version does not declare would not compile;
+/// check names the line.
 #[test]
 fn check_refuses_a_hook_call_in_an_undeclared_form() {
     let dir = tree();
     let root = dir.path();
     apply(root, &Release::default()).unwrap();
-    let patched = read(root, AGENT_TSL).replace("OnAgentConnected(task_.task_id());", "OnAgentConnected(task_id_);");
-    write(root, AGENT_TSL, &patched);
+    let patched = read(root, TRACER).replace("OnTraceClockPair(start_walltime_ns, start_gputime_ns);", "OnTraceClockPair(walltime, gputime);");
+    write(root, TRACER, &patched);
     let errors = check(root, &Release::default()).unwrap_err().0;
     assert!(errors.iter().any(|e| matches!(e, PatchError::UndeclaredHookCall { file, found, expected, .. }
-        if file == Path::new(AGENT_TSL) && found == "distprof::OnAgentConnected(task_id_);"
-            && expected == "distprof::OnAgentConnected(task_.task_id());")), "{errors:?}");
+        if file == Path::new(TRACER) && found == "distprof::OnTraceClockPair(walltime, gputime);"
+            && expected == "distprof::OnTraceClockPair(start_walltime_ns, start_gputime_ns);")), "{errors:?}");
+}
+
+/// A tree an older distprof patched still calls the removed agent hook: apply and check name
+/// the line and the fix instead of leaving a call to a function the package no longer has.
+#[test]
+fn the_removed_agent_hook_left_in_a_tree_is_refused_by_name() {
+    let dir = tree();
+    let root = dir.path();
+    let agent = "xla/tsl/distributed_runtime/coordination/coordination_service_agent.cc";
+    write(root, agent, "void Agent::Connect() {\n  LOG(INFO) << \"connected\";\n#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING\n  distprof::OnAgentConnected(task_.task_id());\n#endif  // XLA_ENABLE_DISTRIBUTED_PROFILING\n}\n");
+    let before = snapshot(root);
+    let errors = apply(root, &Release::default()).unwrap_err().0;
+    assert_eq!(
+        errors,
+        vec![PatchError::LeftoverHook {
+            file: PathBuf::from(agent),
+            line: 3,
+            found: "#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING".into()
+        }]
+    );
+    assert!(errors[0].to_string().contains("git checkout --"), "{}", errors[0]);
+    assert_eq!(snapshot(root), before, "nothing written");
+    // An unpatched agent is none of distprof's business.
+    write(root, agent, "void Agent::Connect() {}\n");
+    apply(root, &Release::default()).unwrap();
 }
 
 #[test]
@@ -401,7 +410,7 @@ fn diff_series_applied_by_git_equals_the_tool_result() {
     let by_git = tree();
     let series = diff(by_git.path(), &Release::default()).unwrap();
     let core: Vec<usize> = series.core_added.iter().map(|(_, n)| *n).collect();
-    assert_eq!(core, vec![6, 12, 6]);
+    assert_eq!(core, vec![6, 15]);
     let out = tempfile::tempdir().unwrap();
     distprof_xla::write_series(&series, out.path()).unwrap();
     let patches: Vec<PathBuf> = series.patches.iter().map(|p| out.path().join(&p.name)).collect();
@@ -420,7 +429,7 @@ fn diff_series_applied_by_git_equals_the_tool_result() {
     // On the patched tree, diff refuses instead of producing an empty series.
     let errors = diff(by_tool.path(), &Release::default()).unwrap_err().0;
     assert!(errors.iter().all(|e| matches!(e, PatchError::AlreadyPatched { .. })));
-    assert_eq!(errors.len(), 7 + 3);
+    assert_eq!(errors.len(), 5 + 3);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The plugin lifecycle inside XLA: the state machine behind the C++ hooks.
 //!
 //! XLA calls, per process: GPU client created (hook 1, once per client), then any number of
-//! trace start / stop / export rounds (hook 2), and maybe agent connected (hook 3). This
+//! profiling rounds: the ROCm collector's clock pair (hook 3), trace start / stop / export
+//! (hook 2). This
 //! module turns those calls into work on a [`Backend`] while keeping the promise of the
 //! hooks header: a disabled plugin costs one atomic load per hook and creates no thread,
 //! socket or file; any failure disables the plugin with one log line and never reaches XLA.
@@ -22,6 +23,7 @@ pub use node::NodeState;
 
 use crate::config::Config;
 use crate::context::NodeId;
+use crate::distprof_plane::TracerStart;
 use crate::kv::KvStore;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -56,7 +58,9 @@ pub trait Backend: Send {
     /// A serialized `XSpace` holding only the planes to append: the C++ side merges it into
     /// XLA's space (`MergeFromString` appends repeated fields). Empty means nothing to add.
     fn export(&mut self) -> Result<Vec<u8>, PluginError>;
-    fn agent_connected(&mut self, task_id: i32) -> Result<(), PluginError>;
+    /// The GPU/host clock pair XLA's device collector was created with (hook 3, just before
+    /// trace start): the next trace records it as its tracer start pair.
+    fn trace_clock_pair(&mut self, pair: TracerStart) -> Result<(), PluginError>;
     /// Where node `node`'s rendezvous stands; `None` for a node this process does not host.
     fn node_state(&self, _node: NodeId) -> Option<NodeState> {
         None
@@ -167,8 +171,15 @@ impl Plugin {
         self.with_backend("trace export", |b| b.export()).unwrap_or_default()
     }
 
-    pub fn on_agent_connected(&'static self, task_id: i32) {
-        self.with_backend("agent connected", |b| b.agent_connected(task_id));
+    /// Hook 3. Both values are nanoseconds since the epoch (host) and of the tracer clock; one
+    /// beyond i64 is no time XLA reads, so the pair is ignored (the trace then records its own
+    /// first snapshot pair, as without the hook) with one warning.
+    pub fn on_trace_clock_pair(&'static self, host_ns: u64, tracer_ns: u64) {
+        let (Ok(s_ns), Ok(r_ns)) = (i64::try_from(host_ns), i64::try_from(tracer_ns)) else {
+            tracing::warn!(host_ns, tracer_ns, "distprof: XLA's collector clock pair is out of range; using distprof's own start pair");
+            return;
+        };
+        self.with_backend("trace clock pair", |b| b.trace_clock_pair(TracerStart { s_ns, r_ns }));
     }
 
     /// Where node `node`'s rendezvous stands (tests and diagnostics; never blocks on the

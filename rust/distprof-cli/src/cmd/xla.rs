@@ -1,5 +1,6 @@
 //! `distprof xla apply|check|diff --xla-dir DIR`: inserts, verifies and regenerates the hooks in
-//! an XLA source tree by anchor.
+//! an XLA source tree by anchor; `distprof xla package --out DIR`: writes the
+//! `@distributed_profiling` repository those hooks build against.
 
 use clap::Subcommand;
 use distprof_xla::{Release, Report};
@@ -39,6 +40,19 @@ enum Action {
         /// Directory for the series, e.g. patches/xla/<version>/ (its *.patch files are replaced).
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Write the @distributed_profiling repository (BUILD.bazel on XLA's real targets, the hook
+    /// sources, the cxx bridge headers and the staticlib) into a new directory.
+    Package {
+        /// The new directory (given to `apply --local-dir`, or packed as the release archive).
+        #[arg(long)]
+        out: PathBuf,
+        /// The distprof-ffi staticlib, e.g. target/release/libdistprof_ffi.a.
+        #[arg(long)]
+        staticlib: PathBuf,
+        /// The cxx bridge headers of the same cargo build: <cargo target dir>/cxxbridge.
+        #[arg(long)]
+        cxxbridge: PathBuf,
     },
 }
 
@@ -94,7 +108,7 @@ impl TreeArgs {
 
 fn print_report(op: Op, report: &Report) {
     let verb = if op == Op::Apply { "patched" } else { "verified" };
-    println!("{verb}: {} (coordination agent copy: {:?})", if report.changed() { "changes written" } else { "no change needed" }, report.agent);
+    println!("{verb}: {}", if report.changed() { "changes written" } else { "no change needed" });
     for f in &report.files {
         println!(
             "  {:<70} {}/{} edits{}  +{} lines{}",
@@ -126,12 +140,12 @@ fn check_json(result: &Result<Report, distprof_xla::PatchErrors>) -> serde_json:
     };
     let anchor_problem =
         |e: &E| matches!(e, E::AnchorMissing { .. } | E::AnchorAmbiguous { .. } | E::FileMissing { .. } | E::Io { .. });
-    let declaration_problem = |e: &E| matches!(e, E::NoDeclaredCallForm { .. } | E::UndeclaredHookCall { .. });
+    let declaration_problem =
+        |e: &E| matches!(e, E::NoDeclaredCallForm { .. } | E::UndeclaredHookCall { .. } | E::LeftoverHook { .. });
     let anchors_ok = !errors.iter().any(anchor_problem);
     let declarations_ok = anchors_ok && !errors.iter().any(declaration_problem);
-    let (agent, sites, added) = match result {
+    let (sites, added) = match result {
         Ok(r) => (
-            Some(format!("{:?}", r.agent).to_ascii_lowercase()),
             r.sites
                 .iter()
                 .map(|s| {
@@ -149,7 +163,7 @@ fn check_json(result: &Result<Report, distprof_xla::PatchErrors>) -> serde_json:
                 .collect::<Vec<_>>(),
             Some(r.core_added_lines()),
         ),
-        Err(_) => (None, Vec::new(), None),
+        Err(_) => (Vec::new(), None),
     };
     serde_json::json!({
         "ok": result.is_ok(),
@@ -157,7 +171,6 @@ fn check_json(result: &Result<Report, distprof_xla::PatchErrors>) -> serde_json:
         "declarations_ok": declarations_ok,
         "added_core_lines": added,
         "added_core_lines_budget": distprof_xla::CORE_ADDED_LINES_BUDGET,
-        "agent_copy": agent,
         "sites": sites,
         "errors": errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
     })
@@ -182,6 +195,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("{}", check_json(&result));
             }
             Ok(if result.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Action::Package { out, staticlib, cxxbridge } => {
+            let files = distprof_xla::package::write(&out, &staticlib, &cxxbridge)?;
+            println!("wrote {} files of @distributed_profiling into {}", files.len(), out.display());
+            Ok(ExitCode::SUCCESS)
         }
         Action::Diff { tree, out } => {
             tree.validate()?;

@@ -2,8 +2,11 @@
 //!
 //! - client created: [`NodeSession::start`]: a distprof thread binds the probe socket and
 //!   runs the rendezvous over XLA's key-value store (bounded lease); the hook returns at once;
+//! - collector clock pair (hook 3, in `GpuTracer::DoStart()` before trace start): kept for the
+//!   next trace start;
 //! - trace start: [`TraceSession::start`]: the snapshot sampler (tracer clock from the hook,
-//!   else the host clock) and the probe engine of every node that has agreed;
+//!   else the host clock) and the probe engine of every node that has agreed; the trace's
+//!   start pair is XLA's collector pair when hook 3 gave one;
 //! - trace stop: tells them to stop (the engine closes its last window, writes the JSONL
 //!   file, fits and writes the model file on its own thread);
 //! - export: the distprof plane of every node (clock model, snapshot pairs, probe
@@ -17,6 +20,7 @@ use super::trace::TraceSession;
 use super::{Backend, OnFailure, PluginError, TracerClock};
 use crate::config::Config;
 use crate::context::NodeId;
+use crate::distprof_plane::TracerStart;
 use crate::kv::KvStore;
 
 pub struct EngineBackend {
@@ -27,7 +31,8 @@ pub struct EngineBackend {
     nodes: Vec<NodeSession>,
     /// The current (or last) profiling session.
     trace: Option<TraceSession>,
-    agent_task_id: Option<i32>,
+    /// XLA's collector clock pair (hook 3), until the trace start that follows takes it.
+    collector_pair: Option<TracerStart>,
 }
 
 impl EngineBackend {
@@ -37,7 +42,7 @@ impl EngineBackend {
             on_failure,
             nodes: Vec::new(),
             trace: None,
-            agent_task_id: None,
+            collector_pair: None,
         }
     }
 
@@ -87,6 +92,7 @@ impl Backend for EngineBackend {
             &self.nodes,
             previous.as_ref(),
             tracer_clock,
+            self.collector_pair.take(),
             &self.on_failure,
         )?;
         self.trace = Some(session);
@@ -108,9 +114,10 @@ impl Backend for EngineBackend {
         })
     }
 
-    fn agent_connected(&mut self, task_id: i32) -> Result<(), PluginError> {
-        tracing::debug!(task_id, "distprof: coordination agent connected");
-        self.agent_task_id = Some(task_id);
+    fn trace_clock_pair(&mut self, pair: TracerStart) -> Result<(), PluginError> {
+        // A DoStart() that failed after creating its collector leaves a pair no trace start
+        // took; the next DoStart() gives a new one, which replaces it.
+        self.collector_pair = Some(pair);
         Ok(())
     }
 

@@ -127,11 +127,17 @@ pub fn trace_output_dir(output_dir: &str, index: u32) -> String {
 
 impl TraceSession {
     /// Starts sampling and the probe engine of every agreed node; returns at once.
+    /// `collector_pair` is the (host, tracer) pair XLA's device collector normalised its
+    /// planes with (hook 3): recorded as the trace's start pair, so `distprof merge` undoes
+    /// XLA's own mapping exactly. Without it (or without a tracer clock, when the snapshot
+    /// pairs are host against host) the first snapshot pair stands in, which is off by the
+    /// time between XLA's two reads and this one.
     pub fn start(
         config: &Config,
         nodes: &[NodeSession],
         previous: Option<&TraceSession>,
         tracer_clock: Option<Box<dyn TracerClock>>,
+        collector_pair: Option<TracerStart>,
         on_failure: &OnFailure,
     ) -> Result<Self, PluginError> {
         let tracer_clock_name = if tracer_clock.is_some() {
@@ -144,10 +150,13 @@ impl TraceSession {
         let index = previous.map_or(0, |p| if p.probes.is_empty() { p.index } else { p.index.saturating_add(1) });
         let tracer: SharedTracer = Arc::new(Mutex::new(tracer_clock));
         let first = snapshot(&tracer);
-        let tracer_start = TracerStart {
+        // The pair is in the tracer clock XLA's collector reads; with no tracer clock given,
+        // the snapshot pairs are host against host and the pair would not match them.
+        let collector_pair = collector_pair.filter(|_| tracer_clock_name == "rocm");
+        let tracer_start = collector_pair.unwrap_or(TracerStart {
             s_ns: first.s_ns,
             r_ns: first.r_ns,
-        };
+        });
         let snapshots = Arc::new(Mutex::new(vec![first]));
         let stop = Arc::new(AtomicBool::new(false));
 
