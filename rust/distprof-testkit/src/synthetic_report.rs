@@ -267,6 +267,8 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                 offset_ns,
                 drift_ppb,
                 margin_ns,
+                // No estimator ran: health falls back to the share of pure points.
+                sigma_ns: None,
             });
         }
         let mut edge = EdgeSeries {
@@ -277,7 +279,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
             health: EdgeHealth::Ok,
             health_note: String::new(),
         };
-        (edge.health, edge.health_note) = edge.assess_health(Some(spec.windows as usize));
+        (edge.health, edge.health_note) = edge.assess_health(Some(spec.windows as usize), None);
         edges.push(edge);
     }
 

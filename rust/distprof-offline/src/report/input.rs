@@ -119,6 +119,10 @@ pub struct EdgeWindowFit {
     /// Half the vertical gap between the forward and reverse clouds around the line;
     /// negative when no line separates them (the fit is then unreliable).
     pub margin_ns: f64,
+    /// The estimator's calibrated sigma of `offset_ns` under symmetric paths
+    /// (`estimate::uncertainty::edge_sigma_ns`), when the loader knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigma_ns: Option<f64>,
 }
 
 impl EdgeWindowFit {
@@ -161,16 +165,22 @@ pub struct LoopResidual {
     pub residual_ns: f64,
 }
 
-/// An edge whose share of pure points is below this is degraded: most pairs met a queue,
-/// so few points are left near the line and the fit rests on them.
+/// Without a sigma per fit (older or synthetic inputs), an edge whose share of pure points
+/// is below this is degraded: most pairs met a queue, so few points are left near the line.
 pub const MIN_PURE_SHARE: f64 = 0.5;
 
 impl EdgeSeries {
-    /// The health of this edge judged from its own points and fits, for loaders whose
-    /// source states none: down without a point, degraded when a window has no separating
-    /// line, when fewer windows were fitted than `windows_in_run`, or when less than
-    /// [`MIN_PURE_SHARE`] of the points are pure; else ok. The note says which.
-    pub fn assess_health(&self, windows_in_run: Option<usize>) -> (EdgeHealth, String) {
+    /// The health of this edge judged from its own points and fits: down without a point;
+    /// degraded when a window has no separating line, when fewer windows were fitted than
+    /// `windows_in_run`, or when the fit is too loose to be trusted; else ok. The note says
+    /// which.
+    ///
+    /// Loose means the fit's own 2 sigma passes `uncertainty_limit_ns` (the limit at which
+    /// a node's segment is flagged) in some window: the edge alone would flag the nodes
+    /// that rest on it. Queueing as such is not a fault: with every packet's point the fit
+    /// can be tight though few pairs are pure, and the sigma says so. Only when no fit
+    /// carries a sigma does the share of pure points (below [`MIN_PURE_SHARE`]) stand in.
+    pub fn assess_health(&self, windows_in_run: Option<usize>, uncertainty_limit_ns: Option<f64>) -> (EdgeHealth, String) {
         if self.points.is_empty() && self.fits.is_empty() {
             return (EdgeHealth::Down, "no probe delivered".to_string());
         }
@@ -187,13 +197,24 @@ impl EdgeSeries {
         if let Some(expected) = windows_in_run.filter(|w| self.fits.len() < *w) {
             notes.push(format!("{} of {expected} windows fitted", self.fits.len()));
         }
-        let pure = self.points.iter().filter(|p| p.pure).count();
-        let share = pure as f64 / self.points.len().max(1) as f64;
-        if !self.points.is_empty() && share < MIN_PURE_SHARE {
-            notes.push(format!(
-                "only {:.0}% of pairs pure (queueing)",
-                share * 100.0
-            ));
+        let sigmas: Vec<f64> = self.fits.iter().filter_map(|f| f.sigma_ns).filter(|s| s.is_finite()).collect();
+        if !sigmas.is_empty() {
+            if let Some(limit) = uncertainty_limit_ns {
+                let loose = sigmas.iter().filter(|s| 2.0 * **s > limit).count();
+                if loose > 0 {
+                    let worst = sigmas.iter().copied().fold(0.0, f64::max);
+                    notes.push(format!(
+                        "{loose} window(s) with a loose fit (2 sigma up to {:.0} ns, limit {limit:.0} ns)",
+                        2.0 * worst
+                    ));
+                }
+            }
+        } else {
+            let pure = self.points.iter().filter(|p| p.pure).count();
+            let share = pure as f64 / self.points.len().max(1) as f64;
+            if !self.points.is_empty() && share < MIN_PURE_SHARE {
+                notes.push(format!("only {:.0}% of pairs pure (queueing)", share * 100.0));
+            }
         }
         if notes.is_empty() {
             (EdgeHealth::Ok, String::new())
@@ -262,6 +283,7 @@ mod tests {
             offset_ns: 0.0,
             drift_ppb: 0.0,
             margin_ns,
+            sigma_ns: None,
         };
         let pt = |pure: bool| OwdPoint {
             t_ns: 1,
@@ -277,27 +299,40 @@ mod tests {
             health: EdgeHealth::Ok,
             health_note: String::new(),
         };
-        assert_eq!(e.assess_health(Some(2)).0, EdgeHealth::Down);
+        assert_eq!(e.assess_health(Some(2), None).0, EdgeHealth::Down);
         e.points = vec![pt(true), pt(true), pt(false)];
         e.fits = vec![fit(0, 10.0), fit(1, 12.0)];
-        assert_eq!(e.assess_health(Some(2)), (EdgeHealth::Ok, String::new()));
+        assert_eq!(e.assess_health(Some(2), None), (EdgeHealth::Ok, String::new()));
         e.fits[1].margin_ns = -3.0;
         assert_eq!(
-            e.assess_health(Some(3)),
+            e.assess_health(Some(3), None),
             (
                 EdgeHealth::Degraded,
                 "1 window(s) without a separating line; 2 of 3 windows fitted".to_string()
             )
         );
         e.fits[1].margin_ns = f64::NAN;
-        assert_eq!(e.assess_health(None).0, EdgeHealth::Degraded);
+        assert_eq!(e.assess_health(None, None).0, EdgeHealth::Degraded);
         e.fits[1].margin_ns = 5.0;
         e.points = vec![pt(true), pt(false), pt(false)];
         assert_eq!(
-            e.assess_health(None),
+            e.assess_health(None, None),
             (
                 EdgeHealth::Degraded,
                 "only 33% of pairs pure (queueing)".to_string()
+            )
+        );
+        // With sigmas the fits judge, not the share of pure pairs: tight fits are ok...
+        e.fits[0].sigma_ns = Some(120.0);
+        e.fits[1].sigma_ns = Some(300.0);
+        assert_eq!(e.assess_health(None, Some(1000.0)), (EdgeHealth::Ok, String::new()));
+        // ... and a fit whose 2 sigma passes the limit is not.
+        e.fits[1].sigma_ns = Some(700.0);
+        assert_eq!(
+            e.assess_health(None, Some(1000.0)),
+            (
+                EdgeHealth::Degraded,
+                "1 window(s) with a loose fit (2 sigma up to 1400 ns, limit 1000 ns)".to_string()
             )
         );
     }

@@ -5,7 +5,7 @@
 //! from the prober's window stats, and triangle loop residuals.
 
 use super::input::{
-    owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, ReportInput, RunFacts, MIN_PURE_SHARE,
+    owd_points, EdgeHealth, EdgeSeries, EdgeWindowFit, ReportInput, RunFacts,
 };
 use distprof::config::TimestampMode;
 use distprof::context::NodeId;
@@ -115,6 +115,7 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
                 drift_ppb: rate_ppb,
                 // No finite margin: the clouds overlap, which the page shows as unreliable.
                 margin_ns: er.margin_ns.unwrap_or(f64::NAN),
+                sigma_ns: er.sigma_ns,
             });
         }
     }
@@ -130,7 +131,12 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
     }
     for (key, e) in edges.iter_mut() {
         let expected_fits = windows_with_records.get(key).copied().unwrap_or(0);
-        let (health, note) = edge_health(e, stats.get(key).map(Vec::as_slice).unwrap_or(&[]), expected_fits);
+        let (health, note) = edge_health(
+            e,
+            stats.get(key).map(Vec::as_slice).unwrap_or(&[]),
+            expected_fits,
+            run.config.max_uncertainty_ns as f64,
+        );
         e.health = health;
         e.health_note = note;
     }
@@ -174,12 +180,18 @@ fn empty_edge(src: NodeId, dst: NodeId) -> EdgeSeries {
 }
 
 /// Down when the edge completed no probe; degraded when it went down, its path lost more
-/// than [`MAX_LOSS_SHARE`] of its datagrams, had fewer than [`MIN_PURE_SHARE`] pure probes, or a window without
-/// a separating line or without a fit; else ok.
-fn edge_health(e: &EdgeSeries, stats: &[&EdgeWindowStats], expected_fits: usize) -> (EdgeHealth, String) {
+/// than [`MAX_LOSS_SHARE`] of its datagrams, or its fits show a fault
+/// ([`EdgeSeries::assess_health`]: a window without a separating line or without a fit, or
+/// a fit looser than `uncertainty_limit_ns` allows); else ok. How many probes were pure is
+/// not judged here: with every packet's point a queued path can still fit tightly.
+fn edge_health(
+    e: &EdgeSeries,
+    stats: &[&EdgeWindowStats],
+    expected_fits: usize,
+    uncertainty_limit_ns: f64,
+) -> (EdgeHealth, String) {
     let sent: u64 = stats.iter().map(|s| s.sent).sum();
     let complete: u64 = stats.iter().map(|s| s.complete).sum();
-    let pure: u64 = stats.iter().map(|s| s.pure).sum();
     let lost: u64 = stats.iter().map(|s| s.lost).sum();
     let windows_down = stats.iter().filter(|s| !s.up || s.went_down > 0).count();
     if complete == 0 && e.points.is_empty() {
@@ -203,19 +215,9 @@ fn edge_health(e: &EdgeSeries, stats: &[&EdgeWindowStats], expected_fits: usize)
     if datagram_loss > MAX_LOSS_SHARE {
         notes.push(format!("lost {lost} of {sent} probes (~{:.0}% of datagrams)", datagram_loss * 100.0));
     }
-    if complete > 0 && (pure as f64) < MIN_PURE_SHARE * complete as f64 {
-        notes.push(format!("only {pure} of {complete} probes pure (queueing)"));
-    }
-    let (h, fit_note) = e.assess_health(Some(expected_fits));
+    let (h, fit_note) = e.assess_health(Some(expected_fits), Some(uncertainty_limit_ns));
     if h != EdgeHealth::Ok {
-        // Purity was judged above from the prober's counts (both directions of a probe);
-        // keep only what the fits add.
-        notes.extend(
-            fit_note
-                .split("; ")
-                .filter(|n| !n.contains("pure"))
-                .map(str::to_string),
-        );
+        notes.push(fit_note);
     }
     if notes.is_empty() {
         (EdgeHealth::Ok, String::new())
@@ -290,6 +292,7 @@ mod tests {
                 offset_ns: 0.0,
                 drift_ppb: 0.0,
                 margin_ns: 5.0,
+                sigma_ns: Some(100.0),
             })
             .collect();
         e
@@ -301,6 +304,7 @@ mod tests {
             &empty_edge(0, 1),
             &[&stat(10, 0, 0, 10, false), &stat(10, 0, 0, 10, false)],
             0,
+            1000.0,
         );
         assert_eq!(
             (h, note.as_str()),
@@ -311,18 +315,27 @@ mod tests {
         );
         let ok = [stat(100, 100, 90, 0, true), stat(100, 99, 95, 1, true)];
         assert_eq!(
-            edge_health(&edge(398, 2), &ok.iter().collect::<Vec<_>>(), 2),
+            edge_health(&edge(398, 2), &ok.iter().collect::<Vec<_>>(), 2, 1000.0),
             (EdgeHealth::Ok, String::new())
         );
         let bad = [stat(100, 80, 10, 20, true), stat(100, 50, 5, 50, false)];
-        let (h, note) = edge_health(&edge(260, 1), &bad.iter().collect::<Vec<_>>(), 2);
+        let (h, note) = edge_health(&edge(260, 1), &bad.iter().collect::<Vec<_>>(), 2, 1000.0);
         assert_eq!(h, EdgeHealth::Degraded);
-        assert_eq!(note, "down in 1 of 2 windows; lost 70 of 200 probes (~10% of datagrams); only 15 of 130 probes pure (queueing); 1 of 2 windows fitted");
+        assert_eq!(note, "down in 1 of 2 windows; lost 70 of 200 probes (~10% of datagrams); 1 of 2 windows fitted");
+        // Few pure probes with tight fits is fine; a fit looser than the limit is not.
+        let queued = [stat(100, 100, 10, 0, true)];
+        assert_eq!(edge_health(&edge(200, 1), &queued.iter().collect::<Vec<_>>(), 1, 1000.0), (EdgeHealth::Ok, String::new()));
+        let mut loose = edge(200, 1);
+        loose.fits[0].sigma_ns = Some(800.0);
+        assert_eq!(
+            edge_health(&loose, &queued.iter().collect::<Vec<_>>(), 1, 1000.0).1,
+            "1 window(s) with a loose fit (2 sigma up to 1600 ns, limit 1000 ns)"
+        );
         // 1% of datagrams lost: ~4% of the probes, and the edge is fine.
         let lossy = [stat(1500, 1440, 1400, 60, true)];
-        assert_eq!(edge_health(&edge(2880, 1), &lossy.iter().collect::<Vec<_>>(), 1), (EdgeHealth::Ok, String::new()));
+        assert_eq!(edge_health(&edge(2880, 1), &lossy.iter().collect::<Vec<_>>(), 1, 1000.0), (EdgeHealth::Ok, String::new()));
         let lossier = [stat(1500, 1100, 1000, 400, true)];
-        assert_eq!(edge_health(&edge(2200, 1), &lossier.iter().collect::<Vec<_>>(), 1).0, EdgeHealth::Degraded);
+        assert_eq!(edge_health(&edge(2200, 1), &lossier.iter().collect::<Vec<_>>(), 1, 1000.0).0, EdgeHealth::Degraded);
     }
 
     #[test]

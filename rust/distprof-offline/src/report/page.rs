@@ -513,7 +513,7 @@ mod tests {
                 Vec::new()
             },
             fits: if live {
-                vec![EdgeWindowFit { window_id: 0, start_ns: T0, end_ns: T0 + 2_000_000_000, mid_ns: T0 + 1_000_000_000, offset_ns: 5_000.0, drift_ppb: 0.0, margin_ns: 25_000.0 }]
+                vec![EdgeWindowFit { window_id: 0, start_ns: T0, end_ns: T0 + 2_000_000_000, mid_ns: T0 + 1_000_000_000, offset_ns: 5_000.0, drift_ppb: 0.0, margin_ns: 25_000.0, sigma_ns: None }]
             } else {
                 Vec::new()
             },
