@@ -78,6 +78,16 @@ impl DirectWriter {
     /// Writes `file` from its start.
     pub fn new(file: File) -> Self {
         let direct = set_direct(&file, true);
+        Self::with_mode(file, direct)
+    }
+
+    /// Writes `file` from its start through the page cache: for a temporary file read
+    /// back soon and then deleted, whose bytes need never reach the device.
+    pub fn cached(file: File) -> Self {
+        Self::with_mode(file, false)
+    }
+
+    fn with_mode(file: File, direct: bool) -> Self {
         let (buf, head) = aligned_buffer(Vec::new());
         Self { file: Arc::new(file), direct, buf, head, at: 0, writing: None }
     }
@@ -184,14 +194,14 @@ impl DirectWriter {
     pub fn into_part(mut self) -> io::Result<Part> {
         self.settle()?;
         let tail = self.buf[self.head..].to_vec();
-        let on_disk = self.at;
-        Ok(Part { file: self.into_file()?, on_disk, tail })
+        let (on_disk, read_direct) = (self.at, self.direct);
+        Ok(Part { file: self.into_file()?, on_disk, tail, read_direct })
     }
 
     /// Appends `part` (its file's first `on_disk` bytes, then its tail), leaving out its
     /// first `skip` bytes. Reads past the page cache where the file allows.
     pub fn append(&mut self, part: &Part, mut skip: usize, scratch: &mut Vec<u8>) -> io::Result<()> {
-        let direct = set_direct(&part.file, true);
+        let direct = part.read_direct && set_direct(&part.file, true);
         if scratch.len() < CHUNK + ALIGN {
             scratch.resize(CHUNK + ALIGN, 0);
         }
@@ -233,6 +243,8 @@ pub struct Part {
     pub file: File,
     pub on_disk: u64,
     pub tail: Vec<u8>,
+    /// Read past the page cache (its bytes are on the device, not in the cache).
+    pub read_direct: bool,
 }
 
 impl Part {
@@ -243,6 +255,7 @@ impl Part {
             file,
             on_disk,
             tail: Vec::new(),
+            read_direct: true,
         })
     }
 
