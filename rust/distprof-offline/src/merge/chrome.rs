@@ -189,19 +189,40 @@ pub fn put_f64(out: &mut Vec<u8>, v: f64) {
     }
 }
 
-/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too.
+/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too: the digits of
+/// the ns count with a point before the last three, written in place from the end like
+/// [`put_u64`] (one pass, no second number).
 #[inline]
 fn put_micros(out: &mut Vec<u8>, ps: i64) {
     let ns = ps.div_euclid(1000);
     if ns < 0 {
         out.push(b'-');
     }
-    let a = ns.unsigned_abs();
-    put_u64(out, a / 1000);
-    let f = (a % 1000) as usize;
-    out.push(b'.');
-    out.push(b'0' + (f / 100) as u8);
-    out.extend_from_slice(&DIGIT_PAIRS[(f % 100) * 2..(f % 100) * 2 + 2]);
+    let mut v = ns.unsigned_abs();
+    // At least "0.000": four digits.
+    let n = decimal_digits(v).max(4);
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 24]);
+    out.truncate(start + n + 1);
+    let text = &mut out[start..];
+    // The fraction: three digits after the point.
+    let f = (v % 1000) as usize;
+    v /= 1000;
+    text[n - 2] = b'0' + (f / 100) as u8;
+    text[n - 1..n + 1].copy_from_slice(&DIGIT_PAIRS[(f % 100) * 2..(f % 100) * 2 + 2]);
+    text[n - 3] = b'.';
+    let mut i = n - 3;
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        text[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if v >= 10 {
+        text[..2].copy_from_slice(&DIGIT_PAIRS[v as usize * 2..v as usize * 2 + 2]);
+    } else {
+        text[0] = b'0' + v as u8;
+    }
 }
 
 impl ChromeWriter {
@@ -486,6 +507,14 @@ mod tests {
             for v in [POW10[k] - 1, POW10[k], POW10[k] + 1] {
                 assert_eq!(decimal_digits(v), v.to_string().len(), "{v}");
             }
+        }
+        // µs with ns: every digit count, negative values, and ps floored to ns.
+        for ps in [0i64, 999, 1_000, 9_999, 12_345_678, 999_999_999, 1_000_000_000, 123_456_789_012_345, i64::MAX, -1, -1_000, -1_001, -2_000_000_000, i64::MIN] {
+            let mut b = Vec::new();
+            put_micros(&mut b, ps);
+            let ns = ps.div_euclid(1000);
+            let want = format!("{}{}.{:03}", if ns < 0 { "-" } else { "" }, ns.unsigned_abs() / 1000, ns.unsigned_abs() % 1000);
+            assert_eq!(String::from_utf8(b).unwrap(), want, "{ps}");
         }
         for v in [0u64, 9, 10, 99, 100, 12_345, 1_000_000_007, u64::MAX] {
             let mut b = Vec::new();
