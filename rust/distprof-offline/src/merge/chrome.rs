@@ -503,8 +503,8 @@ mod tests {
                 assert_eq!(b.len(), pre + n);
             }
         }
-        for k in 0..20 {
-            for v in [POW10[k] - 1, POW10[k], POW10[k] + 1] {
+        for p in POW10 {
+            for v in [p - 1, p, p + 1] {
                 assert_eq!(decimal_digits(v), v.to_string().len(), "{v}");
             }
         }

@@ -794,7 +794,7 @@ fn merge_node(
         chrome: writer.as_mut(),
         progress: &mut plane_progress,
     };
-    let st: RewriteStats = rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| match e {
+    let st: RewriteStats = rewrite::rewrite_space(buf, &n.info, &n.map, &mut w, o).map_err(|e| match e {
         rewrite::RewriteError::Wire(err) => MergeError::Wire {
             path: n.path.clone(),
             err,
