@@ -296,7 +296,8 @@ mod tests {
         // Past the page cache where the temporary directory's file system allows (ext4,
         // xfs, tmpfs since Linux 6.6), and through it (`cached`, the same path as a file
         // system that refuses O_DIRECT): both must give the same bytes.
-        let modes: [(&str, fn(File) -> DirectWriter); 2] = [("direct", DirectWriter::new), ("cached", DirectWriter::cached)];
+        type Open = fn(File) -> DirectWriter;
+        let modes: [(&str, Open); 2] = [("direct", DirectWriter::new), ("cached", DirectWriter::cached)];
         for (mode, open) in modes {
             let dir = std::env::temp_dir();
             let tmp = tempfile::tempdir_in(&dir).unwrap();
