@@ -16,14 +16,13 @@
 //! sharded merge joins the shards' fragments the same way, so every path gives the same
 //! bytes.
 //!
-//! Formatting is by hand into one reused buffer (no allocation per event): the JSON is
-//! several times the size of the XSpace and must be written at the same speed.
+//! Formatting is by hand into the output's own buffer (no allocation per event, no copy
+//! between buffers), written past the page cache (`direct_io`): the JSON is several times
+//! the size of the XSpace and must be written at the same speed.
 
+use super::direct_io::{DirectWriter, Part};
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
-
-/// Bytes buffered before a write to the output.
-const BUFFER_BYTES: usize = 1 << 20;
+use std::io::{self, Write};
 
 /// The record separator: every record starts with it, except the document's first.
 pub const SEP: &[u8] = b",\n";
@@ -42,8 +41,7 @@ pub const FOOTER: &[u8] = b"\n]}\n";
 
 /// Writes one fragment: the records of one node's planes.
 pub struct ChromeWriter {
-    out: Box<dyn Write + Send>,
-    buf: Vec<u8>,
+    out: DirectWriter,
     next_pid: u64,
     /// The next record is the document's first: drop its separator.
     skip_sep: bool,
@@ -101,26 +99,75 @@ const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
-/// Decimal `v`, two digits per division.
+/// Appends `s`. Most pieces of an event (its prefix, name, stat keys) are short and of
+/// varying length, which `extend_from_slice` copies with a `memcpy` call each; up to 32
+/// bytes are copied here with two overlapping fixed-size moves instead.
+#[inline(always)]
+pub fn put_bytes(out: &mut Vec<u8>, s: &[u8]) {
+    let n = s.len();
+    if !(4..=32).contains(&n) {
+        out.extend_from_slice(s);
+        return;
+    }
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 32]);
+    let dst = &mut out[start..start + 32];
+    if n >= 16 {
+        dst[..16].copy_from_slice(&s[..16]);
+        dst[n - 16..n].copy_from_slice(&s[n - 16..]);
+    } else if n >= 8 {
+        dst[..8].copy_from_slice(&s[..8]);
+        dst[n - 8..n].copy_from_slice(&s[n - 8..]);
+    } else {
+        dst[..4].copy_from_slice(&s[..4]);
+        dst[n - 4..n].copy_from_slice(&s[n - 4..]);
+    }
+    out.truncate(start + n);
+}
+
+/// Powers of ten that fit a u64.
+const POW10: [u64; 20] = {
+    let mut p = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        p[i] = p[i - 1] * 10;
+        i += 1;
+    }
+    p
+};
+
+/// Digits of `v` in decimal: from its bit length (log10 2 ~ 1233 / 4096) and one
+/// comparison, not the loop of `ilog10`.
+#[inline(always)]
+fn decimal_digits(v: u64) -> usize {
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    let guess = (bits * 1233) >> 12;
+    guess + usize::from((v | 1) >= POW10[guess])
+}
+
+/// Decimal `v`, two digits per division, written in place: room for the longest number
+/// is appended (a fixed-size copy, no call) and cut to the digits, which fill it from the
+/// end; a copy of a variable number of digits would cost a `memcpy` call per number.
 #[inline]
 pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
+    let n = decimal_digits(v);
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 20]);
+    out.truncate(start + n);
+    let digits = &mut out[start..];
+    let mut i = n;
     while v >= 100 {
         let d = (v % 100) as usize * 2;
         v /= 100;
         i -= 2;
-        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+        digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
     }
     if v >= 10 {
         let d = v as usize * 2;
-        i -= 2;
-        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+        digits[..2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
     } else {
-        i -= 1;
-        tmp[i] = b'0' + v as u8;
+        digits[0] = b'0' + v as u8;
     }
-    out.extend_from_slice(&tmp[i..]);
 }
 
 #[inline]
@@ -142,28 +189,48 @@ pub fn put_f64(out: &mut Vec<u8>, v: f64) {
     }
 }
 
-/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too.
+/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too: the digits of
+/// the ns count with a point before the last three, written in place from the end like
+/// [`put_u64`] (one pass, no second number).
 #[inline]
 fn put_micros(out: &mut Vec<u8>, ps: i64) {
     let ns = ps.div_euclid(1000);
     if ns < 0 {
         out.push(b'-');
     }
-    let a = ns.unsigned_abs();
-    put_u64(out, a / 1000);
-    let f = (a % 1000) as usize;
-    out.push(b'.');
-    out.push(b'0' + (f / 100) as u8);
-    out.extend_from_slice(&DIGIT_PAIRS[(f % 100) * 2..(f % 100) * 2 + 2]);
+    let mut v = ns.unsigned_abs();
+    // At least "0.000": four digits.
+    let n = decimal_digits(v).max(4);
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 24]);
+    out.truncate(start + n + 1);
+    let text = &mut out[start..];
+    // The fraction: three digits after the point.
+    let f = (v % 1000) as usize;
+    v /= 1000;
+    text[n - 2] = b'0' + (f / 100) as u8;
+    text[n - 1..n + 1].copy_from_slice(&DIGIT_PAIRS[(f % 100) * 2..(f % 100) * 2 + 2]);
+    text[n - 3] = b'.';
+    let mut i = n - 3;
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        text[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if v >= 10 {
+        text[..2].copy_from_slice(&DIGIT_PAIRS[v as usize * 2..v as usize * 2 + 2]);
+    } else {
+        text[0] = b'0' + v as u8;
+    }
 }
 
 impl ChromeWriter {
     /// A fragment whose first process gets pid `first_pid`. `document_start`: its first
     /// record is the document's first (no separator before it).
-    pub fn new(out: Box<dyn Write + Send>, first_pid: u64, document_start: bool) -> Self {
+    pub fn new(out: DirectWriter, first_pid: u64, document_start: bool) -> Self {
         Self {
             out,
-            buf: Vec::with_capacity(BUFFER_BYTES + (64 << 10)),
             next_pid: first_pid,
             skip_sep: document_start,
             events: 0,
@@ -177,18 +244,14 @@ impl ChromeWriter {
         if self.skip_sep {
             self.skip_sep = false;
         } else {
-            self.buf.extend_from_slice(SEP);
+            self.out.buf().extend_from_slice(SEP);
         }
         self.records += 1;
     }
 
     #[inline]
     fn maybe_flush(&mut self) -> io::Result<()> {
-        if self.buf.len() >= BUFFER_BYTES {
-            self.out.write_all(&self.buf)?;
-            self.buf.clear();
-        }
-        Ok(())
+        self.out.maybe_flush()
     }
 
     /// Declares a process (one node's plane) and returns its pid.
@@ -196,17 +259,17 @@ impl ChromeWriter {
         let pid = self.next_pid;
         self.next_pid += 1;
         self.start_record();
-        self.buf.extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
-        put_u64(&mut self.buf, pid);
-        self.buf.extend_from_slice(b",\"name\":\"process_name\",\"args\":{\"name\":\"");
-        escape_bytes(name.as_bytes(), &mut self.buf);
-        self.buf.extend_from_slice(b"\"}}");
+        self.out.buf().extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
+        put_u64(self.out.buf(), pid);
+        self.out.buf().extend_from_slice(b",\"name\":\"process_name\",\"args\":{\"name\":\"");
+        escape_bytes(name.as_bytes(), self.out.buf());
+        self.out.buf().extend_from_slice(b"\"}}");
         self.start_record();
-        self.buf.extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
-        put_u64(&mut self.buf, pid);
-        self.buf.extend_from_slice(b",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":");
-        put_u64(&mut self.buf, pid);
-        self.buf.extend_from_slice(b"}}");
+        self.out.buf().extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
+        put_u64(self.out.buf(), pid);
+        self.out.buf().extend_from_slice(b",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":");
+        put_u64(self.out.buf(), pid);
+        self.out.buf().extend_from_slice(b"}}");
         self.maybe_flush()?;
         Ok(pid)
     }
@@ -216,20 +279,20 @@ impl ChromeWriter {
     pub fn thread(&mut self, pid: u64, tid: u32, line_id: i64, name: &str) -> io::Result<()> {
         for sort in [false, true] {
             self.start_record();
-            self.buf.extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
-            put_u64(&mut self.buf, pid);
-            self.buf.extend_from_slice(b",\"tid\":");
-            put_u64(&mut self.buf, tid as u64);
+            self.out.buf().extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
+            put_u64(self.out.buf(), pid);
+            self.out.buf().extend_from_slice(b",\"tid\":");
+            put_u64(self.out.buf(), tid as u64);
             if sort {
-                self.buf.extend_from_slice(b",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":");
-                put_u64(&mut self.buf, tid as u64);
-                self.buf.extend_from_slice(b"}}");
+                self.out.buf().extend_from_slice(b",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":");
+                put_u64(self.out.buf(), tid as u64);
+                self.out.buf().extend_from_slice(b"}}");
             } else {
-                self.buf.extend_from_slice(b",\"name\":\"thread_name\",\"args\":{\"name\":\"");
-                escape_bytes(name.as_bytes(), &mut self.buf);
-                self.buf.extend_from_slice(b"\",\"xline_id\":");
-                put_i64(&mut self.buf, line_id);
-                self.buf.extend_from_slice(b"}}");
+                self.out.buf().extend_from_slice(b",\"name\":\"thread_name\",\"args\":{\"name\":\"");
+                escape_bytes(name.as_bytes(), self.out.buf());
+                self.out.buf().extend_from_slice(b"\",\"xline_id\":");
+                put_i64(self.out.buf(), line_id);
+                self.out.buf().extend_from_slice(b"}}");
             }
         }
         self.maybe_flush()
@@ -259,83 +322,99 @@ impl ChromeWriter {
     ) -> io::Result<()> {
         self.start_record();
         self.events += 1;
-        let b = &mut self.buf;
-        b.extend_from_slice(prefix);
+        let b = self.out.buf();
+        put_bytes(b, prefix);
         put_micros(b, ts_ps);
         b.extend_from_slice(b",\"dur\":");
         put_micros(b, dur_ps);
-        b.extend_from_slice(name_field);
+        put_bytes(b, name_field);
         args(b);
         b.push(b'}');
         self.maybe_flush()
     }
 
-    /// Writes what is buffered; returns the next free pid.
-    pub fn finish(mut self) -> io::Result<u64> {
-        self.out.write_all(&self.buf)?;
-        self.out.flush()?;
-        Ok(self.next_pid)
+    /// The next free pid.
+    pub fn next_pid(&self) -> u64 {
+        self.next_pid
+    }
+
+    /// Ends a fragment written to a part file: its whole blocks are on disk, the rest in
+    /// the part, which [`ChromeDoc::append`] takes in turn.
+    pub fn into_part(self) -> io::Result<Part> {
+        self.out.into_part()
     }
 }
 
 /// The Chrome JSON document being assembled from fragments in node order.
 pub struct ChromeDoc {
-    file: File,
+    /// The document's writer; lent to the fragment written straight into it.
+    out: Option<DirectWriter>,
     /// No record written yet: the next fragment's first separator is dropped.
     pub empty: bool,
     /// A whole document (header written, footer at the end), not a shard's fragment.
     whole: bool,
+    /// Read buffer of [`Self::append`], kept for the next part.
+    scratch: Vec<u8>,
 }
 
 impl ChromeDoc {
-    /// Writes the header to `file` (positioned at its start).
-    pub fn new(mut file: File, base_ns: i64) -> io::Result<Self> {
-        file.write_all(&header(base_ns))?;
-        Ok(Self { file, empty: true, whole: true })
+    /// Starts the document in `file` (empty) with its header.
+    pub fn new(file: File, base_ns: i64) -> io::Result<Self> {
+        let mut out = DirectWriter::new(file);
+        out.buf().extend_from_slice(&header(base_ns));
+        Ok(Self { out: Some(out), empty: true, whole: true, scratch: Vec::new() })
     }
 
     /// A shard's fragment: records only, every one with its separator (the join decides
     /// which record opens the document).
     pub fn fragment(file: File) -> Self {
-        Self { file, empty: false, whole: false }
+        Self { out: Some(DirectWriter::new(file)), empty: false, whole: false, scratch: Vec::new() }
+    }
+
+    fn lent() -> io::Error {
+        io::Error::other("the Chrome JSON document is lent to a fragment writer")
     }
 
     /// A writer appending one fragment straight to the document (the fragment next in
-    /// order); call [`Self::wrote_direct`] with its record count when it is finished.
-    pub fn direct(&self, first_pid: u64) -> io::Result<ChromeWriter> {
-        Ok(ChromeWriter::new(Box::new(self.file.try_clone()?), first_pid, self.empty))
+    /// order); give it back with [`Self::wrote_direct`] when it is finished.
+    pub fn direct(&mut self, first_pid: u64) -> io::Result<ChromeWriter> {
+        let out = self.out.take().ok_or_else(Self::lent)?;
+        Ok(ChromeWriter::new(out, first_pid, self.empty))
     }
 
-    pub fn wrote_direct(&mut self, records: u64) {
-        self.empty &= records == 0;
+    /// Takes the document back from the fragment writer of [`Self::direct`]; returns the
+    /// next free pid.
+    pub fn wrote_direct(&mut self, w: ChromeWriter) -> u64 {
+        self.empty &= w.records == 0;
+        self.out = Some(w.out);
+        w.next_pid
     }
 
     /// Appends a fragment written with separators throughout (a part file), dropping its
-    /// first separator when it opens the document. The copy stays in the kernel where the
-    /// file system allows (`std::io::copy` between files).
-    pub fn append(&mut self, part: &mut File) -> io::Result<()> {
-        part.seek(SeekFrom::Start(0))?;
-        let len = part.metadata()?.len();
-        if len == 0 {
+    /// first separator when it opens the document.
+    pub fn append(&mut self, part: &Part) -> io::Result<()> {
+        if part.is_empty() {
             return Ok(());
         }
+        let mut skip = 0;
         if self.empty {
-            let mut sep = [0u8; SEP.len()];
-            part.read_exact(&mut sep)?;
-            if sep != SEP {
+            if part.first_bytes(SEP.len())? != SEP {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "a Chrome JSON fragment must start with a record separator"));
             }
+            skip = SEP.len();
             self.empty = false;
         }
-        io::copy(part, &mut self.file)?;
-        Ok(())
+        let out = self.out.as_mut().ok_or_else(Self::lent)?;
+        out.append(part, skip, &mut self.scratch)
     }
 
     pub fn finish(mut self) -> io::Result<()> {
+        let mut out = self.out.take().ok_or_else(Self::lent)?;
         if self.whole {
-            self.file.write_all(FOOTER)?;
+            out.buf().extend_from_slice(FOOTER);
         }
-        self.file.flush()
+        out.finish()?;
+        Ok(())
     }
 }
 
@@ -355,15 +434,13 @@ mod tests {
                 let body = bytes.strip_prefix(SEP).unwrap_or(bytes);
                 if !body.is_empty() {
                     w.start_record();
-                    w.buf.extend_from_slice(body);
+                    w.out.buf().extend_from_slice(body);
                 }
-                let records = w.records;
-                w.finish().unwrap();
-                doc.wrote_direct(records);
+                doc.wrote_direct(w);
             } else {
                 let p = tmp.path().join(format!("part{i}"));
                 std::fs::write(&p, bytes).unwrap();
-                doc.append(&mut File::options().read(true).open(&p).unwrap()).unwrap();
+                doc.append(&Part::file(File::open(&p).unwrap()).unwrap()).unwrap();
             }
         }
         doc.finish().unwrap();
@@ -374,7 +451,8 @@ mod tests {
     fn writes_valid_json_with_relative_ns_timestamps_and_args() {
         let tmp = tempfile::tempdir().unwrap();
         let part = tmp.path().join("part");
-        let mut w = ChromeWriter::new(Box::new(File::create(&part).unwrap()), 1, false);
+        let file = File::options().read(true).write(true).create_new(true).open(&part).unwrap();
+        let mut w = ChromeWriter::new(DirectWriter::new(file), 1, false);
         let pid = w.begin_process("node 1 \"h\" /host:CPU").unwrap();
         w.thread(pid, 7, -7_111_125_260_410_667_223, "python").unwrap();
         let prefix = ChromeWriter::event_prefix(pid, 7);
@@ -386,8 +464,11 @@ mod tests {
         .unwrap();
         w.complete(&prefix, 5_000, 2_000_001, b",\"name\":\"x\"", |_| {}).unwrap();
         w.complete(&prefix, -1_500_000, 0, b",\"name\":\"early\"", |_| {}).unwrap();
-        assert_eq!(w.finish().unwrap(), 2);
-        let bytes = std::fs::read(&part).unwrap();
+        assert_eq!(w.next_pid(), 2);
+        let p = w.into_part().unwrap();
+        let mut bytes = vec![0; p.on_disk as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&p.file, &mut bytes, 0).unwrap();
+        bytes.extend_from_slice(&p.tail);
         let text = document(&[(false, Vec::new()), (false, bytes.clone())], 1_763_000_000_000_000_000);
         assert!(text.starts_with("{\"displayTimeUnit\":\"ns\""));
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -412,6 +493,29 @@ mod tests {
 
     #[test]
     fn numbers_and_strings_format_as_json() {
+        // Every length around the fixed-size moves, after a prefix of every alignment.
+        let src: Vec<u8> = (0..80u8).map(|i| i.wrapping_mul(37) ^ 0x55).collect();
+        for pre in 0..3 {
+            for n in 0..=src.len() {
+                let mut b = vec![b'x'; pre];
+                put_bytes(&mut b, &src[..n]);
+                assert_eq!(&b[pre..], &src[..n]);
+                assert_eq!(b.len(), pre + n);
+            }
+        }
+        for p in POW10 {
+            for v in [p - 1, p, p + 1] {
+                assert_eq!(decimal_digits(v), v.to_string().len(), "{v}");
+            }
+        }
+        // µs with ns: every digit count, negative values, and ps floored to ns.
+        for ps in [0i64, 999, 1_000, 9_999, 12_345_678, 999_999_999, 1_000_000_000, 123_456_789_012_345, i64::MAX, -1, -1_000, -1_001, -2_000_000_000, i64::MIN] {
+            let mut b = Vec::new();
+            put_micros(&mut b, ps);
+            let ns = ps.div_euclid(1000);
+            let want = format!("{}{}.{:03}", if ns < 0 { "-" } else { "" }, ns.unsigned_abs() / 1000, ns.unsigned_abs() % 1000);
+            assert_eq!(String::from_utf8(b).unwrap(), want, "{ps}");
+        }
         for v in [0u64, 9, 10, 99, 100, 12_345, 1_000_000_007, u64::MAX] {
             let mut b = Vec::new();
             put_u64(&mut b, v);

@@ -9,7 +9,7 @@
 //! The args of one event are capped at [`ARGS_CAP_BYTES`]: stats that would pass it are
 //! left out and counted in `distprof_args_dropped`.
 
-use super::chrome::{escape_lossy, put_f64, put_i64, put_u64};
+use super::chrome::{escape_lossy, put_bytes, put_f64, put_i64, put_u64};
 use super::protobuf::{self, read_varint, Field, Fields, WireError};
 use super::xspace_fields::*;
 use std::collections::HashMap;
@@ -169,13 +169,13 @@ impl PlaneArgs {
         pos += 1;
         let mark = out.len();
         match self.stats.get(id) {
-            Some(m) => out.extend_from_slice(&m.key),
+            Some(m) => put_bytes(out, &m.key),
             None => return None,
         }
         let done = match key {
             0x18 => read_varint(stat, &mut pos).map(|v| put_u64(out, v)),
             0x20 => read_varint(stat, &mut pos).map(|v| put_i64(out, v as i64)),
-            0x38 => read_varint(stat, &mut pos).and_then(|v| self.stats.get(v as i64)).map(|m| out.extend_from_slice(&m.as_value)),
+            0x38 => read_varint(stat, &mut pos).and_then(|v| self.stats.get(v as i64)).map(|m| put_bytes(out, &m.as_value)),
             0x2a => read_varint(stat, &mut pos).and_then(|len| {
                 let end = pos.checked_add(len as usize).filter(|&e| e <= stat.len())?;
                 out.push(b'"');
@@ -205,7 +205,7 @@ impl PlaneArgs {
             }
         }
         match self.stats.get(id) {
-            Some(m) => out.extend_from_slice(&m.key),
+            Some(m) => put_bytes(out, &m.key),
             None => {
                 out.extend_from_slice(b"\"stat");
                 put_i64(out, id);

@@ -14,6 +14,7 @@
 pub mod belong;
 pub mod chrome;
 pub mod chrome_args;
+pub mod direct_io;
 pub mod plane_network;
 pub mod prescan;
 pub mod rewrite;
@@ -498,7 +499,7 @@ struct ChromeOrder {
     /// Position (in the merge's node order) of the next fragment to append.
     next: usize,
     direct_busy: bool,
-    waiting: std::collections::BTreeMap<usize, std::fs::File>,
+    waiting: std::collections::BTreeMap<usize, direct_io::Part>,
     /// The document's path: part files go beside it, named as `AtomicFile`'s temporaries
     /// so that those a killed merge leaves are removed by the next.
     path: PathBuf,
@@ -506,8 +507,8 @@ struct ChromeOrder {
 
 impl ChromeOrder {
     fn drain(&mut self) -> std::io::Result<()> {
-        while let Some(mut f) = self.waiting.remove(&self.next) {
-            self.doc.append(&mut f)?;
+        while let Some(part) = self.waiting.remove(&self.next) {
+            self.doc.append(&part)?;
             self.next += 1;
         }
         Ok(())
@@ -617,18 +618,23 @@ pub fn merge_with(
             let tx = tx.clone();
             let (nodes, bases, todo, chrome, run_dir) = (&nodes, &bases, &todo, &chrome, &run_dir);
             let (next_job, stop, done_bytes, models) = (&next_job, &stop, &done_bytes, &models);
-            scope.spawn(move || loop {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    break;
-                }
-                let k = next_job.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&i) = todo.get(k) else { break };
-                let r = merge_node(&nodes[i], bases[i], k, g0_ns, run_dir, chrome.as_ref(), models, done_bytes);
-                if r.is_err() {
-                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                if tx.send((k, r)).is_err() {
-                    break;
+            scope.spawn(move || {
+                // The input buffer, reused from node to node: fresh memory costs a page
+                // fault per page on first touch.
+                let mut input = Vec::new();
+                loop {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let k = next_job.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&i) = todo.get(k) else { break };
+                    let r = merge_node(&nodes[i], bases[i], k, g0_ns, run_dir, chrome.as_ref(), models, done_bytes, &mut input);
+                    if r.is_err() {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    if tx.send((k, r)).is_err() {
+                        break;
+                    }
                 }
             });
         }
@@ -735,6 +741,7 @@ fn merge_node(
     chrome: Option<&std::sync::Mutex<ChromeOrder>>,
     models: &[NodeClockModel],
     done_bytes: &std::sync::atomic::AtomicU64,
+    buf: &mut Vec<u8>,
 ) -> Result<NodeDone, MergeError> {
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -760,17 +767,16 @@ fn merge_node(
                 let f = std::fs::File::options().read(true).write(true).create_new(true).open(&p).map_err(io_err(&p))?;
                 // Unlinked at once: the part file is gone whatever happens to this merge.
                 std::fs::remove_file(&p).map_err(io_err(&p))?;
-                let w = f.try_clone().map_err(io_err(&p))?;
-                part = Some(f);
-                Some(chrome::ChromeWriter::new(Box::new(w), bases.pid, false))
+                part = Some(p);
+                Some(chrome::ChromeWriter::new(direct_io::DirectWriter::new(f), bases.pid, false))
             }
         }
         None => None,
     };
-    let buf = std::fs::read(&n.path).map_err(|e| MergeError::Io {
-        path: n.path.clone(),
-        err: e,
-    })?;
+    buf.clear();
+    std::fs::File::open(&n.path)
+        .and_then(|mut f| std::io::Read::read_to_end(&mut f, buf))
+        .map_err(|e| MergeError::Io { path: n.path.clone(), err: e })?;
     let atomic = AtomicFile::create(&out_path).map_err(io_err(&out_path))?;
     let mut w = sink::PatchWriter::new(atomic.handle().map_err(io_err(&out_path))?);
     let (mut next_plane_id, mut next_device_id) = (bases.plane_id, bases.device_id);
@@ -788,7 +794,7 @@ fn merge_node(
         chrome: writer.as_mut(),
         progress: &mut plane_progress,
     };
-    let st: RewriteStats = rewrite::rewrite_space(&buf, &n.info, &n.map, &mut w, o).map_err(|e| match e {
+    let st: RewriteStats = rewrite::rewrite_space(buf, &n.info, &n.map, &mut w, o).map_err(|e| match e {
         rewrite::RewriteError::Wire(err) => MergeError::Wire {
             path: n.path.clone(),
             err,
@@ -801,15 +807,15 @@ fn merge_node(
     done_bytes.fetch_add((buf.len() - reported.min(buf.len())) as u64, std::sync::atomic::Ordering::Relaxed);
     let next_pid = match (writer, chrome) {
         (Some(cw), Some(c)) => {
-            let records = cw.records;
-            let next_pid = cw.finish().map_err(|e| MergeError::Io { path: lock(c).path.clone(), err: e })?;
+            let next_pid = cw.next_pid();
             let mut o = lock(c);
             match part {
-                Some(f) => {
-                    o.waiting.insert(order, f);
+                Some(p) => {
+                    let part = cw.into_part().map_err(io_err(&p))?;
+                    o.waiting.insert(order, part);
                 }
                 None => {
-                    o.doc.wrote_direct(records);
+                    o.doc.wrote_direct(cw);
                     o.direct_busy = false;
                     o.next += 1;
                 }

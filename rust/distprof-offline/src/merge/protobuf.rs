@@ -103,7 +103,7 @@ impl<'a> Fields<'a> {
         Err(self.err("varint longer than 10 bytes"))
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn next_field(&mut self) -> Result<Option<Field<'a>>, WireError> {
         if self.pos >= self.buf.len() {
             return Ok(None);

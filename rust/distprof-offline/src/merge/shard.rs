@@ -211,8 +211,8 @@ pub fn join(shards: &[PathBuf], out_dir: &Path, chrome: Option<&Path>) -> Result
         let mut doc = ChromeDoc::new(f.handle().map_err(io_err)?, first.g0_ns).map_err(io_err)?;
         for (d, _) in &list {
             let part = d.join(FRAGMENT_FILE);
-            let mut file = std::fs::File::open(&part).map_err(|err| MergeError::Io { path: part.clone(), err })?;
-            doc.append(&mut file).map_err(|err| MergeError::Io { path: part.clone(), err })?;
+            let file = std::fs::File::open(&part).and_then(super::direct_io::Part::file);
+            doc.append(&file.map_err(|err| MergeError::Io { path: part.clone(), err })?).map_err(|err| MergeError::Io { path: part.clone(), err })?;
         }
         doc.finish().map_err(io_err)?;
         f.commit().map_err(io_err)?;

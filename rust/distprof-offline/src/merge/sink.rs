@@ -3,63 +3,49 @@
 //!
 //! Protobuf parsers accept non-minimal varints (a 5-byte varint with continuation bits is
 //! valid up to 2^35), so a message can be streamed before its length is known. The patch
-//! lands in the buffer when the message is still there, else through a seek, so memory stays
-//! at the buffer size however large a plane or line is.
+//! lands in the buffer when the message is still there, else it is written once the file
+//! is complete, so memory stays at the buffer size however large a plane or line is. The
+//! bytes go past the page cache where the file system allows (`direct_io`).
 
+use super::direct_io::DirectWriter;
 use std::fs::File;
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io;
+use std::os::unix::fs::FileExt;
 
 /// Width of a placeholder length: 5 varint bytes hold up to 2^35 - 1 (32 GiB).
 pub const PLACEHOLDER_LEN: usize = 5;
-/// Flush threshold of the buffer.
-const BUFFER_BYTES: usize = 4 << 20;
 
 pub struct PatchWriter {
-    file: File,
-    buf: Vec<u8>,
-    /// Bytes already written to the file.
-    flushed: u64,
+    out: DirectWriter,
+    /// Lengths whose bytes had left the buffer: (file offset, value), written at the end.
+    late: Vec<(u64, [u8; PLACEHOLDER_LEN])>,
 }
 
 impl PatchWriter {
     pub fn new(file: File) -> Self {
-        Self {
-            file,
-            buf: Vec::with_capacity(BUFFER_BYTES + (64 << 10)),
-            flushed: 0,
-        }
+        Self { out: DirectWriter::new(file), late: Vec::new() }
     }
 
     /// Absolute output position of the next byte.
     pub fn pos(&self) -> u64 {
-        self.flushed + self.buf.len() as u64
+        self.out.pos()
     }
 
     #[inline]
     pub fn buf(&mut self) -> &mut Vec<u8> {
-        &mut self.buf
+        self.out.buf()
     }
 
     /// Flushes when the buffer is full; call between messages.
     #[inline]
     pub fn maybe_flush(&mut self) -> io::Result<()> {
-        if self.buf.len() >= BUFFER_BYTES {
-            self.flush_buf()?;
-        }
-        Ok(())
-    }
-
-    fn flush_buf(&mut self) -> io::Result<()> {
-        self.file.write_all(&self.buf)?;
-        self.flushed += self.buf.len() as u64;
-        self.buf.clear();
-        Ok(())
+        self.out.maybe_flush()
     }
 
     /// Writes a placeholder length and returns its position for [`Self::patch_len`].
     pub fn placeholder(&mut self) -> u64 {
         let at = self.pos();
-        self.buf.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x00]);
+        self.buf().extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x00]);
         at
     }
 
@@ -76,23 +62,19 @@ impl PatchWriter {
         for (i, b) in v.iter_mut().enumerate() {
             *b = ((len >> (7 * i)) & 0x7f) as u8 | if i + 1 < PLACEHOLDER_LEN { 0x80 } else { 0 };
         }
-        if at >= self.flushed {
-            let i = (at - self.flushed) as usize;
-            self.buf[i..i + PLACEHOLDER_LEN].copy_from_slice(&v);
-        } else {
-            self.flush_buf()?;
-            self.file.seek(SeekFrom::Start(at))?;
-            self.file.write_all(&v)?;
-            self.file.seek(SeekFrom::Start(self.flushed))?;
+        if !self.out.patch(at, &v) {
+            self.late.push((at, v));
         }
         Ok(())
     }
 
-    /// Flushes everything; returns the total bytes written.
-    pub fn finish(mut self) -> io::Result<u64> {
-        self.flush_buf()?;
-        self.file.flush()?;
-        Ok(self.flushed)
+    /// Writes everything; returns the total bytes written.
+    pub fn finish(self) -> io::Result<u64> {
+        let (file, len) = self.out.finish()?;
+        for (at, v) in &self.late {
+            file.write_all_at(v, *at)?;
+        }
+        Ok(len)
     }
 }
 
@@ -127,7 +109,7 @@ mod tests {
             w.patch_len(at).unwrap();
         }
         let n = w.finish().unwrap();
-        assert!(n > BUFFER_BYTES as u64);
+        assert!(n > crate::merge::direct_io::CHUNK as u64);
         let space = XSpace::decode(std::fs::read(&path).unwrap().as_slice()).unwrap();
         assert_eq!(
             space
