@@ -47,6 +47,16 @@ fn set_direct(file: &File, on: bool) -> bool {
     }
 }
 
+/// Writes `bytes` at `at`. Some file systems (FUSE, some network ones) accept `O_DIRECT`
+/// in `fcntl` and refuse the write with EINVAL: then `O_DIRECT` goes off for the file and
+/// the same bytes are written again through the page cache.
+fn write_at_or_cached(file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
+    match file.write_all_at(bytes, at) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) && set_direct(file, false) => file.write_all_at(bytes, at),
+        r => r,
+    }
+}
+
 /// Bytes that sit before `ptr` reaches the next [`ALIGN`]ed address.
 fn pad_to_align(ptr: *const u8) -> usize {
     (ALIGN - ptr as usize % ALIGN) % ALIGN
@@ -157,7 +167,7 @@ impl DirectWriter {
         self.head = next_head;
         self.at += n as u64;
         self.writing = Some(std::thread::spawn(move || {
-            file.write_all_at(&full[from..from + n], at)?;
+            write_at_or_cached(&file, &full[from..from + n], at)?;
             Ok(full)
         }));
         Ok(())
@@ -212,7 +222,13 @@ impl DirectWriter {
             // An aligned length for O_DIRECT: the file ends at `on_disk`, so a read past it
             // returns what there is.
             let ask = if direct { want.div_ceil(ALIGN) * ALIGN } else { want };
-            let got = part.file.read_at(&mut scratch[pad..pad + ask], at)?;
+            let got = match part.file.read_at(&mut scratch[pad..pad + ask], at) {
+                // Accepted the flag, refused the read (as for writes: `write_at_or_cached`).
+                Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) && set_direct(&part.file, false) => {
+                    part.file.read_at(&mut scratch[pad..pad + ask], at)?
+                }
+                r => r?,
+            };
             if got == 0 {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a part file ended early"));
             }
