@@ -9,6 +9,7 @@
 //! (`simulated`) with a known offset, drift and read jitter.
 
 pub mod device;
+pub mod hardware_stamps;
 pub mod mapping;
 pub mod simulated;
 
@@ -17,6 +18,9 @@ pub use mapping::{MappingQuality, PhcMapping};
 pub use simulated::{SimulatedNicClock, SimulatedPhc};
 
 use std::io;
+
+/// Error of one hardware stamp itself, before the mapping's: the NIC stamps at the wire.
+pub const HARDWARE_STAMP_ERROR_NS: i64 = 100;
 
 /// One reading of the PHC bracketed by two reads of CLOCK_REALTIME: the PHC was read at
 /// some instant between `sys_before_ns` and `sys_after_ns`. A cross-timestamp
