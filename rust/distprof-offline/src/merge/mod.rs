@@ -768,7 +768,7 @@ fn merge_node(
                 // Unlinked at once: the part file is gone whatever happens to this merge.
                 std::fs::remove_file(&p).map_err(io_err(&p))?;
                 part = Some(p);
-                Some(chrome::ChromeWriter::new(direct_io::DirectWriter::new(f), bases.pid, false))
+                Some(chrome::ChromeWriter::new(direct_io::DirectWriter::cached(f), bases.pid, false))
             }
         }
         None => None,
