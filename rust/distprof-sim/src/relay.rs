@@ -175,7 +175,7 @@ pub struct RelayStats {
     pub wire_lateness: Lateness,
     /// How late the thread woke from a timed sleep against the time it asked for.
     pub wake_lateness: Lateness,
-    /// Time spent awake before a datagram was due instead of sleeping.
+    /// Time spent awake instead of sleeping: before due datagrams and after arrivals.
     pub spin_ns: u64,
     /// The last margin before a due datagram at which the relay stopped sleeping.
     pub spin_margin_ns: u64,
