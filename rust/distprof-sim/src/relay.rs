@@ -10,11 +10,19 @@
 //! from where it would send its answer. Datagrams from unknown addresses are dropped and
 //! counted.
 
+mod lateness;
+mod spin_margin;
+
+pub use lateness::Lateness;
+use spin_margin::SpinMargin;
+
+use distprof::clock::realtime_ns;
+use distprof::config::TimestampMode;
 use distprof::context::{NodeId, RunContext};
 use distprof::timestamp::StampedSocket;
 use rand::{Rng, SeedableRng};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -23,11 +31,17 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long before a datagram is due the relay stops sleeping and polls (see
-/// `relay_loop`).
-const SPIN_BEFORE_DUE: Duration = Duration::from_micros(10);
-/// Longest the relay thread sleeps before checking its stop flag.
-const MAX_SLEEP: Duration = Duration::from_millis(20);
+/// Before a due datagram the relay watches only the clock for this long (see
+/// `relay_loop`): longer than one pass of receiving takes, so that pass cannot make the
+/// send late.
+const FINAL_APPROACH_NS: i64 = 4_000;
+/// Longest the relay thread sleeps at a time, even with nothing queued. In a virtual
+/// machine a vCPU idle for longer is taken off the host's CPU and wakes 50-150 µs late
+/// (timed wake-ups of the jitter run: p50 50-60 µs with 20 ms sleeps); waking this often
+/// keeps them at ~5 µs (p90 7 µs) for ~10,000 wake-ups a second, about 4 % of a core.
+const MAX_SLEEP_NS: i64 = 100_000;
+/// How often the relay thread copies its counters out for `Relay::stats`.
+const PUBLISH_EVERY: Duration = Duration::from_millis(50);
 /// Queued datagrams beyond which new ones are dropped (a bounded memory, like a router).
 const MAX_QUEUED: usize = 100_000;
 
@@ -151,6 +165,22 @@ pub struct RelayStats {
     pub peak_queued: u64,
     /// Datagrams that took a per-direction override of the default path (`paths`).
     pub override_path: u64,
+    /// How long each datagram waited in the kernel before the relay read it (a datagram
+    /// due sooner than this is sent late).
+    pub pickup_lateness: Lateness,
+    /// How late each datagram's send started against its due time.
+    pub send_lateness: Lateness,
+    /// How late each datagram reached the loopback driver (kernel transmit stamp)
+    /// against its due time: the send's lateness plus the system call's path.
+    pub wire_lateness: Lateness,
+    /// How late the thread woke from a timed sleep against the time it asked for.
+    pub wake_lateness: Lateness,
+    /// Time spent awake instead of sleeping: before due datagrams and after arrivals.
+    pub spin_ns: u64,
+    /// The last margin before a due datagram at which the relay stopped sleeping.
+    pub spin_margin_ns: u64,
+    /// CPU time of the relay thread.
+    pub cpu_ns: u64,
 }
 
 /// A running relay; stops (and joins its thread) on `stop` or drop.
@@ -163,7 +193,8 @@ pub struct Relay {
 }
 
 struct Queued {
-    due: Instant,
+    /// CLOCK_REALTIME, the clock of the kernel's arrival stamps.
+    due_ns: i64,
     order: u64,
     from: usize,
     to: usize,
@@ -171,7 +202,7 @@ struct Queued {
 }
 impl PartialEq for Queued {
     fn eq(&self, o: &Self) -> bool {
-        (self.due, self.order) == (o.due, o.order)
+        (self.due_ns, self.order) == (o.due_ns, o.order)
     }
 }
 impl Eq for Queued {}
@@ -182,7 +213,7 @@ impl PartialOrd for Queued {
 }
 impl Ord for Queued {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.due, self.order).cmp(&(o.due, o.order))
+        (self.due_ns, self.order).cmp(&(o.due_ns, o.order))
     }
 }
 
@@ -264,16 +295,40 @@ pub fn route_through(ctx: &RunContext, node: NodeId, faces: &[SocketAddr]) -> Ru
 
 /// The relay is the wire: behind a busy machine's other work its wake-ups come 50-150 us
 /// late, which a real link never adds. Where allowed (root, or CAP_SYS_NICE), run it under
-/// SCHED_FIFO. It sleeps in `ppoll` between datagrams and polls without sleeping only for
-/// the last `SPIN_BEFORE_DUE` before each one is due: ~1.5 % of a core at the 1500
-/// datagrams/s of a 4-node run, but at tens of thousands per second (64 nodes at the
-/// default cadence) the polling windows join up and it takes most of a core.
+/// SCHED_FIFO.
 fn realtime_priority() {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: pid 0 is the calling thread; param is a valid sched_param.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
         tracing::debug!("relay: SCHED_FIFO refused ({}); timing may be late on a busy machine", io::Error::last_os_error());
     }
+}
+
+/// What the relay thread owns while it runs.
+struct Forwarder<'a> {
+    endpoints: Vec<RelayEndpoint>,
+    config: RelayConfig,
+    captured: &'a Mutex<Vec<Vec<Vec<u8>>>>,
+    rng: rand::rngs::StdRng,
+    by_addr: HashMap<SocketAddr, usize>,
+    /// Kernel-stamped clones of the faces (None where the kernel refuses stamps).
+    stamped: Vec<Option<StampedSocket>>,
+    queue: BinaryHeap<Reverse<Queued>>,
+    /// Per face: (transmit stamp id, due time) of sends whose kernel stamp is not read yet.
+    sent: Vec<VecDeque<(u32, i64)>>,
+    stamps: Vec<(u32, i64)>,
+    order: u64,
+    stats: RelayStats,
+    margin: SpinMargin,
+    last_arrival_ns: i64,
+}
+
+/// CPU time this thread has used.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec; the calling thread's CPU clock always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn relay_loop(
@@ -285,10 +340,6 @@ fn relay_loop(
 ) {
     distprof::timestamp::precise_timer_slack();
     realtime_priority();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(config.seed);
-    let by_addr: HashMap<SocketAddr, usize> = endpoints.iter().enumerate().map(|(k, e)| (e.node_addr, k)).collect();
-    let mut queue: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
-    let mut order = 0u64;
     let mut pfds: Vec<libc::pollfd> = endpoints
         .iter()
         .map(|e| libc::pollfd { fd: e.face.as_raw_fd(), events: libc::POLLIN, revents: 0 })
@@ -296,121 +347,232 @@ fn relay_loop(
     // Receive through kernel-stamped clones of the faces: a datagram's delay runs from its
     // arrival in the kernel, not from when this thread got to run. On a loaded machine the
     // thread wakes 50-150 us late; timing from the wake-up released both packets of a pair
-    // together, which broke nearly every pair's purity and biased the one-way delays.
-    let mut rx: Vec<Option<StampedSocket>> =
-        endpoints.iter().map(|e| e.face.try_clone().ok().and_then(|s| StampedSocket::rx_only(s).ok())).collect();
+    // together, which broke nearly every pair's purity and biased the one-way delays. Send
+    // through them too: their transmit stamps say when each datagram really left.
+    let stamped: Vec<Option<StampedSocket>> = endpoints
+        .iter()
+        .map(|e| e.face.try_clone().ok().and_then(|s| StampedSocket::new(s, TimestampMode::Kernel).ok()))
+        .collect();
+    let sent = vec![VecDeque::new(); stamped.len()];
+    let mut f = Forwarder {
+        rng: rand::rngs::StdRng::seed_from_u64(config.seed),
+        by_addr: endpoints.iter().enumerate().map(|(k, e)| (e.node_addr, k)).collect(),
+        endpoints,
+        config,
+        captured,
+        stamped,
+        queue: BinaryHeap::new(),
+        sent,
+        stamps: Vec::new(),
+        order: 0,
+        stats: RelayStats::default(),
+        margin: SpinMargin::new(realtime_ns()),
+        last_arrival_ns: 0,
+    };
     let mut buf = [0u8; 65536];
-    let mut local = RelayStats::default();
+    let mut published = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        // Send everything due.
-        let now = Instant::now();
-        while queue.peek().is_some_and(|q| q.0.due <= now) {
-            let Reverse(q) = queue.pop().expect("peeked");
+        f.send_due();
+        let now = realtime_ns();
+        let margin_ns = f.margin.margin_ns();
+        let until_due_ns = f.queue.peek().map(|q| q.0.due_ns - now);
+        let lingering = now - f.last_arrival_ns < f.margin.linger_ns();
+        if lingering && until_due_ns.is_none_or(|t| t > margin_ns) {
+            // Awake for a while after an arrival (see `spin_margin`): datagrams come in
+            // bursts (a node's tick), and one that finds the thread asleep waits for it to
+            // wake (p90 30 µs in the jitter run), so one with little delay to go is sent late.
+            poll_faces(&mut f, &mut pfds, 0, &mut buf);
+            f.stats.spin_ns += (realtime_ns() - now).max(0) as u64;
+        } else if let Some(until_due_ns) = until_due_ns.filter(|&t| t <= margin_ns) {
+            // Awake before a due datagram (see `spin_margin`). Keep receiving until
+            // `FINAL_APPROACH_NS` before it, then watch only the clock (a vDSO read, tens
+            // of ns), so the send starts within a fraction of a µs of its due time.
+            if until_due_ns > FINAL_APPROACH_NS {
+                poll_faces(&mut f, &mut pfds, 0, &mut buf);
+            } else {
+                let mut t = now;
+                while t < now + until_due_ns {
+                    std::hint::spin_loop();
+                    t = realtime_ns();
+                }
+            }
+            f.stats.spin_ns += (realtime_ns() - now).max(0) as u64;
+        } else {
+            // Sleep until the margin before the next due datagram, or an arrival. A timed
+            // wake-up comes late, by an amount that depends on what else the machine does
+            // at that moment, and a late send is one-way delay no real link adds (the
+            // probes' fixed cadences line up the same way at every tick, so it made some
+            // directions' minimum delays µs longer than the reverse's: path asymmetry
+            // that no two-way method can see).
+            let sleep_ns = until_due_ns.map_or(MAX_SLEEP_NS, |t| (t - margin_ns).clamp(1, MAX_SLEEP_NS));
+            if poll_faces(&mut f, &mut pfds, sleep_ns, &mut buf) == 0 {
+                let late_ns = realtime_ns() - (now + sleep_ns);
+                f.stats.wake_lateness.record(late_ns);
+                f.margin.observe_wake(late_ns);
+            }
+        }
+        if published.elapsed() >= PUBLISH_EVERY {
+            published = Instant::now();
+            f.publish(stats);
+        }
+    }
+    for k in 0..f.stamped.len() {
+        f.read_tx_stamps(k);
+    }
+    f.publish(stats);
+}
+
+/// Waits up to `timeout_ns` for an arrival and receives from every face that has one;
+/// returns how many faces had something (0: the time ran out).
+fn poll_faces(f: &mut Forwarder, pfds: &mut [libc::pollfd], timeout_ns: i64, buf: &mut [u8]) -> usize {
+    let ts = libc::timespec { tv_sec: timeout_ns / 1_000_000_000, tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long };
+    // SAFETY: pfds is a live array of pollfd of the given length.
+    let ready = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    if ready <= 0 {
+        return 0;
+    }
+    // Only the faces that have something: a receive call on each idle face costs about a
+    // µs, which at 64 faces made every pass tens of µs long.
+    for (to, p) in pfds.iter_mut().enumerate() {
+        if p.revents != 0 {
+            p.revents = 0;
+            f.read_tx_stamps(to);
+            f.receive(to, buf);
+        }
+    }
+    ready as usize
+}
+
+impl Forwarder<'_> {
+    fn publish(&mut self, stats: &Mutex<RelayStats>) {
+        self.stats.spin_margin_ns = self.margin.margin_ns() as u64;
+        self.stats.cpu_ns = thread_cpu_ns();
+        if let Ok(mut s) = stats.lock() {
+            *s = self.stats.clone();
+        }
+    }
+
+    /// Sends every datagram that is due, in the order due.
+    fn send_due(&mut self) {
+        while self.queue.peek().is_some_and(|q| q.0.due_ns <= realtime_ns()) {
+            let Reverse(q) = self.queue.pop().expect("peeked");
+            let now = realtime_ns();
             // A blackhole also swallows what was already on its way when it began.
-            if config.blackholes.iter().any(|b| b.hits(q.from, q.to, distprof::clock::realtime_ns())) {
-                local.blackholed += 1;
+            if self.config.blackholes.iter().any(|b| b.hits(q.from, q.to, now)) {
+                self.stats.blackholed += 1;
                 continue;
             }
-            let _ = endpoints[q.from].face.send_to(&q.data, endpoints[q.to].node_addr);
-            if let Ok(mut c) = captured.lock() {
+            self.stats.send_lateness.record(now - q.due_ns);
+            match self.stamped[q.from].as_mut() {
+                Some(s) => {
+                    if let Ok(id) = s.send_to(&q.data, self.endpoints[q.to].node_addr) {
+                        self.sent[q.from].push_back((id, q.due_ns));
+                    }
+                }
+                None => {
+                    let _ = self.endpoints[q.from].face.send_to(&q.data, self.endpoints[q.to].node_addr);
+                }
+            }
+            if let Ok(mut c) = self.captured.lock() {
                 if c[q.to].len() < CAPTURE_PER_NODE {
                     c[q.to].push(q.data.clone());
                 }
             }
-            local.forwarded += 1;
-            local.bytes_forwarded += q.data.len() as u64;
+            self.margin.observe_send(now);
+            self.stats.forwarded += 1;
+            self.stats.bytes_forwarded += q.data.len() as u64;
         }
-        // Sleep until just before the next due datagram or an arrival, then poll without
-        // sleeping until it is due: a timed wake-up comes several µs late, by an amount
-        // that depends on what else the machine does at that moment, and that lateness is
-        // one-way delay no real link adds (the probes' fixed cadences line up the same
-        // way at every tick, so it made some directions' minimum delays µs longer than
-        // the reverse's: path asymmetry that no two-way method can see).
-        let mut wait = MAX_SLEEP;
-        if let Some(q) = queue.peek() {
-            wait = wait.min(q.0.due.saturating_duration_since(Instant::now()).saturating_sub(SPIN_BEFORE_DUE));
-        }
-        let ts = libc::timespec { tv_sec: 0, tv_nsec: wait.as_nanos() as libc::c_long };
-        // SAFETY: pfds is a live array of pollfd of the given length.
-        unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
-        for (to, e) in endpoints.iter().enumerate() {
-            loop {
-                let (n, src, arrived) = match rx[to].as_mut() {
-                    Some(s) => match s.try_recv(&mut buf) {
-                        Ok(Some(r)) => (r.len, r.from, Some(r.rx_real_ns)),
-                        _ => break,
-                    },
-                    None => match e.face.recv_from(&mut buf) {
-                        Ok((n, src)) => (n, src, None),
-                        Err(_) => break,
-                    },
-                };
-                // How long ago the datagram arrived (zero without a kernel stamp).
-                let waited = arrived.map_or(Duration::ZERO, |t| {
-                    Duration::from_nanos((distprof::clock::realtime_ns() - t).clamp(0, 1_000_000_000) as u64)
-                });
-                local.received += 1;
-                let Some(&from) = by_addr.get(&src) else {
-                    local.unknown_source += 1;
-                    continue;
-                };
-                if config.blackholes.iter().any(|b| b.hits(from, to, distprof::clock::realtime_ns())) {
-                    local.blackholed += 1;
-                    continue;
+    }
+
+    /// Reads the kernel's transmit stamps of face `k`'s sends: how late each datagram
+    /// really left (the stamp is taken where the receiver's is, in the loopback driver).
+    fn read_tx_stamps(&mut self, k: usize) {
+        let Some(s) = self.stamped[k].as_mut() else { return };
+        self.stamps.clear();
+        s.drain_tx_stamps(&mut self.stamps);
+        for &(id, ns) in &self.stamps {
+            while let Some(&(sid, due)) = self.sent[k].front() {
+                if sid.wrapping_sub(id) as i32 > 0 {
+                    break;
                 }
-                let path = match config.paths.get(&(from as NodeId, to as NodeId)) {
-                    Some(p) => {
-                        local.override_path += 1;
-                        *p
-                    }
-                    None => config.default_path,
-                };
-                if rng.gen::<f64>() < path.loss {
-                    local.lost += 1;
-                    continue;
-                }
-                let copies = if rng.gen::<f64>() < path.duplicate {
-                    local.duplicated += 1;
-                    2
-                } else {
-                    1
-                };
-                for _ in 0..copies {
-                    if queue.len() >= MAX_QUEUED {
-                        local.overflow += 1;
-                        continue;
-                    }
-                    let mut delay_us = path.delay_us;
-                    if path.jitter_us > 0.0 {
-                        delay_us += -path.jitter_us * (1.0 - rng.gen::<f64>()).ln();
-                    }
-                    if rng.gen::<f64>() < path.reorder {
-                        local.reordered += 1;
-                        delay_us += path.reorder_us;
-                    }
-                    if path.spike > 0.0 && rng.gen::<f64>() < path.spike {
-                        local.spiked += 1;
-                        delay_us += path.spike_us;
-                    }
-                    order += 1;
-                    queue.push(Reverse(Queued {
-                        due: (Instant::now() + Duration::from_nanos((delay_us * 1000.0) as u64))
-                            .checked_sub(waited)
-                            .unwrap_or_else(Instant::now),
-                        order,
-                        from,
-                        to,
-                        data: buf[..n].to_vec(),
-                    }));
-                    local.peak_queued = local.peak_queued.max(queue.len() as u64);
+                self.sent[k].pop_front();
+                if sid == id {
+                    self.stats.wire_lateness.record(ns - due);
+                    break;
                 }
             }
         }
-        for p in &mut pfds {
-            p.revents = 0;
-        }
-        if let Ok(mut s) = stats.lock() {
-            *s = local.clone();
+    }
+
+    /// Queues everything waiting at node `to`'s face, each datagram delayed from its
+    /// arrival in the kernel by the model of its path.
+    fn receive(&mut self, to: usize, buf: &mut [u8]) {
+        loop {
+            let (n, src, arrived_ns) = match self.stamped[to].as_mut() {
+                Some(s) => match s.try_recv(buf) {
+                    Ok(Some(r)) => (r.len, r.from, r.rx_real_ns),
+                    _ => break,
+                },
+                None => match self.endpoints[to].face.recv_from(buf) {
+                    Ok((n, src)) => (n, src, realtime_ns()),
+                    Err(_) => break,
+                },
+            };
+            self.stats.received += 1;
+            self.last_arrival_ns = realtime_ns();
+            self.stats.pickup_lateness.record(self.last_arrival_ns - arrived_ns);
+            let Some(&from) = self.by_addr.get(&src) else {
+                self.stats.unknown_source += 1;
+                continue;
+            };
+            if self.config.blackholes.iter().any(|b| b.hits(from, to, realtime_ns())) {
+                self.stats.blackholed += 1;
+                continue;
+            }
+            let path = match self.config.paths.get(&(from as NodeId, to as NodeId)) {
+                Some(p) => {
+                    self.stats.override_path += 1;
+                    *p
+                }
+                None => self.config.default_path,
+            };
+            if self.rng.gen::<f64>() < path.loss {
+                self.stats.lost += 1;
+                continue;
+            }
+            let copies = if self.rng.gen::<f64>() < path.duplicate {
+                self.stats.duplicated += 1;
+                2
+            } else {
+                1
+            };
+            for _ in 0..copies {
+                if self.queue.len() >= MAX_QUEUED {
+                    self.stats.overflow += 1;
+                    continue;
+                }
+                let mut delay_us = path.delay_us;
+                if path.jitter_us > 0.0 {
+                    delay_us += -path.jitter_us * (1.0 - self.rng.gen::<f64>()).ln();
+                }
+                if self.rng.gen::<f64>() < path.reorder {
+                    self.stats.reordered += 1;
+                    delay_us += path.reorder_us;
+                }
+                if path.spike > 0.0 && self.rng.gen::<f64>() < path.spike {
+                    self.stats.spiked += 1;
+                    delay_us += path.spike_us;
+                }
+                self.order += 1;
+                self.queue.push(Reverse(Queued {
+                    due_ns: arrived_ns + (delay_us * 1000.0) as i64,
+                    order: self.order,
+                    from,
+                    to,
+                    data: buf[..n].to_vec(),
+                }));
+                self.stats.peak_queued = self.stats.peak_queued.max(self.queue.len() as u64);
+            }
         }
     }
 }
@@ -535,6 +697,42 @@ mod tests {
         // queue behind it would make nearly all 200 late (one every 1 ms, spikes of 10 ms).
         assert!(late >= s.spiked && late <= s.spiked + 20, "{late} late, {s:?}");
         assert!(delays.iter().all(|&d| d >= 200_000), "a datagram came early");
+    }
+
+    /// On an idle path each send starts within a fraction of a µs of its due time (the
+    /// relay wakes early and watches the clock): `distprof local` runs on the 2-core VM
+    /// measure p50 0.3 µs, the bound is 1 µs. The system call takes ~1 µs more to reach
+    /// the wire when datagrams come every few hundred µs, but 3-10 µs (p50 of this test on
+    /// the VM at load 2-6) when they come 2 ms apart and the kernel's paths have gone cold:
+    /// the bound is 20 µs. Every datagram is measured, and none leaves early.
+    #[test]
+    fn sends_start_on_time_and_every_one_is_measured() {
+        let (relay, a, b) = setup(RelayConfig::clean(200.0));
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut delays = Vec::new();
+            let mut buf = [0u8; 16];
+            while let Ok((n, _)) = b.recv_from(&mut buf) {
+                let sent_ns = i64::from_le_bytes(buf[..n].try_into().unwrap());
+                delays.push(distprof::clock::realtime_ns() - sent_ns);
+            }
+            delays
+        });
+        for _ in 0..200 {
+            a.send_to(&distprof::clock::realtime_ns().to_le_bytes(), relay.faces()[1]).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let delays = reader.join().unwrap();
+        let s = relay.stop();
+        assert_eq!(delays.len(), 200);
+        assert!(delays.iter().all(|&d| d >= 200_000), "a datagram came early");
+        let counts = (s.pickup_lateness.count(), s.send_lateness.count(), s.wire_lateness.count());
+        assert_eq!(counts, (200, 200, 200), "{s:?}");
+        let send_p50 = s.send_lateness.quantile_ns(0.5).unwrap();
+        let wire_p50 = s.wire_lateness.quantile_ns(0.5).unwrap();
+        assert!(send_p50 <= 1_000, "sends started late by {}", s.send_lateness.summary());
+        assert!(wire_p50 <= 20_000 && wire_p50 >= send_p50, "left late by {}", s.wire_lateness.summary());
+        assert!(s.spin_margin_ns >= spin_margin::MIN_NS as u64 && s.cpu_ns > 0, "{s:?}");
     }
 
     /// A blackholed node neither sends nor receives during its span, and both work after.
