@@ -662,16 +662,10 @@ mod tests {
         assert!(e.contains("loss = 1.5"), "{e}");
     }
 
-    /// Spiked datagrams are at least `spike_us` late; the rest are not held back by it.
-    #[test]
-    fn spikes_delay_the_configured_share_by_the_spike() {
-        let cfg = RelayConfig {
-            seed: 3,
-            default_path: PathModel { spike: 0.25, spike_us: 10_000.0, ..PathModel::fixed(200.0) },
-            paths: HashMap::new(),
-            blackholes: Vec::new(),
-        };
-        let (relay, a, b) = setup(cfg);
+    /// Sends `count` datagrams from a to b through the relay, `gap` apart, each carrying
+    /// its send time; returns every delivered datagram's one-way delay (ns) and the relay's
+    /// stats once stopped.
+    fn timed_sends((relay, a, b): (Relay, UdpSocket, UdpSocket), count: usize, gap: Duration) -> (Vec<i64>, RelayStats) {
         b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let reader = std::thread::spawn(move || {
             let mut delays = Vec::new();
@@ -682,12 +676,24 @@ mod tests {
             }
             delays
         });
-        for _ in 0..200 {
+        for _ in 0..count {
             a.send_to(&distprof::clock::realtime_ns().to_le_bytes(), relay.faces()[1]).unwrap();
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(gap);
         }
         let delays = reader.join().unwrap();
-        let s = relay.stop();
+        (delays, relay.stop())
+    }
+
+    /// Spiked datagrams are at least `spike_us` late; the rest are not held back by it.
+    #[test]
+    fn spikes_delay_the_configured_share_by_the_spike() {
+        let cfg = RelayConfig {
+            seed: 3,
+            default_path: PathModel { spike: 0.25, spike_us: 10_000.0, ..PathModel::fixed(200.0) },
+            paths: HashMap::new(),
+            blackholes: Vec::new(),
+        };
+        let (delays, s) = timed_sends(setup(cfg), 200, Duration::from_millis(1));
         assert_eq!(delays.len(), 200);
         // Binomial(200, 0.25): mean 50, sd 6.
         assert!((25..=75).contains(&s.spiked), "{s:?}");
@@ -707,23 +713,7 @@ mod tests {
     /// the bound is 20 µs. Every datagram is measured, and none leaves early.
     #[test]
     fn sends_start_on_time_and_every_one_is_measured() {
-        let (relay, a, b) = setup(RelayConfig::clean(200.0));
-        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut delays = Vec::new();
-            let mut buf = [0u8; 16];
-            while let Ok((n, _)) = b.recv_from(&mut buf) {
-                let sent_ns = i64::from_le_bytes(buf[..n].try_into().unwrap());
-                delays.push(distprof::clock::realtime_ns() - sent_ns);
-            }
-            delays
-        });
-        for _ in 0..200 {
-            a.send_to(&distprof::clock::realtime_ns().to_le_bytes(), relay.faces()[1]).unwrap();
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let delays = reader.join().unwrap();
-        let s = relay.stop();
+        let (delays, s) = timed_sends(setup(RelayConfig::clean(200.0)), 200, Duration::from_millis(2));
         assert_eq!(delays.len(), 200);
         assert!(delays.iter().all(|&d| d >= 200_000), "a datagram came early");
         let counts = (s.pickup_lateness.count(), s.send_lateness.count(), s.wire_lateness.count());
