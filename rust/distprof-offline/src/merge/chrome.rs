@@ -149,24 +149,29 @@ fn decimal_digits(v: u64) -> usize {
 /// is appended (a fixed-size copy, no call) and cut to the digits, which fill it from the
 /// end; a copy of a variable number of digits would cost a `memcpy` call per number.
 #[inline]
-pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+pub fn put_u64(out: &mut Vec<u8>, v: u64) {
     let n = decimal_digits(v);
     let start = out.len();
     out.extend_from_slice(&[0u8; 20]);
     out.truncate(start + n);
-    let digits = &mut out[start..];
-    let mut i = n;
+    digits_into(&mut out[start..], n, v);
+}
+
+/// Writes the decimal digits of `v` into `text[..end]`, two per division from the end;
+/// `end` is exactly its digit count.
+#[inline]
+fn digits_into(text: &mut [u8], mut end: usize, mut v: u64) {
     while v >= 100 {
         let d = (v % 100) as usize * 2;
         v /= 100;
-        i -= 2;
-        digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+        end -= 2;
+        text[end..end + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
     }
     if v >= 10 {
         let d = v as usize * 2;
-        digits[..2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+        text[end - 2..end].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
     } else {
-        digits[0] = b'0' + v as u8;
+        text[end - 1] = b'0' + v as u8;
     }
 }
 
@@ -211,18 +216,7 @@ fn put_micros(out: &mut Vec<u8>, ps: i64) {
     text[n - 2] = b'0' + (f / 100) as u8;
     text[n - 1..n + 1].copy_from_slice(&DIGIT_PAIRS[(f % 100) * 2..(f % 100) * 2 + 2]);
     text[n - 3] = b'.';
-    let mut i = n - 3;
-    while v >= 100 {
-        let d = (v % 100) as usize * 2;
-        v /= 100;
-        i -= 2;
-        text[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
-    }
-    if v >= 10 {
-        text[..2].copy_from_slice(&DIGIT_PAIRS[v as usize * 2..v as usize * 2 + 2]);
-    } else {
-        text[0] = b'0' + v as u8;
-    }
+    digits_into(text, n - 3, v);
 }
 
 impl ChromeWriter {
