@@ -61,7 +61,10 @@ impl AtomicFile {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
+        // Readable too: a writer may read back what it wrote (merge's Chrome JSON is
+        // assembled from pieces of its own file where gaps cannot be cut out).
         let file = OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .mode(FILE_MODE)

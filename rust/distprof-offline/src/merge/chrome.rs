@@ -10,21 +10,19 @@
 //! `args` (see `chrome_args`).
 //!
 //! The document is the header, a run of records and the footer. Every record is written
-//! with a leading `,\n`; the first record of the document drops it. A node's records are
-//! one *fragment*: merge writes fragments in parallel (to the document directly when all
-//! earlier nodes are in, else to a part file appended later, `ChromeDoc::append`), and a
-//! sharded merge joins the shards' fragments the same way, so every path gives the same
-//! bytes.
+//! with a leading `,\n`. A node's records are one *fragment*; `chrome_doc` assembles the
+//! fragments in node order while the nodes are merged in parallel (and joins the shards of
+//! a sharded merge), so every path gives the same bytes.
 //!
 //! Formatting is by hand into the output's own buffer (no allocation per event, no copy
 //! between buffers), written past the page cache (`direct_io`): the JSON is several times
 //! the size of the XSpace and must be written at the same speed.
 
-use super::direct_io::{DirectWriter, Part};
-use std::fs::File;
+use super::direct_io::{DirectWriter, Part, ALIGN};
 use std::io::{self, Write};
 
-/// The record separator: every record starts with it, except the document's first.
+/// The record separator: every record starts with it (the document's first has its comma
+/// turned into a space at the end).
 pub const SEP: &[u8] = b",\n";
 
 /// The document's opening, up to the first record. `base_ns` is the global origin (epoch
@@ -42,9 +40,9 @@ pub const FOOTER: &[u8] = b"\n]}\n";
 /// Writes one fragment: the records of one node's planes.
 pub struct ChromeWriter {
     out: DirectWriter,
+    /// Where the fragment starts in its file.
+    start: u64,
     next_pid: u64,
-    /// The next record is the document's first: drop its separator.
-    skip_sep: bool,
     pub events: u64,
     /// Records written (events and metadata).
     pub records: u64,
@@ -220,26 +218,16 @@ fn put_micros(out: &mut Vec<u8>, ps: i64) {
 }
 
 impl ChromeWriter {
-    /// A fragment whose first process gets pid `first_pid`. `document_start`: its first
-    /// record is the document's first (no separator before it).
-    pub fn new(out: DirectWriter, first_pid: u64, document_start: bool) -> Self {
-        Self {
-            out,
-            next_pid: first_pid,
-            skip_sep: document_start,
-            events: 0,
-            records: 0,
-        }
+    /// A fragment, written from `out`'s position on, whose first process gets pid
+    /// `first_pid`.
+    pub fn new(out: DirectWriter, first_pid: u64) -> Self {
+        Self { start: out.pos(), out, next_pid: first_pid, events: 0, records: 0 }
     }
 
-    /// Starts a record in the buffer: its separator unless it is the document's first.
+    /// Starts a record in the buffer.
     #[inline]
     fn start_record(&mut self) {
-        if self.skip_sep {
-            self.skip_sep = false;
-        } else {
-            self.out.buf().extend_from_slice(SEP);
-        }
+        self.out.buf().extend_from_slice(SEP);
         self.records += 1;
     }
 
@@ -332,83 +320,13 @@ impl ChromeWriter {
         self.next_pid
     }
 
-    /// Ends a fragment written to a part file: its whole blocks are on disk, the rest in
-    /// the part, which [`ChromeDoc::append`] takes in turn.
-    pub fn into_part(self) -> io::Result<Part> {
-        self.out.into_part()
-    }
-}
-
-/// The Chrome JSON document being assembled from fragments in node order.
-pub struct ChromeDoc {
-    /// The document's writer; lent to the fragment written straight into it.
-    out: Option<DirectWriter>,
-    /// No record written yet: the next fragment's first separator is dropped.
-    pub empty: bool,
-    /// A whole document (header written, footer at the end), not a shard's fragment.
-    whole: bool,
-    /// Read buffer of [`Self::append`], kept for the next part.
-    scratch: Vec<u8>,
-}
-
-impl ChromeDoc {
-    /// Starts the document in `file` (empty) with its header.
-    pub fn new(file: File, base_ns: i64) -> io::Result<Self> {
-        let mut out = DirectWriter::new(file);
-        out.buf().extend_from_slice(&header(base_ns));
-        Ok(Self { out: Some(out), empty: true, whole: true, scratch: Vec::new() })
-    }
-
-    /// A shard's fragment: records only, every one with its separator (the join decides
-    /// which record opens the document).
-    pub fn fragment(file: File) -> Self {
-        Self { out: Some(DirectWriter::new(file)), empty: false, whole: false, scratch: Vec::new() }
-    }
-
-    fn lent() -> io::Error {
-        io::Error::other("the Chrome JSON document is lent to a fragment writer")
-    }
-
-    /// A writer appending one fragment straight to the document (the fragment next in
-    /// order); give it back with [`Self::wrote_direct`] when it is finished.
-    pub fn direct(&mut self, first_pid: u64) -> io::Result<ChromeWriter> {
-        let out = self.out.take().ok_or_else(Self::lent)?;
-        Ok(ChromeWriter::new(out, first_pid, self.empty))
-    }
-
-    /// Takes the document back from the fragment writer of [`Self::direct`]; returns the
-    /// next free pid.
-    pub fn wrote_direct(&mut self, w: ChromeWriter) -> u64 {
-        self.empty &= w.records == 0;
-        self.out = Some(w.out);
-        w.next_pid
-    }
-
-    /// Appends a fragment written with separators throughout (a part file), dropping its
-    /// first separator when it opens the document.
-    pub fn append(&mut self, part: &Part) -> io::Result<()> {
-        if part.is_empty() {
-            return Ok(());
-        }
-        let mut skip = 0;
-        if self.empty {
-            if part.first_bytes(SEP.len())? != SEP {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "a Chrome JSON fragment must start with a record separator"));
-            }
-            skip = SEP.len();
-            self.empty = false;
-        }
-        let out = self.out.as_mut().ok_or_else(Self::lent)?;
-        out.append(part, skip, &mut self.scratch)
-    }
-
-    pub fn finish(mut self) -> io::Result<()> {
-        let mut out = self.out.take().ok_or_else(Self::lent)?;
-        if self.whole {
-            out.buf().extend_from_slice(FOOTER);
-        }
-        out.finish()?;
-        Ok(())
+    /// Ends the fragment: pads it with spaces to a whole number of blocks (the layout of
+    /// `chrome_doc`) and writes it; returns its bytes in its region and what overflowed it.
+    pub fn finish(mut self) -> io::Result<(Part, Option<Part>)> {
+        let len = (self.out.pos() - self.start) as usize;
+        let buf = self.out.buf();
+        buf.resize(buf.len() + (len.next_multiple_of(ALIGN) - len), b' ');
+        self.out.finish_region(self.start)
     }
 }
 
@@ -416,37 +334,13 @@ impl ChromeDoc {
 mod tests {
     use super::*;
 
-    fn document(fragments: &[(bool, Vec<u8>)], base: i64) -> String {
-        // Each fragment either direct (document_start decided by the doc) or via a part file.
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("doc.json");
-        let mut doc = ChromeDoc::new(File::create(&path).unwrap(), base).unwrap();
-        for (i, (direct, bytes)) in fragments.iter().enumerate() {
-            if *direct {
-                let mut w = doc.direct(100).unwrap();
-                // Replay the fragment's records through the writer's buffer.
-                let body = bytes.strip_prefix(SEP).unwrap_or(bytes);
-                if !body.is_empty() {
-                    w.start_record();
-                    w.out.buf().extend_from_slice(body);
-                }
-                doc.wrote_direct(w);
-            } else {
-                let p = tmp.path().join(format!("part{i}"));
-                std::fs::write(&p, bytes).unwrap();
-                doc.append(&Part::file(File::open(&p).unwrap()).unwrap()).unwrap();
-            }
-        }
-        doc.finish().unwrap();
-        std::fs::read_to_string(&path).unwrap()
-    }
-
     #[test]
     fn writes_valid_json_with_relative_ns_timestamps_and_args() {
         let tmp = tempfile::tempdir().unwrap();
-        let part = tmp.path().join("part");
-        let file = File::options().read(true).write(true).create_new(true).open(&part).unwrap();
-        let mut w = ChromeWriter::new(DirectWriter::new(file), 1, false);
+        let path = tmp.path().join("doc.json");
+        let doc = super::super::chrome_doc::ChromeDoc::create(&path, Some(1_763_000_000_000_000_000)).unwrap();
+        let region = doc.next_job(1, |_| 1_000).unwrap();
+        let mut w = ChromeWriter::new(region.writer, 1);
         let pid = w.begin_process("node 1 \"h\" /host:CPU").unwrap();
         w.thread(pid, 7, -7_111_125_260_410_667_223, "python").unwrap();
         let prefix = ChromeWriter::event_prefix(pid, 7);
@@ -459,11 +353,9 @@ mod tests {
         w.complete(&prefix, 5_000, 2_000_001, b",\"name\":\"x\"", |_| {}).unwrap();
         w.complete(&prefix, -1_500_000, 0, b",\"name\":\"early\"", |_| {}).unwrap();
         assert_eq!(w.next_pid(), 2);
-        let p = w.into_part().unwrap();
-        let mut bytes = vec![0; p.on_disk as usize];
-        std::os::unix::fs::FileExt::read_exact_at(&p.file, &mut bytes, 0).unwrap();
-        bytes.extend_from_slice(&p.tail);
-        let text = document(&[(false, Vec::new()), (false, bytes.clone())], 1_763_000_000_000_000_000);
+        doc.fragment_done(region.order, w.finish().unwrap());
+        doc.commit().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("{\"displayTimeUnit\":\"ns\""));
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let ev = &v["traceEvents"];
@@ -476,13 +368,6 @@ mod tests {
         assert_eq!(ev[5]["dur"].as_f64().unwrap(), 2.0);
         assert_eq!(ev[6]["ts"].as_f64().unwrap(), -1.5);
         assert_eq!(ev[0]["args"]["name"], "node 1 \"h\" /host:CPU");
-        // Direct or through a part file: the same document.
-        assert_eq!(text, document(&[(true, bytes.clone()), (false, Vec::new())], 1_763_000_000_000_000_000));
-        let twice = document(&[(true, bytes.clone()), (false, bytes.clone())], 5);
-        assert_eq!(twice, document(&[(false, bytes.clone()), (true, bytes)], 5));
-        serde_json::from_str::<serde_json::Value>(&twice).unwrap();
-        // No records at all is still a document.
-        serde_json::from_str::<serde_json::Value>(&document(&[], 0)).unwrap();
     }
 
     #[test]

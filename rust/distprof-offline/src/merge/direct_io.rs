@@ -34,7 +34,7 @@ const SLACK: usize = 2 * ALIGN + (256 << 10);
 
 /// Switches `O_DIRECT` on or off for `file`'s open file description (shared by its
 /// clones); false when the file system refuses.
-fn set_direct(file: &File, on: bool) -> bool {
+pub fn set_direct(file: &File, on: bool) -> bool {
     let fd = file.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own, reading and setting its status flags.
     unsafe {
@@ -71,7 +71,7 @@ fn aligned_buffer(mut v: Vec<u8>) -> (Vec<u8>, usize) {
     (v, head)
 }
 
-/// A buffered writer of one file from offset 0, past the page cache where it can.
+/// A buffered writer of one file (or of a region of one), past the page cache where it can.
 pub struct DirectWriter {
     file: Arc<File>,
     direct: bool,
@@ -80,8 +80,33 @@ pub struct DirectWriter {
     head: usize,
     /// File offset of `buf[head]`: a multiple of [`ALIGN`] while `direct`.
     at: u64,
+    /// Where the region of `file` this writer may fill ends (`u64::MAX`: no end); bytes
+    /// from there on go to the overflow file instead.
+    limit: u64,
+    overflow: Option<Overflow>,
     /// The chunk being written; it hands its buffer back.
     writing: Option<JoinHandle<io::Result<Vec<u8>>>>,
+}
+
+/// Where a region writer puts what does not fit its region: a file created (and unlinked
+/// at once) when first needed, holding the bytes from the region's end on.
+struct Overflow {
+    path: std::path::PathBuf,
+    file: Option<Arc<File>>,
+}
+
+/// Writes `bytes` at file offset `at` of a region ending at `limit`: what lies past the
+/// limit goes to `overflow`, at its distance from the limit.
+fn write_split(file: &File, overflow: Option<&File>, limit: u64, bytes: &[u8], at: u64) -> io::Result<()> {
+    let inside = limit.saturating_sub(at).min(bytes.len() as u64) as usize;
+    if inside > 0 {
+        write_at_or_cached(file, &bytes[..inside], at)?;
+    }
+    if inside < bytes.len() {
+        let f = overflow.ok_or_else(|| io::Error::other("a region overflowed without an overflow file"))?;
+        write_at_or_cached(f, &bytes[inside..], at + inside as u64 - limit)?;
+    }
+    Ok(())
 }
 
 impl DirectWriter {
@@ -99,7 +124,26 @@ impl DirectWriter {
 
     fn with_mode(file: File, direct: bool) -> Self {
         let (buf, head) = aligned_buffer(Vec::new());
-        Self { file: Arc::new(file), direct, buf, head, at: 0, writing: None }
+        Self { file: Arc::new(file), direct, buf, head, at: 0, limit: u64::MAX, overflow: None, writing: None }
+    }
+
+    /// Writes the region of `file` from `start` (a multiple of [`ALIGN`]) to `limit`, while
+    /// other writers fill other regions of it; bytes past `limit` go to a file created at
+    /// `overflow` when needed. End it with [`Self::finish_region`].
+    pub fn region(file: Arc<File>, start: u64, limit: u64, overflow: std::path::PathBuf) -> Self {
+        debug_assert!(start % ALIGN as u64 == 0 && limit % ALIGN as u64 == 0);
+        let direct = set_direct(&file, true);
+        let (buf, head) = aligned_buffer(Vec::new());
+        Self {
+            file,
+            direct,
+            buf,
+            head,
+            at: start,
+            limit,
+            overflow: Some(Overflow { path: overflow, file: None }),
+            writing: None,
+        }
     }
 
     /// Whether writes bypass the page cache.
@@ -160,17 +204,51 @@ impl DirectWriter {
         if n == 0 {
             return Ok(());
         }
+        let overflow = if self.at + n as u64 > self.limit { Some(self.overflow_file()?) } else { None };
         let (mut next, next_head) = aligned_buffer(self.wait()?);
         next.extend_from_slice(&self.buf[self.head + n..]);
         let full = std::mem::replace(&mut self.buf, next);
-        let (from, at, file) = (self.head, self.at, self.file.clone());
+        let (from, at, file, limit) = (self.head, self.at, self.file.clone(), self.limit);
         self.head = next_head;
         self.at += n as u64;
         self.writing = Some(std::thread::spawn(move || {
-            write_at_or_cached(&file, &full[from..from + n], at)?;
+            write_split(&file, overflow.as_deref(), limit, &full[from..from + n], at)?;
             Ok(full)
         }));
         Ok(())
+    }
+
+    /// The overflow file, created on first use: unlinked at once, so it is gone whatever
+    /// happens to the process.
+    fn overflow_file(&mut self) -> io::Result<Arc<File>> {
+        let o = self.overflow.as_mut().ok_or_else(|| io::Error::other("a region overflowed without an overflow file"))?;
+        if let Some(f) = &o.file {
+            return Ok(f.clone());
+        }
+        let f = File::options().read(true).write(true).create_new(true).open(&o.path)?;
+        std::fs::remove_file(&o.path)?;
+        set_direct(&f, self.direct);
+        let f = Arc::new(f);
+        o.file = Some(f.clone());
+        Ok(f)
+    }
+
+    /// Ends a region whose bytes are a whole number of [`ALIGN`] blocks: writes them and
+    /// returns what the region holds and what overflowed, as pieces to read back.
+    pub fn finish_region(mut self, start: u64) -> io::Result<(Part, Option<Part>)> {
+        if (self.pos() - start) % ALIGN as u64 != 0 {
+            return Err(io::Error::other("a region must end on a block boundary"));
+        }
+        self.flush_aligned()?;
+        self.wait()?;
+        let end = self.pos();
+        let inside = end.min(self.limit).saturating_sub(start);
+        let region = Part { file: self.file.clone(), from: start, len: inside, read_direct: self.direct };
+        let overflow = match self.overflow.as_ref().and_then(|o| o.file.clone()) {
+            Some(file) => Some(Part { file, from: 0, len: end - self.limit, read_direct: self.direct }),
+            None => None,
+        };
+        Ok((region, overflow))
     }
 
     /// Writes the whole aligned blocks and waits for them; leaves `O_DIRECT` off.
@@ -199,29 +277,21 @@ impl DirectWriter {
         Ok((self.into_file()?, len))
     }
 
-    /// Writes the whole aligned blocks and keeps the tail in memory: a part to append to
-    /// another file later ([`Part`]).
-    pub fn into_part(mut self) -> io::Result<Part> {
-        self.settle()?;
-        let tail = self.buf[self.head..].to_vec();
-        let (on_disk, read_direct) = (self.at, self.direct);
-        Ok(Part { file: self.into_file()?, on_disk, tail, read_direct })
-    }
-
-    /// Appends `part` (its file's first `on_disk` bytes, then its tail), leaving out its
-    /// first `skip` bytes. Reads past the page cache where the file allows.
+    /// Appends `part`, leaving out its first `skip` bytes. Reads past the page cache where
+    /// the file allows.
     pub fn append(&mut self, part: &Part, mut skip: usize, scratch: &mut Vec<u8>) -> io::Result<()> {
-        let direct = part.read_direct && set_direct(&part.file, true);
+        let direct = part.read_direct && part.from % ALIGN as u64 == 0 && set_direct(&part.file, true);
         if scratch.len() < CHUNK + ALIGN {
             scratch.resize(CHUNK + ALIGN, 0);
         }
         let pad = pad_to_align(scratch.as_ptr());
-        let mut at = 0u64;
-        while at < part.on_disk {
-            let want = CHUNK.min((part.on_disk - at) as usize);
-            // An aligned length for O_DIRECT: the file ends at `on_disk`, so a read past it
-            // returns what there is.
+        let mut done = 0u64;
+        while done < part.len {
+            let want = CHUNK.min((part.len - done) as usize);
+            // An aligned length for O_DIRECT: what lies past the piece is read and dropped
+            // (a read past the file's end returns what there is).
             let ask = if direct { want.div_ceil(ALIGN) * ALIGN } else { want };
+            let at = part.from + done;
             let got = match part.file.read_at(&mut scratch[pad..pad + ask], at) {
                 // Accepted the flag, refused the read (as for writes: `write_at_or_cached`).
                 Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) && set_direct(&part.file, false) => {
@@ -230,19 +300,18 @@ impl DirectWriter {
                 r => r?,
             };
             if got == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a part file ended early"));
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a file ended before the piece to copy"));
             }
             let got = got.min(want);
             let from = skip.min(got);
             skip -= from;
             self.buf.extend_from_slice(&scratch[pad + from..pad + got]);
             self.maybe_flush()?;
-            at += got as u64;
+            done += got as u64;
         }
         if direct {
             set_direct(&part.file, false);
         }
-        self.buf.extend_from_slice(&part.tail[skip.min(part.tail.len())..]);
         self.maybe_flush()
     }
 }
@@ -254,11 +323,11 @@ impl Drop for DirectWriter {
     }
 }
 
-/// Bytes written elsewhere for later: a file's first `on_disk` bytes, then `tail`.
+/// Bytes to copy: `len` bytes of `file` from offset `from`.
 pub struct Part {
-    pub file: File,
-    pub on_disk: u64,
-    pub tail: Vec<u8>,
+    pub file: Arc<File>,
+    pub from: u64,
+    pub len: u64,
     /// Read past the page cache (its bytes are on the device, not in the cache).
     pub read_direct: bool,
 }
@@ -266,33 +335,8 @@ pub struct Part {
 impl Part {
     /// A whole file on disk.
     pub fn file(file: File) -> io::Result<Self> {
-        let on_disk = file.metadata()?.len();
-        Ok(Self {
-            file,
-            on_disk,
-            tail: Vec::new(),
-            read_direct: true,
-        })
-    }
-
-    /// Its first bytes (at most `n`), read without moving anything.
-    pub fn first_bytes(&self, n: usize) -> io::Result<Vec<u8>> {
-        let from_disk = (n as u64).min(self.on_disk) as usize;
-        let mut out = vec![0u8; from_disk];
-        if from_disk > 0 {
-            // Buffered: O_DIRECT is off except while a writer or `append` has it on.
-            self.file.read_exact_at(&mut out, 0)?;
-        }
-        out.extend_from_slice(&self.tail[..(n - from_disk).min(self.tail.len())]);
-        Ok(out)
-    }
-
-    pub fn len(&self) -> u64 {
-        self.on_disk + self.tail.len() as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        let len = file.metadata()?.len();
+        Ok(Self { file: Arc::new(file), from: 0, len, read_direct: true })
     }
 }
 
@@ -308,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn writes_parts_and_appends_byte_exactly_with_and_without_o_direct() {
+    fn writes_regions_and_appends_byte_exactly_with_and_without_o_direct() {
         // Past the page cache where the temporary directory's file system allows (ext4,
         // xfs, tmpfs since Linux 6.6), and through it (`cached`, the same path as a file
         // system that refuses O_DIRECT): both must give the same bytes.
@@ -342,32 +386,39 @@ mod tests {
                 mode
             );
 
-            // A part (aligned body on disk, tail in memory) appended after an odd start,
-            // dropping its first two bytes; and a whole file appended as a part.
-            let part_path = tmp.path().join("part");
-            let mut p = open(
-                File::options()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .open(&part_path)
-                    .unwrap(),
-            );
-            p.buf().extend_from_slice(&want);
-            let part = p.into_part().unwrap();
-            assert_eq!(part.len(), want.len() as u64);
-            assert_eq!(part.first_bytes(5).unwrap(), want[..5]);
+            // A region of a shared file that overflows into a file of its own, copied back
+            // after an odd start dropping its first two bytes; then a whole file.
+            let shared = Arc::new(File::options().read(true).write(true).create(true).truncate(true).open(tmp.path().join("shared")).unwrap());
+            if mode == "cached" {
+                set_direct(&shared, false);
+            }
+            let body: Vec<u8> = want.iter().copied().chain(std::iter::repeat(b' ')).take(want.len().next_multiple_of(ALIGN)).collect();
+            let (start, limit) = (3 * ALIGN as u64, (3 + 256) * ALIGN as u64);
+            let mut r = DirectWriter::region(shared.clone(), start, limit, tmp.path().join("overflow"));
+            if mode == "cached" {
+                r.direct = false;
+            }
+            for piece in body.chunks(100_003) {
+                r.buf().extend_from_slice(piece);
+                r.maybe_flush().unwrap();
+            }
+            assert!(body.len() as u64 > limit - start, "the region must overflow");
+            let (inside, overflow) = r.finish_region(start).unwrap();
+            let overflow = overflow.expect("bytes past the limit");
+            assert_eq!((inside.from, inside.len, overflow.len), (start, limit - start, body.len() as u64 - (limit - start)));
+            assert!(!tmp.path().join("overflow").exists(), "the overflow file is unlinked");
             let mut doc = open(File::create(tmp.path().join("doc")).unwrap());
             doc.buf().extend_from_slice(b"head");
             let mut scratch = Vec::new();
-            doc.append(&part, 2, &mut scratch).unwrap();
+            doc.append(&inside, 2, &mut scratch).unwrap();
+            doc.append(&overflow, 0, &mut scratch).unwrap();
             let whole = Part::file(File::open(tmp.path().join("a")).unwrap()).unwrap();
             doc.append(&whole, 0, &mut scratch).unwrap();
             doc.finish().unwrap();
             let got = std::fs::read(tmp.path().join("doc")).unwrap();
-            assert_eq!(got.len(), 4 + want.len() - 2 + want.len());
+            assert_eq!(got.len(), 4 + body.len() - 2 + want.len());
             assert!(
-                got == [&b"head"[..], &want[2..], &want].concat(),
+                got == [&b"head"[..], &body[2..], &want].concat(),
                 "{}",
                 mode
             );

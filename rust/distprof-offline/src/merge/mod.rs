@@ -14,6 +14,7 @@
 pub mod belong;
 pub mod chrome;
 pub mod chrome_args;
+pub mod chrome_doc;
 pub mod direct_io;
 pub mod plane_network;
 pub mod prescan;
@@ -491,30 +492,6 @@ struct NodeDone {
     planes: u64,
 }
 
-/// The Chrome JSON document (or shard fragment) and the nodes' fragments waiting for
-/// their turn: fragments go in node order; the node next in line writes straight into the
-/// document, the others into unlinked part files appended when their turn comes.
-struct ChromeOrder {
-    doc: chrome::ChromeDoc,
-    /// Position (in the merge's node order) of the next fragment to append.
-    next: usize,
-    direct_busy: bool,
-    waiting: std::collections::BTreeMap<usize, direct_io::Part>,
-    /// The document's path: part files go beside it, named as `AtomicFile`'s temporaries
-    /// so that those a killed merge leaves are removed by the next.
-    path: PathBuf,
-}
-
-impl ChromeOrder {
-    fn drain(&mut self) -> std::io::Result<()> {
-        while let Some(part) = self.waiting.remove(&self.next) {
-            self.doc.append(&part)?;
-            self.next += 1;
-        }
-        Ok(())
-    }
-}
-
 /// Merges `inputs` into `opts.out_dir` as `run` says: nodes in parallel, or only a shard.
 /// The outputs are byte-identical whatever the worker count, and a join of shards
 /// (`shard::join`) gives the outputs of one whole merge.
@@ -589,18 +566,10 @@ pub fn merge_with(
         (None, c) => c.clone(),
         (Some(_), None) => None,
     };
-    let mut chrome_file = None;
     let chrome = match &chrome_path {
         Some(p) => {
-            let f = AtomicFile::create(p).map_err(io_err(p))?;
-            let handle = f.handle().map_err(io_err(p))?;
-            chrome_file = Some(f);
-            let doc = if run.nodes.is_some() {
-                chrome::ChromeDoc::fragment(handle)
-            } else {
-                chrome::ChromeDoc::new(handle, g0_ns).map_err(io_err(p))?
-            };
-            Some(std::sync::Mutex::new(ChromeOrder { doc, next: 0, direct_busy: false, waiting: Default::default(), path: p.clone() }))
+            let base_ns = run.nodes.is_none().then_some(g0_ns);
+            Some(chrome_doc::ChromeDoc::create(p, base_ns).map_err(io_err(p))?)
         }
         None => None,
     };
@@ -626,9 +595,18 @@ pub fn merge_with(
                     if stop.load(std::sync::atomic::Ordering::Relaxed) {
                         break;
                     }
-                    let k = next_job.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&i) = todo.get(k) else { break };
-                    let r = merge_node(&nodes[i], bases[i], k, g0_ns, run_dir, chrome.as_ref(), models, done_bytes, &mut input);
+                    // With the Chrome JSON, the document hands out the jobs with their
+                    // fragments' places.
+                    let job = match chrome {
+                        Some(doc) => doc.next_job(todo.len(), |k| nodes[todo[k]].bytes).map(|r| (r.order, Some((r, doc)))),
+                        None => {
+                            let k = next_job.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            (k < todo.len()).then_some((k, None))
+                        }
+                    };
+                    let Some((k, fragment)) = job else { break };
+                    let i = todo[k];
+                    let r = merge_node(&nodes[i], bases[i], g0_ns, run_dir, fragment, models, done_bytes, &mut input);
                     if r.is_err() {
                         stop.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -680,14 +658,9 @@ pub fn merge_with(
     if run.meter {
         progress(&meter_line(total_bytes, total_bytes, started.elapsed().as_secs_f64()));
     }
-    if let Some(c) = chrome {
-        let p = chrome_path.clone().unwrap_or_default();
-        let order = c.into_inner().unwrap_or_else(|e| e.into_inner());
-        debug_assert_eq!(order.next, todo.len());
-        order.doc.finish().map_err(io_err(&p))?;
-        if let Some(f) = chrome_file {
-            f.commit().map_err(io_err(&p))?;
-        }
+    if let Some(doc) = chrome {
+        let p = doc.path().to_path_buf();
+        doc.commit().map_err(io_err(&p))?;
     }
     let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
     let mut summaries = Vec::new();
@@ -724,21 +697,15 @@ fn meter_line(done: u64, total: u64, secs: f64) -> String {
     )
 }
 
-/// The chrome order's lock (a panicked worker's poison does not hide the data).
-fn lock(c: &std::sync::Mutex<ChromeOrder>) -> std::sync::MutexGuard<'_, ChromeOrder> {
-    c.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Merges one node: its XSpace into the run directory, its Chrome records as fragment
-/// number `order`.
+/// Merges one node: its XSpace into the run directory, its Chrome records into their
+/// region of the document.
 #[allow(clippy::too_many_arguments)]
 fn merge_node(
     n: &LoadedNode,
     bases: NodeBases,
-    order: usize,
     g0_ns: i64,
     run_dir: &Path,
-    chrome: Option<&std::sync::Mutex<ChromeOrder>>,
+    fragment: Option<(chrome_doc::Region, &chrome_doc::ChromeDoc)>,
     models: &[NodeClockModel],
     done_bytes: &std::sync::atomic::AtomicU64,
     buf: &mut Vec<u8>,
@@ -751,28 +718,11 @@ fn merge_node(
     // name like `../../etc` cannot place the output outside the run directory.
     let hostname = format!("node{}.{}", n.node, distprof::file_name::component(&n.hostname));
     let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
-    // The Chrome writer: straight into the document when this node is next in line,
-    // else into an unlinked part file in the document's directory.
-    let mut part = None;
-    let mut writer = match chrome {
-        Some(c) => {
-            let mut o = lock(c);
-            if o.next == order && !o.direct_busy {
-                o.direct_busy = true;
-                Some(o.doc.direct(bases.pid).map_err(io_err(&o.path))?)
-            } else {
-                let name = o.path.file_name().unwrap_or_default().to_string_lossy().into_owned();
-                let p = o.path.with_file_name(format!(".{name}.tmp-{}-part{order}", std::process::id()));
-                drop(o);
-                let f = std::fs::File::options().read(true).write(true).create_new(true).open(&p).map_err(io_err(&p))?;
-                // Unlinked at once: the part file is gone whatever happens to this merge.
-                std::fs::remove_file(&p).map_err(io_err(&p))?;
-                part = Some(p);
-                Some(chrome::ChromeWriter::new(direct_io::DirectWriter::cached(f), bases.pid, false))
-            }
-        }
-        None => None,
+    let (order, doc) = match &fragment {
+        Some((r, doc)) => (r.order, Some(*doc)),
+        None => (0, None),
     };
+    let mut writer = fragment.map(|(r, _)| chrome::ChromeWriter::new(r.writer, bases.pid));
     buf.clear();
     std::fs::File::open(&n.path)
         .and_then(|mut f| std::io::Read::read_to_end(&mut f, buf))
@@ -805,22 +755,10 @@ fn merge_node(
         },
     })?;
     done_bytes.fetch_add((buf.len() - reported.min(buf.len())) as u64, std::sync::atomic::Ordering::Relaxed);
-    let next_pid = match (writer, chrome) {
-        (Some(cw), Some(c)) => {
+    let next_pid = match (writer, doc) {
+        (Some(cw), Some(doc)) => {
             let next_pid = cw.next_pid();
-            let mut o = lock(c);
-            match part {
-                Some(p) => {
-                    let part = cw.into_part().map_err(io_err(&p))?;
-                    o.waiting.insert(order, part);
-                }
-                None => {
-                    o.doc.wrote_direct(cw);
-                    o.direct_busy = false;
-                    o.next += 1;
-                }
-            }
-            o.drain().map_err(|e| MergeError::Io { path: o.path.clone(), err: e })?;
+            doc.fragment_done(order, cw.finish().map_err(io_err(doc.path()))?);
             Some(next_pid)
         }
         _ => None,

@@ -12,9 +12,7 @@
 //! files into one run directory, and writes the Chrome JSON's header, the fragments in node
 //! order and its footer.
 
-use super::chrome::ChromeDoc;
 use super::{MergeError, MergeReport, MergedNode};
-use distprof::atomic_file::AtomicFile;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -206,16 +204,13 @@ pub fn join(shards: &[PathBuf], out_dir: &Path, chrome: Option<&Path>) -> Result
         }
     }
     if let Some(p) = chrome {
-        let io_err = |err| MergeError::Io { path: p.to_path_buf(), err };
-        let f = AtomicFile::create(p).map_err(io_err)?;
-        let mut doc = ChromeDoc::new(f.handle().map_err(io_err)?, first.g0_ns).map_err(io_err)?;
+        let mut pieces = Vec::new();
         for (d, _) in &list {
             let part = d.join(FRAGMENT_FILE);
-            let file = std::fs::File::open(&part).and_then(super::direct_io::Part::file);
-            doc.append(&file.map_err(|err| MergeError::Io { path: part.clone(), err })?).map_err(|err| MergeError::Io { path: part.clone(), err })?;
+            let piece = std::fs::File::open(&part).and_then(super::direct_io::Part::file);
+            pieces.push(piece.map_err(|err| MergeError::Io { path: part.clone(), err })?);
         }
-        doc.finish().map_err(io_err)?;
-        f.commit().map_err(io_err)?;
+        super::chrome_doc::write_pieces(p, Some(first.g0_ns), &pieces).map_err(|err| MergeError::Io { path: p.to_path_buf(), err })?;
     }
     Ok(MergeReport { run_dir, chrome: chrome.map(Path::to_path_buf), g0_ns: first.g0_ns, bytes_in, bytes_out, nodes })
 }

@@ -148,7 +148,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "speedup": round2(speedup),
                 "speedup_per_core": round2(speedup / cores as f64),
                 // Serial CPU over parallel CPU: what running on every core costs in extra
-                // work (part files, threads), which the load of other jobs does not change.
+                // work (threads, the gaps cut out of the Chrome JSON), which the load of
+                // other jobs does not change.
                 "cpu_efficiency": round2(merge_s / par_s),
                 "peak_rss_ratio": round2(ratio),
                 "parallel_peak_rss_ratio": round2(par_ratio),
