@@ -244,10 +244,12 @@ impl DirectWriter {
         let end = self.pos();
         let inside = end.min(self.limit).saturating_sub(start);
         let region = Part { file: self.file.clone(), from: start, len: inside, read_direct: self.direct };
-        let overflow = match self.overflow.as_ref().and_then(|o| o.file.clone()) {
-            Some(file) => Some(Part { file, from: 0, len: end - self.limit, read_direct: self.direct }),
-            None => None,
-        };
+        let overflow = self.overflow.as_ref().and_then(|o| o.file.clone()).map(|file| Part {
+            file,
+            from: 0,
+            len: end - self.limit,
+            read_direct: self.direct,
+        });
         Ok((region, overflow))
     }
 
