@@ -89,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     let at_once: u64 = sizes.iter().take(workers).sum();
     let exe = std::env::current_exe()?;
-    let side = |name: &str, jobs: usize| -> anyhow::Result<(f64, f64, u64)> {
+    let side = |name: &str, jobs: usize| -> anyhow::Result<(f64, f64, u64, u64)> {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(["bench", "merge", "--child", name, "--dir"])
             .arg(&dir)
@@ -109,16 +109,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             v["cpu_secs"].as_f64().unwrap_or(f64::NAN),
             v["wall_secs"].as_f64().unwrap_or(f64::NAN),
             v["peak_rss_bytes"].as_u64().unwrap_or(0),
+            v["bytes_out"].as_u64().unwrap_or(0),
         ))
     };
     let load_before = load_average();
-    let (base_s, base_wall, base_rss) = if args.skip_baseline {
-        (f64::NAN, f64::NAN, 0)
+    let (base_s, base_wall, base_rss, _) = if args.skip_baseline {
+        (f64::NAN, f64::NAN, 0, 0)
     } else {
         side("baseline", 1)?
     };
-    let (merge_s, merge_wall, merge_rss) = side("merge", 1)?;
-    let (par_s, par_wall, par_rss) = side("merge", cores)?;
+    let (merge_s, merge_wall, merge_rss, bytes_out) = side("merge", 1)?;
+    let (par_s, par_wall, par_rss, _) = side("merge", cores)?;
+    // The merge returns once its outputs are on the disk: it cannot take less than the
+    // disk needs for them, which bounds the speed-up however many cores render them.
+    let disk_mb_per_s = disk_write_mb_per_s(&dir, bytes_out, workers)?;
+    let disk_floor_s = bytes_out as f64 / 1e6 / disk_mb_per_s;
+    let speedup_bound = (cores as f64).min(merge_wall / disk_floor_s);
     let load_after = load_average();
     let mb = total as f64 / 1e6;
     let merge_mbps = mb / merge_s;
@@ -147,6 +153,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "cores": cores,
                 "speedup": round2(speedup),
                 "speedup_per_core": round2(speedup / cores as f64),
+                // What the disk allows: the serial wall time over the time the disk takes
+                // for the outputs (written as the merge writes them), at most `cores`.
+                "speedup_bound": round2(speedup_bound),
+                "disk_write_mb_per_s": round2(disk_mb_per_s),
+                "output_mb": round2(bytes_out as f64 / 1e6),
                 // Serial CPU over parallel CPU: what running on every core costs in extra
                 // work (threads, the gaps cut out of the Chrome JSON), which the load of
                 // other jobs does not change.
@@ -167,6 +178,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("merge:    {merge_mbps:>8.1} MB/s per core (CPU time; {:.1} MB/s wall), peak RSS {:.1} MB ({ratio:.2} x largest input)", mb / merge_wall, merge_rss as f64 / 1e6);
         println!("parallel: {:>8.1} MB/s on {cores} cores (wall), speed-up {speedup:.2} x ({:.2} x cores), peak RSS {:.1} MB ({par_ratio:.2} x the {workers} inputs at once)", mb / par_wall, speedup / cores as f64, par_rss as f64 / 1e6);
         println!("parallel CPU efficiency (serial CPU / parallel CPU): {:.2}", merge_s / par_s);
+        println!(
+            "disk: {disk_mb_per_s:.0} MB/s for the {:.0} MB of output ({workers} writers): at least {disk_floor_s:.2} s, a speed-up of at most {speedup_bound:.2}",
+            bytes_out as f64 / 1e6
+        );
         println!("load average (1 min) before and after: {load_before:.2}, {load_after:.2}");
         println!(
             "baseline: {base_mbps:>8.1} MB/s (decode all + re-encode), peak RSS {:.1} MB ({:.2} x)",
@@ -227,12 +242,62 @@ fn child(side: &str, dir: &Path, chrome: bool, jobs: usize) -> anyhow::Result<Ex
     let wall_secs = start.elapsed().as_secs_f64();
     println!(
         "{}",
-        serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes()})
+        serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes(), "bytes_out": tree_bytes(&out)})
     );
     // The outputs are big (the Chrome JSON several times the input): removed once measured,
     // so that repeated runs do not fill the disk of a reused --dir.
     let _ = std::fs::remove_dir_all(&out);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Bytes of the files under `dir`.
+fn tree_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => tree_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+/// MB/s that the disk under `dir` takes for `bytes` written as merge writes its outputs:
+/// past the page cache in 2 MB chunks by `writers` threads at once, each its share, then
+/// fsynced. The files are removed afterwards.
+fn disk_write_mb_per_s(dir: &Path, bytes: u64, writers: usize) -> anyhow::Result<f64> {
+    use distprof_offline::merge::direct_io::{DirectWriter, CHUNK};
+    let writers = writers.max(1);
+    let share = bytes.div_ceil(writers as u64);
+    // Bytes that change from chunk to chunk, so no layer can skip or compress them.
+    let chunk: Vec<u8> = (0..CHUNK).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3]).collect();
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let handles: Vec<_> = (0..writers)
+            .map(|k| {
+                let (path, chunk) = (dir.join(format!("disk-probe-{k}")), &chunk);
+                s.spawn(move || -> std::io::Result<()> {
+                    let mut w = DirectWriter::new(std::fs::File::create(&path)?);
+                    let mut left = share;
+                    while left > 0 {
+                        let n = (left as usize).min(CHUNK);
+                        w.buf().extend_from_slice(&chunk[..n]);
+                        w.maybe_flush()?;
+                        left -= n as u64;
+                    }
+                    let (file, _) = w.finish()?;
+                    file.sync_all()?;
+                    drop(file);
+                    std::fs::remove_file(&path)
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().map_err(|_| anyhow::anyhow!("a disk probe thread panicked"))??;
+        }
+        Ok(())
+    })?;
+    Ok(bytes as f64 / 1e6 / start.elapsed().as_secs_f64())
 }
 
 /// User + system CPU time of this process.
