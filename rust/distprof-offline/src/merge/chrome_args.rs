@@ -242,7 +242,8 @@ impl PlaneArgs {
         Ok(())
     }
 
-    /// Appends `,"args":{...}` for an event with metadata `meta` and encoded XEvent `ev`,
+    /// Appends `,"args":{...}` for an event with metadata `meta` and encoded XEvent `ev`
+    /// (or only the run of its fields that holds its stats: other fields are skipped),
     /// or nothing when it has no stats.
     pub fn write_args(&self, meta: i64, ev: &[u8], out: &mut Vec<u8>) {
         let start = out.len();

@@ -422,20 +422,28 @@ fn write_line(
     Ok((events, events))
 }
 
+/// What the fast path learned of an event: its metadata id, mapped offset and duration,
+/// and where its stats lie (for the Chrome args, so they are not searched for again).
+struct FastEvent {
+    meta: i64,
+    new_off: i64,
+    new_dur: i64,
+    /// The stats as one run of fields, or (rare: other fields between them) the whole event.
+    stats: (usize, usize),
+}
+
 /// The common event shape (metadata id, offset, duration, stats), parsed in one tight loop
 /// with kept bytes as at most 4 contiguous ranges. None for anything else (aggregated
 /// events, unknown fields, malformed input): the general path handles those and reports errors.
 #[inline(always)]
-fn write_event_fast(
-    ev: &[u8],
-    lm: &LineMapper<'_, '_>,
-    out: &mut Vec<u8>,
-) -> Option<(i64, i64, i64)> {
+fn write_event_fast(ev: &[u8], lm: &LineMapper<'_, '_>, out: &mut Vec<u8>) -> Option<FastEvent> {
     let (mut off, mut dur, mut meta) = (0i64, 0i64, 0i64);
     let mut ranges = [(0usize, 0usize); 4];
     let mut nr = 0usize;
     let mut kept_len = 0usize;
     let mut pos = 0usize;
+    // The stats' run [from, to); `split` when another field lies between two stats.
+    let (mut stats_from, mut stats_to, mut split) = (0usize, 0usize, false);
     while pos < ev.len() {
         let start = pos;
         let key = ev[pos];
@@ -453,6 +461,12 @@ fn write_event_fast(
             0x22 => {
                 let len = read_varint(ev, &mut pos)? as usize;
                 pos = pos.checked_add(len).filter(|&e| e <= ev.len())?;
+                if stats_to == 0 {
+                    stats_from = start;
+                } else {
+                    split |= stats_to != start;
+                }
+                stats_to = pos;
             }
             _ => return None,
         }
@@ -474,7 +488,8 @@ fn write_event_fast(
         out.extend_from_slice(&ev[a..b]);
     }
     put_event_times(out, new_off, new_dur);
-    Some((meta, new_off, new_dur))
+    let stats = if split { (0, ev.len()) } else { (stats_from, stats_to) };
+    Some(FastEvent { meta, new_off, new_dur, stats })
 }
 
 /// The mapped offset and duration (ps, relative to the output line) of an event at `off`
@@ -519,9 +534,10 @@ fn write_event(
     new_ts_ns: i64,
 ) -> Result<(), RewriteError> {
     let mark = out.len();
-    if let Some((meta, new_off, new_dur)) = write_event_fast(ev, lm, out) {
+    if let Some(e) = write_event_fast(ev, lm, out) {
         if let Some((prefix, ch, args)) = chrome {
-            ch.complete(prefix, ns_plus_ps(new_ts_ns, new_off), new_dur, args.name_field(meta), |b| args.write_args(meta, ev, b))?;
+            let stats = &ev[e.stats.0..e.stats.1];
+            ch.complete(prefix, ns_plus_ps(new_ts_ns, e.new_off), e.new_dur, args.name_field(e.meta), |b| args.write_args(e.meta, stats, b))?;
         }
         return Ok(());
     }
