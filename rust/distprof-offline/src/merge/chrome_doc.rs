@@ -307,6 +307,24 @@ mod tests {
     }
 
     #[test]
+    fn where_the_file_system_refuses_the_collapse_the_document_is_written_again() {
+        // tmpfs (/dev/shm) has no COLLAPSE_RANGE: commit takes the copy, with the same bytes.
+        let shm = Path::new("/dev/shm");
+        if !shm.is_dir() {
+            eprintln!("no /dev/shm here: only the disk path is tested");
+            return;
+        }
+        let probe = tempfile::tempfile_in(shm).unwrap();
+        probe.set_len(4 * ALIGN as u64).unwrap();
+        // SAFETY: fallocate on a file we own.
+        let refused = unsafe { libc::fallocate(probe.as_raw_fd(), libc::FALLOC_FL_COLLAPSE_RANGE, 0, ALIGN as libc::off_t) } != 0;
+        let (disk, mem) = (tempfile::tempdir().unwrap(), tempfile::tempdir_in(shm).unwrap());
+        let nodes = [(1_000, 3_000, 8), (2_000, 1_000, 8), (500, 2_000, 30)];
+        let on_disk = document(disk.path(), &nodes, 1, true);
+        assert!(document(mem.path(), &nodes, 3, true) == on_disk, "tmpfs (collapse refused: {refused}) gave other bytes");
+    }
+
+    #[test]
     fn a_document_without_records_is_valid_json() {
         let tmp = tempfile::tempdir().unwrap();
         for workers in [1, 2] {
