@@ -178,7 +178,9 @@ impl ChromeDoc {
 fn collapse_gaps(file: &File, head_len: u64, pieces: &mut [Part]) -> bool {
     for i in (0..pieces.len()).rev() {
         let prev_end = if i == 0 { head_len } else { pieces[i - 1].from + pieces[i - 1].len };
-        let gap = pieces[i].from - prev_end;
+        // Pieces never overlap (each region starts at or past the end of the one before);
+        // were they to, the copy would be the safe way.
+        let Some(gap) = pieces[i].from.checked_sub(prev_end) else { return false };
         if gap == 0 {
             continue;
         }
