@@ -8,6 +8,7 @@
 use crate::stats::quantile;
 use distprof::clock::VirtualClock;
 use distprof::context::NodeId;
+use distprof::estimate::network::EdgeVerdict;
 use distprof::model::ClockSegment;
 use distprof_offline::run_dir_estimate::{estimate_run, RunDirError, RunFile};
 use serde::Serialize;
@@ -54,6 +55,15 @@ pub struct NodeWindow {
     pub drift_error_ppb: f64,
 }
 
+/// The node-window with the largest offset error and the network solve's edges in that
+/// window: the p99 of a short run is nearly its maximum, so this is the window to read when
+/// the figure misses (was an edge rejected there, or did one disagree and stay?).
+#[derive(Debug, Clone, Serialize)]
+pub struct WorstNodeWindow {
+    pub node_window: NodeWindow,
+    pub edges: Vec<EdgeVerdict>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
     pub nodes: Vec<NodeResult>,
@@ -82,6 +92,7 @@ pub struct Verdict {
     /// Node-windows (full windows) without a segment.
     pub unreachable_node_windows: usize,
     pub rejected_edges: Vec<(NodeId, NodeId)>,
+    pub worst: Option<WorstNodeWindow>,
     /// Records whose prober stamp fell outside every common window.
     pub records_outside: usize,
 }
@@ -191,7 +202,16 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
                 drift_error_ppb: s.drift_ppb - d,
             })
         })
-        .collect();
+        .collect::<Vec<NodeWindow>>();
+    let worst = node_windows.iter().max_by(|a, b| a.error_ns.abs().total_cmp(&b.error_ns.abs())).map(|nw| WorstNodeWindow {
+        node_window: nw.clone(),
+        edges: run
+            .windows
+            .iter()
+            .find(|w| w.spec.window_id == nw.window_id)
+            .map(|w| w.estimate.network.edges.clone())
+            .unwrap_or_default(),
+    });
     Ok(Verdict {
         nodes,
         node_windows,
@@ -211,6 +231,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
         estimate_ms_p50: quantile(&mut estimate_ms, 0.5).unwrap_or(0.0),
         unreachable_node_windows,
         rejected_edges: rejected,
+        worst,
         records_outside: run.records_outside,
     })
 }

@@ -318,6 +318,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !verdict.rejected_edges.is_empty() {
         println!("edges rejected by the network solve: {:?}", verdict.rejected_edges);
     }
+    if let Some(w) = &verdict.worst {
+        println!("{}", worst_window_line(w));
+    }
     // The picture of the same run; a failure here costs the page, not the figures above.
     let report_path = out_dir.join("report.html");
     let report = match crate::run_dir_report::write_run_dir_report(&out_dir, &report_path) {
@@ -354,6 +357,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "estimate_ms_p50": verdict.estimate_ms_p50,
             "unreachable_node_windows": verdict.unreachable_node_windows,
             "rejected_edges": verdict.rejected_edges,
+            "worst_node_window": verdict.worst,
             "records_outside": verdict.records_outside,
             "probes_sent": sent,
             "probes_lost": lost,
@@ -368,6 +372,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs the relay and the node processes; the number of nodes that reported.
+/// One line on the worst node-window: its error against its uncertainty, and each edge's
+/// disagreement with the network in that window (`!` marks an edge the solve rejected).
+fn worst_window_line(w: &local_truth::WorstNodeWindow) -> String {
+    let nw = &w.node_window;
+    let edges: Vec<String> = w
+        .edges
+        .iter()
+        .map(|e| format!("{}->{} {:.0}{}", e.src, e.dst, e.offset_residual_ns, if e.rejected.is_some() { "!" } else { "" }))
+        .collect();
+    format!(
+        "worst node-window: node {} window {} error {:.0} ns (uncertainty {:.0} ns); edge residuals there, ns: {}",
+        nw.node,
+        nw.window_id,
+        nw.error_ns,
+        nw.uncertainty_ns,
+        edges.join(", ")
+    )
+}
+
 fn run_nodes(
     args: &Args,
     config: &Config,
@@ -443,6 +466,27 @@ fn run_nodes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worst_window_line_names_the_node_window_and_marks_rejected_edges() {
+        use distprof::estimate::network::{EdgeVerdict, RejectReason};
+        let edge = |src, dst, r, rejected| EdgeVerdict { src, dst, rejected, offset_residual_ns: r, drift_residual_ppb: 0.0 };
+        let w = local_truth::WorstNodeWindow {
+            node_window: local_truth::NodeWindow {
+                node: 3,
+                window_id: 5,
+                error_ns: -1884.2,
+                uncertainty_ns: 1606.0,
+                bound_ns: 50_000.0,
+                drift_error_ppb: 0.6,
+            },
+            edges: vec![edge(0, 3, -1591.0, None), edge(3, 0, -6390.4, Some(RejectReason::DisagreesWithNetwork))],
+        };
+        assert_eq!(
+            worst_window_line(&w),
+            "worst node-window: node 3 window 5 error -1884 ns (uncertainty 1606 ns); edge residuals there, ns: 0->3 -1591, 3->0 -6390!"
+        );
+    }
 
     #[test]
     fn kill_spec_errors_name_the_fix() {
