@@ -21,8 +21,13 @@ use std::collections::VecDeque;
 /// Clocks are specified to tens of ppm; a rate difference beyond this is a broken fit.
 const MAX_ABS_RATE: f64 = 1e-3;
 /// An edge is rejected when its residual exceeds this many robust standard deviations
-/// (1.4826 x median |residual|) of all residuals...
-const REJECT_SIGMAS: f64 = 6.0;
+/// (1.4826 x median |residual|) of all residuals... The bad edge's own pull inflates the
+/// others' residuals, so in a small network its score is capped: in the 4-node run of
+/// `bench accuracy` (12 edges) a 6.4 µs edge among ~0.5 µs ones scored 5.1 and stayed at
+/// 6 sigmas, moving a node by 1.9 µs. Judged again at 4 (`local --judge-only`), 16 kept
+/// jitter runs miss 1 µs in 4 runs instead of 7; the 64-node reference scenario keeps its
+/// figures.
+const REJECT_SIGMAS: f64 = 4.0;
 /// ...and also this floor, so that a network of nearly perfect edges does not reject
 /// edges for disagreeing by a few nanoseconds.
 const REJECT_FLOOR_OFFSET_NS: f64 = 300.0;
