@@ -298,11 +298,11 @@ fn merge_node(
     // name like `../../etc` cannot place the output outside the run directory.
     let hostname = format!("node{}.{}", n.node, distprof::file_name::component(&n.hostname));
     let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
-    let (order, doc) = match &fragment {
-        Some((r, doc)) => (r.order, Some(*doc)),
-        None => (0, None),
+    // The Chrome writer, and where its finished fragment goes back to.
+    let (mut writer, done_to) = match fragment {
+        Some((r, doc)) => (Some(chrome::ChromeWriter::new(r.writer, bases.pid)), Some((doc, r.order))),
+        None => (None, None),
     };
-    let mut writer = fragment.map(|(r, _)| chrome::ChromeWriter::new(r.writer, bases.pid));
     buf.clear();
     std::fs::File::open(&n.path)
         .and_then(|mut f| std::io::Read::read_to_end(&mut f, buf))
@@ -335,8 +335,8 @@ fn merge_node(
         },
     })?;
     done_bytes.fetch_add((buf.len() - reported.min(buf.len())) as u64, std::sync::atomic::Ordering::Relaxed);
-    let next_pid = match (writer, doc) {
-        (Some(cw), Some(doc)) => {
+    let next_pid = match (writer, done_to) {
+        (Some(cw), Some((doc, order))) => {
             let next_pid = cw.next_pid();
             doc.fragment_done(order, cw.finish().map_err(io_err(doc.path()))?);
             Some(next_pid)
