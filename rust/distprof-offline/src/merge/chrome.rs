@@ -91,12 +91,6 @@ pub fn escape_lossy(s: &[u8], cap: usize, out: &mut Vec<u8>) {
     }
 }
 
-const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
-
 /// Appends `s`. Most pieces of an event (its prefix, name, stat keys) are short and of
 /// varying length, which `extend_from_slice` copies with a `memcpy` call each; up to 32
 /// bytes are copied here with two overlapping fixed-size moves instead.
@@ -143,33 +137,53 @@ fn decimal_digits(v: u64) -> usize {
     guess + usize::from((v | 1) >= POW10[guess])
 }
 
-/// Decimal `v`, two digits per division, written in place: room for the longest number
-/// is appended (a fixed-size copy, no call) and cut to the digits, which fill it from the
-/// end; a copy of a variable number of digits would cost a `memcpy` call per number.
-#[inline]
-pub fn put_u64(out: &mut Vec<u8>, v: u64) {
-    let n = decimal_digits(v);
-    let start = out.len();
-    out.extend_from_slice(&[0u8; 20]);
-    out.truncate(start + n);
-    digits_into(&mut out[start..], n, v);
+/// The eight decimal digits of `v` < 10^8, leading zeros included, as ASCII in the bytes
+/// of a little-endian u64 (most significant digit in the lowest byte). All lanes at once
+/// (SWAR): the two halves of four digits in 32-bit lanes, split into 16-bit lanes of two
+/// digits, then into bytes of one, each division by a multiply and shift that is exact
+/// over its lane's range (x < 10^4: x * 10486 >> 20 = x / 100; x < 100: x * 103 >> 10 =
+/// x / 10). About twenty instructions, no loop and no table.
+#[inline(always)]
+fn eight_digits(v: u32) -> u64 {
+    debug_assert!(v < 100_000_000);
+    let halves = u64::from(v / 10_000) | (u64::from(v % 10_000) << 32);
+    let hundreds = ((halves * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    let pairs = (hundreds | ((halves - 100 * hundreds) << 16)) & 0x007f_007f_007f_007f;
+    let tens = ((pairs * 103) >> 10) & 0x000f_000f_000f_000f;
+    let digits = tens | ((pairs - 10 * tens) << 8);
+    digits + 0x3030_3030_3030_3030
 }
 
-/// Writes the decimal digits of `v` into `text[..end]`, two per division from the end;
-/// `end` is exactly its digit count.
-#[inline]
-fn digits_into(text: &mut [u8], mut end: usize, mut v: u64) {
-    while v >= 100 {
-        let d = (v % 100) as usize * 2;
-        v /= 100;
-        end -= 2;
-        text[end..end + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
-    }
-    if v >= 10 {
-        let d = v as usize * 2;
-        text[end - 2..end].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+/// Appends the first `n` (1..=8) bytes of `digits` with one fixed-size copy.
+#[inline(always)]
+fn put_digits(out: &mut Vec<u8>, digits: u64, n: usize) {
+    let start = out.len();
+    out.extend_from_slice(&digits.to_le_bytes());
+    out.truncate(start + n);
+}
+
+/// The `n` (1..=8) significant digits of `v` < 10^8, shifted down to the lowest bytes.
+#[inline(always)]
+fn leading_digits(v: u32, n: usize) -> u64 {
+    eight_digits(v) >> (8 * (8 - n))
+}
+
+/// Decimal `v`: eight digits at a time ([`eight_digits`]), each block one fixed-size copy
+/// (a copy of a variable number of bytes would cost a `memcpy` call per number).
+#[inline(always)]
+pub fn put_u64(out: &mut Vec<u8>, v: u64) {
+    const E8: u64 = 100_000_000;
+    let n = decimal_digits(v);
+    if n <= 8 {
+        put_digits(out, leading_digits(v as u32, n), n);
+    } else if n <= 16 {
+        put_digits(out, leading_digits((v / E8) as u32, n - 8), n - 8);
+        put_digits(out, eight_digits((v % E8) as u32), 8);
     } else {
-        text[end - 1] = b'0' + v as u8;
+        let (top, rest) = (v / (E8 * E8), v % (E8 * E8));
+        put_digits(out, leading_digits(top as u32, n - 16), n - 16);
+        put_digits(out, eight_digits((rest / E8) as u32), 8);
+        put_digits(out, eight_digits((rest % E8) as u32), 8);
     }
 }
 
@@ -192,29 +206,19 @@ pub fn put_f64(out: &mut Vec<u8>, v: f64) {
     }
 }
 
-/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too: the digits of
-/// the ns count with a point before the last three, written in place from the end like
-/// [`put_u64`] (one pass, no second number).
+/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too: the whole µs
+/// by [`put_u64`], then the point and three digits of ns in one four-byte copy.
 #[inline]
 fn put_micros(out: &mut Vec<u8>, ps: i64) {
     let ns = ps.div_euclid(1000);
     if ns < 0 {
         out.push(b'-');
     }
-    let mut v = ns.unsigned_abs();
-    // At least "0.000": four digits.
-    let n = decimal_digits(v).max(4);
-    let start = out.len();
-    out.extend_from_slice(&[0u8; 24]);
-    out.truncate(start + n + 1);
-    let text = &mut out[start..];
-    // The fraction: three digits after the point.
-    let f = (v % 1000) as usize;
-    v /= 1000;
-    text[n - 2] = b'0' + (f / 100) as u8;
-    text[n - 1..n + 1].copy_from_slice(&DIGIT_PAIRS[(f % 100) * 2..(f % 100) * 2 + 2]);
-    text[n - 3] = b'.';
-    digits_into(text, n - 3, v);
+    let v = ns.unsigned_abs();
+    put_u64(out, v / 1000);
+    // ".ddd": the last three of the eight digits of the fraction, after a point.
+    let frac = (eight_digits((v % 1000) as u32) >> 32) & 0xffff_ff00 | u64::from(b'.');
+    out.extend_from_slice(&(frac as u32).to_le_bytes());
 }
 
 impl ChromeWriter {
@@ -388,17 +392,22 @@ mod tests {
             }
         }
         // µs with ns: every digit count, negative values, and ps floored to ns.
-        for ps in [0i64, 999, 1_000, 9_999, 12_345_678, 999_999_999, 1_000_000_000, 123_456_789_012_345, i64::MAX, -1, -1_000, -1_001, -2_000_000_000, i64::MIN] {
+        let fractions = (0..3_000i64).map(|ns| ns * 1000 + 999);
+        for ps in [0i64, 999, 1_000, 9_999, 12_345_678, 999_999_999, 1_000_000_000, 123_456_789_012_345, i64::MAX, -1, -1_000, -1_001, -2_000_000_000, i64::MIN].into_iter().chain(fractions) {
             let mut b = Vec::new();
             put_micros(&mut b, ps);
             let ns = ps.div_euclid(1000);
             let want = format!("{}{}.{:03}", if ns < 0 { "-" } else { "" }, ns.unsigned_abs() / 1000, ns.unsigned_abs() % 1000);
             assert_eq!(String::from_utf8(b).unwrap(), want, "{ps}");
         }
-        for v in [0u64, 9, 10, 99, 100, 12_345, 1_000_000_007, u64::MAX] {
-            let mut b = Vec::new();
+        // Every value up to 10^6, both sides of every power of ten, and a spread of values
+        // of every length (each lane of the eight-digit blocks takes every digit).
+        let spread = (0..20_000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (i % 64));
+        let edges = POW10.iter().flat_map(|&p| [p - 1, p, p + 1]);
+        for v in (0..1_000_000u64).chain(edges).chain(spread).chain([u64::MAX]) {
+            let mut b = b"x".to_vec();
             put_u64(&mut b, v);
-            assert_eq!(String::from_utf8(b).unwrap(), v.to_string());
+            assert_eq!(std::str::from_utf8(&b[1..]).unwrap(), v.to_string());
         }
         for v in [i64::MIN, -1, 0, 42] {
             let mut b = Vec::new();

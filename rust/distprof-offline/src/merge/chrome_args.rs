@@ -251,7 +251,10 @@ impl PlaneArgs {
         let body = out.len();
         let mut dropped = 0u32;
         if let Some(m) = self.events.get(meta) {
-            out.extend_from_slice(&m.args);
+            // Metadata stats are rare: most events would pay a `memcpy` call for nothing.
+            if !m.args.is_empty() {
+                out.extend_from_slice(&m.args);
+            }
             dropped += m.dropped;
         }
         // The event's fields in one tight loop (metadata id, offset, duration as varints,
