@@ -150,6 +150,26 @@ impl<'a> Fields<'a> {
     }
 }
 
+impl Fields<'_> {
+    /// Skips the run of well-formed length-delimited fields with one-byte key `key` at the
+    /// current position (a line's events, when only its other fields are wanted): one
+    /// byte compare and one length per field instead of a whole [`Field`]. Stops at the
+    /// first other or malformed field, which [`Self::next_field`] then reads or reports.
+    #[inline]
+    pub fn skip_run(&mut self, key: u8) {
+        while self.buf.get(self.pos) == Some(&key) {
+            let mut at = self.pos + 1;
+            let Some(end) = read_varint(self.buf, &mut at)
+                .and_then(|len| at.checked_add(len as usize))
+                .filter(|&e| e <= self.buf.len())
+            else {
+                return;
+            };
+            self.pos = end;
+        }
+    }
+}
+
 pub fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
@@ -197,6 +217,27 @@ mod tests {
     use super::*;
     use distprof::xplane::{XEvent, XEventData, XLine};
     use prost::Message;
+
+    #[test]
+    fn skip_run_passes_a_run_of_fields_and_leaves_the_rest_to_next_field() {
+        // Three events (field 4), a timestamp (field 3), then an event whose length runs
+        // past the end: the run is skipped, the timestamp read, the bad event reported.
+        let mut buf = Vec::new();
+        for payload in [&b"ab"[..], b"", b"cde"] {
+            put_len_header(&mut buf, 4, payload.len());
+            buf.extend_from_slice(payload);
+        }
+        put_int_field(&mut buf, 3, 300);
+        buf.extend_from_slice(&[0x22, 9, 1]);
+        let mut f = Fields::new(&buf, 100);
+        f.skip_run(0x22);
+        let ts = f.next_field().unwrap().unwrap();
+        assert_eq!((ts.number, ts.int), (3, 300));
+        f.skip_run(0x22);
+        let err = f.next_field().unwrap_err();
+        assert_eq!(err.what, "length past end of message");
+        assert_eq!(err.at, 100 + buf.len() - 1);
+    }
 
     #[test]
     fn reads_what_prost_writes() {

@@ -413,6 +413,9 @@ fn rewrite_plane(
 /// Fields of an event kept verbatim, collected in one parse (events have 2-6 fields).
 const MAX_KEPT: usize = 8;
 
+/// The one-byte key of a line's events (field 4, length-delimited).
+const EVENT_KEY: u8 = ((LINE_EVENTS << 3) as u8) | protobuf::LEN;
+
 /// Writes one line; returns (events written, events mapped).
 fn write_line(
     line: &[u8],
@@ -425,7 +428,10 @@ fn write_line(
     let (mut ts, mut dur, mut line_id, mut line_name, mut display) =
         (0i64, 0i64, 0i64, &b""[..], &b""[..]);
     let mut f = Fields::new(line, base);
-    while let Some(x) = f.next_field()? {
+    loop {
+        // The events are the bulk and are read in the second pass.
+        f.skip_run(EVENT_KEY);
+        let Some(x) = f.next_field()? else { break };
         match x.number {
             LINE_TIMESTAMP => ts = x.int as i64,
             LINE_DURATION => dur = x.int as i64,
