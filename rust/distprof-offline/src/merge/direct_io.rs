@@ -11,7 +11,8 @@
 //! [`DirectWriter`] keeps its data at an [`ALIGN`]ed address, writes whole aligned chunks
 //! and keeps the unaligned tail until more bytes follow; at the end `O_DIRECT` is switched
 //! off for the tail. A direct write returns once the device has the bytes, so each chunk
-//! is written by a thread of its own while the next chunk fills a second buffer. File
+//! is written by the writer's own background thread while the next chunk fills a second
+//! buffer. File
 //! systems that refuse `O_DIRECT` (tmpfs, some network file systems) get ordinary writes of
 //! the same bytes.
 
@@ -19,7 +20,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
 /// Alignment of offsets, lengths and addresses: the largest block size in common use,
@@ -84,8 +85,60 @@ pub struct DirectWriter {
     /// from there on go to the overflow file instead.
     limit: u64,
     overflow: Option<Overflow>,
-    /// The chunk being written; it hands its buffer back.
-    writing: Option<JoinHandle<io::Result<Vec<u8>>>>,
+    /// Writes the chunks in the background, started at the first chunk.
+    thread: Option<ChunkThread>,
+    /// A chunk is being written; its buffer comes back from `thread`.
+    writing: bool,
+}
+
+/// One chunk to write: `buf[from..from + n]` at offset `at` of a region ending at `limit`.
+struct Chunk {
+    file: Arc<File>,
+    overflow: Option<Arc<File>>,
+    limit: u64,
+    buf: Vec<u8>,
+    from: usize,
+    n: usize,
+    at: u64,
+}
+
+/// The thread that writes one writer's chunks in order and hands each buffer back, for
+/// the writer's whole life. (A thread per chunk, as before, cost a stack mapping, a clone
+/// and an unmapping that interrupts the other cores for every 2 MB: 727 threads in one
+/// `bench merge` child.)
+struct ChunkThread {
+    chunks: Option<mpsc::Sender<Chunk>>,
+    written: mpsc::Receiver<io::Result<Vec<u8>>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl ChunkThread {
+    fn start() -> io::Result<Self> {
+        let (chunks, to_write) = mpsc::channel::<Chunk>();
+        let (done, written) = mpsc::channel();
+        let handle = std::thread::Builder::new().name("distprof-write".into()).spawn(move || {
+            for Chunk { file, overflow, limit, buf, from, n, at } in to_write {
+                let r = write_split(&file, overflow.as_deref(), limit, &buf[from..from + n], at);
+                // The file goes before the buffer comes back: the writer's owner may take
+                // the file out of its Arc as soon as it has the buffer.
+                drop((file, overflow));
+                if done.send(r.map(|()| buf)).is_err() {
+                    break;
+                }
+            }
+        })?;
+        Ok(Self { chunks: Some(chunks), written, handle: Some(handle) })
+    }
+}
+
+impl Drop for ChunkThread {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop.
+        self.chunks = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// Where a region writer puts what does not fit its region: a file created (and unlinked
@@ -124,7 +177,7 @@ impl DirectWriter {
 
     fn with_mode(file: File, direct: bool) -> Self {
         let (buf, head) = aligned_buffer(Vec::new());
-        Self { file: Arc::new(file), direct, buf, head, at: 0, limit: u64::MAX, overflow: None, writing: None }
+        Self { file: Arc::new(file), direct, buf, head, at: 0, limit: u64::MAX, overflow: None, thread: None, writing: false }
     }
 
     /// Writes the region of `file` from `start` (a multiple of [`ALIGN`]) to `limit`, while
@@ -142,7 +195,8 @@ impl DirectWriter {
             at: start,
             limit,
             overflow: Some(Overflow { path: overflow, file: None }),
-            writing: None,
+            thread: None,
+            writing: false,
         }
     }
 
@@ -184,10 +238,11 @@ impl DirectWriter {
 
     /// Waits for the chunk being written; returns its buffer for reuse.
     fn wait(&mut self) -> io::Result<Vec<u8>> {
-        match self.writing.take() {
-            Some(w) => w.join().map_err(|_| io::Error::other("the output writer thread panicked"))?,
-            None => Ok(Vec::new()),
+        if !std::mem::take(&mut self.writing) {
+            return Ok(Vec::new());
         }
+        let thread = self.thread.as_ref().ok_or_else(|| io::Error::other("a chunk was written without a writer thread"))?;
+        thread.written.recv().map_err(|_| io::Error::other("the output writer thread panicked"))?
     }
 
     /// Starts writing every whole aligned block (everything when not direct) in the
@@ -211,10 +266,15 @@ impl DirectWriter {
         let (from, at, file, limit) = (self.head, self.at, self.file.clone(), self.limit);
         self.head = next_head;
         self.at += n as u64;
-        self.writing = Some(std::thread::spawn(move || {
-            write_split(&file, overflow.as_deref(), limit, &full[from..from + n], at)?;
-            Ok(full)
-        }));
+        if self.thread.is_none() {
+            self.thread = Some(ChunkThread::start()?);
+        }
+        let chunks = self.thread.as_ref().and_then(|t| t.chunks.as_ref());
+        let sent = chunks.is_some_and(|c| c.send(Chunk { file, overflow, limit, buf: full, from, n, at }).is_ok());
+        if !sent {
+            return Err(io::Error::other("the output writer thread is gone"));
+        }
+        self.writing = true;
         Ok(())
     }
 
