@@ -206,19 +206,42 @@ pub fn put_f64(out: &mut Vec<u8>, v: f64) {
     }
 }
 
-/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too: the whole µs
-/// by [`put_u64`], then the point and three digits of ns in one four-byte copy.
+/// Eight digits "abcdefgh" (as from [`eight_digits`]) as "abcde.fgh": nine bytes,
+/// little-endian in a u128.
+#[inline(always)]
+fn with_point(digits: u64) -> u128 {
+    let d = u128::from(digits);
+    (d & 0xff_ffff_ffff) | (u128::from(b'.') << 40) | ((d >> 40) << 48)
+}
+
+/// Appends the first `n` (up to 16) bytes of `text` with one fixed-size copy.
+#[inline(always)]
+fn put_text(out: &mut Vec<u8>, text: u128, n: usize) {
+    let start = out.len();
+    out.extend_from_slice(&text.to_le_bytes());
+    out.truncate(start + n);
+}
+
+/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too. The last eight
+/// digits of the ns count take the point after their fifth ([`with_point`]); under 10^8 ns
+/// (most durations) that is the whole number, its leading zeros shifted out, else the
+/// digits before them come first.
 #[inline]
 fn put_micros(out: &mut Vec<u8>, ps: i64) {
+    const E8: u64 = 100_000_000;
     let ns = ps.div_euclid(1000);
     if ns < 0 {
         out.push(b'-');
     }
     let v = ns.unsigned_abs();
-    put_u64(out, v / 1000);
-    // ".ddd": the last three of the eight digits of the fraction, after a point.
-    let frac = (eight_digits((v % 1000) as u32) >> 32) & 0xffff_ff00 | u64::from(b'.');
-    out.extend_from_slice(&(frac as u32).to_le_bytes());
+    if v < E8 {
+        // At least "0.000": four digits.
+        let n = decimal_digits(v).max(4);
+        put_text(out, with_point(eight_digits(v as u32)) >> (8 * (8 - n)), n + 1);
+    } else {
+        put_u64(out, v / E8);
+        put_text(out, with_point(eight_digits((v % E8) as u32)), 9);
+    }
 }
 
 impl ChromeWriter {
@@ -393,7 +416,7 @@ mod tests {
         }
         // µs with ns: every digit count, negative values, and ps floored to ns.
         let fractions = (0..3_000i64).map(|ns| ns * 1000 + 999);
-        for ps in [0i64, 999, 1_000, 9_999, 12_345_678, 999_999_999, 1_000_000_000, 123_456_789_012_345, i64::MAX, -1, -1_000, -1_001, -2_000_000_000, i64::MIN].into_iter().chain(fractions) {
+        for ps in [0i64, 999, 1_000, 9_999, 12_345_678, 999_999_999, 1_000_000_000, 99_999_999_999, 100_000_000_000, 100_000_001_000, 123_456_789_012_345, i64::MAX, -1, -1_000, -1_001, -2_000_000_000, -100_000_000_000, i64::MIN].into_iter().chain(fractions) {
             let mut b = Vec::new();
             put_micros(&mut b, ps);
             let ns = ps.div_euclid(1000);
