@@ -22,7 +22,7 @@ fn jax_fixtures() -> PathBuf {
 /// generator, in `<dir>/in`.
 fn synthetic(dir: &Path, nodes: u32) -> PathBuf {
     let gen = distprof()
-        .args(["bench", "merge", "--size-mb", "8", "--nodes", &nodes.to_string(), "--skip-baseline", "--no-chrome", "--dir"])
+        .args(["bench", "merge", "--size-mb", "8", "--nodes", &nodes.to_string(), "--skip-baseline", "--no-chrome", "--repeat", "1", "--dir"])
         .arg(dir)
         .output()
         .unwrap();
@@ -117,6 +117,54 @@ fn real_traces_without_planes_merge_the_same_on_every_thread_count() {
     assert_eq!(fa, fb);
 }
 
+#[test]
+fn flows_link_every_collective_occurrence_across_nodes_in_start_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fx = jax_fixtures();
+    let (a, b, plain) = (tmp.path().join("a"), tmp.path().join("b"), tmp.path().join("plain"));
+    run(&[fx.as_os_str(), os("--out"), a.as_os_str(), os("--allow-uncorrected"), os("--flows"), os("--jobs"), os("1")]);
+    run(&[fx.as_os_str(), os("--out"), b.as_os_str(), os("--allow-uncorrected"), os("--flows"), os("--jobs"), os("3")]);
+    let report = run(&[fx.as_os_str(), os("--out"), plain.as_os_str(), os("--allow-uncorrected")]);
+    assert_eq!(files(&a), files(&b), "--flows gives the same bytes on every thread count");
+    let text = std::fs::read_to_string(a.join("merged.trace.json")).unwrap();
+    let checked = check_chrome_json(&text).unwrap();
+    // One flow per occurrence that validate compares (seen on two participants or more),
+    // on the merged outputs (the XSpace is the same with and without --flows).
+    let run_dir = report["run_dir"].as_str().unwrap();
+    let v = distprof().args(["validate", run_dir, "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&v.stdout).unwrap();
+    let occurrences = v["after"]["checked"].as_u64().unwrap() as usize;
+    assert!(occurrences >= 20, "{v}");
+    assert_eq!(checked.flows, occurrences);
+    // Without --flows there are none.
+    let plain_text = std::fs::read_to_string(plain.join("merged.trace.json")).unwrap();
+    assert_eq!(check_chrome_json(&plain_text).unwrap().flows, 0);
+    assert!(!plain_text.contains("\"ph\":\"s\""));
+    // Each flow goes from node to node in the order the occurrences started: its points,
+    // in time order, lie on three distinct nodes' planes.
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let mut by_id: BTreeMap<u64, Vec<(f64, u64)>> = BTreeMap::new();
+    for e in doc["traceEvents"].as_array().unwrap().iter().filter(|e| ["s", "t", "f"].contains(&e["ph"].as_str().unwrap())) {
+        by_id.entry(e["id"].as_u64().unwrap()).or_default().push((e["ts"].as_f64().unwrap(), e["pid"].as_u64().unwrap()));
+    }
+    for (id, points) in &by_id {
+        let pids: HashSet<u64> = points.iter().map(|p| p.1).collect();
+        assert_eq!(pids.len(), 3, "flow {id}: {points:?}");
+    }
+
+    // The synthetic GPU-like traces (models, host and device planes, 4 nodes) too.
+    let inputs = synthetic(tmp.path(), 4);
+    let c = tmp.path().join("synthetic");
+    run(&[inputs.as_os_str(), os("--out"), c.as_os_str(), os("--flows")]);
+    let checked = check_chrome_json(&std::fs::read_to_string(c.join("merged.trace.json")).unwrap()).unwrap();
+    assert!(checked.flows > 100, "{} flows", checked.flows);
+
+    // A shard cannot link nodes it does not hold.
+    let shard = distprof().args(["merge", "--nodes", "0-1", "--flows", "--out"]).arg(tmp.path().join("s")).arg(&inputs).output().unwrap();
+    assert_eq!(shard.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&shard.stderr).contains("--flows"), "{}", String::from_utf8_lossy(&shard.stderr));
+}
+
 /// What the checker saw.
 #[derive(Debug, Default)]
 struct Checked {
@@ -125,7 +173,13 @@ struct Checked {
     threads: HashMap<(u64, u64), String>,
     /// pid -> process name.
     processes: HashMap<u64, String>,
+    /// Flows (v1 flow events), each bound at every point.
+    flows: usize,
 }
+
+/// One point of a v1 flow: phase, pid, tid, ts in ns, whether it binds to the enclosing
+/// slice.
+type FlowPoint = (char, u64, u64, i64, bool);
 
 /// Perfetto's JSON rules, checked on the whole document.
 fn check_chrome_json(text: &str) -> Result<Checked, String> {
@@ -149,6 +203,10 @@ fn check_chrome_json(text: &str) -> Result<Checked, String> {
     let mut c = Checked::default();
     let mut slices: HashMap<(u64, u64), Vec<(f64, f64)>> = HashMap::new();
     let mut open: HashMap<(u64, u64), usize> = HashMap::new();
+    // Times are µs with ns decimals: compared in whole ns.
+    let ns = |x: f64| (x * 1000.0).round() as i64;
+    // v1 flows by (id, cat, name), as Perfetto's importer keys them.
+    let mut flows: BTreeMap<(String, String, String), Vec<FlowPoint>> = BTreeMap::new();
     for e in events {
         let ph = e["ph"].as_str().ok_or_else(|| format!("event without ph: {e}"))?;
         let pid = id32(e, "pid")?.ok_or_else(|| format!("event without pid: {e}"))?;
@@ -201,7 +259,19 @@ fn check_chrome_json(text: &str) -> Result<Checked, String> {
                     }
                 }
             }
-            "i" | "I" | "C" | "s" | "t" | "f" => {}
+            "s" | "t" | "f" => {
+                let tid = tid.ok_or_else(|| format!("flow event without tid: {e}"))?;
+                let ts = e["ts"].as_f64().ok_or_else(|| format!("flow event without numeric ts: {e}"))?;
+                let id = match &e["id"] {
+                    Value::Number(n) => n.to_string(),
+                    Value::String(s) => s.clone(),
+                    _ => return Err(format!("flow event without id: {e}")),
+                };
+                let text = |k: &str| e[k].as_str().map(str::to_string).ok_or_else(|| format!("flow event without {k}: {e}"));
+                let enclosing = ph != "f" || e["bp"] == "e";
+                flows.entry((id, text("cat")?, text("name")?)).or_default().push((ph.chars().next().unwrap_or('?'), pid, tid, ns(ts), enclosing));
+            }
+            "i" | "I" | "C" => {}
             other => return Err(format!("ph `{other}` is not a trace event type Perfetto imports")),
         }
     }
@@ -209,8 +279,7 @@ fn check_chrome_json(text: &str) -> Result<Checked, String> {
         return Err(format!("B without E on {k:?}"));
     }
     // Slices of one thread must nest (Perfetto drops a slice that overlaps its parent's
-    // end). Times are µs with ns decimals: compared in whole ns.
-    let ns = |x: f64| (x * 1000.0).round() as i64;
+    // end).
     for (k, v) in &mut slices {
         if !c.threads.contains_key(k) {
             return Err(format!("events on thread {k:?}, which has no thread_name"));
@@ -230,6 +299,30 @@ fn check_chrome_json(text: &str) -> Result<Checked, String> {
             stack.push(e);
         }
     }
+    // Perfetto's importer takes events in time order and binds a flow's points to slices of
+    // their thread: the start must come first and the end last, every `s`/`t` point (and
+    // an `f` with `"bp":"e"`) must lie inside a slice, an `f` without it before one.
+    for (key, points) in &mut flows {
+        points.sort_by_key(|p| p.3);
+        let phases: String = points.iter().map(|p| p.0).collect();
+        let ordered = phases.starts_with('s') && phases.ends_with('f') && phases.len() >= 2 && phases[1..phases.len() - 1].chars().all(|p| p == 't');
+        let tie = points.windows(2).any(|w| w[0].3 == w[1].3);
+        if !ordered || tie {
+            return Err(format!("flow {key:?}: points in time order are `{phases}`{}: the start must come first and alone", if tie { " with a tie" } else { "" }));
+        }
+        for &(ph, pid, tid, ts, enclosing) in points.iter() {
+            let on = slices.get(&(pid, tid)).map(Vec::as_slice).unwrap_or(&[]);
+            let bound = if enclosing {
+                on.iter().any(|&(s, e)| ns(s) <= ts && ts <= ns(e))
+            } else {
+                on.iter().any(|&(s, _)| ns(s) >= ts)
+            };
+            if !bound {
+                return Err(format!("flow {key:?}: its `{ph}` at {ts} ns on ({pid}, {tid}) has no slice to bind to"));
+            }
+        }
+    }
+    c.flows = flows.len();
     Ok(c)
 }
 
@@ -239,6 +332,10 @@ fn the_checker_refuses_what_perfetto_would_misdraw() {
     let doc = |events: &str| format!("{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[{events}]}}");
     let named = r#"{"ph":"M","pid":1,"tid":1,"name":"thread_name","args":{"name":"a"}}"#;
     assert!(check_chrome_json(&doc(&format!(r#"{named},{{"ph":"X","pid":1,"tid":1,"ts":1.0,"dur":2.0,"name":"x"}}"#))).is_ok());
+    // A slice from 1 to 3 µs and a flow inside it, from its start to its end.
+    let slice = r#"{"ph":"X","pid":1,"tid":1,"ts":1.0,"dur":2.0,"name":"x"}"#;
+    let flow = r#"{"ph":"s","id":1,"pid":1,"tid":1,"ts":1.5,"cat":"c","name":"n"},{"ph":"f","id":1,"pid":1,"tid":1,"ts":2.5,"cat":"c","name":"n","bp":"e"}"#;
+    assert_eq!(check_chrome_json(&doc(&format!("{named},{slice},{flow}"))).map(|c| c.flows), Ok(1));
     for (bad, why) in [
         (format!(r#"{named},{{"ph":"X","pid":1,"tid":-7111125260410667223,"ts":1,"dur":1,"name":"x"}}"#), "tid"),
         (format!(r#"{named},{{"ph":"X","pid":1,"tid":4294967296,"ts":1,"dur":1,"name":"x"}}"#), "32 bits"),
@@ -249,6 +346,11 @@ fn the_checker_refuses_what_perfetto_would_misdraw() {
         (format!(r#"{named},{{"ph":"B","pid":1,"tid":1,"ts":1,"name":"x"}}"#), "B without E"),
         (format!(r#"{named},{{"ph":"X","pid":1,"tid":1,"ts":1,"dur":1,"name":"x","args":[1]}}"#), "object"),
         (format!(r#"{named},{{"ph":"Q","pid":1,"tid":1,"ts":1}}"#), "not a trace event type"),
+        (format!(r#"{named},{x},{{"ph":"s","id":1,"pid":1,"tid":1,"ts":1.5,"cat":"c","name":"n"}}"#, x = slice), "`s`"),
+        (format!(r#"{named},{x},{{"ph":"s","id":1,"pid":1,"tid":1,"ts":2.5,"cat":"c","name":"n"}},{{"ph":"f","id":1,"pid":1,"tid":1,"ts":1.5,"cat":"c","name":"n","bp":"e"}}"#, x = slice), "`fs`"),
+        (format!(r#"{named},{x},{{"ph":"s","id":1,"pid":1,"tid":1,"ts":1.5,"cat":"c","name":"n"}},{{"ph":"f","id":1,"pid":1,"tid":1,"ts":1.5,"cat":"c","name":"n","bp":"e"}}"#, x = slice), "tie"),
+        (format!(r#"{named},{x},{{"ph":"s","id":1,"pid":1,"tid":1,"ts":0.5,"cat":"c","name":"n"}},{{"ph":"f","id":1,"pid":1,"tid":1,"ts":2.5,"cat":"c","name":"n","bp":"e"}}"#, x = slice), "no slice to bind"),
+        (format!(r#"{named},{x},{{"ph":"s","id":1,"pid":1,"tid":1,"ts":1.5,"cat":"c","name":"n"}},{{"ph":"f","id":1,"pid":1,"tid":1,"ts":3.5,"cat":"c","name":"n"}}"#, x = slice), "no slice to bind"),
     ] {
         let err = check_chrome_json(&doc(&bad)).unwrap_err();
         assert!(err.contains(why), "{why}: {err}");

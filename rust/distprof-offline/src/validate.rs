@@ -44,6 +44,10 @@ pub fn is_collective(name: &str) -> bool {
 pub struct Span {
     pub start_ps: i128,
     pub end_ps: i128,
+    /// Where it lies: the plane's place among the node's event planes (from 0) and the
+    /// line's place in its plane (from 1), as the merge numbers Chrome pids and tids.
+    pub plane: u32,
+    pub line: u32,
 }
 
 /// Per (key) -> per participant -> occurrences in time order.
@@ -154,6 +158,7 @@ pub fn scan(
     out: &mut Collectives,
 ) -> Result<(), WireError> {
     let mut f = Fields::new(buf, 0);
+    let mut event_planes = 0u32;
     while let Some(x) = f.next_field()? {
         if x.number != 1 || x.wire_type != LEN {
             continue;
@@ -162,6 +167,8 @@ pub fn scan(
         if !is_event_plane(name) {
             continue;
         }
+        let plane_index = event_planes;
+        event_planes += 1;
         let device = name.starts_with(b"/device:");
         let plane = String::from_utf8_lossy(name).into_owned();
         // Metadata first (encoders write lines before maps).
@@ -191,7 +198,7 @@ pub fn scan(
                 .map(|(k, _)| *k)
         };
         let (hlo_op, hlo_module) = (id_of("hlo_op"), id_of("hlo_module"));
-        for line in lines {
+        for (line_index, line) in (1u32..).zip(lines) {
             let (mut ts, mut events) = (0i64, Vec::new());
             let mut lf = Fields::new(line, 0);
             while let Some(y) = lf.next_field()? {
@@ -249,6 +256,8 @@ pub fn scan(
                     .push(Span {
                         start_ps: s,
                         end_ps: e,
+                        plane: plane_index,
+                        line: line_index,
                     });
             }
         }
@@ -328,6 +337,8 @@ mod tests {
         let sp = |s: i128, e: i128| Span {
             start_ps: s * 1000,
             end_ps: e * 1000,
+            plane: 0,
+            line: 1,
         };
         c.entry(key.clone()).or_default().insert(
             (0, "p".into()),

@@ -274,6 +274,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
         models: vec![],
         models_origin: None,
         force: false,
+        flows: false,
     };
     let report = merge(&[inputs], &opts, &mut |l| eprintln!("{l}")).unwrap();
     assert_eq!(report.nodes.len(), 3);
@@ -429,6 +430,7 @@ fn merge_refuses_traces_without_a_model_and_names_the_fix() {
         models: vec![],
         models_origin: None,
         force: false,
+        flows: false,
     };
     let err = merge(std::slice::from_ref(&p), &opts, &mut |_| {})
         .unwrap_err()

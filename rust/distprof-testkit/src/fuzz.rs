@@ -295,6 +295,7 @@ pub fn xspace(data: &[u8]) {
         models: Vec::new(),
         models_origin: None,
         force: false,
+        flows: false,
     };
     let first = distprof_offline::merge::merge(std::slice::from_ref(&input), &opts("out"), &mut |_| {});
     if let Ok(report) = first {
@@ -563,6 +564,7 @@ mod tests {
                 models: Vec::new(),
                 models_origin: None,
                 force: false,
+                flows: false,
             };
             let merged = distprof_offline::merge::merge(&[input], &opts, &mut |_| {});
             if bytes.is_empty() {
@@ -703,6 +705,7 @@ mod tests {
             models: Vec::new(),
             models_origin: None,
             force: false,
+            flows: false,
         };
         distprof_offline::merge::merge(&[input], &opts, &mut |_| {})
     }

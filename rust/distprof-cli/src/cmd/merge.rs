@@ -36,6 +36,11 @@ pub struct Args {
     /// Do not write the Chrome JSON.
     #[arg(long, conflicts_with = "chrome")]
     no_chrome: bool,
+    /// Link each collective's participants across nodes with flow arrows in the Chrome
+    /// JSON, in the order they started (Perfetto draws them). Reads the merged outputs once
+    /// more; a whole merge only (not with --nodes or --join).
+    #[arg(long, conflicts_with_all = ["no_chrome", "nodes", "join"])]
+    flows: bool,
     /// Merge nodes without a usable clock model (no distprof plane, unreachable) as they are.
     #[arg(long)]
     allow_uncorrected: bool,
@@ -90,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         models,
         models_origin: args.models.origin()?,
         force: args.force,
+        flows: args.flows,
     };
     let run = RunOptions {
         jobs: args.jobs.unwrap_or(0),

@@ -346,6 +346,32 @@ impl ChromeWriter {
         self.maybe_flush()
     }
 
+    /// One point of flow `id` (a v1 flow event: phase `s` starts the flow, `t` steps it,
+    /// `f` ends it) on thread `tid` of `pid` at `ts_ps`. Every point binds to the slice
+    /// that encloses it (`"bp":"e"` says so for the end, whose default is the next slice).
+    pub fn flow_point(&mut self, phase: u8, id: u64, pid: u64, tid: u32, ts_ps: i64, name: &[u8]) -> io::Result<()> {
+        self.start_record();
+        let b = self.out.buf();
+        b.extend_from_slice(b"{\"ph\":\"");
+        b.push(phase);
+        b.extend_from_slice(b"\",\"id\":");
+        put_u64(b, id);
+        b.extend_from_slice(b",\"pid\":");
+        put_u64(b, pid);
+        b.extend_from_slice(b",\"tid\":");
+        put_u64(b, u64::from(tid));
+        b.extend_from_slice(b",\"ts\":");
+        put_micros(b, ts_ps);
+        b.extend_from_slice(b",\"cat\":\"collective\",\"name\":\"");
+        escape_bytes(name, b);
+        b.push(b'"');
+        if phase == b'f' {
+            b.extend_from_slice(b",\"bp\":\"e\"");
+        }
+        b.push(b'}');
+        self.maybe_flush()
+    }
+
     /// The next free pid.
     pub fn next_pid(&self) -> u64 {
         self.next_pid

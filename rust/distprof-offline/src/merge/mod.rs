@@ -15,6 +15,7 @@ pub mod belong;
 pub mod chrome;
 pub mod chrome_args;
 pub mod chrome_doc;
+pub mod flows;
 pub mod direct_io;
 pub mod plane_network;
 pub mod prescan;
@@ -132,6 +133,9 @@ pub struct MergeOptions {
     /// Skip the checks that a trace and its model belong together (`belong`); the values
     /// are still checked.
     pub force: bool,
+    /// Link each collective's participants across nodes with flow arrows in the Chrome
+    /// JSON (`flows`); a whole merge only, not a shard.
+    pub flows: bool,
 }
 
 /// One node as loaded by [`load_node`].

@@ -239,6 +239,13 @@ pub fn merge_with(
         progress(&meter_line(total_bytes, total_bytes, started.elapsed().as_secs_f64()));
     }
     if let Some(doc) = chrome {
+        if opts.flows && run.nodes.is_none() {
+            let outputs: Vec<(u32, PathBuf)> = results.iter().flatten().map(|d| (d.summary.node, d.summary.output.clone())).collect();
+            let first_pid = nodes.iter().zip(&bases).map(|(n, b)| (n.node, b.pid)).collect();
+            progress("linking the collectives across nodes (--flows): reading the merged outputs again");
+            let flows = super::flows::append(&doc, todo.len(), &outputs, &first_pid)?;
+            progress(&format!("{flows} collective occurrences linked across nodes by flow arrows"));
+        }
         let p = doc.path().to_path_buf();
         doc.commit().map_err(io_err(&p))?;
     }

@@ -245,6 +245,7 @@ fn child(side: &str, dir: &Path, chrome: bool, jobs: usize) -> anyhow::Result<Ex
                 models: vec![],
                 models_origin: None,
                 force: false,
+                flows: false,
             };
             let run = RunOptions { jobs, ..Default::default() };
             merge_with(&[inputs], &opts, &run, &mut |l| eprintln!("{l}"))?;

@@ -1,0 +1,99 @@
+//! Flow arrows between the participants of each collective in the Chrome JSON
+//! (`distprof merge --flows`).
+//!
+//! Perfetto draws a v1 flow (one `s`, any `t`, one `f` event of the same id, category and
+//! name) as arrows between the slices that enclose its points, and binds the flow's start
+//! only when it comes first in time. An arrow therefore needs every node's occurrence of a
+//! collective, which is known only once every node is merged: this pass reads the merged
+//! XSpace outputs again, finds the collectives as `validate` does (same key, the i-th
+//! occurrence on each participant), and writes the flows as one more fragment at the end of
+//! the document. Each flow joins one occurrence's participants in the order they started,
+//! each point 1 ns after its slice's start (inside it whatever the rounding of `ts` to ns,
+//! and in the same order as the starts, which Perfetto needs). A merge without `--flows`
+//! pays nothing.
+
+use super::chrome::ChromeWriter;
+use super::chrome_doc::ChromeDoc;
+use super::timemap::NodeTimeMap;
+use super::MergeError;
+use crate::validate::{scan, Collectives};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+
+/// The collectives of merged outputs `(node, path)`, on the merged timeline in ps from the
+/// origin (as the Chrome JSON's `ts`), each participant's occurrences in time order.
+pub fn collect(outputs: &[(u32, PathBuf)]) -> Result<Collectives, MergeError> {
+    let mut c = Collectives::new();
+    for (node, path) in outputs {
+        let buf = std::fs::read(path).map_err(|err| MergeError::Io { path: path.clone(), err })?;
+        // A merged output's lines are relative to the origin and already on G.
+        scan(&buf, *node, 0, &NodeTimeMap::identity(), &mut c).map_err(|err| MergeError::Wire { path: path.clone(), err })?;
+    }
+    for parts in c.values_mut() {
+        for spans in parts.values_mut() {
+            spans.sort_by_key(|s| s.start_ps);
+        }
+    }
+    Ok(c)
+}
+
+/// One point of a flow: where the Chrome JSON draws one participant's occurrence.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Point {
+    start_ps: i128,
+    pid: u64,
+    tid: u32,
+    at_ps: i64,
+}
+
+/// Writes the flows of `c` with `ch`; `first_pid[node]` is the pid of the node's first
+/// event plane. Returns the number of flows (occurrences seen on two participants or more).
+pub fn write(ch: &mut ChromeWriter, c: &Collectives, first_pid: &BTreeMap<u32, u64>) -> io::Result<u64> {
+    let mut id = 0u64;
+    for ((_module, op), parts) in c {
+        let longest = parts.values().map(Vec::len).max().unwrap_or(0);
+        for i in 0..longest {
+            let mut points: Vec<Point> = parts
+                .iter()
+                .filter_map(|((node, _plane), spans)| {
+                    let s = spans.get(i)?;
+                    let pid = first_pid.get(node)? + u64::from(s.plane);
+                    // Inside the slice: 1 ns in, or its middle when it is shorter than 2 ns.
+                    let at = s.start_ps + ((s.end_ps - s.start_ps) / 2).min(1000);
+                    Some(Point { start_ps: s.start_ps, pid, tid: s.line, at_ps: i64::try_from(at).ok()? })
+                })
+                .collect();
+            if points.len() < 2 {
+                continue;
+            }
+            points.sort();
+            id += 1;
+            let last = points.len() - 1;
+            for (k, p) in points.iter().enumerate() {
+                let phase = match k {
+                    0 => b's',
+                    k if k == last => b'f',
+                    _ => b't',
+                };
+                ch.flow_point(phase, id, p.pid, p.tid, p.at_ps, op.as_bytes())?;
+            }
+        }
+    }
+    Ok(id)
+}
+
+/// Appends the flows of the merged `outputs` to `doc` as its last fragment (after the
+/// `nodes` fragments of the nodes); returns the number of flows.
+pub fn append(doc: &ChromeDoc, nodes: usize, outputs: &[(u32, PathBuf)], first_pid: &BTreeMap<u32, u64>) -> Result<u64, MergeError> {
+    let io_err = |err| MergeError::Io { path: doc.path().to_path_buf(), err };
+    let c = collect(outputs)?;
+    let points: usize = c.values().flat_map(|p| p.values()).map(Vec::len).sum();
+    // About 130 bytes per point; the region is sized per input byte (`chrome_doc`).
+    let region = doc.next_job(nodes + 1, |_| points as u64 * 10).ok_or_else(|| io_err(io::Error::other("the flows' fragment has no place in the document")))?;
+    let order = region.order;
+    let mut ch = ChromeWriter::new(region.writer, 0);
+    let flows = write(&mut ch, &c, first_pid).map_err(io_err)?;
+    doc.fragment_done(order, ch.finish().map_err(io_err)?);
+    Ok(flows)
+}
