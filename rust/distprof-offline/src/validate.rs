@@ -17,6 +17,7 @@ use crate::merge::timemap::NodeTimeMap;
 use crate::merge::protobuf::{Fields, WireError, LEN};
 use crate::merge::{find_inputs, load_node, MergeError};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
@@ -29,14 +30,17 @@ const COLLECTIVE_OPS: &[&str] = &[
     "collective-broadcast",
 ];
 
-/// True when an HLO op or kernel name is a cross-device collective.
+/// True when an HLO op or kernel name is a cross-device collective (ASCII case ignored;
+/// no allocation: it runs for every event that names an op).
 pub fn is_collective(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
+    let n = name.as_bytes();
+    let at = |i: usize, pat: &str| n.get(i..i + pat.len()).is_some_and(|w| w.eq_ignore_ascii_case(pat.as_bytes()));
+    let contains = |pat: &str| (0..n.len()).any(|i| at(i, pat));
     COLLECTIVE_OPS
         .iter()
-        .any(|op| n.starts_with(op) || n.contains(&format!("%{op}")))
-        || n.contains("nccl")
-        || n.contains("rccl")
+        .any(|op| at(0, op) || n.iter().enumerate().any(|(i, &c)| c == b'%' && at(i + 1, op)))
+        || contains("nccl")
+        || contains("rccl")
 }
 
 /// One collective occurrence on one participant, ps on the chosen timeline.
@@ -172,7 +176,7 @@ pub fn scan(
         let device = name.starts_with(b"/device:");
         let plane = String::from_utf8_lossy(name).into_owned();
         // Metadata first (encoders write lines before maps).
-        let mut event_names: HashMap<i64, String> = HashMap::new();
+        let mut ccl_event_names: HashMap<i64, String> = HashMap::new();
         let mut stat_names: HashMap<i64, String> = HashMap::new();
         let mut lines = Vec::new();
         let mut pf = Fields::new(x.bytes, 0);
@@ -183,10 +187,13 @@ pub fn scan(
                     let (k, v) = map_entry(y.bytes)?;
                     let name = String::from_utf8_lossy(v).into_owned();
                     if y.number == 4 {
-                        event_names.insert(k, name)
+                        // Only the names a collective can be found by (`*ccl*`).
+                        if name.to_ascii_lowercase().contains("ccl") {
+                            ccl_event_names.insert(k, name);
+                        }
                     } else {
-                        stat_names.insert(k, name)
-                    };
+                        stat_names.insert(k, name);
+                    }
                 }
                 _ => {}
             }
@@ -215,7 +222,7 @@ pub fn scan(
             };
             for ev in events {
                 let (mut meta, mut off, mut dur, mut op, mut module) =
-                    (0i64, 0i64, 0i64, None::<String>, String::new());
+                    (0i64, 0i64, 0i64, None::<Cow<'_, str>>, None::<Cow<'_, str>>);
                 let mut ef = Fields::new(ev, 0);
                 while let Some(z) = ef.next_field()? {
                     match z.number {
@@ -227,21 +234,23 @@ pub fn scan(
                             if Some(sid) == hlo_op {
                                 op = val;
                             } else if Some(sid) == hlo_module {
-                                module = val.unwrap_or_default();
+                                module = val;
                             }
                         }
                         _ => {}
                     }
                 }
-                let ev_name = event_names.get(&meta).map(String::as_str).unwrap_or("");
                 let name = match op {
                     Some(o) => o,
-                    None if ev_name.to_ascii_lowercase().contains("ccl") => ev_name.to_string(),
-                    None => continue,
+                    None => match ccl_event_names.get(&meta) {
+                        Some(n) => Cow::Borrowed(n.as_str()),
+                        None => continue,
+                    },
                 };
                 if !is_collective(&name) {
                     continue;
                 }
+                let (name, module) = (name.into_owned(), module.map(Cow::into_owned).unwrap_or_default());
                 let s = base_ns as i128 * 1000 + off as i128;
                 let e = s + dur as i128;
                 let (s, e) = if device {
@@ -287,17 +296,18 @@ fn map_entry(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
 }
 
 /// (metadata id, string value) of an XStat; ref values resolve through the stat names.
-fn stat_value(
-    stat: &[u8],
-    names: &HashMap<i64, String>,
-) -> Result<(i64, Option<String>), WireError> {
+/// Borrowed: most stats are not the ones looked for.
+fn stat_value<'a>(
+    stat: &'a [u8],
+    names: &'a HashMap<i64, String>,
+) -> Result<(i64, Option<Cow<'a, str>>), WireError> {
     let (mut id, mut val) = (0i64, None);
     let mut f = Fields::new(stat, 0);
     while let Some(x) = f.next_field()? {
         match x.number {
             1 => id = x.int as i64,
-            5 => val = Some(String::from_utf8_lossy(x.bytes).into_owned()),
-            7 => val = names.get(&(x.int as i64)).cloned(),
+            5 => val = Some(String::from_utf8_lossy(x.bytes)),
+            7 => val = names.get(&(x.int as i64)).map(|n| Cow::Borrowed(n.as_str())),
             _ => {}
         }
     }
@@ -317,6 +327,10 @@ mod tests {
             "ncclDevKernel_AllReduce",
             "rccl_kernel",
             "all-to-all",
+            "All-Gather-Start",
+            "%all-reduce.5 = f32[8] all-reduce(x)",
+            "fused %collective-permute",
+            "xNCCLx",
         ] {
             assert!(is_collective(n), "{n}");
         }
@@ -325,6 +339,10 @@ mod tests {
             "fusion.2",
             "wrapped_reduce",
             "broadcast_multiply_fusion",
+            "",
+            "%",
+            "%all-reduc",
+            "ncc",
         ] {
             assert!(!is_collective(n), "{n}");
         }
