@@ -17,6 +17,7 @@ pub mod chrome_args;
 pub mod chrome_doc;
 pub mod flows;
 pub mod direct_io;
+mod line_map;
 pub mod plane_network;
 pub mod prescan;
 pub mod rewrite;
