@@ -277,9 +277,9 @@ pub fn jsonl(data: &[u8]) {
 }
 
 /// A node's XSpace (`.xplane.pb`) as `distprof merge` reads it: written to a file and merged
-/// for real (prescan, distprof plane, clock map, rewrite, Chrome JSON) with
-/// `--allow-uncorrected`, so that traces without a model are merged too. A merge output
-/// is itself a valid input (it is marked merged) and must merge again.
+/// for real (prescan, distprof plane, clock map, rewrite, Chrome JSON with `--flows`, whose
+/// pass reads the merged output back) with `--allow-uncorrected`, so that traces without a
+/// model are merged too. A merge output is recognised as one and refused by name.
 pub fn xspace(data: &[u8]) {
     let _ = distprof_offline::merge::prescan::prescan(data);
     let dir = std::env::temp_dir().join(format!("distprof-fuzz-xspace-{}", std::process::id()));
@@ -295,7 +295,7 @@ pub fn xspace(data: &[u8]) {
         models: Vec::new(),
         models_origin: None,
         force: false,
-        flows: false,
+        flows: true,
     };
     let first = distprof_offline::merge::merge(std::slice::from_ref(&input), &opts("out"), &mut |_| {});
     if let Ok(report) = first {
