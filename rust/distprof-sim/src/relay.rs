@@ -10,12 +10,10 @@
 //! from where it would send its answer. Datagrams from unknown addresses are dropped and
 //! counted.
 
-mod burst_watch;
 mod lateness;
 mod spin_margin;
 
 pub use lateness::Lateness;
-use burst_watch::BurstWatch;
 use spin_margin::SpinMargin;
 
 use distprof::clock::realtime_ns;
@@ -110,9 +108,6 @@ pub struct RelayConfig {
     pub paths: HashMap<(NodeId, NodeId), PathModel>,
     /// Nodes cut off for a time span: every datagram from or to them is dropped.
     pub blackholes: Vec<Blackhole>,
-    /// The senders' tick (the nodes' `probe_cadence_us`), if they send on one: the relay
-    /// is then awake when each sender's next burst is due (see `burst_watch`).
-    pub sender_tick_ns: Option<i64>,
 }
 
 /// Node `node` is unreachable (a pulled cable, a hung switch port) from `from_real_ns`
@@ -136,7 +131,7 @@ pub const CAPTURE_PER_NODE: usize = 64;
 
 impl RelayConfig {
     pub fn clean(delay_us: f64) -> RelayConfig {
-        RelayConfig { seed: 1, default_path: PathModel::fixed(delay_us), paths: HashMap::new(), blackholes: Vec::new(), sender_tick_ns: None }
+        RelayConfig { seed: 1, default_path: PathModel::fixed(delay_us), paths: HashMap::new(), blackholes: Vec::new() }
     }
     pub fn path(&self, from: NodeId, to: NodeId) -> PathModel {
         self.paths.get(&(from, to)).copied().unwrap_or(self.default_path)
@@ -180,11 +175,8 @@ pub struct RelayStats {
     pub wire_lateness: Lateness,
     /// How late the thread woke from a timed sleep against the time it asked for.
     pub wake_lateness: Lateness,
-    /// Time spent awake instead of sleeping: before due datagrams, after arrivals and
-    /// waiting for expected bursts.
+    /// Time spent awake instead of sleeping: before due datagrams and after arrivals.
     pub spin_ns: u64,
-    /// The part of `spin_ns` spent only waiting for a sender's expected burst.
-    pub burst_watch_ns: u64,
     /// The last margin before a due datagram at which the relay stopped sleeping.
     pub spin_margin_ns: u64,
     /// CPU time of the relay thread.
@@ -329,7 +321,6 @@ struct Forwarder<'a> {
     stats: RelayStats,
     margin: SpinMargin,
     last_arrival_ns: i64,
-    bursts: BurstWatch,
 }
 
 /// CPU time this thread has used.
@@ -363,7 +354,6 @@ fn relay_loop(
         .map(|e| e.face.try_clone().ok().and_then(|s| StampedSocket::new(s, TimestampMode::Kernel).ok()))
         .collect();
     let sent = vec![VecDeque::new(); stamped.len()];
-    let bursts = BurstWatch::new(endpoints.len(), config.sender_tick_ns);
     let mut f = Forwarder {
         rng: rand::rngs::StdRng::seed_from_u64(config.seed),
         by_addr: endpoints.iter().enumerate().map(|(k, e)| (e.node_addr, k)).collect(),
@@ -378,7 +368,6 @@ fn relay_loop(
         stats: RelayStats::default(),
         margin: SpinMargin::new(realtime_ns()),
         last_arrival_ns: 0,
-        bursts,
     };
     let mut buf = [0u8; 65536];
     let mut published = Instant::now();
@@ -388,18 +377,12 @@ fn relay_loop(
         let margin_ns = f.margin.margin_ns();
         let until_due_ns = f.queue.peek().map(|q| q.0.due_ns - now);
         let lingering = now - f.last_arrival_ns < f.margin.linger_ns();
-        let watching = f.bursts.watching(now);
-        if (lingering || watching) && until_due_ns.is_none_or(|t| t > margin_ns) {
-            // Awake for a while after an arrival (see `spin_margin`), and when a sender's
-            // next burst is due (see `burst_watch`): datagrams come in bursts (a node's
-            // tick), and one that finds the thread asleep waits for it to wake (p90 30 µs
-            // in the jitter run), so one with little delay to go is sent late.
+        if lingering && until_due_ns.is_none_or(|t| t > margin_ns) {
+            // Awake for a while after an arrival (see `spin_margin`): datagrams come in
+            // bursts (a node's tick), and one that finds the thread asleep waits for it to
+            // wake (p90 30 µs in the jitter run), so one with little delay to go is sent late.
             poll_faces(&mut f, &mut pfds, 0, &mut buf);
-            let spun = (realtime_ns() - now).max(0) as u64;
-            f.stats.spin_ns += spun;
-            if watching && !lingering {
-                f.stats.burst_watch_ns += spun;
-            }
+            f.stats.spin_ns += (realtime_ns() - now).max(0) as u64;
         } else if let Some(until_due_ns) = until_due_ns.filter(|&t| t <= margin_ns) {
             // Awake before a due datagram (see `spin_margin`). Keep receiving until
             // `FINAL_APPROACH_NS` before it, then watch only the clock (a vDSO read, tens
@@ -422,7 +405,6 @@ fn relay_loop(
             // directions' minimum delays µs longer than the reverse's: path asymmetry
             // that no two-way method can see).
             let sleep_ns = until_due_ns.map_or(MAX_SLEEP_NS, |t| (t - margin_ns).clamp(1, MAX_SLEEP_NS));
-            let sleep_ns = f.bursts.next_watch_ns(now).map_or(sleep_ns, |w| sleep_ns.min((w - now).max(1)));
             if poll_faces(&mut f, &mut pfds, sleep_ns, &mut buf) == 0 {
                 let late_ns = realtime_ns() - (now + sleep_ns);
                 f.stats.wake_lateness.record(late_ns);
@@ -543,7 +525,6 @@ impl Forwarder<'_> {
                 self.stats.unknown_source += 1;
                 continue;
             };
-            self.bursts.arrival(from, arrived_ns);
             if self.config.blackholes.iter().any(|b| b.hits(from, to, realtime_ns())) {
                 self.stats.blackholed += 1;
                 continue;
@@ -642,7 +623,6 @@ mod tests {
             default_path: PathModel { loss: 0.2, duplicate: 0.1, ..PathModel::fixed(100.0) },
             paths: HashMap::new(),
             blackholes: Vec::new(),
-            sender_tick_ns: None,
         };
         // Read while sending (a socket buffer holds only a few hundred small datagrams).
         let (delays, s) = timed_sends(setup(cfg), 1000, Duration::from_micros(100));
@@ -660,7 +640,6 @@ mod tests {
             default_path: PathModel { loss: 1.5, ..PathModel::fixed(1.0) },
             paths: HashMap::new(),
             blackholes: Vec::new(),
-            sender_tick_ns: None,
         };
         let e = Relay::start(Vec::new(), cfg).err().unwrap();
         assert!(e.contains("loss = 1.5"), "{e}");
@@ -696,7 +675,6 @@ mod tests {
             default_path: PathModel { spike: 0.25, spike_us: 10_000.0, ..PathModel::fixed(200.0) },
             paths: HashMap::new(),
             blackholes: Vec::new(),
-            sender_tick_ns: None,
         };
         let (delays, s) = timed_sends(setup(cfg), 200, Duration::from_millis(1));
         assert_eq!(delays.len(), 200);
@@ -736,7 +714,6 @@ mod tests {
         let now = distprof::clock::realtime_ns();
         let cfg = RelayConfig {
             blackholes: vec![Blackhole { node: 1, from_real_ns: now - 1_000_000, until_real_ns: now + 400_000_000 }],
-            sender_tick_ns: None,
             ..RelayConfig::clean(100.0)
         };
         let (relay, a, b) = setup(cfg);

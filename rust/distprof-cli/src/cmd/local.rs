@@ -412,14 +412,7 @@ fn run_nodes(
         spike: 0.0,
         spike_us: 0.0,
     };
-    let mut relay_cfg = RelayConfig {
-        seed: args.seed,
-        default_path: path,
-        paths: HashMap::new(),
-        blackholes: Vec::new(),
-        // The nodes send on their probe cadence: the relay is awake when each one's tick is due.
-        sender_tick_ns: Some(config.probe_cadence_us as i64 * 1000),
-    };
+    let mut relay_cfg = RelayConfig { seed: args.seed, default_path: path, paths: HashMap::new(), blackholes: Vec::new() };
     if args.asymmetry_us != 0.0 {
         for a in 0..n {
             for b in 0..a {
@@ -461,10 +454,9 @@ fn run_nodes(
     );
     eprintln!(
         "distprof local: relay timed wake-ups late by {}; awake {} us before each due datagram at the end; \
-         awake {:.0} ms waiting for expected bursts; relay thread CPU {:.0} ms ({:.1} % of a core over the probing time)",
+         relay thread CPU {:.0} ms ({:.1} % of a core over the probing time)",
         relay_stats.wake_lateness.summary(),
         relay_stats.spin_margin_ns / 1000,
-        relay_stats.burst_watch_ns as f64 / 1e6,
         relay_stats.cpu_ns as f64 / 1e6,
         relay_stats.cpu_ns as f64 / 1e9 / args.duration.max(1e-9) * 100.0
     );
