@@ -447,8 +447,10 @@ fn run_nodes(
     // The relay's own lateness is one-way delay that no real link adds: it is printed so
     // that a run's error can be told apart from the emulator's.
     eprintln!(
-        "distprof local: relay read datagrams late by {}; started sends late by {}; they reached the wire late by {}",
+        "distprof local: relay read datagrams late by {} (those read while it was already polling: {}); \
+         started sends late by {}; they reached the wire late by {}",
         relay_stats.pickup_lateness.summary(),
+        relay_stats.pickup_while_awake.summary(),
         relay_stats.send_lateness.summary(),
         relay_stats.wire_lateness.summary(),
     );
