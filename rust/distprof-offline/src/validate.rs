@@ -137,11 +137,7 @@ pub fn validate(
         }
     }
     for c in [&mut before, &mut after] {
-        for parts in c.values_mut() {
-            for v in parts.values_mut() {
-                v.sort_by_key(|s| s.start_ps);
-            }
-        }
+        sort_occurrences(c);
     }
     Ok(ValidateReport {
         nodes: paths.len(),
@@ -152,6 +148,16 @@ pub fn validate(
 }
 
 const RELATIVE_LIMIT_NS: i64 = 100_000_000_000_000_000;
+
+/// Puts every participant's occurrences in time order (scan adds them line by line), so
+/// that the i-th of each is the same occurrence.
+pub fn sort_occurrences(c: &mut Collectives) {
+    for parts in c.values_mut() {
+        for spans in parts.values_mut() {
+            spans.sort_by_key(|s| s.start_ps);
+        }
+    }
+}
 
 /// Adds one node's collectives, mapped by `map`, to `out`.
 pub fn scan(

@@ -158,14 +158,6 @@ fn eight_digits(v: u32) -> u64 {
     digits + 0x3030_3030_3030_3030
 }
 
-/// Appends the first `n` (1..=8) bytes of `digits` with one fixed-size copy.
-#[inline(always)]
-fn put_digits(out: &mut Vec<u8>, digits: u64, n: usize) {
-    let start = out.len();
-    out.extend_from_slice(&digits.to_le_bytes());
-    out.truncate(start + n);
-}
-
 /// The `n` (1..=8) significant digits of `v` < 10^8, shifted down to the lowest bytes.
 #[inline(always)]
 fn leading_digits(v: u32, n: usize) -> u64 {
@@ -179,15 +171,15 @@ pub fn put_u64(out: &mut Vec<u8>, v: u64) {
     const E8: u64 = 100_000_000;
     let n = decimal_digits(v);
     if n <= 8 {
-        put_digits(out, leading_digits(v as u32, n), n);
+        put_text(out, u128::from(leading_digits(v as u32, n)), n);
     } else if n <= 16 {
-        put_digits(out, leading_digits((v / E8) as u32, n - 8), n - 8);
-        put_digits(out, eight_digits((v % E8) as u32), 8);
+        put_text(out, u128::from(leading_digits((v / E8) as u32, n - 8)), n - 8);
+        put_text(out, u128::from(eight_digits((v % E8) as u32)), 8);
     } else {
         let (top, rest) = (v / (E8 * E8), v % (E8 * E8));
-        put_digits(out, leading_digits(top as u32, n - 16), n - 16);
-        put_digits(out, eight_digits((rest / E8) as u32), 8);
-        put_digits(out, eight_digits((rest % E8) as u32), 8);
+        put_text(out, u128::from(leading_digits(top as u32, n - 16)), n - 16);
+        put_text(out, u128::from(eight_digits((rest / E8) as u32)), 8);
+        put_text(out, u128::from(eight_digits((rest % E8) as u32)), 8);
     }
 }
 
@@ -218,7 +210,8 @@ fn with_point(digits: u64) -> u128 {
     (d & 0xff_ffff_ffff) | (u128::from(b'.') << 40) | ((d >> 40) << 48)
 }
 
-/// Appends the first `n` (up to 16) bytes of `text` with one fixed-size copy.
+/// Appends the first `n` (up to 16) bytes of `text` (digits, a number) with one fixed-size
+/// copy.
 #[inline(always)]
 fn put_text(out: &mut Vec<u8>, text: u128, n: usize) {
     let start = out.len();

@@ -16,7 +16,7 @@ use super::chrome::ChromeWriter;
 use super::chrome_doc::ChromeDoc;
 use super::timemap::NodeTimeMap;
 use super::MergeError;
-use crate::validate::{scan, Collectives};
+use crate::validate::{scan, sort_occurrences, Collectives};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
@@ -30,11 +30,7 @@ pub fn collect(outputs: &[(u32, PathBuf)]) -> Result<Collectives, MergeError> {
         // A merged output's lines are relative to the origin and already on G.
         scan(&buf, *node, 0, &NodeTimeMap::identity(), &mut c).map_err(|err| MergeError::Wire { path: path.clone(), err })?;
     }
-    for parts in c.values_mut() {
-        for spans in parts.values_mut() {
-            spans.sort_by_key(|s| s.start_ps);
-        }
-    }
+    sort_occurrences(&mut c);
     Ok(c)
 }
 

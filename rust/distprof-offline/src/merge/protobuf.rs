@@ -103,6 +103,24 @@ impl<'a> Fields<'a> {
         Err(self.err("varint longer than 10 bytes"))
     }
 
+    /// Skips the run of well-formed length-delimited fields with one-byte key `key` at the
+    /// current position (a line's events, when only its other fields are wanted): one
+    /// byte compare and one length per field instead of a whole [`Field`]. Stops at the
+    /// first other or malformed field, which [`Self::next_field`] then reads or reports.
+    #[inline]
+    pub fn skip_run(&mut self, key: u8) {
+        while self.buf.get(self.pos) == Some(&key) {
+            let mut at = self.pos + 1;
+            let Some(end) = read_varint(self.buf, &mut at)
+                .and_then(|len| at.checked_add(len as usize))
+                .filter(|&e| e <= self.buf.len())
+            else {
+                return;
+            };
+            self.pos = end;
+        }
+    }
+
     #[inline(always)]
     pub fn next_field(&mut self) -> Result<Option<Field<'a>>, WireError> {
         if self.pos >= self.buf.len() {
@@ -147,26 +165,6 @@ impl<'a> Fields<'a> {
             bytes,
             raw: &self.buf[start..self.pos],
         }))
-    }
-}
-
-impl Fields<'_> {
-    /// Skips the run of well-formed length-delimited fields with one-byte key `key` at the
-    /// current position (a line's events, when only its other fields are wanted): one
-    /// byte compare and one length per field instead of a whole [`Field`]. Stops at the
-    /// first other or malformed field, which [`Self::next_field`] then reads or reports.
-    #[inline]
-    pub fn skip_run(&mut self, key: u8) {
-        while self.buf.get(self.pos) == Some(&key) {
-            let mut at = self.pos + 1;
-            let Some(end) = read_varint(self.buf, &mut at)
-                .and_then(|len| at.checked_add(len as usize))
-                .filter(|&e| e <= self.buf.len())
-            else {
-                return;
-            };
-            self.pos = end;
-        }
     }
 }
 
