@@ -18,6 +18,7 @@
 //! between buffers), written past the page cache (`direct_io`): the JSON is several times
 //! the size of the XSpace and must be written at the same speed.
 
+use super::cursor::Cursor;
 use super::direct_io::{DirectWriter, Part, ALIGN};
 use std::io::{self, Write};
 
@@ -50,31 +51,31 @@ pub struct ChromeWriter {
 
 /// JSON string escaping of UTF-8 `s` (without the quotes), appended to `out`; runs of
 /// plain bytes are copied at once.
-pub fn escape_bytes(s: &[u8], out: &mut Vec<u8>) {
+pub fn escape_bytes(s: &[u8], out: &mut Cursor<'_>) {
     let mut start = 0;
     for (i, &b) in s.iter().enumerate() {
         if b >= 0x20 && b != b'"' && b != b'\\' {
             continue;
         }
-        out.extend_from_slice(&s[start..i]);
+        out.put(&s[start..i]);
         match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'"' => out.put(b"\\\""),
+            b'\\' => out.put(b"\\\\"),
             _ => {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(b"\\u00");
+                out.put(b"\\u00");
                 out.push(HEX[(b >> 4) as usize]);
                 out.push(HEX[(b & 15) as usize]);
             }
         }
         start = i + 1;
     }
-    out.extend_from_slice(&s[start..]);
+    out.put(&s[start..]);
 }
 
 /// [`escape_bytes`] of possibly invalid UTF-8 (invalid sequences become U+FFFD), at most
 /// `cap` input bytes (cut at a character boundary; `...` marks the cut).
-pub fn escape_lossy(s: &[u8], cap: usize, out: &mut Vec<u8>) {
+pub fn escape_lossy(s: &[u8], cap: usize, out: &mut Cursor<'_>) {
     let text = String::from_utf8_lossy(s);
     let mut t: &str = &text;
     let cut = t.len() > cap;
@@ -87,38 +88,8 @@ pub fn escape_lossy(s: &[u8], cap: usize, out: &mut Vec<u8>) {
     }
     escape_bytes(t.as_bytes(), out);
     if cut {
-        out.extend_from_slice(b"...");
+        out.put(b"...");
     }
-}
-
-/// Appends `s`. Most pieces of an event (its prefix, name, stat keys) are short and of
-/// varying length, which `extend_from_slice` copies with a `memcpy` call each; up to 64
-/// bytes (an event's prefix passes 32 from pid 10 or tid 100 on, and kernel names are
-/// long) are copied here with two overlapping fixed-size moves instead.
-#[inline(always)]
-pub fn put_bytes(out: &mut Vec<u8>, s: &[u8]) {
-    let n = s.len();
-    if !(4..=64).contains(&n) {
-        out.extend_from_slice(s);
-        return;
-    }
-    let start = out.len();
-    out.extend_from_slice(&[0u8; 64]);
-    let dst = &mut out[start..start + 64];
-    if n >= 32 {
-        dst[..32].copy_from_slice(&s[..32]);
-        dst[n - 32..n].copy_from_slice(&s[n - 32..]);
-    } else if n >= 16 {
-        dst[..16].copy_from_slice(&s[..16]);
-        dst[n - 16..n].copy_from_slice(&s[n - 16..]);
-    } else if n >= 8 {
-        dst[..8].copy_from_slice(&s[..8]);
-        dst[n - 8..n].copy_from_slice(&s[n - 8..]);
-    } else {
-        dst[..4].copy_from_slice(&s[..4]);
-        dst[n - 4..n].copy_from_slice(&s[n - 4..]);
-    }
-    out.truncate(start + n);
 }
 
 /// Powers of ten that fit a u64.
@@ -167,7 +138,7 @@ fn leading_digits(v: u32, n: usize) -> u64 {
 /// Decimal `v`: eight digits at a time ([`eight_digits`]), each block one fixed-size copy
 /// (a copy of a variable number of bytes would cost a `memcpy` call per number).
 #[inline(always)]
-pub fn put_u64(out: &mut Vec<u8>, v: u64) {
+pub fn put_u64(out: &mut Cursor<'_>, v: u64) {
     const E8: u64 = 100_000_000;
     let n = decimal_digits(v);
     if n <= 8 {
@@ -184,7 +155,7 @@ pub fn put_u64(out: &mut Vec<u8>, v: u64) {
 }
 
 #[inline]
-pub fn put_i64(out: &mut Vec<u8>, v: i64) {
+pub fn put_i64(out: &mut Cursor<'_>, v: i64) {
     if v < 0 {
         out.push(b'-');
     }
@@ -193,12 +164,12 @@ pub fn put_i64(out: &mut Vec<u8>, v: i64) {
 
 /// A double as a JSON number (shortest round-trip form); null when not finite, which
 /// JSON cannot hold.
-pub fn put_f64(out: &mut Vec<u8>, v: f64) {
+pub fn put_f64(out: &mut Cursor<'_>, v: f64) {
     if v.is_finite() {
         // Debug gives the shortest round-trip digits ("0.1", "1e-7", "1.0"), all JSON.
-        let _ = write!(out, "{v:?}");
+        out.with_vec(|b| write!(b, "{v:?}")).expect("writing to a Vec cannot fail");
     } else {
-        out.extend_from_slice(b"null");
+        out.put(b"null");
     }
 }
 
@@ -213,18 +184,16 @@ fn with_point(digits: u64) -> u128 {
 /// Appends the first `n` (up to 16) bytes of `text` (digits, a number) with one fixed-size
 /// copy.
 #[inline(always)]
-fn put_text(out: &mut Vec<u8>, text: u128, n: usize) {
-    let start = out.len();
-    out.extend_from_slice(&text.to_le_bytes());
-    out.truncate(start + n);
+fn put_text(out: &mut Cursor<'_>, text: u128, n: usize) {
+    out.put_fixed(text.to_le_bytes(), n);
 }
 
 /// Writes ps as "µs.nnn" (floored to ns), correct for negative values too. The last eight
 /// digits of the ns count take the point after their fifth ([`with_point`]); under 10^8 ns
 /// (most durations) that is the whole number, its leading zeros shifted out, else the
 /// digits before them come first.
-#[inline]
-fn put_micros(out: &mut Vec<u8>, ps: i64) {
+#[inline(always)]
+fn put_micros(out: &mut Cursor<'_>, ps: i64) {
     const E8: u64 = 100_000_000;
     let ns = ps.div_euclid(1000);
     if ns < 0 {
@@ -248,11 +217,13 @@ impl ChromeWriter {
         Self { start: out.pos(), out, next_pid: first_pid, events: 0, records: 0 }
     }
 
-    /// Starts a record in the buffer.
-    #[inline]
-    fn start_record(&mut self) {
-        self.out.buf().extend_from_slice(SEP);
+    /// Starts a record in the buffer; the record is written through the cursor returned.
+    #[inline(always)]
+    fn start_record(&mut self) -> Cursor<'_> {
         self.records += 1;
+        let mut c = Cursor::new(self.out.buf());
+        c.put(SEP);
+        c
     }
 
     #[inline]
@@ -264,18 +235,20 @@ impl ChromeWriter {
     pub fn begin_process(&mut self, name: &str) -> io::Result<u64> {
         let pid = self.next_pid;
         self.next_pid += 1;
-        self.start_record();
-        self.out.buf().extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
-        put_u64(self.out.buf(), pid);
-        self.out.buf().extend_from_slice(b",\"name\":\"process_name\",\"args\":{\"name\":\"");
-        escape_bytes(name.as_bytes(), self.out.buf());
-        self.out.buf().extend_from_slice(b"\"}}");
-        self.start_record();
-        self.out.buf().extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
-        put_u64(self.out.buf(), pid);
-        self.out.buf().extend_from_slice(b",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":");
-        put_u64(self.out.buf(), pid);
-        self.out.buf().extend_from_slice(b"}}");
+        let mut b = self.start_record();
+        b.put(b"{\"ph\":\"M\",\"pid\":");
+        put_u64(&mut b, pid);
+        b.put(b",\"name\":\"process_name\",\"args\":{\"name\":\"");
+        escape_bytes(name.as_bytes(), &mut b);
+        b.put(b"\"}}");
+        drop(b);
+        let mut b = self.start_record();
+        b.put(b"{\"ph\":\"M\",\"pid\":");
+        put_u64(&mut b, pid);
+        b.put(b",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":");
+        put_u64(&mut b, pid);
+        b.put(b"}}");
+        drop(b);
         self.maybe_flush()?;
         Ok(pid)
     }
@@ -284,21 +257,21 @@ impl ChromeWriter {
     /// the args) and sorts it by its tid.
     pub fn thread(&mut self, pid: u64, tid: u32, line_id: i64, name: &str) -> io::Result<()> {
         for sort in [false, true] {
-            self.start_record();
-            self.out.buf().extend_from_slice(b"{\"ph\":\"M\",\"pid\":");
-            put_u64(self.out.buf(), pid);
-            self.out.buf().extend_from_slice(b",\"tid\":");
-            put_u64(self.out.buf(), tid as u64);
+            let mut b = self.start_record();
+            b.put(b"{\"ph\":\"M\",\"pid\":");
+            put_u64(&mut b, pid);
+            b.put(b",\"tid\":");
+            put_u64(&mut b, tid as u64);
             if sort {
-                self.out.buf().extend_from_slice(b",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":");
-                put_u64(self.out.buf(), tid as u64);
-                self.out.buf().extend_from_slice(b"}}");
+                b.put(b",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":");
+                put_u64(&mut b, tid as u64);
+                b.put(b"}}");
             } else {
-                self.out.buf().extend_from_slice(b",\"name\":\"thread_name\",\"args\":{\"name\":\"");
-                escape_bytes(name.as_bytes(), self.out.buf());
-                self.out.buf().extend_from_slice(b"\",\"xline_id\":");
-                put_i64(self.out.buf(), line_id);
-                self.out.buf().extend_from_slice(b"}}");
+                b.put(b",\"name\":\"thread_name\",\"args\":{\"name\":\"");
+                escape_bytes(name.as_bytes(), &mut b);
+                b.put(b"\",\"xline_id\":");
+                put_i64(&mut b, line_id);
+                b.put(b"}}");
             }
         }
         self.maybe_flush()
@@ -306,11 +279,14 @@ impl ChromeWriter {
 
     /// What starts every complete event of thread `tid` of `pid`, up to its `ts` value.
     pub fn event_prefix(pid: u64, tid: u32) -> Vec<u8> {
-        let mut p = b"{\"ph\":\"X\",\"pid\":".to_vec();
-        put_u64(&mut p, pid);
-        p.extend_from_slice(b",\"tid\":");
-        put_u64(&mut p, tid as u64);
-        p.extend_from_slice(b",\"ts\":");
+        let mut p = Vec::new();
+        let mut b = Cursor::new(&mut p);
+        b.put(b"{\"ph\":\"X\",\"pid\":");
+        put_u64(&mut b, pid);
+        b.put(b",\"tid\":");
+        put_u64(&mut b, tid as u64);
+        b.put(b",\"ts\":");
+        drop(b);
         p
     }
 
@@ -324,18 +300,18 @@ impl ChromeWriter {
         ts_ps: i64,
         dur_ps: i64,
         name_field: &[u8],
-        args: impl FnOnce(&mut Vec<u8>),
+        args: impl FnOnce(&mut Cursor<'_>),
     ) -> io::Result<()> {
-        self.start_record();
         self.events += 1;
-        let b = self.out.buf();
-        put_bytes(b, prefix);
-        put_micros(b, ts_ps);
-        b.extend_from_slice(b",\"dur\":");
-        put_micros(b, dur_ps);
-        put_bytes(b, name_field);
-        args(b);
+        let mut b = self.start_record();
+        b.put(prefix);
+        put_micros(&mut b, ts_ps);
+        b.put(b",\"dur\":");
+        put_micros(&mut b, dur_ps);
+        b.put(name_field);
+        args(&mut b);
         b.push(b'}');
+        drop(b);
         self.maybe_flush()
     }
 
@@ -343,25 +319,25 @@ impl ChromeWriter {
     /// `f` ends it) on thread `tid` of `pid` at `ts_ps`. Every point binds to the slice
     /// that encloses it (`"bp":"e"` says so for the end, whose default is the next slice).
     pub fn flow_point(&mut self, phase: u8, id: u64, pid: u64, tid: u32, ts_ps: i64, name: &[u8]) -> io::Result<()> {
-        self.start_record();
-        let b = self.out.buf();
-        b.extend_from_slice(b"{\"ph\":\"");
+        let mut b = self.start_record();
+        b.put(b"{\"ph\":\"");
         b.push(phase);
-        b.extend_from_slice(b"\",\"id\":");
-        put_u64(b, id);
-        b.extend_from_slice(b",\"pid\":");
-        put_u64(b, pid);
-        b.extend_from_slice(b",\"tid\":");
-        put_u64(b, u64::from(tid));
-        b.extend_from_slice(b",\"ts\":");
-        put_micros(b, ts_ps);
-        b.extend_from_slice(b",\"cat\":\"collective\",\"name\":\"");
-        escape_bytes(name, b);
+        b.put(b"\",\"id\":");
+        put_u64(&mut b, id);
+        b.put(b",\"pid\":");
+        put_u64(&mut b, pid);
+        b.put(b",\"tid\":");
+        put_u64(&mut b, u64::from(tid));
+        b.put(b",\"ts\":");
+        put_micros(&mut b, ts_ps);
+        b.put(b",\"cat\":\"collective\",\"name\":\"");
+        escape_bytes(name, &mut b);
         b.push(b'"');
         if phase == b'f' {
-            b.extend_from_slice(b",\"bp\":\"e\"");
+            b.put(b",\"bp\":\"e\"");
         }
         b.push(b'}');
+        drop(b);
         self.maybe_flush()
     }
 
@@ -395,7 +371,7 @@ mod tests {
         w.thread(pid, 7, -7_111_125_260_410_667_223, "python").unwrap();
         let prefix = ChromeWriter::event_prefix(pid, 7);
         w.complete(&prefix, 1_234_567_891, 999, b",\"name\":\"all-reduce\"", |b| {
-            b.extend_from_slice(b",\"args\":{\"hlo_op\":\"all-reduce.1\",\"correlation_id\":");
+            b.put(b",\"args\":{\"hlo_op\":\"all-reduce.1\",\"correlation_id\":");
             put_u64(b, u64::MAX);
             b.push(b'}');
         })
@@ -420,18 +396,15 @@ mod tests {
         assert_eq!(ev[0]["args"]["name"], "node 1 \"h\" /host:CPU");
     }
 
+    /// What `f` writes through a cursor.
+    fn written(f: impl FnOnce(&mut Cursor<'_>)) -> Vec<u8> {
+        let mut b = Vec::new();
+        f(&mut Cursor::new(&mut b));
+        b
+    }
+
     #[test]
     fn numbers_and_strings_format_as_json() {
-        // Every length around the fixed-size moves, after a prefix of every alignment.
-        let src: Vec<u8> = (0..100u8).map(|i| i.wrapping_mul(37) ^ 0x55).collect();
-        for pre in 0..3 {
-            for n in 0..=src.len() {
-                let mut b = vec![b'x'; pre];
-                put_bytes(&mut b, &src[..n]);
-                assert_eq!(&b[pre..], &src[..n]);
-                assert_eq!(b.len(), pre + n);
-            }
-        }
         for p in POW10 {
             for v in [p - 1, p, p + 1] {
                 assert_eq!(decimal_digits(v), v.to_string().len(), "{v}");
@@ -440,8 +413,7 @@ mod tests {
         // µs with ns: every digit count, negative values, and ps floored to ns.
         let fractions = (0..3_000i64).map(|ns| ns * 1000 + 999);
         for ps in [0i64, 999, 1_000, 9_999, 12_345_678, 999_999_999, 1_000_000_000, 99_999_999_999, 100_000_000_000, 100_000_001_000, 123_456_789_012_345, i64::MAX, -1, -1_000, -1_001, -2_000_000_000, -100_000_000_000, i64::MIN].into_iter().chain(fractions) {
-            let mut b = Vec::new();
-            put_micros(&mut b, ps);
+            let b = written(|c| put_micros(c, ps));
             let ns = ps.div_euclid(1000);
             let want = format!("{}{}.{:03}", if ns < 0 { "-" } else { "" }, ns.unsigned_abs() / 1000, ns.unsigned_abs() % 1000);
             assert_eq!(String::from_utf8(b).unwrap(), want, "{ps}");
@@ -451,27 +423,23 @@ mod tests {
         let spread = (0..20_000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (i % 64));
         let edges = POW10.iter().flat_map(|&p| [p - 1, p, p + 1]);
         for v in (0..1_000_000u64).chain(edges).chain(spread).chain([u64::MAX]) {
-            let mut b = b"x".to_vec();
-            put_u64(&mut b, v);
-            assert_eq!(std::str::from_utf8(&b[1..]).unwrap(), v.to_string());
+            assert_eq!(String::from_utf8(written(|c| put_u64(c, v))).unwrap(), v.to_string());
         }
         for v in [i64::MIN, -1, 0, 42] {
-            let mut b = Vec::new();
-            put_i64(&mut b, v);
+            let b = written(|c| put_i64(c, v));
             assert_eq!(String::from_utf8(b).unwrap(), v.to_string());
         }
         for v in [0.1, 1e-7, 1e300, -2.5, 3.0] {
-            let mut b = Vec::new();
-            put_f64(&mut b, v);
+            let b = written(|c| put_f64(c, v));
             let back: f64 = serde_json::from_slice(&b).unwrap();
             assert_eq!(back, v);
         }
-        let mut b = Vec::new();
-        put_f64(&mut b, f64::NAN);
-        assert_eq!(b, b"null");
-        let mut b = b"\"".to_vec();
-        escape_lossy(b"a\"b\\c\n\x01\xff\xe2\x82\xacz", 10, &mut b);
-        b.push(b'"');
+        assert_eq!(written(|c| put_f64(c, f64::NAN)), b"null");
+        let b = written(|c| {
+            c.push(b'"');
+            escape_lossy(b"a\"b\\c\n\x01\xff\xe2\x82\xacz", 10, c);
+            c.push(b'"');
+        });
         let s: String = serde_json::from_slice(&b).unwrap();
         assert_eq!(s, "a\"b\\c\n\u{1}\u{fffd}...");
     }

@@ -9,7 +9,8 @@
 //! The args of one event are capped at [`ARGS_CAP_BYTES`]: stats that would pass it are
 //! left out and counted in `distprof_args_dropped`.
 
-use super::chrome::{escape_lossy, put_bytes, put_f64, put_i64, put_u64};
+use super::chrome::{escape_lossy, put_f64, put_i64, put_u64};
+use super::cursor::Cursor;
 use super::protobuf::{self, read_varint, Field, Fields, WireError};
 use super::xspace_fields::*;
 use std::collections::HashMap;
@@ -91,9 +92,12 @@ impl PlaneArgs {
                     name = y.bytes;
                 }
             }
-            let mut as_value = b"\"".to_vec();
-            escape_lossy(name, STR_CAP_BYTES, &mut as_value);
-            as_value.push(b'"');
+            let mut as_value = Vec::new();
+            let mut c = Cursor::new(&mut as_value);
+            c.push(b'"');
+            escape_lossy(name, STR_CAP_BYTES, &mut c);
+            c.push(b'"');
+            drop(c);
             let mut key_bytes = as_value.clone();
             key_bytes.push(b':');
             stats.insert(key, StatMeta { key: key_bytes, as_value });
@@ -113,13 +117,16 @@ impl PlaneArgs {
                 }
             }
             let n = if display.is_empty() { name } else { display };
-            let mut name_field = b",\"name\":\"".to_vec();
-            escape_lossy(n, usize::MAX, &mut name_field);
-            name_field.push(b'"');
+            let mut name_field = Vec::new();
+            let mut c = Cursor::new(&mut name_field);
+            c.put(b",\"name\":\"");
+            escape_lossy(n, usize::MAX, &mut c);
+            c.push(b'"');
+            drop(c);
             let mut args = Vec::new();
             let mut dropped = 0;
             for s in meta_stats {
-                dropped += out.push_stat(s, &mut args, 0);
+                dropped += out.push_stat(s, &mut Cursor::new(&mut args), 0);
             }
             out.events.insert(key, EventMeta { name_field, args, dropped });
         }
@@ -134,7 +141,8 @@ impl PlaneArgs {
 
     /// Appends one stat as an args member (after a comma when `out` holds members since
     /// `body_start`) unless that passes the cap; returns 1 when it was left out.
-    fn push_stat(&self, stat: &[u8], out: &mut Vec<u8>, body_start: usize) -> u32 {
+    #[inline(always)]
+    fn push_stat(&self, stat: &[u8], out: &mut Cursor<'_>, body_start: usize) -> u32 {
         let mark = out.len();
         if mark > body_start {
             out.push(b',');
@@ -148,7 +156,7 @@ impl PlaneArgs {
 
     /// `"key":value` of one XStat.
     #[inline]
-    fn render_stat(&self, stat: &[u8], out: &mut Vec<u8>) -> Result<(), WireError> {
+    fn render_stat(&self, stat: &[u8], out: &mut Cursor<'_>) -> Result<(), WireError> {
         if self.render_stat_fast(stat, out).is_some() {
             return Ok(());
         }
@@ -158,7 +166,7 @@ impl PlaneArgs {
     /// The common stat shape (an id, then one value) in one tight loop; None for anything
     /// else, which the general path renders (and reports when malformed).
     #[inline(always)]
-    fn render_stat_fast(&self, stat: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    fn render_stat_fast(&self, stat: &[u8], out: &mut Cursor<'_>) -> Option<()> {
         let mut pos = 0;
         if stat.first() != Some(&0x08) {
             return None;
@@ -169,13 +177,13 @@ impl PlaneArgs {
         pos += 1;
         let mark = out.len();
         match self.stats.get(id) {
-            Some(m) => put_bytes(out, &m.key),
+            Some(m) => out.put(&m.key),
             None => return None,
         }
         let done = match key {
             0x18 => read_varint(stat, &mut pos).map(|v| put_u64(out, v)),
             0x20 => read_varint(stat, &mut pos).map(|v| put_i64(out, v as i64)),
-            0x38 => read_varint(stat, &mut pos).and_then(|v| self.stats.get(v as i64)).map(|m| put_bytes(out, &m.as_value)),
+            0x38 => read_varint(stat, &mut pos).and_then(|v| self.stats.get(v as i64)).map(|m| out.put(&m.as_value)),
             0x2a => read_varint(stat, &mut pos).and_then(|len| {
                 let end = pos.checked_add(len as usize).filter(|&e| e <= stat.len())?;
                 out.push(b'"');
@@ -193,7 +201,8 @@ impl PlaneArgs {
         Some(())
     }
 
-    fn render_stat_general(&self, stat: &[u8], out: &mut Vec<u8>) -> Result<(), WireError> {
+    #[inline(never)]
+    fn render_stat_general(&self, stat: &[u8], out: &mut Cursor<'_>) -> Result<(), WireError> {
         let mut id = 0i64;
         let mut value: Option<Field<'_>> = None;
         let mut f = Fields::new(stat, 0);
@@ -205,15 +214,15 @@ impl PlaneArgs {
             }
         }
         match self.stats.get(id) {
-            Some(m) => put_bytes(out, &m.key),
+            Some(m) => out.put(&m.key),
             None => {
-                out.extend_from_slice(b"\"stat");
+                out.put(b"\"stat");
                 put_i64(out, id);
-                out.extend_from_slice(b"\":");
+                out.put(b"\":");
             }
         }
         match value {
-            None => out.extend_from_slice(b"null"),
+            None => out.put(b"null"),
             Some(v) => match v.number {
                 STAT_DOUBLE => put_f64(out, f64::from_bits(v.int)),
                 STAT_UINT64 => put_u64(out, v.int),
@@ -224,19 +233,19 @@ impl PlaneArgs {
                     out.push(b'"');
                 }
                 STAT_BYTES => {
-                    out.extend_from_slice(b"\"<");
+                    out.put(b"\"<");
                     put_u64(out, v.bytes.len() as u64);
-                    out.extend_from_slice(b" bytes>\"");
+                    out.put(b" bytes>\"");
                 }
                 STAT_REF => match self.stats.get(v.int as i64) {
-                    Some(m) => out.extend_from_slice(&m.as_value),
+                    Some(m) => out.put(&m.as_value),
                     None => {
-                        out.extend_from_slice(b"\"ref");
+                        out.put(b"\"ref");
                         put_u64(out, v.int);
                         out.push(b'"');
                     }
                 },
-                _ => out.extend_from_slice(b"null"),
+                _ => out.put(b"null"),
             },
         }
         Ok(())
@@ -245,15 +254,16 @@ impl PlaneArgs {
     /// Appends `,"args":{...}` for an event with metadata `meta` and encoded XEvent `ev`
     /// (or only the run of its fields that holds its stats: other fields are skipped),
     /// or nothing when it has no stats.
-    pub fn write_args(&self, meta: i64, ev: &[u8], out: &mut Vec<u8>) {
+    #[inline(always)]
+    pub fn write_args(&self, meta: i64, ev: &[u8], out: &mut Cursor<'_>) {
         let start = out.len();
-        out.extend_from_slice(b",\"args\":{");
+        out.put(b",\"args\":{");
         let body = out.len();
         let mut dropped = 0u32;
         if let Some(m) = self.events.get(meta) {
             // Metadata stats are rare: most events would pay a `memcpy` call for nothing.
             if !m.args.is_empty() {
-                out.extend_from_slice(&m.args);
+                out.put(&m.args);
             }
             dropped += m.dropped;
         }
@@ -286,23 +296,13 @@ impl PlaneArgs {
             }
         }
         if general {
-            out.truncate(body);
-            dropped = self.events.get(meta).map_or(0, |m| {
-                out.extend_from_slice(&m.args);
-                m.dropped
-            });
-            let mut f = Fields::new(ev, 0);
-            while let Ok(Some(x)) = f.next_field() {
-                if x.number == EVENT_STATS && x.wire_type == protobuf::LEN {
-                    dropped += self.push_stat(x.bytes, out, body);
-                }
-            }
+            dropped = self.write_args_general(meta, ev, out, body);
         }
         if dropped > 0 {
             if out.len() > body {
                 out.push(b',');
             }
-            out.extend_from_slice(b"\"distprof_args_dropped\":");
+            out.put(b"\"distprof_args_dropped\":");
             put_u64(out, dropped as u64);
         }
         if out.len() == body {
@@ -310,6 +310,25 @@ impl PlaneArgs {
         } else {
             out.push(b'}');
         }
+    }
+
+    /// The args body of an event of unusual shape, field by field (after the fast loop of
+    /// [`Self::write_args`] gave up at `body`); returns the stats left out.
+    #[cold]
+    #[inline(never)]
+    fn write_args_general(&self, meta: i64, ev: &[u8], out: &mut Cursor<'_>, body: usize) -> u32 {
+        out.truncate(body);
+        let mut dropped = self.events.get(meta).map_or(0, |m| {
+            out.put(&m.args);
+            m.dropped
+        });
+        let mut f = Fields::new(ev, 0);
+        while let Ok(Some(x)) = f.next_field() {
+            if x.number == EVENT_STATS && x.wire_type == protobuf::LEN {
+                dropped += self.push_stat(x.bytes, out, body);
+            }
+        }
+        dropped
     }
 }
 
@@ -360,7 +379,7 @@ mod tests {
         assert_eq!(args.name_field(ev), b",\"name\":\"kernel\"");
         let render = |e: &[u8]| {
             let mut out = Vec::new();
-            args.write_args(ev, e, &mut out);
+            args.write_args(ev, e, &mut Cursor::new(&mut out));
             let text = format!("{{\"x\":0{}}}", String::from_utf8(out).unwrap());
             serde_json::from_str::<serde_json::Value>(&text).unwrap()["args"].clone()
         };
@@ -380,7 +399,7 @@ mod tests {
             .map(|_| XStat { metadata_id: long, value: Some(XStatValue::StrValue("y".repeat(1000))) })
             .collect();
         let mut out = Vec::new();
-        args.write_args(ev, &event(many.clone()), &mut out);
+        args.write_args(ev, &event(many.clone()), &mut Cursor::new(&mut out));
         assert!(out.len() <= ARGS_CAP_BYTES + 60, "{}", out.len());
         let a = render(&event(many));
         assert_eq!(a["long_name"].as_str().unwrap().len(), STR_CAP_BYTES + 3);
@@ -388,7 +407,7 @@ mod tests {
         // No stats at all: no args.
         let bare = PlaneArgs::new(&[]).unwrap();
         let mut out = Vec::new();
-        bare.write_args(1, &event(vec![]), &mut out);
+        bare.write_args(1, &event(vec![]), &mut Cursor::new(&mut out));
         assert!(out.is_empty());
         assert_eq!(bare.name_field(1), NO_NAME);
     }

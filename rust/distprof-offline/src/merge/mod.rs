@@ -15,6 +15,7 @@ pub mod belong;
 pub mod chrome;
 pub mod chrome_args;
 pub mod chrome_doc;
+pub mod cursor;
 pub mod flows;
 pub mod direct_io;
 mod line_map;

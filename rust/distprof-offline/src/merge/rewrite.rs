@@ -8,6 +8,7 @@
 
 use super::chrome::ChromeWriter;
 use super::chrome_args::PlaneArgs;
+use super::cursor::Cursor;
 use super::line_map::{LineMapper, Mapper};
 use super::sink::PatchWriter;
 use super::timemap::{CorrectionPiece, NodeTimeMap};
@@ -305,20 +306,20 @@ fn write_line(
     let mut events = 0u64;
     let lm = LineMapper::new(m, base_ps, ref_ps);
     let mut f = Fields::new(line, base);
-    while let Some(x) = f.next_field()? {
+    let mut write = |ev: &[u8], out: &mut PatchWriter| -> Result<(), RewriteError> {
+        events += 1;
+        write_event(ev, &lm, out.buf(), chrome.as_mut().map(|(p, c, a)| (p.as_slice(), &mut **c, &**a)), new_ts_ns)?;
+        Ok(out.maybe_flush()?)
+    };
+    loop {
+        // The events (the bulk) one after the other, then whatever field follows them.
+        while let Some(ev) = f.next_in_run(EVENT_KEY) {
+            write(ev, out)?;
+        }
+        let Some(x) = f.next_field()? else { break };
         match x.number {
             LINE_TIMESTAMP | LINE_DURATION => {}
-            LINE_EVENTS => {
-                events += 1;
-                write_event(
-                    x.bytes,
-                    &lm,
-                    out.buf(),
-                    chrome.as_mut().map(|(p, c, a)| (p.as_slice(), &mut **c, &**a)),
-                    new_ts_ns,
-                )?;
-                out.maybe_flush()?;
-            }
+            LINE_EVENTS => write(x.bytes, out)?,
             _ => out.buf().extend_from_slice(x.raw),
         }
     }
@@ -387,11 +388,12 @@ fn write_event_fast(ev: &[u8], lm: &LineMapper<'_, '_>, out: &mut Vec<u8>) -> Op
         kept_len += pos - start;
     }
     let (new_off, new_dur) = map_event(lm, off, dur);
-    put_event_header(out, kept_len, new_off, new_dur);
+    let mut out = Cursor::new(out);
+    put_event_header(&mut out, kept_len, new_off, new_dur);
     for &(a, b) in &ranges[..nr] {
-        out.extend_from_slice(&ev[a..b]);
+        out.put(&ev[a..b]);
     }
-    put_event_times(out, new_off, new_dur);
+    put_event_times(&mut out, new_off, new_dur);
     let stats = if split { (0, ev.len()) } else { (stats_from, stats_to) };
     Some(FastEvent { meta, new_off, new_dur, stats })
 }
@@ -408,18 +410,18 @@ fn map_event(lm: &LineMapper<'_, '_>, off: i64, dur: i64) -> (i64, i64) {
 
 /// The length header of a mapped event: its `kept_len` verbatim bytes and its new times.
 #[inline(always)]
-fn put_event_header(out: &mut Vec<u8>, kept_len: usize, new_off: i64, new_dur: i64) {
+fn put_event_header(out: &mut Cursor<'_>, kept_len: usize, new_off: i64, new_dur: i64) {
     let len = kept_len
         + protobuf::int_field_len(EVENT_OFFSET, new_off)
         + protobuf::int_field_len(EVENT_DURATION, new_dur);
-    protobuf::put_len_header(out, LINE_EVENTS, len);
+    protobuf::write_len_header(out, LINE_EVENTS, len);
 }
 
 /// A mapped event's new times, after its verbatim fields.
 #[inline(always)]
-fn put_event_times(out: &mut Vec<u8>, new_off: i64, new_dur: i64) {
-    protobuf::put_int_field(out, EVENT_OFFSET, new_off);
-    protobuf::put_int_field(out, EVENT_DURATION, new_dur);
+fn put_event_times(out: &mut Cursor<'_>, new_off: i64, new_dur: i64) {
+    protobuf::write_int_field(out, EVENT_OFFSET, new_off);
+    protobuf::write_int_field(out, EVENT_DURATION, new_dur);
 }
 
 /// `ns` in ps plus `ps`, saturating: a corrupt line timestamp near the i64 range must give
@@ -429,7 +431,7 @@ fn ns_plus_ps(ns: i64, ps: i64) -> i64 {
     ns.saturating_mul(1000).saturating_add(ps)
 }
 
-#[inline]
+#[inline(always)]
 fn write_event(
     ev: &[u8],
     lm: &LineMapper<'_, '_>,
@@ -495,9 +497,9 @@ fn write_event(
         return Ok(());
     }
     let (new_off, new_dur) = map_event(lm, off, dur);
-    put_event_header(out, kept_len, new_off, new_dur);
+    put_event_header(&mut Cursor::new(out), kept_len, new_off, new_dur);
     put_kept(out)?;
-    put_event_times(out, new_off, new_dur);
+    put_event_times(&mut Cursor::new(out), new_off, new_dur);
     if let Some((prefix, ch, args)) = chrome {
         ch.complete(prefix, ns_plus_ps(new_ts_ns, new_off), new_dur, args.name_field(meta), |b| args.write_args(meta, ev, b))?;
     }
