@@ -188,24 +188,31 @@ fn put_text(out: &mut Cursor<'_>, text: u128, n: usize) {
     out.put_fixed(text.to_le_bytes(), n);
 }
 
-/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too. The last eight
-/// digits of the ns count take the point after their fifth ([`with_point`]); under 10^8 ns
-/// (most durations) that is the whole number, its leading zeros shifted out, else the
-/// digits before them come first.
+/// Writes ps as "µs.nnn" (floored to ns), correct for negative values too. Under 10^7 ns
+/// (most durations) the digits, leading zeros shifted out, take the point before their
+/// last three in one 8-byte word; from there the last eight digits of the ns count take the
+/// point after their fifth ([`with_point`]), and the digits before them come first.
 #[inline(always)]
 fn put_micros(out: &mut Cursor<'_>, ps: i64) {
+    const E7: u64 = 10_000_000;
     const E8: u64 = 100_000_000;
-    let ns = ps.div_euclid(1000);
-    if ns < 0 {
-        out.push(b'-');
-    }
-    let v = ns.unsigned_abs();
-    if v < E8 {
-        // At least "0.000": four digits.
-        let n = decimal_digits(v).max(4);
-        put_text(out, with_point(eight_digits(v as u32)) >> (8 * (8 - n)), n + 1);
+    let v = if ps >= 0 {
+        ps as u64 / 1000
     } else {
-        put_u64(out, v / E8);
+        out.push(b'-');
+        ps.div_euclid(1000).unsigned_abs()
+    };
+    if v < E7 {
+        // At least "0.000": four digits; the point after the first n - 3.
+        let n = decimal_digits(v).max(4);
+        let digits = leading_digits(v as u32, n);
+        let k = 8 * (n - 3);
+        let text = (digits & ((1 << k) - 1)) | (u64::from(b'.') << k) | ((digits >> k) << (k + 8));
+        out.put_fixed(text.to_le_bytes(), n + 1);
+    } else {
+        if v >= E8 {
+            put_u64(out, v / E8);
+        }
         put_text(out, with_point(eight_digits((v % E8) as u32)), 9);
     }
 }
