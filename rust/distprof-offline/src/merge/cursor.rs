@@ -67,12 +67,19 @@ impl<'a> Cursor<'a> {
         (self.ptr, self.len, self.cap) = (self.vec.as_mut_ptr(), self.vec.len(), self.vec.capacity());
     }
 
-    /// Lends the `Vec` to code that appends to it directly (rare paths: escaping, floats).
+    /// Lends the `Vec` to code that appends to it directly (rare paths: floats). The
+    /// cursor takes the `Vec`'s length back afterwards, also when `f` unwinds (so that its
+    /// drop never sets a length the `Vec` no longer has).
     pub fn with_vec<R>(&mut self, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        struct Reload<'c, 'a>(&'c mut Cursor<'a>);
+        impl Drop for Reload<'_, '_> {
+            fn drop(&mut self) {
+                self.0.reload();
+            }
+        }
         self.sync();
-        let r = f(self.vec);
-        self.reload();
-        r
+        let lent = Reload(self);
+        f(lent.0.vec)
     }
 
     /// Appends the first `n` bytes of `bytes` with one move of all `N` (the rest is
@@ -174,5 +181,17 @@ mod tests {
             c.truncate(100);
         }
         assert_eq!(b, b"abcXYz");
+        // A lender that shrinks the Vec and unwinds: the cursor keeps the Vec's length.
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut c = Cursor::new(&mut b);
+            c.put(b"0123456789");
+            c.with_vec(|v| {
+                v.truncate(2);
+                v.shrink_to_fit();
+                panic!("lender fails");
+            });
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(b, b"ab");
     }
 }
