@@ -228,6 +228,9 @@ pub fn write_len_header(out: &mut Cursor<'_>, number: u32, len: usize) {
     write_varint(out, len as u64);
 }
 
+// The `put_*` forms write straight to a `Vec` (planes, lines, metadata: once per message,
+// not per event) through the `write_*` forms above.
+
 pub fn put_varint(out: &mut Vec<u8>, v: u64) {
     write_varint(&mut Cursor::new(out), v);
 }
