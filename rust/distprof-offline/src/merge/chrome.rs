@@ -18,7 +18,7 @@
 //! between buffers), written past the page cache (`direct_io`): the JSON is several times
 //! the size of the XSpace and must be written at the same speed.
 
-use super::cursor::Cursor;
+use super::cursor::{written, Cursor};
 use super::direct_io::{DirectWriter, Part, ALIGN};
 use std::io::{self, Write};
 
@@ -286,15 +286,13 @@ impl ChromeWriter {
 
     /// What starts every complete event of thread `tid` of `pid`, up to its `ts` value.
     pub fn event_prefix(pid: u64, tid: u32) -> Vec<u8> {
-        let mut p = Vec::new();
-        let mut b = Cursor::new(&mut p);
-        b.put(b"{\"ph\":\"X\",\"pid\":");
-        put_u64(&mut b, pid);
-        b.put(b",\"tid\":");
-        put_u64(&mut b, tid as u64);
-        b.put(b",\"ts\":");
-        drop(b);
-        p
+        written(|b| {
+            b.put(b"{\"ph\":\"X\",\"pid\":");
+            put_u64(b, pid);
+            b.put(b",\"tid\":");
+            put_u64(b, tid as u64);
+            b.put(b",\"ts\":");
+        })
     }
 
     /// One complete ("X") event: `prefix` from [`Self::event_prefix`], `ts_ps` relative to
@@ -401,13 +399,6 @@ mod tests {
         assert_eq!(ev[5]["dur"].as_f64().unwrap(), 2.0);
         assert_eq!(ev[6]["ts"].as_f64().unwrap(), -1.5);
         assert_eq!(ev[0]["args"]["name"], "node 1 \"h\" /host:CPU");
-    }
-
-    /// What `f` writes through a cursor.
-    fn written(f: impl FnOnce(&mut Cursor<'_>)) -> Vec<u8> {
-        let mut b = Vec::new();
-        f(&mut Cursor::new(&mut b));
-        b
     }
 
     #[test]

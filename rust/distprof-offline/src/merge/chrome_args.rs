@@ -10,7 +10,7 @@
 //! left out and counted in `distprof_args_dropped`.
 
 use super::chrome::{escape_lossy, put_f64, put_i64, put_u64};
-use super::cursor::Cursor;
+use super::cursor::{written, Cursor};
 use super::protobuf::{self, read_varint, Field, Fields, WireError};
 use super::xspace_fields::*;
 use std::collections::HashMap;
@@ -92,12 +92,11 @@ impl PlaneArgs {
                     name = y.bytes;
                 }
             }
-            let mut as_value = Vec::new();
-            let mut c = Cursor::new(&mut as_value);
-            c.push(b'"');
-            escape_lossy(name, STR_CAP_BYTES, &mut c);
-            c.push(b'"');
-            drop(c);
+            let as_value = written(|c| {
+                c.push(b'"');
+                escape_lossy(name, STR_CAP_BYTES, c);
+                c.push(b'"');
+            });
             let mut key_bytes = as_value.clone();
             key_bytes.push(b':');
             stats.insert(key, StatMeta { key: key_bytes, as_value });
@@ -117,12 +116,11 @@ impl PlaneArgs {
                 }
             }
             let n = if display.is_empty() { name } else { display };
-            let mut name_field = Vec::new();
-            let mut c = Cursor::new(&mut name_field);
-            c.put(b",\"name\":\"");
-            escape_lossy(n, usize::MAX, &mut c);
-            c.push(b'"');
-            drop(c);
+            let name_field = written(|c| {
+                c.put(b",\"name\":\"");
+                escape_lossy(n, usize::MAX, c);
+                c.push(b'"');
+            });
             let mut args = Vec::new();
             let mut dropped = 0;
             for s in meta_stats {
@@ -261,7 +259,7 @@ impl PlaneArgs {
         let body = out.len();
         let mut dropped = 0u32;
         if let Some(m) = self.events.get(meta) {
-            // Metadata stats are rare: most events would pay a `memcpy` call for nothing.
+            // Metadata stats are rare: most events have nothing to copy.
             if !m.args.is_empty() {
                 out.put(&m.args);
             }

@@ -125,6 +125,14 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The bytes that `f` writes through a cursor, in a new buffer (what is formatted once and
+/// copied many times: event prefixes, names, stat keys).
+pub fn written(f: impl FnOnce(&mut Cursor<'_>)) -> Vec<u8> {
+    let mut buf = Vec::new();
+    f(&mut Cursor::new(&mut buf));
+    buf
+}
+
 /// Copies `n` (K..=2K) bytes as the first K and the last K.
 ///
 /// # Safety
