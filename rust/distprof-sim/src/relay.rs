@@ -170,7 +170,8 @@ pub struct RelayStats {
     pub pickup_lateness: Lateness,
     /// The part of `pickup_lateness` read by a pass that did not wait (the thread was
     /// already awake and polling): lateness here is not the relay's wake-up but the
-    /// kernel's path from the arrival stamp to the socket, or the vCPU not running.
+    /// kernel's path from the arrival stamp to the socket, the relay's own work between
+    /// passes (sends, reads on other faces), or the vCPU not running.
     pub pickup_while_awake: Lateness,
     /// How late each datagram's send started against its due time.
     pub send_lateness: Lateness,

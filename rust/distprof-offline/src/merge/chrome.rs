@@ -142,15 +142,15 @@ pub fn put_u64(out: &mut Cursor<'_>, v: u64) {
     const E8: u64 = 100_000_000;
     let n = decimal_digits(v);
     if n <= 8 {
-        put_text(out, u128::from(leading_digits(v as u32, n)), n);
+        out.put_fixed(leading_digits(v as u32, n).to_le_bytes(), n);
     } else if n <= 16 {
-        put_text(out, u128::from(leading_digits((v / E8) as u32, n - 8)), n - 8);
-        put_text(out, u128::from(eight_digits((v % E8) as u32)), 8);
+        out.put_fixed(leading_digits((v / E8) as u32, n - 8).to_le_bytes(), n - 8);
+        out.put_fixed(eight_digits((v % E8) as u32).to_le_bytes(), 8);
     } else {
         let (top, rest) = (v / (E8 * E8), v % (E8 * E8));
-        put_text(out, u128::from(leading_digits(top as u32, n - 16)), n - 16);
-        put_text(out, u128::from(eight_digits((rest / E8) as u32)), 8);
-        put_text(out, u128::from(eight_digits((rest % E8) as u32)), 8);
+        out.put_fixed(leading_digits(top as u32, n - 16).to_le_bytes(), n - 16);
+        out.put_fixed(eight_digits((rest / E8) as u32).to_le_bytes(), 8);
+        out.put_fixed(eight_digits((rest % E8) as u32).to_le_bytes(), 8);
     }
 }
 
@@ -181,13 +181,6 @@ fn with_point(digits: u64) -> u128 {
     (d & 0xff_ffff_ffff) | (u128::from(b'.') << 40) | ((d >> 40) << 48)
 }
 
-/// Appends the first `n` (up to 16) bytes of `text` (digits, a number) with one fixed-size
-/// copy.
-#[inline(always)]
-fn put_text(out: &mut Cursor<'_>, text: u128, n: usize) {
-    out.put_fixed(text.to_le_bytes(), n);
-}
-
 /// Writes ps as "µs.nnn" (floored to ns), correct for negative values too. Under 10^7 ns
 /// (most durations) the digits, leading zeros shifted out, take the point before their
 /// last three in one 8-byte word; from there the last eight digits of the ns count take the
@@ -213,7 +206,7 @@ fn put_micros(out: &mut Cursor<'_>, ps: i64) {
         if v >= E8 {
             put_u64(out, v / E8);
         }
-        put_text(out, with_point(eight_digits((v % E8) as u32)), 9);
+        out.put_fixed(with_point(eight_digits((v % E8) as u32)).to_le_bytes(), 9);
     }
 }
 
