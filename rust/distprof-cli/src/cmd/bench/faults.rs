@@ -15,6 +15,7 @@
 use crate::cluster::node_run::{SimSpec, WorkerReport};
 use crate::cluster::spawn::{common_start_real_ns, free_loopback_addrs, read_report, spawn_node, write_node_files, Meeting, CHILD_GRACE};
 use crate::cluster::truth::{self as local_truth, Verdict};
+use crate::stats::quantile;
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
@@ -181,6 +182,9 @@ struct ScenarioResult {
     /// them the estimator flagged (bound or uncertainty over `MAX_BOUND_NS`).
     p50_offset_error_ns: Option<f64>,
     p99_offset_error_ns: Option<f64>,
+    /// The same median per node: where the nodes differ (the asymmetric scenario spreads
+    /// the edges' bias unevenly over them) the pooled median lands between them.
+    p50_offset_error_ns_by_node: BTreeMap<NodeId, f64>,
     bound_ns_p50: Option<f64>,
     node_windows_estimated: usize,
     node_windows_within_bound: usize,
@@ -617,6 +621,7 @@ fn summarize(
         dropped_at_target,
         p50_offset_error_ns: verdict.p50_offset_error_ns,
         p99_offset_error_ns: verdict.p99_offset_error_ns,
+        p50_offset_error_ns_by_node: median_error_by_node(&verdict),
         bound_ns_p50: verdict.bound_ns_p50,
         node_windows_estimated: est,
         node_windows_within_bound: within,
@@ -624,6 +629,15 @@ fn summarize(
         flagged_fraction: verdict.flagged_fraction,
         wall_s: t0.elapsed().as_secs_f64(),
     }
+}
+
+/// Each non-reference node's median |offset error| over its node-windows.
+fn median_error_by_node(verdict: &Verdict) -> BTreeMap<NodeId, f64> {
+    let mut errors: BTreeMap<NodeId, Vec<f64>> = BTreeMap::new();
+    for nw in &verdict.node_windows {
+        errors.entry(nw.node).or_default().push(nw.error_ns.abs());
+    }
+    errors.into_iter().filter_map(|(node, mut e)| Some((node, quantile(&mut e, 0.5)?))).collect()
 }
 
 /// The invariants every scenario must keep; each failure says which and by how much.
