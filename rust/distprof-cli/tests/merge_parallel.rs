@@ -1,13 +1,12 @@
 //! `distprof merge` on every core and in shards gives the bytes of the serial merge, and
 //! its Chrome JSON keeps the rules Perfetto's JSON importer reads it by.
 //!
-//! Perfetto's own parser (trace_processor) cannot run here: the `perfetto` Python
-//! package's wheel carries no trace_processor binary (it downloads one at run time, which
-//! this machine cannot), and no npm or crates.io package bundles the importer. So
 //! [`check_chrome_json`] checks the documented rules of the JSON trace format as Perfetto
 //! applies them, independently of the writer: pid and tid integers of 32 bits, known `ph`
 //! types, metadata events with their args, non-negative `X` durations, `B`/`E` balanced and
-//! `X` slices nested per thread, args objects.
+//! `X` slices nested per thread, args objects, v1 flows bound as Perfetto binds them. It
+//! runs on every output here; Perfetto's own trace processor (a WebAssembly build of 2021,
+//! from the npm registry) reads the merged JAX fixtures in `tests/steps/42-perfetto.sh`.
 
 use distprof_testkit::cli::distprof;
 use serde_json::Value;
@@ -184,8 +183,11 @@ type FlowPoint = (char, u64, u64, i64, bool);
 /// Perfetto's JSON rules, checked on the whole document.
 fn check_chrome_json(text: &str) -> Result<Checked, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    if !text.starts_with("{\"displayTimeUnit\"") {
-        return Err("displayTimeUnit must come first (Perfetto reads it from the first chunk)".into());
+    if !text.starts_with("{\"traceEvents\"") {
+        return Err("traceEvents must be the first key (Perfetto's trace processor of 2021 reads no event after any other key first)".into());
+    }
+    if doc.get("displayTimeUnit").is_some() {
+        return Err("displayTimeUnit: Perfetto's trace processor of 2021 reads it as the unit of ts and dur (µs here)".into());
     }
     let events = doc["traceEvents"].as_array().ok_or("no traceEvents array")?;
     let id32 = |e: &Value, k: &str| -> Result<Option<u64>, String> {
@@ -329,7 +331,7 @@ fn check_chrome_json(text: &str) -> Result<Checked, String> {
 /// The checker catches what it is there to catch.
 #[test]
 fn the_checker_refuses_what_perfetto_would_misdraw() {
-    let doc = |events: &str| format!("{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[{events}]}}");
+    let doc = |events: &str| format!("{{\"traceEvents\":[{events}]}}");
     let named = r#"{"ph":"M","pid":1,"tid":1,"name":"thread_name","args":{"name":"a"}}"#;
     assert!(check_chrome_json(&doc(&format!(r#"{named},{{"ph":"X","pid":1,"tid":1,"ts":1.0,"dur":2.0,"name":"x"}}"#))).is_ok());
     // A slice from 1 to 3 µs and a flow inside it, from its start to its end.
@@ -355,6 +357,10 @@ fn the_checker_refuses_what_perfetto_would_misdraw() {
         let err = check_chrome_json(&doc(&bad)).unwrap_err();
         assert!(err.contains(why), "{why}: {err}");
     }
+    let with_unit = format!(r#"{{"traceEvents":[{named},{slice}],"displayTimeUnit":"ns"}}"#);
+    assert!(check_chrome_json(&with_unit).unwrap_err().contains("displayTimeUnit"));
+    let metadata_first = format!(r#"{{"metadata":{{}},"traceEvents":[{named},{slice}]}}"#);
+    assert!(check_chrome_json(&metadata_first).unwrap_err().contains("first key"));
 }
 
 /// Stats of an event by name, as prost decodes them (independent of merge's renderer).

@@ -1,8 +1,14 @@
 //! Streaming Chrome Trace Event JSON writer (loads in Perfetto and chrome://tracing).
 //!
-//! `displayTimeUnit` comes first (Perfetto's streaming parser only sees it in the first
-//! chunk); `ts` is relative to the global origin, in µs with three decimals (ns), because
-//! epoch µs in a double cannot hold ns. The origin is in `metadata.baseTimeNanoseconds`.
+//! `ts` is relative to the global origin, in µs with three decimals (ns), because epoch µs
+//! in a double cannot hold ns. The origin is in `metadata.baseTimeNanoseconds`.
+//!
+//! The layout is one that old and current Perfetto releases read alike, checked with
+//! Perfetto's own trace processor of 2021 (v20.1, `tests/perfetto`): `traceEvents` is the
+//! first key and `metadata` comes after it (that release reads no event at all after any
+//! other key first), and there is no `displayTimeUnit` (that release takes it as the unit
+//! of `ts` and `dur`, so `"ns"` over µs values puts every event 1000 times too early; the
+//! current importer ignores it).
 //! Every (node, plane) gets its own pid, every line its own tid: the line's place in its
 //! plane (1, 2, ...), which fits the 32 bits Perfetto reads, named by `thread_name`
 //! metadata (the XLine's display name, its XLine id in the args) and ordered by
@@ -26,17 +32,14 @@ use std::io::{self, Write};
 /// turned into a space at the end).
 pub const SEP: &[u8] = b",\n";
 
-/// The document's opening, up to the first record. `base_ns` is the global origin (epoch
-/// ns on G).
-pub fn header(base_ns: i64) -> Vec<u8> {
-    format!(
-        "{{\"displayTimeUnit\":\"ns\",\"metadata\":{{\"baseTimeNanoseconds\":{base_ns},\"producer\":\"distprof merge\",\"highres-ticks\":true}},\"traceEvents\":[\n"
-    )
-    .into_bytes()
-}
+/// The document's opening, up to the first record.
+pub const HEADER: &[u8] = b"{\"traceEvents\":[\n";
 
-/// The document's close.
-pub const FOOTER: &[u8] = b"\n]}\n";
+/// The document's close, with its metadata. `base_ns` is the global origin (epoch ns on G).
+pub fn footer(base_ns: i64) -> Vec<u8> {
+    format!("\n],\"metadata\":{{\"baseTimeNanoseconds\":{base_ns},\"producer\":\"distprof merge\",\"highres-ticks\":true}}}}\n")
+        .into_bytes()
+}
 
 /// Writes one fragment: the records of one node's planes.
 pub struct ChromeWriter {
@@ -380,7 +383,8 @@ mod tests {
         doc.fragment_done(region.order, w.finish().unwrap());
         doc.commit().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.starts_with("{\"displayTimeUnit\":\"ns\""));
+        assert!(text.starts_with("{\"traceEvents\":[") && !text.contains("displayTimeUnit"));
+        assert!(text.ends_with("],\"metadata\":{\"baseTimeNanoseconds\":1763000000000000000,\"producer\":\"distprof merge\",\"highres-ticks\":true}}\n"));
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let ev = &v["traceEvents"];
         assert_eq!(ev[2]["args"]["xline_id"].as_i64().unwrap(), -7_111_125_260_410_667_223);

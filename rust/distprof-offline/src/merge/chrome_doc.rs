@@ -16,12 +16,13 @@
 //! - the header is padded with spaces to a multiple of [`ALIGN`];
 //! - every record starts with [`SEP`], and each node's fragment is padded with spaces to a
 //!   multiple of [`ALIGN`] ([`chrome::ChromeWriter::finish`]);
-//! - the footer follows the last fragment, and the first record's comma becomes a space.
+//! - the footer (with the metadata) follows the last fragment, and the first record's comma
+//!   becomes a space.
 //!
 //! JSON allows any whitespace between tokens, so parsers do not see the padding; it adds
 //! less than 4 KiB per node.
 
-use super::chrome::{self, FOOTER};
+use super::chrome;
 use super::direct_io::{self, DirectWriter, Part, ALIGN};
 use distprof::atomic_file::AtomicFile;
 use std::fs::File;
@@ -73,10 +74,11 @@ pub struct Region {
     pub writer: DirectWriter,
 }
 
-/// The document's opening padded to a whole number of blocks; `base_ns` is the global
-/// origin (epoch ns on G).
-fn padded_header(base_ns: i64) -> Vec<u8> {
-    let mut h = chrome::header(base_ns);
+/// The opening of a whole document (`base_ns` given) padded to a whole number of blocks;
+/// nothing for a shard's fragment file.
+fn padded_header(base_ns: Option<i64>) -> Vec<u8> {
+    let Some(_) = base_ns else { return Vec::new() };
+    let mut h = chrome::HEADER.to_vec();
     h.resize(h.len().next_multiple_of(ALIGN), b' ');
     h
 }
@@ -87,7 +89,7 @@ impl ChromeDoc {
     pub fn create(path: &Path, base_ns: Option<i64>) -> io::Result<Self> {
         let atomic = AtomicFile::create(path)?;
         let file = atomic.handle()?;
-        let header = base_ns.map(padded_header).unwrap_or_default();
+        let header = padded_header(base_ns);
         file.write_all_at(&header, 0)?;
         let head_len = header.len() as u64;
         Ok(Self {
@@ -162,7 +164,7 @@ impl ChromeDoc {
             let end = self.head_len + pieces.iter().map(|p| p.len).sum::<u64>();
             direct_io::set_direct(&self.file, false);
             self.file.set_len(end)?;
-            end_document(&self.file, self.head_len, end, self.base_ns.is_some())?;
+            end_document(&self.file, self.head_len, end, self.base_ns)?;
             drop(self.file);
             return self.atomic.commit();
         }
@@ -198,11 +200,11 @@ fn collapse_gaps(file: &File, head_len: u64, pieces: &mut [Part]) -> bool {
     true
 }
 
-/// Ends a document whose records end at `end`: the footer (a whole document only), and
-/// the first record's separator turned into whitespace.
-fn end_document(file: &File, head_len: u64, end: u64, whole: bool) -> io::Result<()> {
-    if whole {
-        file.write_all_at(FOOTER, end)?;
+/// Ends a document whose records end at `end`: the footer with the origin `base_ns` (a
+/// whole document only), and the first record's separator turned into whitespace.
+fn end_document(file: &File, head_len: u64, end: u64, base_ns: Option<i64>) -> io::Result<()> {
+    if let Some(base_ns) = base_ns {
+        file.write_all_at(&chrome::footer(base_ns), end)?;
         if end > head_len {
             file.write_all_at(b" ", head_len)?;
         }
@@ -216,14 +218,14 @@ fn end_document(file: &File, head_len: u64, end: u64, whole: bool) -> io::Result
 pub fn write_pieces(dest: &Path, base_ns: Option<i64>, pieces: &[Part]) -> io::Result<()> {
     let atomic = AtomicFile::create(dest)?;
     let mut out = DirectWriter::new(atomic.handle()?);
-    let header = base_ns.map(padded_header).unwrap_or_default();
+    let header = padded_header(base_ns);
     out.buf().extend_from_slice(&header);
     let mut scratch = Vec::new();
     for p in pieces {
         out.append(p, 0, &mut scratch)?;
     }
     let (file, end) = out.finish()?;
-    end_document(&file, header.len() as u64, end, base_ns.is_some())?;
+    end_document(&file, header.len() as u64, end, base_ns)?;
     drop(file);
     atomic.commit()
 }
@@ -299,7 +301,7 @@ mod tests {
         assert_eq!(events[0]["args"]["name"], "node 0");
         assert_eq!(events.last().unwrap()["name"], "n");
         // Header and fragments padded to blocks: the document is blocks plus the footer.
-        assert_eq!((serial.len() - FOOTER.len()) % ALIGN, 0);
+        assert_eq!((serial.len() - chrome::footer(1_763_000_000_000_000_000).len()) % ALIGN, 0);
         // Without the overflow the regions are collapsed in place, and no temporary file
         // is left beside the document.
         let small = [(1_000, 3_000, 8), (2_000, 1_000, 8)];

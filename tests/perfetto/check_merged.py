@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Checks a merged Chrome JSON (`distprof merge`) against what Perfetto's own trace
+processor makes of it: the tracks, slices, times, args and flows that the UI would draw.
+
+    check_merged.py ENGINE_DIR MERGED_JSON [--lines-per-plane N]
+
+ENGINE_DIR holds Perfetto's WebAssembly trace processor (tests/setup/55-perfetto-ui.sh),
+driven by tests/perfetto/trace_processor.js. Every expectation is read from the JSON
+itself with Python's json module, independently of distprof:
+
+- every (pid, tid) named by `thread_name` is one thread of Perfetto's, with that name,
+  and every `X` event is one slice on its thread's track, at its time to the ns (the
+  document's µs, truncated to ns as Perfetto reads them) with its duration and name:
+  nothing folded onto another track, dropped or moved;
+- every slice carries its event's args;
+- every v1 flow (`s`, `t`..., `f`) is one link per step in Perfetto's flow table;
+- Perfetto counted no import error.
+
+With --self-test it checks the checker against the same parser on small documents: one
+as merge writes them passes; the layouts merge avoids fail, each for its reason (raw
+64-bit XLine ids as tids fold two lines onto one track, `displayTimeUnit` "ns" puts every
+event 1000 times early, a key before `traceEvents` hides every event).
+"""
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def query(engine, trace, *sql):
+    """Runs the queries on `trace` in Perfetto's trace processor; one result per query."""
+    proc = subprocess.run(
+        ["node", os.path.join(HERE, "trace_processor.js"), engine, trace, *sql],
+        capture_output=True, text=True, timeout=600)
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    errors = [r["error"] for r in results if "error" in r]
+    if proc.returncode != 0 or errors or len(results) != len(sql):
+        sys.exit(f"{trace}: Perfetto's trace processor failed (exit {proc.returncode}): "
+                 f"{errors or proc.stderr[-2000:]}")
+    return [r["rows"] for r in results]
+
+
+def ns(us):
+    """A JSON µs value as Perfetto v20 reads it: times 1000, truncated to an integer."""
+    return int(us * 1000)
+
+
+def expected(doc):
+    events = doc["traceEvents"]
+    threads = {(e["pid"], e["tid"]): e["args"]["name"]
+               for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    slices = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X":
+            args = {k: v for k, v in e.get("args", {}).items() if v is not None}
+            slices[(e["pid"], e["tid"])].append((ns(e["ts"]), ns(e["dur"]), e["name"], args))
+    points = collections.Counter((e["id"], e["cat"], e["name"]) for e in events if e.get("ph") in ("s", "t", "f"))
+    links = sum(n - 1 for n in points.values())
+    return threads, slices, links
+
+
+def perfetto_view(engine, trace):
+    threads, slices, args, flows, errors = query(
+        engine, trace,
+        "select p.pid, t.tid, t.name from thread t join process p using(upid) where p.pid is not null",
+        "select p.pid, t.tid, s.ts, s.dur, s.name, s.arg_set_id from slice s "
+        "join thread_track tt on s.track_id = tt.id join thread t using(utid) join process p using(upid)",
+        "select arg_set_id, key, int_value, string_value, real_value from args where key glob 'args.*'",
+        "select count(*) from flow",
+        "select name, idx, value from stats where severity in ('error', 'data_losses') and value > 0")
+    by_set = collections.defaultdict(dict)
+    for set_id, key, i, s, r in args:
+        by_set[set_id][key[len("args."):]] = next(v for v in (i, s, r) if v is not None) if (i, s, r) != (None, None, None) else None
+    tp_slices = collections.defaultdict(list)
+    for pid, tid, ts, dur, name, set_id in slices:
+        tp_slices[(pid, tid)].append((ts, dur, name, by_set.get(set_id, {})))
+    return {(p, t): n for p, t, n in threads}, tp_slices, flows[0][0], errors
+
+
+def same_value(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)))
+    return a == b
+
+
+def problems(engine, path):
+    """What Perfetto's trace processor draws differently from what the JSON at `path` says."""
+    with open(path) as f:
+        doc = json.load(f)
+    want_threads, want_slices, want_links = expected(doc)
+    threads, slices, links, errors = perfetto_view(engine, path)
+    found = []
+    if errors:
+        found.append(f"Perfetto counted import errors: {errors}")
+    for key, name in want_threads.items():
+        if threads.get(key) != name:
+            found.append(f"thread {key}: Perfetto has {threads.get(key)!r}, the JSON names it {name!r}")
+    for key in sorted(set(want_slices) | set(slices)):
+        want = sorted(want_slices.get(key, []), key=lambda s: (s[0], s[2]))
+        got = sorted(slices.get(key, []), key=lambda s: (s[0], s[2]))
+        if len(want) != len(got):
+            found.append(f"thread {key}: {len(got)} slices in Perfetto, {len(want)} X events in the JSON")
+            continue
+        for w, g in zip(want, got):
+            # Perfetto v20 truncates µs * 1000; a double one ulp under the decimal can lose 1 ns.
+            if abs(w[0] - g[0]) > 1 or abs(w[1] - g[1]) > 1 or w[2] != g[2]:
+                found.append(f"thread {key}: JSON {w[:3]} is {g[:3]} in Perfetto")
+                break
+            if w[3].keys() != g[3].keys() or not all(same_value(w[3][k], g[3][k]) for k in w[3]):
+                found.append(f"thread {key}: args {w[3]} are {g[3]} in Perfetto")
+                break
+    if links != want_links:
+        found.append(f"{links} flow links in Perfetto, {want_links} in the JSON")
+    return found, (len(want_threads), sum(len(v) for v in want_slices.values()), len(want_slices),
+                   sum(1 for v in want_slices.values() for s in v if s[3]), links)
+
+
+def check(engine, path):
+    found, (threads, n, tracks, with_args, links) = problems(engine, path)
+    if found:
+        sys.exit(f"{path}: Perfetto does not draw what the JSON says:\n  " + "\n  ".join(found[:20]))
+    print(f"Perfetto trace processor: {path}: {threads} named threads, {n} slices on {tracks} "
+          f"tracks at their times, {with_args} with their args, {links} flow links")
+
+
+def self_test(engine):
+    """The checker passes merge's layout and fails each layout merge avoids, for its reason."""
+    # Two lines of one plane; the XLine ids are those of the JAX fixtures' host threads.
+    lines = [(1, -7111125260410667223, "python"), (2, 3366187396752577046, "worker")]
+
+    def doc(tid_of, head="", unit=None):
+        events = []
+        for k, (small, raw, name) in enumerate(lines):
+            tid = tid_of(small, raw)
+            events.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
+                           "args": {"name": name, "xline_id": raw}})
+            events.append({"ph": "X", "pid": 1, "tid": tid, "ts": 10.5 + k, "dur": 2.25,
+                           "name": f"op{k}", "args": {"hlo_op": f"all-reduce.{k}", "correlation_id": 7 + k}})
+        body = json.dumps({"traceEvents": events, "metadata": {"baseTimeNanoseconds": 1}})
+        if unit:
+            body = '{"displayTimeUnit":"%s",' % unit + body[1:]
+        return head + body if not head else '{' + head + body[1:]
+
+    cases = [
+        ("small tids, traceEvents first, no displayTimeUnit (as merge writes)", doc(lambda s, r: s), None),
+        ("raw 64-bit XLine ids as tids", doc(lambda s, r: r), "slices in Perfetto"),
+        ('displayTimeUnit "ns" over µs values', doc(lambda s, r: s, unit="ns"), "in Perfetto"),
+        ("metadata before traceEvents", doc(lambda s, r: s, head='"metadata":{"a":1},'), "slices in Perfetto"),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for what, text, expect in cases:
+            path = os.path.join(tmp, "doc.json")
+            with open(path, "w") as f:
+                f.write(text)
+            found, _ = problems(engine, path)
+            if expect is None and found:
+                sys.exit(f"self-test: {what}: the checker refuses it: {found}")
+            if expect is not None and not any(expect in p for p in found):
+                sys.exit(f"self-test: {what}: the checker lets it pass ({found})")
+            print(f"Perfetto trace processor, self-test: {what}: "
+                  + ("passes" if expect is None else "refused: " + next(p for p in found if expect in p)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("engine", help="directory of engine_bundle.js and trace_processor.wasm")
+    ap.add_argument("merged", nargs="?", help="a merged.trace.json written by distprof merge")
+    ap.add_argument("--self-test", action="store_true", help="check the checker on small documents")
+    a = ap.parse_args()
+    if a.self_test:
+        self_test(a.engine)
+    elif a.merged:
+        check(a.engine, a.merged)
+    else:
+        ap.error("give a merged.trace.json, or --self-test")
+
+
+if __name__ == "__main__":
+    main()
