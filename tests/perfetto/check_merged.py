@@ -2,16 +2,18 @@
 """Checks a merged Chrome JSON (`distprof merge`) against what Perfetto's own trace
 processor makes of it: the tracks, slices, times, args and flows that the UI would draw.
 
-    check_merged.py ENGINE_DIR MERGED_JSON [--lines-per-plane N]
+    check_merged.py ENGINE_DIR MERGED_JSON
+    check_merged.py ENGINE_DIR --self-test
 
 ENGINE_DIR holds Perfetto's WebAssembly trace processor (tests/setup/55-perfetto-ui.sh),
 driven by tests/perfetto/trace_processor.js. Every expectation is read from the JSON
 itself with Python's json module, independently of distprof:
 
-- every (pid, tid) named by `thread_name` is one thread of Perfetto's, with that name,
-  and every `X` event is one slice on its thread's track, at its time to the ns (the
-  document's µs, truncated to ns as Perfetto reads them) with its duration and name:
-  nothing folded onto another track, dropped or moved;
+- every pid named by `process_name` is one process of Perfetto's with that name, every
+  (pid, tid) named by `thread_name` one thread with that name, and every `X` event one
+  slice on its thread's track, at its time to the ns (the document's µs, truncated to ns
+  as Perfetto reads them) with its duration and name: nothing folded onto another track,
+  dropped or moved;
 - every slice carries its event's args;
 - every v1 flow (`s`, `t`..., `f`) is one link per step in Perfetto's flow table;
 - Perfetto counted no import error.
@@ -52,8 +54,9 @@ def ns(us):
 
 def expected(doc):
     events = doc["traceEvents"]
-    threads = {(e["pid"], e["tid"]): e["args"]["name"]
-               for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    # Named tracks: ("thread", pid, tid) and ("process", pid).
+    names = {("thread", e["pid"], e["tid"]) if e["name"] == "thread_name" else ("process", e["pid"]): e["args"]["name"]
+             for e in events if e.get("ph") == "M" and e.get("name") in ("thread_name", "process_name")}
     slices = collections.defaultdict(list)
     for e in events:
         if e.get("ph") == "X":
@@ -61,13 +64,14 @@ def expected(doc):
             slices[(e["pid"], e["tid"])].append((ns(e["ts"]), ns(e["dur"]), e["name"], args))
     points = collections.Counter((e["id"], e["cat"], e["name"]) for e in events if e.get("ph") in ("s", "t", "f"))
     links = sum(n - 1 for n in points.values())
-    return threads, slices, links
+    return names, slices, links
 
 
 def perfetto_view(engine, trace):
-    threads, slices, args, flows, errors = query(
+    threads, processes, slices, args, flows, errors = query(
         engine, trace,
         "select p.pid, t.tid, t.name from thread t join process p using(upid) where p.pid is not null",
+        "select pid, name from process",
         "select p.pid, t.tid, s.ts, s.dur, s.name, s.arg_set_id from slice s "
         "join thread_track tt on s.track_id = tt.id join thread t using(utid) join process p using(upid)",
         "select arg_set_id, key, int_value, string_value, real_value from args where key glob 'args.*'",
@@ -79,7 +83,8 @@ def perfetto_view(engine, trace):
     tp_slices = collections.defaultdict(list)
     for pid, tid, ts, dur, name, set_id in slices:
         tp_slices[(pid, tid)].append((ts, dur, name, by_set.get(set_id, {})))
-    return {(p, t): n for p, t, n in threads}, tp_slices, flows[0][0], errors
+    names = {("thread", p, t): n for p, t, n in threads} | {("process", p): n for p, n in processes}
+    return names, tp_slices, flows[0][0], errors
 
 
 def same_value(a, b):
@@ -92,14 +97,14 @@ def problems(engine, path):
     """What Perfetto's trace processor draws differently from what the JSON at `path` says."""
     with open(path) as f:
         doc = json.load(f)
-    want_threads, want_slices, want_links = expected(doc)
-    threads, slices, links, errors = perfetto_view(engine, path)
+    want_names, want_slices, want_links = expected(doc)
+    names, slices, links, errors = perfetto_view(engine, path)
     found = []
     if errors:
         found.append(f"Perfetto counted import errors: {errors}")
-    for key, name in want_threads.items():
-        if threads.get(key) != name:
-            found.append(f"thread {key}: Perfetto has {threads.get(key)!r}, the JSON names it {name!r}")
+    for key, name in want_names.items():
+        if names.get(key) != name:
+            found.append(f"{key[0]} {key[1:]}: Perfetto has {names.get(key)!r}, the JSON names it {name!r}")
     for key in sorted(set(want_slices) | set(slices)):
         want = sorted(want_slices.get(key, []), key=lambda s: (s[0], s[2]))
         got = sorted(slices.get(key, []), key=lambda s: (s[0], s[2]))
@@ -116,15 +121,15 @@ def problems(engine, path):
                 break
     if links != want_links:
         found.append(f"{links} flow links in Perfetto, {want_links} in the JSON")
-    return found, (len(want_threads), sum(len(v) for v in want_slices.values()), len(want_slices),
+    return found, (len(want_names), sum(len(v) for v in want_slices.values()), len(want_slices),
                    sum(1 for v in want_slices.values() for s in v if s[3]), links)
 
 
 def check(engine, path):
-    found, (threads, n, tracks, with_args, links) = problems(engine, path)
+    found, (named, n, tracks, with_args, links) = problems(engine, path)
     if found:
         sys.exit(f"{path}: Perfetto does not draw what the JSON says:\n  " + "\n  ".join(found[:20]))
-    print(f"Perfetto trace processor: {path}: {threads} named threads, {n} slices on {tracks} "
+    print(f"Perfetto trace processor: {path}: {named} named processes and threads, {n} slices on {tracks} "
           f"tracks at their times, {with_args} with their args, {links} flow links")
 
 
