@@ -14,7 +14,8 @@
 //! is written by the writer's own background thread while the next chunk fills a second
 //! buffer. File
 //! systems that refuse `O_DIRECT` (tmpfs, some network file systems) get ordinary writes of
-//! the same bytes.
+//! the same bytes. A piece of another file is appended by the kernel (`copy_file_range`)
+//! where it can, through the buffer where not.
 
 use std::fs::File;
 use std::io;
@@ -339,9 +340,67 @@ impl DirectWriter {
         Ok((self.into_file()?, len))
     }
 
-    /// Appends `part`, leaving out its first `skip` bytes. Reads past the page cache where
-    /// the file allows.
-    pub fn append(&mut self, part: &Part, mut skip: usize, scratch: &mut Vec<u8>) -> io::Result<()> {
+    /// Appends `part`, leaving out its first `skip` bytes: copied by the kernel from file to
+    /// file where it can ([`Self::copy_in_kernel`]), the rest through the buffer, read past
+    /// the page cache where the file allows.
+    pub fn append(&mut self, part: &Part, skip: usize, scratch: &mut Vec<u8>) -> io::Result<()> {
+        let skip = (skip as u64).min(part.len);
+        let copied = self.copy_in_kernel(part, part.from + skip, part.len - skip)?;
+        // The rest is read from a block boundary (reads past the page cache want one) and
+        // what lies before it is dropped.
+        let start = part.from + skip + copied;
+        let from = start - start % ALIGN as u64;
+        let rest = Part { file: part.file.clone(), from, len: part.from + part.len - from, read_direct: part.read_direct };
+        self.append_buffered(&rest, (start - from) as usize, scratch)
+    }
+
+    /// Copies up to `len` bytes of `part`'s file from offset `from` to the output's end with
+    /// `copy_file_range`, once everything before them is written: one copy inside the kernel
+    /// (none where the file system shares or offloads it) instead of a read into user space,
+    /// a copy into the buffer and a write. That copy is the whole cost of assembling the Chrome
+    /// JSON where the file system cannot collapse the gaps between fragments (tmpfs, network
+    /// file systems). Past the page cache only whole blocks. Returns the bytes copied: 0
+    /// where the kernel cannot (across file systems, a region writer, unaligned bytes
+    /// pending), and the caller copies the rest through the buffer.
+    fn copy_in_kernel(&mut self, part: &Part, from: u64, len: u64) -> io::Result<u64> {
+        let len = if self.direct { len / ALIGN as u64 * ALIGN as u64 } else { len };
+        if len == 0 || self.limit != u64::MAX {
+            return Ok(0);
+        }
+        self.flush_aligned()?;
+        self.wait()?;
+        if self.buf.len() != self.head {
+            return Ok(0);
+        }
+        let (mut off_in, mut off_out) = (from as libc::loff_t, self.at as libc::loff_t);
+        let mut copied = 0u64;
+        while copied < len {
+            let want = (len - copied).min(1 << 30) as usize;
+            // SAFETY: copy_file_range between two descriptors we hold, offsets by pointer.
+            let n = unsafe {
+                libc::copy_file_range(part.file.as_raw_fd(), &mut off_in, self.file.as_raw_fd(), &mut off_out, want, 0)
+            };
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EXDEV | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS | libc::EBADF) => break,
+                    _ => return Err(err),
+                }
+            }
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a file ended before the piece to copy"));
+            }
+            copied += n as u64;
+        }
+        // A direct writer resumes on a block boundary: what a refused call left over an
+        // unaligned count is copied through the buffer instead.
+        let copied = if self.direct { copied / ALIGN as u64 * ALIGN as u64 } else { copied };
+        self.at += copied;
+        Ok(copied)
+    }
+
+    /// Appends `part` through the buffer, leaving out its first `skip` bytes.
+    fn append_buffered(&mut self, part: &Part, mut skip: usize, scratch: &mut Vec<u8>) -> io::Result<()> {
         let direct = part.read_direct && part.from % ALIGN as u64 == 0 && set_direct(&part.file, true);
         if scratch.len() < CHUNK + ALIGN {
             scratch.resize(CHUNK + ALIGN, 0);
@@ -479,6 +538,15 @@ mod tests {
             doc.finish().unwrap();
             let got = std::fs::read(tmp.path().join("doc")).unwrap();
             assert_eq!(got.len(), 4 + body.len() - 2 + want.len());
+
+            // Whole blocks after a block-aligned start are copied by the kernel, in both
+            // modes, into the same bytes.
+            let mut doc2 = open(File::create(tmp.path().join("doc2")).unwrap());
+            doc2.buf().extend_from_slice(&got[..ALIGN]);
+            let copied = doc2.copy_in_kernel(&Part::file(File::open(tmp.path().join("doc")).unwrap()).unwrap(), ALIGN as u64, 3 * ALIGN as u64).unwrap();
+            assert_eq!(copied, 3 * ALIGN as u64, "{mode}");
+            doc2.finish().unwrap();
+            assert!(std::fs::read(tmp.path().join("doc2")).unwrap() == got[..4 * ALIGN], "{mode}");
             assert!(
                 got == [&b"head"[..], &body[2..], &want].concat(),
                 "{}",
