@@ -6,7 +6,7 @@
 //! types, metadata events with their args, non-negative `X` durations, `B`/`E` balanced and
 //! `X` slices nested per thread, args objects, v1 flows bound as Perfetto binds them. It
 //! runs on every output here; Perfetto's own trace processor (a WebAssembly build of 2021,
-//! from the npm registry) reads the merged JAX fixtures in `tests/steps/42-perfetto.sh`.
+//! from the npm registry) reads merged JAX and GPU-like traces in `tests/steps/42-perfetto.sh`.
 
 use distprof_testkit::cli::distprof;
 use serde_json::Value;

@@ -7,7 +7,7 @@
 //! written costs nothing); when all are written, the gaps between fragments are cut out
 //! with `FALLOC_FL_COLLAPSE_RANGE` (ext4, XFS), which changes the file's block map and moves
 //! no bytes. No fragment is written twice, and no worker waits for another. Where the file
-//! system refuses the collapse (tmpfs, network file systems) or a fragment outgrew its
+//! system refuses the collapse (btrfs, tmpfs, network file systems) or a fragment outgrew its
 //! region, the document is written again from the pieces in order: one extra copy, the
 //! same bytes.
 //!
@@ -77,7 +77,9 @@ pub struct Region {
 /// The opening of a whole document (`base_ns` given) padded to a whole number of blocks;
 /// nothing for a shard's fragment file.
 fn padded_header(base_ns: Option<i64>) -> Vec<u8> {
-    let Some(_) = base_ns else { return Vec::new() };
+    if base_ns.is_none() {
+        return Vec::new();
+    }
     let mut h = chrome::HEADER.to_vec();
     h.resize(h.len().next_multiple_of(ALIGN), b' ');
     h
