@@ -77,7 +77,8 @@ def flow_links(events, slices):
     def enclosing(pid, tid, ts):
         spans = starts.get((pid, tid), [])
         i = bisect.bisect_right(spans, (ts, float("inf")))
-        # The latest-starting slice that still contains ts is the deepest one.
+        # The latest-starting slice that still contains ts is the deepest one; a point lies
+        # in a collective's slice, within a few slices of the last one to start before it.
         for start, end in reversed(spans[max(0, i - 64):i]):
             if start <= ts <= end:
                 return (pid, tid, start)
@@ -99,24 +100,23 @@ def perfetto_view(engine, trace):
         engine, trace,
         "select p.pid, t.tid, t.name from thread t join process p using(upid) where p.pid is not null",
         "select pid, name from process",
-        "select p.pid, t.tid, s.ts, s.dur, s.name, s.arg_set_id from slice s "
+        "select p.pid, t.tid, s.ts, s.dur, s.name, s.arg_set_id, s.id from slice s "
         "join thread_track tt on s.track_id = tt.id join thread t using(utid) join process p using(upid)",
         "select arg_set_id, key, int_value, string_value, real_value from args where key glob 'args.*'",
-        "select po.pid, tout.tid, so.ts, pi.pid, tin.tid, si.ts from flow f "
-        "join slice so on f.slice_out = so.id join thread_track tto on so.track_id = tto.id "
-        "join thread tout on tto.utid = tout.utid join process po on tout.upid = po.upid "
-        "join slice si on f.slice_in = si.id join thread_track tti on si.track_id = tti.id "
-        "join thread tin on tti.utid = tin.utid join process pi on tin.upid = pi.upid",
+        "select slice_out, slice_in from flow",
         "select name, idx, value from stats where severity in ('error', 'data_losses') and value > 0")
     by_set = collections.defaultdict(dict)
     for set_id, key, i, s, r in args:
         values = [v for v in (i, s, r) if v is not None]
         by_set[set_id][key[len("args."):]] = values[0] if values else None
     tp_slices = collections.defaultdict(list)
-    for pid, tid, ts, dur, name, set_id in slices:
+    # A flow's ends as flow_links gives them: (pid, tid, ts) of the slice, by slice id.
+    where = {}
+    for pid, tid, ts, dur, name, set_id, slice_id in slices:
         tp_slices[(pid, tid)].append((ts, dur, name, by_set.get(set_id, {})))
+        where[slice_id] = (pid, tid, ts)
     names = {("thread", p, t): n for p, t, n in threads} | {("process", p): n for p, n in processes}
-    links = collections.Counter(((a, b, c), (d, e, f)) for a, b, c, d, e, f in flows)
+    links = collections.Counter((where.get(out), where.get(into)) for out, into in flows)
     return names, tp_slices, links, errors
 
 
