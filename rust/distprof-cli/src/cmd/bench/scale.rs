@@ -5,7 +5,11 @@
 //! (`distprof::rendezvous::rendezvous`) on a thread of its own with a small stack, as in
 //! `bench rendezvous`: 16,384 threads fit this machine (2 cores, 24 GiB) because a waiting
 //! node is a blocked thread and each drops its copy of the run context as soon as it has
-//! checked its own entry. Each node talks to one shared `MemoryStore` through its own
+//! checked its own entry. They are made with `pthread_create` directly ([`NodeThread`]):
+//! a `std::thread` costs four memory mappings (its stack and guard page, and the signal
+//! stack std adds for overflow reports, with its guard), and 16,384 of them pass the
+//! kernel's limit of 65,530 mappings per process (`vm.max_map_count`; the run aborted at
+//! ~16,000 threads); a bare pthread costs two. Each node talks to one shared `MemoryStore` through its own
 //! counting wrapper ([`Counting`]): every call, every byte it reads (values returned) and
 //! writes (keys it sends, values it sets), and the largest value it sets. The store is
 //! in-process, so the figures are the protocol's own traffic and CPU, not a network's
@@ -338,9 +342,7 @@ fn rendezvous_all(n: u32, config: &Config, store: &Arc<MemoryStore>, traffic: &[
     for i in 0..n {
         let kv = Counting { store: Arc::clone(store), traffic: Arc::clone(&traffic[i as usize]) };
         let (barrier, config) = (Arc::clone(&barrier), config.clone());
-        let h = std::thread::Builder::new()
-            .stack_size(NODE_STACK_BYTES)
-            .spawn(move || -> Outcome {
+        let h = NodeThread::spawn(move || -> Outcome {
                 let addr = SocketAddr::from(([10, (i >> 16) as u8, (i >> 8) as u8, i as u8], 7000));
                 barrier.wait();
                 let ctx = distprof::rendezvous::rendezvous(&kv, i, n, &config, addr, &format!("sim{i}"))?;
@@ -364,7 +366,7 @@ fn rendezvous_all(n: u32, config: &Config, store: &Arc<MemoryStore>, traffic: &[
     let mut session = None;
     let mut master = None;
     for (i, h) in handles.into_iter().enumerate() {
-        let (done, session_id, ctx) = h.join().map_err(|_| anyhow::anyhow!("node {i} panicked"))?.with_context(|| format!("node {i}"))?;
+        let (done, session_id, ctx) = h.join().ok_or_else(|| anyhow::anyhow!("node {i} panicked"))?.with_context(|| format!("node {i}"))?;
         last = last.max(done);
         match &session {
             None => session = Some(session_id),
@@ -378,6 +380,60 @@ fn rendezvous_all(n: u32, config: &Config, store: &Arc<MemoryStore>, traffic: &[
     }
     let ctx = master.ok_or_else(|| anyhow::anyhow!("node 0 returned no context"))?;
     Ok((Arc::new(ctx), last.duration_since(start).as_secs_f64()))
+}
+
+/// A node's thread made with `pthread_create` and a [`NODE_STACK_BYTES`] stack: two memory
+/// mappings instead of a `std::thread`'s four (see the module doc). Rust code runs on it
+/// as on any thread; a panic is caught on it and reported by [`NodeThread::join`].
+struct NodeThread<T> {
+    id: libc::pthread_t,
+    result: Arc<std::sync::Mutex<Option<T>>>,
+}
+
+impl<T: Send + 'static> NodeThread<T> {
+    fn spawn(f: impl FnOnce() -> T + Send + 'static) -> std::io::Result<Self> {
+        type Job = Box<dyn FnOnce() + Send>;
+        extern "C" fn start(arg: *mut libc::c_void) -> *mut libc::c_void {
+            // SAFETY: `arg` is the `Box<Job>` leaked by `spawn` below, taken back once.
+            let job = unsafe { Box::from_raw(arg as *mut Job) };
+            // A panic must not unwind into C: the slot stays empty and `join` says so.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            std::ptr::null_mut()
+        }
+        let result = Arc::new(std::sync::Mutex::new(None));
+        let slot = Arc::clone(&result);
+        let job: Job = Box::new(move || {
+            let value = f();
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+        });
+        let arg = Box::into_raw(Box::new(job)) as *mut libc::c_void;
+        // SAFETY: plain pthread calls on a zeroed attribute object we initialise and destroy;
+        // on failure the job was never handed over and is reclaimed here.
+        unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            let mut rc = libc::pthread_attr_init(&mut attr);
+            if rc == 0 {
+                rc = libc::pthread_attr_setstacksize(&mut attr, NODE_STACK_BYTES);
+            }
+            let mut id: libc::pthread_t = std::mem::zeroed();
+            if rc == 0 {
+                rc = libc::pthread_create(&mut id, &attr, start, arg);
+            }
+            libc::pthread_attr_destroy(&mut attr);
+            if rc != 0 {
+                drop(Box::from_raw(arg as *mut Job));
+                return Err(std::io::Error::from_raw_os_error(rc));
+            }
+            Ok(Self { id, result })
+        }
+    }
+
+    /// Waits for the thread; `None` when it panicked.
+    fn join(self) -> Option<T> {
+        // SAFETY: `id` is a joinable thread we created and join exactly once.
+        unsafe { libc::pthread_join(self.id, std::ptr::null_mut()) };
+        self.result.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 /// What `node_window_cost` measured.
@@ -454,7 +510,7 @@ fn closed_window(c: &Cluster, node: NodeId, k: u64, purity: &PurityParams) -> Cl
     let spec = c.window_spec(k);
     let outs = &c.graph[node as usize];
     let mut acc = WindowAccumulator::new(node, outs, spec.start_local_ns);
-    for r in c.records_of(node, k).into_iter().filter(|r| r.src == node) {
+    for r in c.records_from(node, k) {
         if let Some(e) = outs.iter().position(|&d| d == r.dst) {
             acc.sent(e);
             acc.complete(e, r, gap_preserved(&r, purity));
@@ -475,8 +531,7 @@ fn solve_window_ms(n: u32) -> anyhow::Result<(f64, u32)> {
     let spec = c.window_spec(0);
     let parts: Vec<NodeWindowFits> = (0..n)
         .map(|node| {
-            let own: Vec<_> = c.records_of(node, 0).into_iter().filter(|r| r.src == node).collect();
-            fit_window(&own, &spec, &settings).share(node)
+            fit_window(&c.records_from(node, 0), &spec, &settings).share(node)
         })
         .collect();
     let refs: Vec<&NodeWindowFits> = parts.iter().collect();
