@@ -388,10 +388,10 @@ mod tests {
     #[test]
     fn bad_scenarios_name_every_problem() {
         let mut s = Scenario::reference();
-        s.nodes = 5000;
+        s.nodes = 20_000;
         s.loss = 1.5;
         s.timestamp_sigma_ns = f64::NAN;
         let err = Cluster::new(s).err().unwrap_or_default();
-        assert!(err.contains("nodes = 5000") && err.contains("loss = 1.5") && err.contains("timestamp_sigma_ns"), "{err}");
+        assert!(err.contains("nodes = 20000") && err.contains("loss = 1.5") && err.contains("timestamp_sigma_ns"), "{err}");
     }
 }
