@@ -87,6 +87,28 @@ fn parallel_and_sharded_merges_give_the_bytes_of_the_serial_merge() {
         assert!(v == &c[k], "{} differs between the whole merge and the joined shards", k.display());
     }
 
+    // The solve step once (the traces' planes, not their events), then shards from its
+    // plan that read only their own traces: the same bytes again.
+    let plan = tmp.path().join("plan.json");
+    let solved = run(&[os("--solve-only"), inputs.as_os_str(), os("--out"), plan.as_os_str()]);
+    let (read, size) = (solved["bytes_read"].as_u64().unwrap(), solved["bytes_in"].as_u64().unwrap());
+    assert!(read * 20 < size, "the solve step read {read} of {size} bytes");
+    let (p1, p2, pjoined) = (tmp.path().join("p1"), tmp.path().join("p2"), tmp.path().join("pjoined"));
+    run(&[os("--plan"), plan.as_os_str(), os("--nodes"), os("0-2"), os("--out"), p1.as_os_str()]);
+    run(&[os("--plan"), plan.as_os_str(), os("--nodes"), os("3"), os("--out"), p2.as_os_str()]);
+    run(&[os("--join"), p1.as_os_str(), p2.as_os_str(), os("--out"), pjoined.as_os_str()]);
+    let p = files(&pjoined);
+    assert_eq!(a.keys().collect::<Vec<_>>(), p.keys().collect::<Vec<_>>());
+    for (k, v) in &a {
+        assert!(v == &p[k], "{} differs between the whole merge and the joined shards of the plan", k.display());
+    }
+    // The plan names the inputs and holds the models: neither is given again.
+    for (extra, says) in [(inputs.as_os_str(), "give no inputs with --plan"), (os("--models=m.json"), "give --models/--run-dir to `distprof merge --solve-only`")] {
+        let out = distprof().args(["merge", "--plan"]).arg(&plan).arg(extra).arg("--out").arg(tmp.path().join("p3")).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
     // Joined into a shard's own directory: its node files stay, the others join them.
     run(&[os("--join"), s1.as_os_str(), s2.as_os_str(), os("--out"), s1.as_os_str()]);
     let d = files(&s1);
