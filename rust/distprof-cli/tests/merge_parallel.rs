@@ -9,6 +9,7 @@
 //! from the npm registry) reads merged JAX and GPU-like traces in `tests/steps/42-perfetto.sh`.
 
 use distprof_testkit::cli::distprof;
+use distprof_testkit::tree::files;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -33,23 +34,6 @@ fn run(args: &[&std::ffi::OsStr]) -> Value {
     let out = distprof().arg("merge").args(args).arg("--json").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Every file under `dir` (relative path -> bytes).
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
 }
 
 fn os(s: &str) -> &std::ffi::OsStr {

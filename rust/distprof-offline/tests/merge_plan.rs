@@ -13,8 +13,8 @@ use distprof::xplane::{XPlane, XSpace, PROFILE_START_STAT, TASK_ENV_PLANE};
 use distprof_offline::merge::shard::{self, NodeSet};
 use distprof_offline::merge::{merge_planned, merge_with, plan, MergeError, MergeOptions, Plan, RunOptions};
 use distprof_testkit::synthetic_xspace::{flat_edge_fits, plane_data, Windows};
+use distprof_testkit::tree::files;
 use prost::Message;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Node 2's clock is this far ahead of node 1's (and node 1's is on the reference's).
@@ -61,23 +61,6 @@ fn options(out: &Path) -> MergeOptions {
 
 fn shard_run(nodes: &str) -> RunOptions {
     RunOptions { jobs: 1, nodes: Some(nodes.parse::<NodeSet>().unwrap()), meter: false }
-}
-
-/// Every file under `dir`, by its path relative to `dir`.
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                out.insert(p.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
 }
 
 #[test]
