@@ -147,13 +147,18 @@ impl Permutation {
     }
 }
 
+/// The largest out-degree: the configuration's limit (`probe_out_degree`), and what a
+/// node evaluating an announcement from the store clamps to, so that a corrupted value
+/// cannot make it allocate without bound.
+pub const MAX_OUT_DEGREE: u32 = 64;
+
 /// The out-degree actually used for `num_nodes` nodes: the configured value clamped to
-/// 1..=N-1 (0 for a single node, which has no peers).
+/// 1..=min(N-1, `MAX_OUT_DEGREE`) (0 for a single node, which has no peers).
 pub fn effective_out_degree(num_nodes: u32, configured: u32) -> u32 {
     if num_nodes <= 1 {
         0
     } else {
-        configured.clamp(1, num_nodes - 1)
+        configured.clamp(1, (num_nodes - 1).min(MAX_OUT_DEGREE))
     }
 }
 

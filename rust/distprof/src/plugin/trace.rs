@@ -449,7 +449,6 @@ fn probe(
 ) -> Result<(), String> {
     let setup = ProbeRunSetup {
         ctx,
-        node,
         config,
         clock: VirtualClock::IDENTITY,
         purity: gap_preserved,

@@ -163,14 +163,11 @@ fn fit_sharing(nodes: u32) -> anyhow::Result<Sharing> {
         out.extend(s.finish_fits());
         out
     };
-    let ctx = RunContext::without_rendezvous(
-        "bench",
-        1,
-        (0..nodes).map(|node| NodeInfo { node, probe_addr: "127.0.0.1:1".parse().expect("literal"), hostname: format!("sim{node}") }).collect(),
-        c.graph.clone(),
-    );
-    let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
     let me = 1;
+    let infos: Vec<NodeInfo> =
+        (0..nodes).map(|node| NodeInfo { node, probe_addr: "127.0.0.1:1".parse().expect("literal"), hostname: format!("sim{node}") }).collect();
+    let ctx = RunContext::without_rendezvous("bench", 1, &infos, &c.graph).swap_remove(me as usize);
+    let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
     for node in (0..nodes).filter(|&n| n != me) {
         let mut last = None;
         for f in finals(node) {
