@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// turn. Short enough that a peer's echo, written while this node waits on another key,
 /// is seen within tens of milliseconds; long enough that 16,384 waiting nodes do not
 /// keep a store busy.
-const SLICE_MIN: Duration = Duration::from_millis(20);
+const SLICE_MIN: Duration = Duration::from_millis(100);
 /// The longest single wait, which bounds how late a node notices a newer round.
 const SLICE_MAX: Duration = Duration::from_secs(1);
 
