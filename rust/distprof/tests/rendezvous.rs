@@ -201,11 +201,10 @@ fn a_node_that_never_arrives_costs_the_others_only_its_edges() {
 
 #[test]
 fn a_node_whose_peers_all_stay_away_fails_naming_them() {
-    // Two of three nodes: node 1's only peers are 0 and 2, and node 0 never starts.
-    let store = Arc::new(MemoryStore::new());
+    // Of three nodes only node 1 starts (the master died after opening the round): its
+    // peers are 0 and 2.
     let config = config_with_timeout(T_MS);
-    let sid = "0123456789abcdef0123456789abcdef";
-    store.set(&round_key(0), &announcement(sid, 3, &config)).unwrap();
+    let (store, sid) = round_of_a_dead_master(&config);
     let out = run_nodes(&store, 3, &[1], |_| config.clone(), |_| Duration::ZERO);
     let (_, r, took) = &out[0];
     assert!(within_timeout(*took) && *took >= Duration::from_millis(T_MS), "took {took:?}");
@@ -229,6 +228,14 @@ fn a_master_that_never_starts_times_out_every_node() {
     }
 }
 
+/// A store holding round 0 of a 3-node session whose master died right after opening it.
+fn round_of_a_dead_master(config: &Config) -> (Arc<MemoryStore>, &'static str) {
+    let store = Arc::new(MemoryStore::new());
+    let sid = "0123456789abcdef0123456789abcdef";
+    store.set(&round_key(0), &announcement(sid, 3, config)).unwrap();
+    (store, sid)
+}
+
 fn announcement(session_id: &str, num_nodes: u32, config: &Config) -> String {
     encode(&Announcement {
         version: PROTOCOL_VERSION,
@@ -245,10 +252,8 @@ fn announcement(session_id: &str, num_nodes: u32, config: &Config) -> String {
 #[test]
 fn nodes_go_on_without_a_master_that_died_after_opening_the_session() {
     // Once the round is open the master is a peer like any other.
-    let store = Arc::new(MemoryStore::new());
     let config = config_with_timeout(T_MS);
-    let sid = "0123456789abcdef0123456789abcdef";
-    store.set(&round_key(0), &announcement(sid, 3, &config)).unwrap();
+    let (store, sid) = round_of_a_dead_master(&config);
     let out = run_nodes(&store, 3, &[1, 2], |_| config.clone(), |_| Duration::ZERO);
     let ctx = assert_agree(&out, 3, &config, &[0]);
     assert_eq!((ctx.session_id.as_str(), ctx.session_token), (sid, 99));
@@ -300,10 +305,8 @@ fn a_garbage_join_drops_only_that_peer_at_once() {
 fn a_peer_echoing_another_nonce_means_two_processes_share_a_rank() {
     // Node 0's echo to node 1 carries a nonce node 1 never drew: another process joined
     // as node 1 and node 0 read that one's join.
-    let store = Arc::new(MemoryStore::new());
     let config = config_with_timeout(T_MS);
-    let sid = "0123456789abcdef0123456789abcdef";
-    store.set(&round_key(0), &announcement(sid, 3, &config)).unwrap();
+    let (store, sid) = round_of_a_dead_master(&config);
     let echo = Echo { session_id: sid.into(), from: 0, to: 1, nonce: 1 };
     store.set(&echo_key(sid, 0, 1), &encode(&echo)).unwrap();
     let out = run_nodes(&store, 3, &[1, 2], |_| config.clone(), |_| Duration::ZERO);
