@@ -131,7 +131,7 @@ fn what_a_node_costs_the_store_does_not_grow_with_the_node_count() {
         let max = |f: fn(&Traffic) -> u64| out.iter().map(|(_, t)| f(t)).max().unwrap();
         let (read, written, largest) = (max(|t| t.bytes_read), max(|t| t.bytes_written), max(|t| t.largest_value_bytes));
         // About 20 peers at out-degree 8: a 300-byte join and a 100-byte echo from each,
-        // and the 1.3 kB announcement.
+        // and the 0.5 kB announcement.
         assert!(read < 16_000, "n={n}: a node read {read} bytes");
         assert!(written < 6_000, "n={n}: a node wrote {written} bytes");
         assert!(largest < 2_000, "n={n}: a value of {largest} bytes");
