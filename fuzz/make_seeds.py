@@ -92,26 +92,25 @@ write("kv_frame", "resp-all", b"\x01" + b"".join(replies[:5]))
 for i, r in enumerate(replies):
     write("kv_frame", f"resp-{i}", b"\x01" + r)
 
-# rendezvous_values: first byte 0 = announcement, 1 = join, 2 = context envelope.
+# rendezvous_values: first byte 0 = announcement, 1 = join, 2 = echo.
 sid = "0123456789abcdef0123456789abcdef"
-ann = {"version": 1, "session_id": sid, "num_nodes": 2, "config_digest": "ab12",
-       "config": {"probe_cadence_us": 40000, "probe_window_s": 4.0, "estimator": "hull"}}
+ann = {"version": 2, "session_id": sid, "session_token": 12345, "num_nodes": 2,
+       "reference_node": 0, "config_digest": "ab12",
+       "config": {"probe_cadence_us": 40000, "probe_window_s": 4.0, "estimator": "hull"},
+       "graph": {"out_degree": 8, "seed": 1}}
 join = {"session_id": sid, "node": 1, "nonce": 77, "num_nodes": 2,
         "probe_addr": "10.0.0.2:40001", "hostname": "gpu-2", "config_digest": "ab12",
         "problem": None}
-ctx = {"session_id": sid, "session_token": 12345, "num_nodes": 2, "reference_node": 0,
-       "nodes": [{"node": 0, "probe_addr": "10.0.0.1:40000", "hostname": "gpu-1"},
-                 {"node": 1, "probe_addr": "[fe80::1]:40001", "hostname": "gpu-2"}],
-       "out_edges": [[1], [0]], "config_digest": "ab12"}
+echo = {"session_id": sid, "from": 0, "to": 1, "nonce": 77}
 vals = {
     "ann": (0, ann),
+    "ann-large": (0, dict(ann, num_nodes=4000000000, graph={"out_degree": 64, "seed": 18446744073709551615})),
+    "ann-dense": (0, dict(ann, num_nodes=500, graph={"out_degree": 64, "seed": 3})),
     "join": (1, join),
     "join-problem": (1, dict(join, problem="config differs: probe_out_degree")),
-    "ctx-ok": (2, {"ok": {"nonces": [0, 77], "context": ctx}}),
-    "ctx-abort": (2, {"abort": {"reason": "node 1 cannot take part"}}),
-    "ctx-bad-edge": (2, {"ok": {"nonces": [0, 77], "context": dict(ctx, out_edges=[[5], [0]])}}),
-    "ctx-short": (2, {"ok": {"nonces": [0], "context": dict(ctx, nodes=ctx["nodes"][:1])}}),
-    "ctx-wrong-index": (2, {"ok": {"nonces": [0, 77], "context": dict(ctx, nodes=ctx["nodes"][::-1])}}),
+    "join-v6": (1, dict(join, probe_addr="[fe80::1]:40001")),
+    "echo": (2, echo),
+    "echo-wrong-nonce": (2, dict(echo, nonce=78)),
 }
 for name, (k, v) in vals.items():
     write("rendezvous_values", name, bytes([k]) + json.dumps(v).encode())

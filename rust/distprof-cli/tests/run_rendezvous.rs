@@ -206,8 +206,21 @@ fn failed_within_timeout(out: &Finished, who: &str) {
     );
 }
 
+/// The ranks that took part: succeeded within the timeout, agreed, and named `peer` in a
+/// log line with `why`.
+fn went_on_without(out: &Finished, rank: u32, nodes: u32, peer: u32, why: &str) {
+    assert!(out.status.is_some_and(|s| s.success()), "rank {rank}: {:?} {}", out.status, out.stderr);
+    assert!(out.took < Duration::from_millis(T_MS) + SLACK, "rank {rank} took {:?}", out.took);
+    agreed_line(out, rank, nodes);
+    assert!(
+        out.stderr.contains("without peer") && out.stderr.contains(&peer.to_string()) && out.stderr.contains(why),
+        "rank {rank}: {}",
+        out.stderr
+    );
+}
+
 #[test]
-fn a_mismatched_config_file_is_named_by_field() {
+fn a_mismatched_config_file_is_named_by_field_and_the_others_go_on() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("odd.json");
     std::fs::write(&cfg, r#"{"probe_out_degree": 1}"#).unwrap();
@@ -224,26 +237,17 @@ fn a_mismatched_config_file_is_named_by_field() {
         .collect();
     for (rank, child) in children {
         let out = finish(child, started, Duration::from_secs(30));
-        failed_within_timeout(&out, &format!("rank {rank}"));
         if rank == 2 {
-            assert!(
-                out.stderr
-                    .contains("probe_out_degree (master 8, this node 1)"),
-                "{}",
-                out.stderr
-            );
+            failed_within_timeout(&out, "rank 2");
+            assert!(out.stderr.contains("probe_out_degree (master 8, this node 1)"), "{}", out.stderr);
         } else {
-            assert!(
-                out.stderr.contains("aborted by the master") && out.stderr.contains("node 2"),
-                "rank {rank}: {}",
-                out.stderr
-            );
+            went_on_without(&out, rank, 3, 2, "probe_out_degree");
         }
     }
 }
 
 #[test]
-fn a_node_that_never_arrives_fails_the_run_by_name() {
+fn a_node_that_never_arrives_is_named_and_the_others_go_on() {
     let port = free_port();
     let started = Instant::now();
     let children: Vec<(u32, Child)> = [0, 1]
@@ -252,12 +256,9 @@ fn a_node_that_never_arrives_fails_the_run_by_name() {
         .collect();
     for (rank, child) in children {
         let out = finish(child, started, Duration::from_secs(30));
-        failed_within_timeout(&out, &format!("rank {rank}"));
-        assert!(
-            out.stderr.contains("node(s) [2] of 3 did not join"),
-            "rank {rank}: {}",
-            out.stderr
-        );
+        went_on_without(&out, rank, 3, 2, "did not join");
+        // They waited for node 2 until their deadline.
+        assert!(out.took >= Duration::from_millis(T_MS), "rank {rank} took {:?}", out.took);
     }
 }
 

@@ -285,11 +285,11 @@ impl Drop for Relay {
     }
 }
 
-/// The run context node `node` gets when every peer is reached through the relay.
-pub fn route_through(ctx: &RunContext, node: NodeId, faces: &[SocketAddr]) -> RunContext {
+/// The run context of `ctx`'s node when every peer is reached through the relay.
+pub fn route_through(ctx: &RunContext, faces: &[SocketAddr]) -> RunContext {
     let mut c = ctx.clone();
     for info in &mut c.nodes {
-        if info.node != node {
+        if info.node != ctx.node {
             if let Some(f) = faces.get(info.node as usize) {
                 info.probe_addr = *f;
             }

@@ -37,11 +37,11 @@ fn link_down_mid_run_takes_the_edge_down_and_back_up() {
     let ctx = RunContext::without_rendezvous(
         "netns-faults",
         4242,
-        vec![
+        &[
             NodeInfo { node: 0, probe_addr: sock_a.local_addr().unwrap(), hostname: a.name().into() },
             NodeInfo { node: 1, probe_addr: sock_b.local_addr().unwrap(), hostname: b.name().into() },
         ],
-        vec![vec![1], vec![0]],
+        &[vec![1], vec![0]],
     );
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config {
@@ -61,7 +61,7 @@ fn link_down_mid_run_takes_the_edge_down_and_back_up() {
     let handles: Vec<_> = [(0u32, sock_a), (1, sock_b)]
         .into_iter()
         .map(|(node, sock)| {
-            let (ctx, cfg) = (ctx.clone(), cfg.clone());
+            let (ctx, cfg) = (ctx[node as usize].clone(), cfg.clone());
             let mut opts = NodeOptions::new(Duration::from_secs(3));
             opts.clock = clocks[node as usize];
             opts.start_at_real_ns = Some(start);

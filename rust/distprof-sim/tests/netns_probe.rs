@@ -47,11 +47,11 @@ fn two_namespaced_hosts_probe_through_a_relay_namespace() {
     let ctx = RunContext::without_rendezvous(
         "netns",
         42,
-        vec![
+        &[
             NodeInfo { node: 0, probe_addr: sock_a.local_addr().unwrap(), hostname: a.name().into() },
             NodeInfo { node: 1, probe_addr: sock_b.local_addr().unwrap(), hostname: b.name().into() },
         ],
-        vec![vec![1], vec![0]],
+        &[vec![1], vec![0]],
     );
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config {
@@ -69,7 +69,7 @@ fn two_namespaced_hosts_probe_through_a_relay_namespace() {
     ];
     let mut handles = HashMap::new();
     for (node, sock) in [(0u32, sock_a), (1, sock_b)] {
-        let c = route_through(&ctx, node, relay.faces());
+        let c = route_through(&ctx[node as usize], relay.faces());
         let cfg = cfg.clone();
         let mut opts = NodeOptions::new(Duration::from_millis(1500));
         opts.clock = clocks[node as usize];

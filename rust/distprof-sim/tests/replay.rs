@@ -43,8 +43,8 @@ fn replays_are_dropped_as_stale_and_a_forged_far_seq_does_not_block_real_probes(
     let ctx = RunContext::without_rendezvous(
         "replay",
         token,
-        (0..2).map(|i| NodeInfo { node: i, probe_addr: addrs[i as usize], hostname: "h".into() }).collect(),
-        vec![vec![1], vec![0]],
+        &(0..2).map(|i| NodeInfo { node: i, probe_addr: addrs[i as usize], hostname: "h".into() }).collect::<Vec<_>>(),
+        &[vec![1], vec![0]],
     );
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config {
@@ -60,7 +60,7 @@ fn replays_are_dropped_as_stale_and_a_forged_far_seq_does_not_block_real_probes(
         .into_iter()
         .enumerate()
         .map(|(i, sock)| {
-            let c = route_through(&ctx, i as u32, relay.faces());
+            let c = route_through(&ctx[i], relay.faces());
             let cfg = cfg.clone();
             let mut opts = NodeOptions::new(Duration::from_millis(2000));
             opts.start_at_real_ns = Some(start);

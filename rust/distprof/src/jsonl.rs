@@ -47,11 +47,11 @@ pub struct Meta {
 }
 
 impl Meta {
-    /// The meta line of node `node` probing in the run `ctx` with the timestamping `stamps`,
-    /// starting at `start_local_ns` of its clock; no virtual clock (set it for test networks).
+    /// The meta line of the context's node probing in the run `ctx` with the timestamping
+    /// `stamps`, starting at `start_local_ns` of its clock; no virtual clock (set it for
+    /// test networks).
     pub fn for_node(
         ctx: &RunContext,
-        node: NodeId,
         stamps: &TimestampQuality,
         start_local_ns: i64,
         config: &Config,
@@ -59,7 +59,7 @@ impl Meta {
         Meta {
             meta: true,
             format_version: FORMAT_VERSION,
-            node,
+            node: ctx.node,
             session_id: ctx.session_id.clone(),
             session_token: ctx.session_token,
             reference_node: ctx.reference_node,
@@ -68,7 +68,7 @@ impl Meta {
             timestamp_note: stamps.note.clone(),
             nic_clock: stamps.nic_clock.clone(),
             virtual_clock: None,
-            out_edges: ctx.out_edges.get(node as usize).cloned().unwrap_or_default(),
+            out_edges: ctx.out_edges.clone(),
             start_local_ns,
             config: config.clone(),
         }

@@ -6,7 +6,7 @@
 
 use crate::clock::VirtualClock;
 use crate::config::Config;
-use crate::context::{NodeId, RunContext};
+use crate::context::RunContext;
 use crate::estimate::node_edges::NodeEdgeEstimator;
 use crate::estimate::{fit_window, EstimatorSettings, WindowFits, WindowSpec};
 use crate::jsonl::{JsonlWriter, Meta};
@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy)]
 pub struct ProbeRunSetup<'a> {
     pub ctx: &'a RunContext,
-    pub node: NodeId,
     pub config: &'a Config,
     /// Applied to every timestamp the node records (identity inside XLA).
     pub clock: VirtualClock,
@@ -75,7 +74,8 @@ pub fn run_probing(
     on_started: &mut dyn FnMut(&TimestampQuality),
     on_window: &mut dyn FnMut(FittedWindow<'_>),
 ) -> Result<ProbeRunOutcome, ProbeRunError> {
-    let ProbeRunSetup { ctx, node, config, clock, purity, start_local_ns, simulated_nic } = setup;
+    let ProbeRunSetup { ctx, config, clock, purity, start_local_ns, simulated_nic } = setup;
+    let node = ctx.node;
     let sock = match simulated_nic {
         Some(nic) => StampedSocket::with_simulated_nic(socket, nic),
         None => StampedSocket::new(socket, config.timestamping),
@@ -86,10 +86,10 @@ pub fn run_probing(
     on_started(&timestamps);
     let meta = Meta {
         virtual_clock: (clock != VirtualClock::IDENTITY).then_some(clock),
-        ..Meta::for_node(ctx, node, &timestamps, start_local_ns, config)
+        ..Meta::for_node(ctx, &timestamps, start_local_ns, config)
     };
     let writer = JsonlWriter::create(Path::new(&config.output_dir), &meta).map_err(ProbeRunError::Output)?;
-    let params = EngineParams::for_node(ctx, node, config, clock, purity);
+    let params = EngineParams::for_node(ctx, config, clock, purity);
     let mut closer = WindowCloser::new(node, ctx.num_nodes, ctx.reference_node, EstimatorSettings::from_config(config), writer);
     let stats = Engine::new(params, sock)
         .run(Instant::now() + run_for, stop, &mut |mut w: ClosedWindow| {

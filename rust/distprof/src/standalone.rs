@@ -103,22 +103,21 @@ fn check(ctx: &RunContext, node: NodeId, config: &Config) -> Result<(), Standalo
     if node as usize >= n {
         return Err(StandaloneError::Context(format!("node {node} is not in a run of {n} nodes; use a node id below {n}")));
     }
-    if ctx.nodes.len() != n || ctx.out_edges.len() != n {
+    if ctx.node != node {
         return Err(StandaloneError::Context(format!(
-            "run context lists {} nodes and {} edge lists for num_nodes = {n}",
-            ctx.nodes.len(),
-            ctx.out_edges.len()
+            "the run context is node {}'s, not node {node}'s; give node {node} its own context",
+            ctx.node
         )));
     }
-    for (i, info) in ctx.nodes.iter().enumerate() {
-        if info.node as usize != i {
-            return Err(StandaloneError::Context(format!("nodes[{i}] has id {}, expected {i}", info.node)));
-        }
+    if let Some(p) = ctx.out_edges.iter().chain(&ctx.in_edges).find(|&&p| p as usize >= n || p == node || ctx.info(p).is_none()) {
+        return Err(StandaloneError::Context(format!(
+            "node {node}'s context has an edge with {p}, which is not a peer with an address in its `nodes` (ids below {n})"
+        )));
     }
-    for (i, peers) in ctx.out_edges.iter().enumerate() {
-        if let Some(p) = peers.iter().find(|&&p| p as usize >= n || p as usize == i) {
-            return Err(StandaloneError::Context(format!("out_edges[{i}] contains {p}, not a peer of node {i}")));
-        }
+    if !ctx.nodes.windows(2).all(|w| w[0].node < w[1].node) || ctx.me().is_none() {
+        return Err(StandaloneError::Context(format!(
+            "node {node}'s context must list its `nodes` by ascending id, itself included"
+        )));
     }
     // The one validation every entry point shares (`distprof config check`, `run`, the
     // plugin): a config that loads is a config that runs.
@@ -126,7 +125,7 @@ fn check(ctx: &RunContext, node: NodeId, config: &Config) -> Result<(), Standalo
     Ok(())
 }
 
-/// Runs node `node` of `ctx` on `socket` (already bound to `ctx.nodes[node].probe_addr`
+/// Runs node `node` of `ctx` on `socket` (already bound to its address in `ctx.nodes`
 /// or to the address the peers reach through a relay) for `opts.duration`.
 pub fn run_node(
     ctx: &RunContext,
@@ -136,7 +135,7 @@ pub fn run_node(
     opts: &NodeOptions,
 ) -> Result<NodeSummary, StandaloneError> {
     check(ctx, node, config)?;
-    let peers = &ctx.out_edges[node as usize];
+    let peers = &ctx.out_edges;
     if let Some(start) = opts.start_at_real_ns {
         let wait_ns = start - realtime_ns();
         if wait_ns > MAX_START_WAIT.as_nanos() as i64 {
@@ -153,7 +152,6 @@ pub fn run_node(
     let start_local_ns = opts.clock.apply(realtime_ns());
     let setup = ProbeRunSetup {
         ctx,
-        node,
         config,
         clock: opts.clock,
         purity: opts.purity,
@@ -240,9 +238,10 @@ mod tests {
         RunContext::without_rendezvous(
             "agree",
             1,
-            vec![NodeInfo { node: 0, probe_addr: "127.0.0.1:9".parse().unwrap(), hostname: "h".into() }],
-            vec![vec![]],
+            &[NodeInfo { node: 0, probe_addr: "127.0.0.1:9".parse().unwrap(), hostname: "h".into() }],
+            &[vec![]],
         )
+        .remove(0)
     }
 
     /// The configs to judge: every preset, and a grid over the fields of the combination

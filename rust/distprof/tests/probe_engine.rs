@@ -11,7 +11,7 @@ use std::net::UdpSocket;
 use std::time::Duration;
 use support::true_theta_ns;
 
-fn context(socks: &[UdpSocket], out_edges: Vec<Vec<u32>>) -> RunContext {
+fn context(socks: &[UdpSocket], out_edges: Vec<Vec<u32>>) -> Vec<RunContext> {
     support::context("test", 0x1234_5678_9abc_def0, socks, out_edges)
 }
 
@@ -48,7 +48,7 @@ fn three_nodes_probe_at_the_configured_cadence_and_gap() {
         // 3 full windows of 0.5 s and the partial last one.
         assert_eq!(file.windows.len(), 4, "node {}", s.node);
         let recs: Vec<_> = file.windows.iter().flat_map(|w| w.records.clone()).collect();
-        for dst in &ctx.out_edges[s.node as usize] {
+        for dst in &ctx[s.node as usize].out_edges {
             let mut edge: Vec<_> = recs.iter().filter(|r| r.dst == *dst).collect();
             edge.sort_by_key(|r| r.seq);
             // Cadence: spacing of consecutive first packets, in the node's own clock
@@ -104,7 +104,7 @@ fn silent_peer_goes_down_and_comes_back() {
     let (s0, s1, s2) = (socks.next().unwrap(), socks.next().unwrap(), socks.next().unwrap());
     let start = realtime_ns() + 50_000_000;
     let spawn = |node: u32, s: UdpSocket, start_ns: i64, ms: u64| {
-        let (ctx, cfg) = (ctx.clone(), cfg.clone());
+        let (ctx, cfg) = (ctx[node as usize].clone(), cfg.clone());
         let mut opts = NodeOptions::new(Duration::from_millis(ms));
         opts.start_at_real_ns = Some(start_ns);
         std::thread::spawn(move || run_node(&ctx, node, s, &cfg, &opts).unwrap())
@@ -145,11 +145,11 @@ fn bad_datagrams_are_dropped_and_counted() {
     let ctx = context(&socks, vec![vec![1], vec![0]]);
     let target = socks[0].local_addr().unwrap();
     let s0 = socks.into_iter().next().unwrap();
-    let (c, cf) = (ctx.clone(), cfg.clone());
+    let (c, cf) = (ctx[0].clone(), cfg.clone());
     let h = std::thread::spawn(move || run_node(&c, 0, s0, &cf, &NodeOptions::new(Duration::from_millis(600))).unwrap());
     std::thread::sleep(Duration::from_millis(100));
     let evil = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let good = Packet { kind: PacketKind::Fwd1, session_token: ctx.session_token, src: 1, dst: 0, seq: 7, stamps_ns: [0, 0] };
+    let good = Packet { kind: PacketKind::Fwd1, session_token: ctx[0].session_token, src: 1, dst: 0, seq: 7, stamps_ns: [0, 0] };
     evil.send_to(b"hello", target).unwrap();
     let mut b = good.encode();
     b[0] = 0;
@@ -188,7 +188,7 @@ fn user_space_stamps_are_the_working_fallback() {
         .into_iter()
         .enumerate()
         .map(|(i, s)| {
-            let (ctx, cfg) = (ctx.clone(), cfg.clone());
+            let (ctx, cfg) = (ctx[i].clone(), cfg.clone());
             std::thread::spawn(move || run_node(&ctx, i as u32, s, &cfg, &NodeOptions::new(Duration::from_millis(600))).unwrap())
         })
         .collect();

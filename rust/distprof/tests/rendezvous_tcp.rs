@@ -45,11 +45,14 @@ fn agree_over_tcp(bind: &str, num_nodes: u32) {
             .map(|h| h.join().unwrap())
             .collect::<Vec<_>>()
     });
-    assert!(ctxs.iter().all(|c| c == &ctxs[0]));
-    assert_eq!(
-        ctxs[0].nodes[5].probe_addr,
-        SocketAddr::new(probe_ip, 30_005)
-    );
+    let digest = distprof::rendezvous::digest::context_digest(&ctxs[0]);
+    for (i, c) in ctxs.iter().enumerate() {
+        assert_eq!(distprof::rendezvous::digest::context_digest(c), digest, "node {i} disagrees");
+        assert!(c.absent_peers.is_empty(), "node {i}: {:?}", c.absent_peers);
+        for info in &c.nodes {
+            assert_eq!(info.probe_addr, SocketAddr::new(probe_ip, 30_000 + info.node as u16));
+        }
+    }
 }
 
 #[test]

@@ -94,7 +94,7 @@ pub fn probe_and_report(
             if faces.len() != ctx.num_nodes as usize {
                 bail!("test network lists {} relay faces for {} nodes", faces.len(), ctx.num_nodes);
             }
-            routed = route_through(ctx, node, faces);
+            routed = route_through(ctx, faces);
             &routed
         }
         None => ctx,

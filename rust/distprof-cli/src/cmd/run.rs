@@ -176,7 +176,7 @@ fn hand_over_to_probing(
     Ok(ExitCode::SUCCESS)
 }
 
-/// A node of an already agreed run: binds the address the context publishes for it
+/// A node of an already agreed run: binds the address its own context publishes for it
 /// (peers know no other) and probes; no store, no rendezvous.
 fn rejoin(path: &Path, args: &Args, config: &Config) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading --context-file `{}`", path.display()))?;
@@ -185,8 +185,16 @@ fn rejoin(path: &Path, args: &Args, config: &Config) -> anyhow::Result<ExitCode>
     let Some(rank) = args.rank else {
         bail!("--context-file needs --rank: which node of the context this process is");
     };
-    let Some(me) = ctx.nodes.get(rank as usize) else {
-        bail!("--rank {rank}: the context in `{}` has {} nodes; use 0..{}", path.display(), ctx.nodes.len(), ctx.nodes.len().saturating_sub(1));
+    if ctx.node != rank {
+        bail!(
+            "--rank {rank}: the context in `{}` is node {}'s (each node has its own context file); pass --rank {} or node {rank}'s file",
+            path.display(),
+            ctx.node,
+            ctx.node
+        );
+    }
+    let Some(me) = ctx.me() else {
+        bail!("the context in `{}` does not list node {rank} itself in `nodes`; write it with the node's own address", path.display());
     };
     let socket = UdpSocket::bind(me.probe_addr)
         .with_context(|| format!("cannot bind the UDP probe socket to {} (node {rank}'s address in the context)", me.probe_addr))?;

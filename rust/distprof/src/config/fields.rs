@@ -184,7 +184,7 @@ pub const FIELDS: &[FieldSpec] = &[
         kind: Unsigned {
             bits: 32,
             min: 1,
-            max: 64,
+            max: crate::topology::MAX_OUT_DEGREE as u64,
         },
         scope: Cluster,
         range_reason: "every node must probe at least one peer; per-node cost grows linearly \

@@ -6,17 +6,21 @@
 
 use std::time::Duration;
 
+pub mod counting;
 pub mod memory;
 pub mod polling;
 pub mod tcp;
 
+pub use counting::{Counting, Traffic};
 pub use memory::MemoryStore;
 pub use polling::{Polling, TryStore};
 pub use tcp::{TcpStore, TcpStoreServer};
 
-/// Largest value any backend accepts or returns; the run context of a few thousand nodes
-/// fits comfortably, a corrupted length field does not allocate gigabytes.
-pub const MAX_VALUE_BYTES: usize = 16 * 1024 * 1024;
+/// Largest value any backend accepts or returns. What distprof stores is per node and
+/// O(out-degree) (a join is about 300 bytes, a node's fits of a window a few kB), so a
+/// larger value is a bug; and the store is the job's own coordination service, where one
+/// large value read by many nodes would cost the job.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
 
 /// Longest key any backend accepts; keys are short paths such as
 /// `distprof/<session>/node/17`, so a longer one is a bug or a corrupted frame.

@@ -416,7 +416,7 @@ mod tests {
                     assert_eq!(context.num_nodes, 3);
                     let sock = s.probe_socket().unwrap().unwrap();
                     assert_eq!(
-                        context.nodes[s.node as usize].probe_addr,
+                        context.me().unwrap().probe_addr,
                         sock.local_addr().unwrap()
                     );
                     digests.push(context_digest);
@@ -444,9 +444,8 @@ mod tests {
         match s.wait(Duration::from_secs(5)) {
             NodeState::Agreed { context, .. } => {
                 assert_eq!(context.num_nodes, 1);
-                assert_eq!(
-                    context.out_edges,
-                    vec![Vec::<NodeId>::new()],
+                assert!(
+                    context.out_edges.is_empty() && context.in_edges.is_empty(),
                     "a lone node has no peers"
                 );
             }

@@ -418,7 +418,6 @@ fn probe(
 ) -> Result<(), String> {
     let setup = ProbeRunSetup {
         ctx,
-        node,
         config,
         clock: VirtualClock::IDENTITY,
         purity: gap_preserved,

@@ -49,10 +49,9 @@ pub struct EngineParams {
     pub session_token: u64,
     /// Peers this node probes, with the address to reach each.
     pub out_edges: Vec<(NodeId, SocketAddr)>,
-    /// Address of every node of the run (indexed by node id), for answers.
-    pub addrs: Vec<SocketAddr>,
-    /// `expected_probers[n]` is true when node n probes this node.
-    pub expected_probers: Vec<bool>,
+    /// Peers that probe this node, ascending by id, with the address answers go to: O(k),
+    /// whatever the node count.
+    pub probers: Vec<(NodeId, SocketAddr)>,
     pub cadence: Duration,
     pub pair_gap: Duration,
     pub window: Duration,
@@ -64,24 +63,25 @@ pub struct EngineParams {
 }
 
 impl EngineParams {
-    /// The parameters of `node` in an agreed run: its peers and their addresses from the
-    /// context, timing and purity from the configuration.
+    /// The parameters of the context's node in an agreed run: its peers and their
+    /// addresses from the context (a peer without an address is left out: the context
+    /// checks keep that from happening), timing and purity from the configuration.
     pub fn for_node(
         ctx: &RunContext,
-        node: NodeId,
         config: &Config,
         clock: VirtualClock,
         purity: PurityFn,
     ) -> EngineParams {
-        let peers = &ctx.out_edges[node as usize];
+        let with_addr = |peers: &[NodeId]| -> Vec<(NodeId, SocketAddr)> {
+            peers.iter().filter_map(|&p| Some((p, ctx.info(p)?.probe_addr))).collect()
+        };
+        let mut probers = with_addr(&ctx.in_edges);
+        probers.sort_unstable_by_key(|p| p.0);
         EngineParams {
-            node,
+            node: ctx.node,
             session_token: ctx.session_token,
-            out_edges: peers.iter().map(|&p| (p, ctx.nodes[p as usize].probe_addr)).collect(),
-            addrs: ctx.nodes.iter().map(|n| n.probe_addr).collect(),
-            expected_probers: (0..ctx.num_nodes)
-                .map(|i| ctx.out_edges[i as usize].contains(&node))
-                .collect(),
+            out_edges: with_addr(&ctx.out_edges),
+            probers,
             cadence: Duration::from_micros(config.probe_cadence_us),
             pair_gap: Duration::from_micros(config.packet_spacing_us),
             window: Duration::from_secs_f64(config.probe_window_s),
@@ -155,8 +155,9 @@ pub struct Engine {
     sock: StampedSocket,
     edges: Vec<OutEdge>,
     answers: HashMap<(NodeId, u32), Answer>,
-    /// Per prober, the newest seq whose answer has expired: a forward packet at or below
-    /// it with no live answer is a replay (or later than any use), never answered.
+    /// Per prober (in the order of `p.probers`), the newest seq whose answer has expired:
+    /// a forward packet at or below it with no live answer is a replay (or later than any
+    /// use), never answered.
     expired_seq: Vec<Option<u32>>,
     /// The first seq this node sent on every edge: [first_seq, next_seq) were its own.
     first_seq: u32,
@@ -192,9 +193,18 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Index of `node` in `p.probers`, if it probes this node.
+    fn prober_index(&self, node: NodeId) -> Option<usize> {
+        self.p.probers.binary_search_by_key(&node, |p| p.0).ok()
+    }
+
+    /// Where answers to prober `node` go.
+    fn prober_addr(&self, node: NodeId) -> Option<SocketAddr> {
+        self.prober_index(node).map(|i| self.p.probers[i].1)
+    }
+
     pub fn new(p: EngineParams, sock: StampedSocket) -> Engine {
         let now = Instant::now();
-        let n_nodes = p.addrs.len();
         // Sequence numbers start at the wall clock's milliseconds, so that a node restarted
         // within the same run continues above every seq it used before (at most one probe
         // per edge per ms, the cadence's minimum): its peers, which drop old seqs as
@@ -220,13 +230,14 @@ impl Engine {
         let peers: Vec<NodeId> = p.out_edges.iter().map(|e| e.0).collect();
         let acc = WindowAccumulator::new(p.node, &peers, p.clock.apply(crate::clock::realtime_ns()));
         let p_cadence = p.cadence;
+        let n_probers = p.probers.len();
         let probe_timeout = MAX_PROBE_TIMEOUT.min(p.down_after / 2).max(Duration::from_millis(10));
         Engine {
             p,
             sock,
             edges,
             answers: HashMap::new(),
-            expired_seq: vec![None; n_nodes],
+            expired_seq: vec![None; n_probers],
             first_seq,
             tx_owner: HashMap::new(),
             acc,
@@ -411,7 +422,9 @@ impl Engine {
         let queue_rev = |engine: &mut Engine, kind: PacketKind| {
             for &(prober, seq, fwd_rx) in &answers {
                 let stamps = if kind == PacketKind::Rev1 { fwd_rx } else { [NO_STAMP; 2] };
-                engine.queue_packet(kind, prober, seq, stamps, engine.p.addrs[prober as usize]);
+                if let Some(addr) = engine.prober_addr(prober) {
+                    engine.queue_packet(kind, prober, seq, stamps, addr);
+                }
             }
         };
         if !probes {
@@ -573,6 +586,7 @@ impl Engine {
         }
         let tx_owner = &mut self.tx_owner;
         let expired_seq = &mut self.expired_seq;
+        let probers = &self.p.probers;
         self.answers.retain(|&(prober, seq), a| {
             let keep = now.duration_since(a.started) < timeout;
             if !keep {
@@ -582,7 +596,8 @@ impl Engine {
                 }
                 // Newest wins; one far from the last (a forged seq, either way) is
                 // replaced by the next real one instead of hiding it for good.
-                if let Some(f) = expired_seq.get_mut(prober as usize) {
+                let i = probers.binary_search_by_key(&prober, |p| p.0).ok();
+                if let Some(f) = i.and_then(|i| expired_seq.get_mut(i)) {
                     if f.is_none_or(|f| seq_at_or_before(f, seq) || f.wrapping_sub(seq) >= STALE_SEQ_SPAN) {
                         *f = Some(seq);
                     }

@@ -1,5 +1,5 @@
 //! Digests that nodes compare: of the configuration (must match the master's) and of the
-//! agreed run context (printed by every node, so a reader sees agreement at a glance).
+//! agreed session (printed by every node, so a reader sees agreement at a glance).
 //!
 //! The hash and the split into shared and node-local fields belong to the config module;
 //! this file only says what the rendezvous compares and prints.
@@ -41,9 +41,11 @@ pub fn config_diff(master_shared: &Value, ours: &Config) -> Vec<String> {
         .collect()
 }
 
-/// Digest of the agreed run context, printed by every node.
+/// Digest of what every node of the run agreed on (session, token, node count,
+/// reference, configuration digest, graph parameters; not the node's own peers), printed
+/// by every node: the same digest everywhere means they agreed.
 pub fn context_digest(context: &RunContext) -> String {
-    hex_digest(&serde_json::to_string(context).unwrap_or_default())
+    hex_digest(&context.shared_json())
 }
 
 #[cfg(test)]

@@ -1,74 +1,56 @@
-//! A non-master node's side of the rendezvous: find the master's current session round,
-//! join it if this node's configuration and node count match, and wait (bounded) for the
-//! run context, checked against what this node joined with.
+//! A non-master node's part of the rendezvous: find the master's current session round,
+//! join it if this node's configuration and node count match, and meet its peers
+//! ([`super::meet`]), moving on should a newer round appear meanwhile.
 
-use super::session::{ack_key, context_key, join_key, round_key};
-use super::values::{decode, encode, Announcement, Envelope, Join, PROTOCOL_VERSION};
-use super::{digest, session, first_free_round, remaining, RendezvousError, PROGRESS_EVERY};
+use super::session::{join_key, round_key};
+use super::values::{decode, encode, Announcement, Join, PROTOCOL_VERSION};
+use super::{digest, first_free_round, meet, remaining, session, RendezvousError, PROGRESS_EVERY};
 use crate::config::Config;
 use crate::context::{NodeId, NodeInfo, RunContext};
 use crate::kv::{KvError, KvStore};
 use std::time::{Duration, Instant};
 
-/// A waiting node wakes at least this often to look for a newer round (a restarted
-/// master); the store wakes it at once when the awaited key is set.
+/// A node waiting for an announcement wakes at least this often to look for a newer
+/// round (a restarted master); the store wakes it at once when the awaited key is set.
 const POLL_MIN: Duration = Duration::from_millis(50);
 const POLL_MAX: Duration = Duration::from_secs(1);
-
-/// What a non-master node knows about the round it is looking at.
-struct Joined {
-    session_id: String,
-    nonce: u64,
-}
 
 pub(super) fn run(
     kv: &dyn KvStore,
     num_nodes: u32,
     config: &Config,
-    me: NodeInfo,
+    me: &NodeInfo,
+    started: Instant,
     deadline: Instant,
 ) -> Result<RunContext, RendezvousError> {
-    let started = Instant::now();
     let node = me.node;
     let my_digest = digest::config_digest(config);
     // Start at the newest round; older ones belong to earlier runs.
     let mut round = first_free_round(kv)?.saturating_sub(1);
-    let mut joined: Option<Joined> = None;
     let mut stale_rounds_skipped = 0u32;
     let mut poll = POLL_MIN;
     let mut next_progress = started + PROGRESS_EVERY;
     loop {
         if Instant::now() >= next_progress {
             next_progress += PROGRESS_EVERY;
-            let what = match &joined {
-                Some(j) => format!("joined session {}, waiting for the master's run context", j.session_id),
-                None => format!("waiting for the master (node 0) to open a session (round {round})"),
-            };
             tracing::info!(
-                "rendezvous: node {node}: {what}; {} s so far, up to {} s more",
+                "rendezvous: node {node}: waiting for the master (node 0) to open a session (round {round}); \
+                 {} s so far, up to {} s more",
                 started.elapsed().as_secs(),
                 remaining(deadline).as_secs()
             );
         }
         if remaining(deadline).is_zero() {
-            let waited_ms = started.elapsed().as_millis() as u64;
-            return Err(match joined {
-                Some(j) => RendezvousError::NoContext {
-                    node,
-                    session_id: j.session_id,
-                    waited_ms,
-                },
-                None => RendezvousError::NoSession {
-                    node,
-                    waited_ms,
-                    detail: if stale_rounds_skipped > 0 {
-                        format!(
-                            " (round {round} awaited; {stale_rounds_skipped} earlier round(s) in the store belong to finished runs, \
-                             or another process joined as node {node}: are two processes using the same rank?)"
-                        )
-                    } else {
-                        String::new()
-                    },
+            return Err(RendezvousError::NoSession {
+                node,
+                waited_ms: started.elapsed().as_millis() as u64,
+                detail: if stale_rounds_skipped > 0 {
+                    format!(
+                        " (round {round} awaited; {stale_rounds_skipped} earlier round(s) in the store belong to finished runs, \
+                         or another process joined as node {node}: are two processes using the same rank?)"
+                    )
+                } else {
+                    String::new()
                 },
             });
         }
@@ -82,89 +64,77 @@ pub(super) fn run(
             Err(e) => return Err(e.into()),
         };
         let ann: Announcement = decode(&key, &text)?;
-        if ann.version != PROTOCOL_VERSION || !session::is_valid_session_id(&ann.session_id) {
-            return Err(KvError::Malformed {
-                key,
-                reason: format!("announcement of version {} with session id `{}`; expected version {PROTOCOL_VERSION} and 32 hex digits", ann.version, ann.session_id),
-            }
-            .into());
-        }
-        // A newer round means a newer master: everything about this one is stale.
-        if kv.try_get(&round_key(round + 1))?.is_some() {
+        check_announcement(&key, &ann)?;
+        // A newer round means a newer master: everything about this one is stale. So is a
+        // round an earlier incarnation of this node joined (a finished run, or this process
+        // restarted): its peers may have met that incarnation already.
+        let newer = kv.try_get(&round_key(round + 1))?.is_some();
+        if newer || (node < ann.num_nodes && kv.try_get(&join_key(&ann.session_id, node))?.is_some()) {
             round += 1;
-            joined = None;
             stale_rounds_skipped += 1;
             poll = POLL_MIN;
             continue;
         }
-        let ctx_key = context_key(&ann.session_id);
-        if joined
-            .as_ref()
-            .map(|j| j.session_id != ann.session_id)
-            .unwrap_or(true)
-        {
-            // Not joined yet: a round already closed without us is a finished earlier run.
-            if kv.try_get(&ctx_key)?.is_some() {
+        let problem = node_problem(node, num_nodes, config, &my_digest, &ann);
+        let nonce = session::random_u64();
+        if node < ann.num_nodes {
+            publish_join(kv, &ann, me, nonce, num_nodes, &my_digest, problem.as_ref().map(|p| p.to_string()))?;
+        }
+        if let Some(p) = problem {
+            return Err(p);
+        }
+        match meet::meet(kv, &ann, me, nonce, started, deadline, Some(round))? {
+            Some(ctx) => return Ok(ctx),
+            None => {
                 round += 1;
                 stale_rounds_skipped += 1;
                 poll = POLL_MIN;
-                continue;
-            }
-            let problem = node_problem(node, num_nodes, config, &my_digest, &ann);
-            let nonce = session::random_u64();
-            let join = Join {
-                session_id: ann.session_id.clone(),
-                node,
-                nonce,
-                num_nodes,
-                probe_addr: me.probe_addr,
-                hostname: me.hostname.clone(),
-                config_digest: my_digest.clone(),
-                problem: problem.as_ref().map(|p| p.to_string()),
-            };
-            if node < ann.num_nodes {
-                kv.set(&join_key(&ann.session_id, node), &encode(&join))?;
-            }
-            if let Some(p) = problem {
-                return Err(p);
-            }
-            joined = Some(Joined {
-                session_id: ann.session_id.clone(),
-                nonce,
-            });
-        }
-        let text = match kv.get(&ctx_key, slice) {
-            Ok(t) => t,
-            Err(KvError::Timeout { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let my_nonce = joined.as_ref().map(|j| j.nonce).unwrap_or(0);
-        match decode::<Envelope>(&ctx_key, &text)? {
-            Envelope::Abort { reason } => {
-                return Err(RendezvousError::Aborted {
-                    session_id: ann.session_id,
-                    reason,
-                })
-            }
-            Envelope::Ok { nonces, context } => {
-                if nonces.get(node as usize) != Some(&my_nonce) {
-                    // Another incarnation of this node joined that round: stale.
-                    round += 1;
-                    joined = None;
-                    stale_rounds_skipped += 1;
-                    poll = POLL_MIN;
-                    continue;
-                }
-                check_context(&ctx_key, &context, &ann, &me)?;
-                if let Err(e) = kv.set(&ack_key(&context.session_id, node), "1") {
-                    tracing::warn!(
-                        "rendezvous: node {node} could not acknowledge the context: {e}"
-                    );
-                }
-                return Ok(context);
             }
         }
     }
+}
+
+/// An announcement this version cannot use is an error naming its key.
+fn check_announcement(key: &str, ann: &Announcement) -> Result<(), KvError> {
+    let bad = |reason: String| KvError::Malformed { key: key.to_string(), reason };
+    if ann.version != PROTOCOL_VERSION || !session::is_valid_session_id(&ann.session_id) {
+        return Err(bad(format!(
+            "announcement of version {} with session id `{}`; expected version {PROTOCOL_VERSION} and 32 hex digits \
+             (every node must run the same distprof version)",
+            ann.version, ann.session_id
+        )));
+    }
+    if ann.session_token == 0 || ann.num_nodes == 0 || ann.reference_node >= ann.num_nodes {
+        return Err(bad(format!(
+            "session token {}, {} nodes, reference node {}: a token is non-zero and the reference one of the nodes",
+            ann.session_token, ann.num_nodes, ann.reference_node
+        )));
+    }
+    Ok(())
+}
+
+/// Publishes this node's join of the announced session; `num_nodes` is this node's own
+/// count, which its peers compare.
+pub(super) fn publish_join(
+    kv: &dyn KvStore,
+    ann: &Announcement,
+    me: &NodeInfo,
+    nonce: u64,
+    num_nodes: u32,
+    my_digest: &str,
+    problem: Option<String>,
+) -> Result<(), KvError> {
+    let join = Join {
+        session_id: ann.session_id.clone(),
+        node: me.node,
+        nonce,
+        num_nodes,
+        probe_addr: me.probe_addr,
+        hostname: me.hostname.clone(),
+        config_digest: my_digest.to_string(),
+        problem,
+    };
+    kv.set(&join_key(&ann.session_id, me.node), &encode(&join))
 }
 
 /// Why this node cannot join the announced session, if it cannot.
@@ -195,54 +165,4 @@ fn node_problem(
         });
     }
     None
-}
-
-/// The context must be internally consistent and list this node as it joined.
-pub fn check_context(
-    key: &str,
-    ctx: &RunContext,
-    ann: &Announcement,
-    me: &NodeInfo,
-) -> Result<(), KvError> {
-    let n = ctx.num_nodes as usize;
-    let bad = |reason: String| KvError::Malformed {
-        key: key.to_string(),
-        reason,
-    };
-    if ctx.session_id != ann.session_id || ctx.num_nodes != ann.num_nodes {
-        return Err(bad(format!(
-            "context of session {} for {} nodes, announced {} for {}",
-            ctx.session_id, ctx.num_nodes, ann.session_id, ann.num_nodes
-        )));
-    }
-    if ctx.nodes.len() != n || ctx.out_edges.len() != n {
-        return Err(bad(format!(
-            "{} node entries and {} edge lists for {n} nodes",
-            ctx.nodes.len(),
-            ctx.out_edges.len()
-        )));
-    }
-    if let Some((i, info)) = ctx
-        .nodes
-        .iter()
-        .enumerate()
-        .find(|(i, info)| info.node as usize != *i)
-    {
-        return Err(bad(format!("entry {i} describes node {}", info.node)));
-    }
-    if ctx.out_edges.iter().flatten().any(|&d| d as usize >= n)
-        || ctx.reference_node as usize >= n
-        || ctx.session_token == 0
-    {
-        return Err(bad(
-            "edge, reference node or session token out of range".into()
-        ));
-    }
-    if ctx.nodes[me.node as usize] != *me {
-        return Err(bad(format!(
-            "lists this node as {:?}, it joined as {:?}",
-            ctx.nodes[me.node as usize], me
-        )));
-    }
-    Ok(())
 }

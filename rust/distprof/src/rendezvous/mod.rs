@@ -1,24 +1,30 @@
 //! Rendezvous: all nodes agree, for this run only, on who probes whom at which address.
 //!
-//! Each node has bound its probe socket already and publishes the bound address; the
-//! master (node 0) opens a session (see [`session`] for the key layout and how stale
-//! runs are recognized), collects every node's join, builds the probe graph
-//! ([`crate::topology`]) and publishes the whole [`RunContext`] as one value, written
-//! last. The others wait for it with a bounded timeout. Nothing is assigned centrally
-//! (ports are whatever each node bound), so nothing overflows at large N.
+//! Each node has bound its probe socket already. The master (node 0) opens a session
+//! with a small announcement (see [`session`] for the key layout and how stale runs are
+//! recognized): session id and token, node count, configuration digest and the graph
+//! parameters. Every node then publishes its own join (address, hostname, nonce) under
+//! its own key, computes its own out- and in-edges from the graph parameters
+//! ([`crate::topology::ProbeGraph`]), reads the joins of just those peers and echoes
+//! each one's nonce, and waits for its peers' echoes of its own ([`meet`]). What a node
+//! reads, writes and computes is O(k) for out-degree k, whatever the node count; nobody
+//! reads every join, and there is no value every node reads but the announcement. Nothing
+//! is assigned centrally (ports are whatever each node bound), so nothing overflows at
+//! large N.
 //!
-//! Every wait is bounded by `config.rendezvous_timeout_ms` from the call's start, and
-//! every failure is a [`RendezvousError`] that says what was missing and what to check.
+//! Every wait is bounded by `config.rendezvous_timeout_ms` from the call's start. A peer
+//! that does not take part costs a node only that peer's edges: at the deadline the node
+//! goes on with the peers it met and names the others in one log line. Every failure is
+//! a [`RendezvousError`] that says what was missing and what to check.
 
 pub mod address;
 pub mod digest;
 mod follower;
 pub mod launcher;
 mod master;
+mod meet;
 pub mod session;
 pub mod values;
-
-pub use follower::check_context;
 
 
 use crate::config::Config;
@@ -53,23 +59,24 @@ pub enum RendezvousError {
         detail: String,
     },
     #[error(
-        "rendezvous: session {session_id}: node(s) {missing:?} of {num_nodes} did not join within {waited_ms} ms; \
-         check that they were started with the same rendezvous address and node count"
+        "rendezvous: node {node} joined session {session_id}, but none of its peers {missing:?} joined and confirmed \
+         within {waited_ms} ms; start them with the same rendezvous address and node count (their logs say why they \
+         did not join), or raise `rendezvous_timeout_ms`"
     )]
-    NodesMissing {
+    NoPeers {
+        node: NodeId,
         session_id: String,
         missing: Vec<NodeId>,
-        num_nodes: u32,
         waited_ms: u64,
     },
     #[error(
-        "rendezvous: node {node} joined session {session_id}, but the master (node 0) published no run context \
-         within {waited_ms} ms: it died, or it is waiting for a node that never arrived (see node 0's log)"
+        "rendezvous: node {node}: peer {peer} read another process's join as node {node} in session {session_id}: \
+         two processes were started with rank {node}; give every process its own rank"
     )]
-    NoContext {
+    DuplicateNode {
         node: NodeId,
+        peer: NodeId,
         session_id: String,
-        waited_ms: u64,
     },
     #[error(
         "rendezvous: node {node}'s configuration differs from the master's (digest {node_digest}, master {master_digest}) in: {}; \
@@ -88,8 +95,6 @@ pub enum RendezvousError {
         ours: u32,
         master: u32,
     },
-    #[error("rendezvous: session {session_id} aborted by the master: {reason}")]
-    Aborted { session_id: String, reason: String },
 }
 
 impl From<KvError> for RendezvousError {
@@ -99,7 +104,8 @@ impl From<KvError> for RendezvousError {
 }
 
 /// Runs the rendezvous for `node` of `num_nodes`, whose probe socket is bound at
-/// `probe_addr`. Returns the run context every node of the session received.
+/// `probe_addr`. Returns this node's run context: the session every node agreed on and
+/// this node's own peers.
 pub fn rendezvous(
     kv: &dyn KvStore,
     node: NodeId,
@@ -109,22 +115,34 @@ pub fn rendezvous(
     hostname: &str,
 ) -> Result<RunContext, RendezvousError> {
     check_arguments(node, num_nodes, config)?;
-    let deadline = Instant::now() + Duration::from_millis(config.rendezvous_timeout_ms);
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(config.rendezvous_timeout_ms);
     let me = NodeInfo {
         node,
         probe_addr,
         hostname: hostname.to_string(),
     };
     let ctx = if node == MASTER {
-        master::run(kv, num_nodes, config, me, deadline)?
+        let ann = master::open_round(kv, num_nodes, config)?;
+        let nonce = session::random_u64();
+        follower::publish_join(kv, &ann, &me, nonce, num_nodes, &digest::config_digest(config), None)?;
+        meet::meet(kv, &ann, &me, nonce, started, deadline, None)?
+            .expect("the master watches no newer round")
     } else {
-        follower::run(kv, num_nodes, config, me, deadline)?
+        follower::run(kv, num_nodes, config, &me, started, deadline)?
     };
-    // No context digest here: hashing the whole context on every node costs O(N) each,
-    // and the caller prints it where it is wanted.
+    if node != MASTER {
+        // For a master that hosts the store (standalone runs): it stops serving only once
+        // every node is done with it.
+        if let Err(e) = kv.set(&ack_key(&ctx.session_id, node), "1") {
+            tracing::warn!("rendezvous: node {node} could not acknowledge the end of its rendezvous: {e}");
+        }
+    }
     tracing::info!(
-        "rendezvous: node {node}/{num_nodes} agreed on session {}",
-        ctx.session_id
+        "rendezvous: node {node}/{num_nodes} agreed on session {} with {} peer(s) in {} ms",
+        ctx.session_id,
+        ctx.nodes.len().saturating_sub(1),
+        started.elapsed().as_millis()
     );
     Ok(ctx)
 }
@@ -170,8 +188,8 @@ pub(super) fn first_free_round(kv: &dyn KvStore) -> Result<u64, KvError> {
 
 /// Every node of a one-process run (`distprof local`, simulations): runs the real protocol
 /// with one thread per node on a fresh in-memory store, node i publishing
-/// `probe_addrs[i]`. Returns the contexts in node order (all equal on success) or the
-/// first node's error.
+/// `probe_addrs[i]`. Returns each node's context in node order, or the first node's
+/// error.
 pub fn rendezvous_local(
     config: &Config,
     probe_addrs: &[SocketAddr],
@@ -209,8 +227,10 @@ pub fn rendezvous_local(
 }
 
 /// For a master that hosts the store itself (standalone runs): waits until every other
-/// node has acknowledged the context, so the store is not shut down under a node that
-/// has not read it yet. Returns the nodes that did not acknowledge in time.
+/// node has finished its rendezvous, so the store is not shut down under a node that
+/// still needs it. Returns the nodes that did not finish in time. This reads one key per
+/// node, O(N): it belongs to the standalone tool whose rank 0 serves the store, never to
+/// a node inside a job (XLA's store outlives the rendezvous; nothing waits for acks there).
 pub fn wait_for_acks(kv: &dyn KvStore, ctx: &RunContext, timeout: Duration) -> Vec<NodeId> {
     let deadline = Instant::now() + timeout;
     let mut missing = Vec::new();

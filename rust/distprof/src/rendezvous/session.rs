@@ -8,26 +8,30 @@
 //! and it never overwrites:
 //!
 //! ```text
-//! distprof/round/<r>                 announcement by the master: session id, node count,
-//!                                    config digest and shared config (r = 0, 1, 2, ...)
-//! distprof/s/<session>/node/<i>      node i joins: nonce, probe address, hostname, digest
-//! distprof/s/<session>/context       the run context (or an abort reason), written last
-//! distprof/s/<session>/ack/<i>       node i has read the context (standalone master waits
-//!                                    for these before it stops serving the store)
+//! distprof/round/<r>                  announcement by the master: session id and token,
+//!                                     node count, config digest and shared config, graph
+//!                                     parameters (r = 0, 1, 2, ...)
+//! distprof/s/<session>/node/<i>       node i joins: nonce, probe address, hostname, digest
+//! distprof/s/<session>/echo/<i>/<j>   node i has read node j's join: j's nonce
+//! distprof/s/<session>/ack/<i>        node i is done (a standalone master waits for these
+//!                                     before it stops serving the store)
 //! ```
 //!
 //! The master opens round `r` = the first index whose key is absent, with a fresh random
 //! session id. A node finds the highest existing round and treats it as stale, moving on
-//! to round r+1, when (a) round r+1 exists, (b) the context of round r is already written
-//! although this node has not joined it (a finished earlier run: a master never closes a
-//! round without every node's join), or (c) the context does not carry the nonce this
-//! node wrote when joining (an earlier incarnation of this node joined it). A round
-//! opened by a master that died before closing it is left behind as soon as the new
-//! master opens the next round. This covers XLA's cases: all processes restarting on a
-//! store that survived (a coordination service outside the job), and one process
-//! creating several PJRT clients over the same store, where each creation is a new
-//! round. Two jobs sharing one store and one prefix at the same time are not supported
-//! (their masters would each open a round); give them different prefixes.
+//! to round r+1, when (a) round r+1 exists, or (b) its own join key in round r exists
+//! already: an earlier incarnation of this node joined it (a finished earlier run, or a
+//! process that restarted). While it waits for its peers it keeps looking for round r+1,
+//! so a round opened by a master that died is left behind as soon as the new master opens
+//! the next one. A node trusts a peer only once the peer has echoed the nonce of this
+//! node's join: a peer that died in an earlier run never echoes a nonce drawn now, so
+//! stale joins in the store cannot pass for live peers, and a second process with the
+//! same rank is caught (its peers echo the other process's nonce). This covers XLA's
+//! cases: all processes restarting on a store that survived (a coordination service
+//! outside the job), and one process creating several PJRT clients over the same store,
+//! where each creation is a new round. Two jobs sharing one store and one prefix at the
+//! same time are not supported (their masters would each open a round); give them
+//! different prefixes.
 
 use rand::RngCore;
 
@@ -43,8 +47,8 @@ pub fn join_key(session_id: &str, node: u32) -> String {
     format!("{KEY_PREFIX}/s/{session_id}/node/{node}")
 }
 
-pub fn context_key(session_id: &str) -> String {
-    format!("{KEY_PREFIX}/s/{session_id}/context")
+pub fn echo_key(session_id: &str, from: u32, to: u32) -> String {
+    format!("{KEY_PREFIX}/s/{session_id}/echo/{from}/{to}")
 }
 
 pub fn ack_key(session_id: &str, node: u32) -> String {
@@ -110,7 +114,7 @@ mod tests {
     fn keys_live_under_the_prefix_and_session() {
         assert_eq!(round_key(3), "distprof/round/3");
         assert_eq!(join_key("ab", 7), "distprof/s/ab/node/7");
-        assert_eq!(context_key("ab"), "distprof/s/ab/context");
+        assert_eq!(echo_key("ab", 3, 4), "distprof/s/ab/echo/3/4");
         assert_eq!(ack_key("ab", 2), "distprof/s/ab/ack/2");
     }
 }

@@ -24,18 +24,15 @@ pub fn loopback_config(dir: &std::path::Path) -> Config {
     }
 }
 
-/// A run without rendezvous over `socks` (node i at socket i) with the given edges.
-pub fn context(session: &str, token: u64, socks: &[UdpSocket], out_edges: Vec<Vec<u32>>) -> RunContext {
-    RunContext::without_rendezvous(
-        session,
-        token,
-        socks
-            .iter()
-            .enumerate()
-            .map(|(i, s)| NodeInfo { node: i as u32, probe_addr: s.local_addr().unwrap(), hostname: "localhost".into() })
-            .collect(),
-        out_edges,
-    )
+/// Every node's context of a run without rendezvous over `socks` (node i at socket i)
+/// with the given edges.
+pub fn context(session: &str, token: u64, socks: &[UdpSocket], out_edges: Vec<Vec<u32>>) -> Vec<RunContext> {
+    let nodes: Vec<NodeInfo> = socks
+        .iter()
+        .enumerate()
+        .map(|(i, s)| NodeInfo { node: i as u32, probe_addr: s.local_addr().unwrap(), hostname: "localhost".into() })
+        .collect();
+    RunContext::without_rendezvous(session, token, &nodes, &out_edges)
 }
 
 /// theta = S_dst - S_src at the instant the src clock reads `mid_local_ns`, exactly.
@@ -55,14 +52,14 @@ pub fn three_clocks(start: i64) -> [VirtualClock; 3] {
     ]
 }
 
-/// Runs node i of `ctx` on socket i with `opts(i)`, one thread each, and returns their
-/// summaries in node order.
-pub fn run_nodes(ctx: &RunContext, socks: Vec<UdpSocket>, cfg: &Config, opts: impl Fn(usize) -> NodeOptions) -> Vec<NodeSummary> {
+/// Runs node i with context `ctxs[i]` on socket i with `opts(i)`, one thread each, and
+/// returns their summaries in node order.
+pub fn run_nodes(ctxs: &[RunContext], socks: Vec<UdpSocket>, cfg: &Config, opts: impl Fn(usize) -> NodeOptions) -> Vec<NodeSummary> {
     let handles: Vec<_> = socks
         .into_iter()
         .enumerate()
         .map(|(i, s)| {
-            let (ctx, cfg, opts) = (ctx.clone(), cfg.clone(), opts(i));
+            let (ctx, cfg, opts) = (ctxs[i].clone(), cfg.clone(), opts(i));
             std::thread::spawn(move || run_node(&ctx, i as u32, s, &cfg, &opts).unwrap())
         })
         .collect();

@@ -19,11 +19,10 @@ use crate::stats::quantile;
 use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
-use distprof::context::{NodeId, NodeInfo, RunContext};
+use distprof::context::{GraphParams, NodeId, NodeInfo, RunContext};
 use distprof::jsonl::{self, NodeFile};
 use distprof_offline::run_dir_estimate::RunFile;
 use distprof::rendezvous::digest;
-use distprof::topology::build_probe_graph;
 use distprof_sim::inject::{Flood, FloodCounts, FloodPlan};
 use distprof_sim::relay::{Blackhole, PathModel, Relay, RelayConfig, RelayEndpoint, RelayStats};
 use serde::Serialize;
@@ -339,24 +338,27 @@ fn run_scenario(s: &Scenario, n: u32, duration: Duration, flood_rate_per_s: f64,
         .collect::<std::io::Result<Vec<_>>>()?;
     let relay = Relay::start(endpoints, relay_cfg).map_err(|e| anyhow::anyhow!(e))?;
 
-    let ctx = RunContext {
-        session_id: format!("faults-{}-{}", s.name, std::process::id()),
-        session_token: distprof::rendezvous::session::new_session_token(),
-        num_nodes: n,
-        reference_node: config.reference_node,
-        nodes: (0..n).map(|i| NodeInfo { node: i, probe_addr: addrs[i as usize], hostname: "localhost".into() }).collect(),
-        out_edges: build_probe_graph(n, config.probe_out_degree, config.graph_seed),
-        config_digest: digest::config_digest(&config),
-    };
-    let ctx_path = dir.join("context.json");
-    std::fs::write(&ctx_path, serde_json::to_string(&ctx)?)?;
+    let infos: Vec<NodeInfo> = (0..n).map(|i| NodeInfo { node: i, probe_addr: addrs[i as usize], hostname: "localhost".into() }).collect();
+    let ctxs = RunContext::all_from_graph(
+        &format!("faults-{}-{}", s.name, std::process::id()),
+        distprof::rendezvous::session::new_session_token(),
+        config.reference_node,
+        &digest::config_digest(&config),
+        GraphParams { out_degree: config.probe_out_degree, seed: config.graph_seed },
+        &infos,
+    );
+    // One context file per node, as the rendezvous gives each node its own context.
+    let ctx_path = |node: NodeId| dir.join(format!("context-{node}.json"));
+    for ctx in &ctxs {
+        std::fs::write(ctx_path(ctx.node), serde_json::to_string(ctx)?)?;
+    }
     let faces = relay.faces().to_vec();
     let spawn = |node: NodeId, out: &Path, probe_for: Duration| -> anyhow::Result<Proc> {
         std::fs::create_dir_all(out)?;
         let cfg = Config { output_dir: out.to_string_lossy().into_owned(), ..config.clone() };
         let sim = SimSpec { clock: clocks[node as usize], faces: Some(faces.clone()), start_real_ns: Some(start_real_ns), nic_clock: None };
         let (cfg_path, sim_path) = write_node_files(out, node, &cfg, &sim)?;
-        let child = spawn_node(node, &Meeting::ContextFile(&ctx_path), probe_for, &cfg_path, &sim_path)?;
+        let child = spawn_node(node, &Meeting::ContextFile(&ctx_path(node)), probe_for, &cfg_path, &sim_path)?;
         let start_in = Duration::from_nanos((start_real_ns - realtime_ns()).max(0) as u64);
         Ok(Proc { node, child, deadline: Instant::now() + start_in + probe_for + HANG_GRACE, killed_on_purpose: false, done: false })
     };
@@ -392,7 +394,7 @@ fn run_scenario(s: &Scenario, n: u32, duration: Duration, flood_rate_per_s: f64,
             let flood = Flood::start(FloodPlan {
                 node: target,
                 target: addrs[target as usize],
-                session_token: ctx.session_token,
+                session_token: ctxs[0].session_token,
                 rate_per_s: flood_rate_per_s,
                 replays,
                 seed,

@@ -78,9 +78,9 @@ mod tests {
                 ..quick()
             },
         );
-        let big = "y".repeat(1 << 20);
+        let big = "y".repeat(MAX_VALUE_BYTES);
         c.set("big", &big).unwrap();
-        assert_eq!(c.get("big", Duration::from_secs(5)).unwrap().len(), 1 << 20);
+        assert_eq!(c.get("big", Duration::from_secs(5)).unwrap().len(), MAX_VALUE_BYTES);
         let err = c.set("huge", &"z".repeat(MAX_VALUE_BYTES + 1)).unwrap_err();
         assert!(
             matches!(err, KvError::TooLarge { ref key, .. } if key == "huge"),

@@ -67,13 +67,13 @@ impl Engine {
     /// This node is the probed peer.
     pub(super) fn on_forward(&mut self, pkt: Packet, rx_ns: i64) {
         let prober = pkt.src;
-        if !self.p.expected_probers.get(prober as usize).copied().unwrap_or(false) {
+        let Some(prober_index) = self.prober_index(prober) else {
             self.drop_packet("unexpected_prober");
             return;
-        }
+        };
         let key = (prober, pkt.seq);
         let stale = |f: u32| f.wrapping_sub(pkt.seq) < STALE_SEQ_SPAN;
-        if !self.answers.contains_key(&key) && self.expired_seq[prober as usize].is_some_and(stale) {
+        if !self.answers.contains_key(&key) && self.expired_seq[prober_index].is_some_and(stale) {
             self.drop_packet("stale_seq");
             return;
         }
@@ -197,7 +197,9 @@ impl Engine {
         if !self.follow_ups.is_empty() {
             let follow_ups = std::mem::take(&mut self.follow_ups);
             for &(prober, seq, t) in &follow_ups {
-                self.queue_packet(PacketKind::RevFollowUp, prober, seq, t, self.p.addrs[prober as usize]);
+                if let Some(addr) = self.prober_addr(prober) {
+                    self.queue_packet(PacketKind::RevFollowUp, prober, seq, t, addr);
+                }
             }
             self.send_packets();
             self.follow_ups = follow_ups;
