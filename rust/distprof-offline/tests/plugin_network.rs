@@ -89,7 +89,7 @@ fn sixty_four_nodes_export_their_fits_and_merge_places_every_node() {
         // Every window's own edge fits travel in the plane; the own model places exactly
         // the nodes that probe the reference (and the reference).
         assert!(data.edge_fits.len() >= 3, "node {}: {} windows of fits", data.node, data.edge_fits.len());
-        let probes_reference = data.node == 0 || context.out_edges[data.node as usize].contains(&0);
+        let probes_reference = data.node == 0 || context.in_edges.contains(&data.node);
         assert_eq!(data.model.reachable, probes_reference, "node {}: own model {:?}", data.node, data.model);
     }
     let refs: Vec<&DistprofPlaneData> = planes.iter().collect();

@@ -6,7 +6,7 @@
 
 use crate::clock::VirtualClock;
 use crate::config::Config;
-use crate::context::RunContext;
+use crate::context::{NodeId, RunContext};
 use crate::estimate::node_edges::NodeEdgeEstimator;
 use crate::estimate::{fit_window, EstimatorSettings, WindowFits, WindowSpec};
 use crate::jsonl::{JsonlWriter, Meta};

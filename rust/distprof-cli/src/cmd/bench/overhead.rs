@@ -152,17 +152,15 @@ fn window_work() -> anyhow::Result<WindowWork> {
     let addrs: Vec<std::net::SocketAddr> =
         (0..n).map(|i| std::net::SocketAddr::from(([10, 0, (i >> 8) as u8, i as u8], 7000))).collect();
     let config = Config { rendezvous_timeout_ms: 600_000, ..Config::default() };
-    let ctx = distprof::rendezvous::rendezvous_local(&config, &addrs, "sim")?
-        .into_iter()
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("the rendezvous of {n} nodes returned no context"))?;
-    let nodes: Vec<u32> = (0..WINDOW_WORK_MEASURED).map(|i| i * n / WINDOW_WORK_MEASURED).collect();
-    let cost = super::scale::node_window_cost(&ctx, &nodes, WINDOW_WORK_WINDOWS)?;
+    let contexts = distprof::rendezvous::rendezvous_local(&config, &addrs, "sim")?;
+    let measured: Vec<&distprof::context::RunContext> =
+        (0..WINDOW_WORK_MEASURED).filter_map(|i| contexts.get((i * n / WINDOW_WORK_MEASURED) as usize)).collect();
+    let cost = super::scale::node_window_cost(&measured, WINDOW_WORK_WINDOWS)?;
     let mut ms = cost.cpu_ms.clone();
     ms.sort_by(f64::total_cmp);
     Ok(WindowWork {
         nodes: n,
-        measured_nodes: nodes.len(),
+        measured_nodes: measured.len(),
         window_s: cost.window_s,
         windows: cost.windows,
         cpu_ms_per_window_p50: ms[ms.len() / 2],

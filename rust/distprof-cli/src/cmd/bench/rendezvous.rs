@@ -32,14 +32,16 @@ pub struct Args {
 }
 
 /// What one repetition measured.
-struct Agreement {
-    wall_ms: f64,
-    digest: String,
+pub(super) struct Agreement {
+    pub wall_ms: f64,
+    pub digest: String,
+    /// Every node's context, in node order (each is its own slice: O(out-degree)).
+    pub contexts: Vec<RunContext>,
     /// Per node: store traffic and CPU time of its rendezvous call, and when it returned
     /// (ms after the common start).
-    traffic: Vec<Traffic>,
-    cpu_ms: Vec<f64>,
-    done_ms: Vec<f64>,
+    pub traffic: Vec<Traffic>,
+    pub cpu_ms: Vec<f64>,
+    pub done_ms: Vec<f64>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -121,7 +123,7 @@ const START_KEY: &str = "bench/start";
 
 /// Starts every node at once on a fresh store; returns the wall time until the last node
 /// holds its context, the agreed digest, and each node's costs.
-fn agree_once(nodes: u32, config: &Config) -> anyhow::Result<Agreement> {
+pub(super) fn agree_once(nodes: u32, config: &Config) -> anyhow::Result<Agreement> {
     let store = Arc::new(MemoryStore::new());
     // The start gate is a key of the store: waiters on a key wake without queueing for a
     // lock, where a `Barrier` of 16,384 threads would itself take seconds to release.
@@ -176,6 +178,7 @@ fn agree_once(nodes: u32, config: &Config) -> anyhow::Result<Agreement> {
         traffic: results.iter().map(|r| r.1).collect(),
         cpu_ms: results.iter().map(|r| r.2).collect(),
         done_ms: results.iter().map(|r| r.3).collect(),
+        contexts: results.into_iter().map(|r| r.0).collect(),
     })
 }
 
