@@ -5,3 +5,4 @@ pub mod cluster;
 pub mod inject;
 pub mod netns;
 pub mod relay;
+pub mod window_solve;
