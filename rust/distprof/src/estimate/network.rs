@@ -7,12 +7,13 @@
 //!     o_B - (1 + alpha) o_A = beta        and        r_B - (1 + alpha) r_A = alpha,
 //! both linear. Every accepted edge, whichever direction it was probed in, gives one
 //! equation of each; they are solved by weighted least squares (normal equations, Jacobi-
-//! preconditioned conjugate gradients, matrix-free over the edge list, started from the
-//! spanning-tree solution so only a small correction is iterated). The residual of an edge
-//! is its loop-closure error: how much it disagrees with all the paths around it. The edge
-//! that disagrees most, beyond a robust threshold, is rejected and named, and the solve is
-//! repeated. Nodes no accepted edge connects to the reference are reported unreachable and
-//! get no value.
+//! preconditioned conjugate gradients, matrix-free over the edge list (`normal`), offsets
+//! and rates as two columns of one solve, started from the spanning-tree solution so only a
+//! small correction is iterated). The residual of an edge is its loop-closure error: how
+//! much it disagrees with all the paths around it. The edges that disagree most at both
+//! their ends, beyond a robust threshold, are rejected and named, and the solve is
+//! repeated (`locally_worst`). Nodes no accepted edge connects to the reference are
+//! reported unreachable and get no value.
 
 use super::normal::{NormalMatrix, NormalRow};
 use crate::context::NodeId;
