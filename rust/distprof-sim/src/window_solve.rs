@@ -27,6 +27,9 @@ pub struct WindowSolve {
     /// probing; here one after the other), ms.
     pub fit_ms: f64,
     pub rejected_edges: usize,
+    /// Conjugate-gradient iterations of the solve, summed over its rejection rounds (not
+    /// the sigmas' projections).
+    pub cg_iterations: usize,
     pub unreachable_nodes: usize,
     /// Non-reference node-windows, those within 2 sigma of the truth, and the p99 of
     /// |offset error|.
@@ -64,6 +67,7 @@ pub fn time_window_solve(scenario: &Scenario, settings: &EstimatorSettings) -> R
         solve_ms,
         fit_ms,
         rejected_edges: est.rejected_edges().len(),
+        cg_iterations: est.network.cg_iterations,
         unreachable_nodes: est.unreachable.len(),
         samples,
         within_2_sigma,

@@ -1,6 +1,8 @@
 //! `distprof bench accuracy`: offset and drift error of every estimator, with and without
 //! network correction, in simulation at N = 8, 64 and 512 (the reference scenario of
-//! issue 5 with the node count changed), plus the real `distprof local` run.
+//! issue 5 with the node count changed), plus the real `distprof local` run; the
+//! reference scenario at 4,096 nodes from the traces alone (the uncertainty's coverage at
+//! scale), and on request one window's solve with sigma per node count (`--solve-curve`).
 //! Offset error is measured at every window midpoint against the true offset, drift error
 //! against the true mean drift over the window; the reference node itself is excluded
 //! (its error is zero by definition).
@@ -322,7 +324,11 @@ fn solve_curve(reference: &Scenario, args: &Args, out: &mut impl Write) -> anyho
     }
     use distprof_sim::window_solve::{shared_window_fits, sigma_projection_error, time_window_solve};
     let settings = EstimatorSettings::default();
-    writeln!(out, "{:>6} {:>8} {:>9} {:>8} {:>6} {:>9} {:>9} {:>9}", "nodes", "edges", "solve_ms", "fit_ms", "rej", "cov2sig", "sig_rms%", "sig_max%")?;
+    writeln!(
+        out,
+        "{:>6} {:>8} {:>9} {:>8} {:>6} {:>6} {:>9} {:>9} {:>9}",
+        "nodes", "edges", "solve_ms", "fit_ms", "rej", "cg_it", "cov2sig", "sig_rms%", "sig_max%"
+    )?;
     let mut curve = Vec::new();
     for &n in &args.solve_curve {
         eprintln!("bench accuracy: solve curve, {n} nodes");
@@ -337,12 +343,13 @@ fn solve_curve(reference: &Scenario, args: &Args, out: &mut impl Write) -> anyho
         let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}", v * 100.0));
         writeln!(
             out,
-            "{:>6} {:>8} {:>9.1} {:>8.0} {:>6} {:>9.3} {:>9} {:>9}",
+            "{:>6} {:>8} {:>9.1} {:>8.0} {:>6} {:>6} {:>9.3} {:>9} {:>9}",
             n,
             t.fitted_edges,
             t.solve_ms,
             t.fit_ms,
             t.rejected_edges,
+            t.cg_iterations,
             t.within_2_sigma as f64 / t.samples.max(1) as f64,
             pct(err.map(|e| e.sigma_rms_rel)),
             pct(err.map(|e| e.sigma_max_rel))
