@@ -4,10 +4,10 @@
 //! about as well as it does for 64 nodes.
 
 use distprof::distprof_plane::DistprofPlaneData;
-use distprof::estimate::{fit_window, EstimatorSettings, Smoother};
-use distprof::model::NodeClockModel;
+use distprof::estimate::EstimatorSettings;
 use distprof_offline::merge::plane_network::models_from_planes;
 use distprof_sim::cluster::{Cluster, Scenario};
+use distprof_sim::planes::node_planes;
 
 /// The reference scenario with 4 s windows over 8 s: two windows of 100 probe pairs per
 /// edge, cheap enough unoptimized at 1,024 nodes (8,192 edges).
@@ -15,43 +15,11 @@ fn scenario(nodes: u32, seed: u64) -> Scenario {
     Scenario { nodes, seed, window_s: 4.0, duration_s: 8.0, ..Scenario::reference() }
 }
 
-/// Each node's plane as its export writes it: its out-edges' final fits (drift over the
-/// windows either side), encoded and read back as on disk; nothing else.
-fn planes(c: &Cluster, settings: &EstimatorSettings) -> Vec<DistprofPlaneData> {
-    let window_ns = (c.scenario.window_s * 1e9) as i64;
-    (0..c.scenario.nodes)
-        .map(|node| {
-            let mut smoother = Smoother::new(*settings, window_ns);
-            let mut finals = Vec::new();
-            for k in 0..c.num_windows() {
-                finals.extend(smoother.push_fits(fit_window(&c.records_probed_by(node, k), &c.window_spec(k), settings)));
-            }
-            finals.extend(smoother.finish_fits());
-            let plane = DistprofPlaneData {
-                session_id: "traces-at-scale".into(),
-                node,
-                reference_node: c.reference(),
-                hostname: format!("sim{node}"),
-                timestamp_mode: "simulated".into(),
-                timestamps: None,
-                tracer_clock: "host".into(),
-                tracer_start: None,
-                // Empty: the model must come from the edge fits of all planes.
-                model: NodeClockModel { node, reachable: false, segments: Vec::new() },
-                snapshots: Vec::new(),
-                probe_stats: Vec::new(),
-                edge_fits: finals.iter().map(|f| f.share(node)).collect(),
-            };
-            DistprofPlaneData::from_xplane(&plane.to_xplane()).expect("a plane distprof wrote reads back")
-        })
-        .collect()
-}
-
 /// |offset error| of every non-reference node-window of the merged model, asserting that
 /// every node has a segment in every window.
 fn merged_errors_ns(c: &Cluster) -> Vec<f64> {
     let settings = EstimatorSettings::default();
-    let planes = planes(c, &settings);
+    let planes = node_planes(c, &settings);
     let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
     let models = models_from_planes(&refs, &settings);
     assert_eq!(models.len(), c.scenario.nodes as usize);

@@ -370,35 +370,8 @@ fn solve_curve(reference: &Scenario, args: &Args, out: &mut impl Write) -> anyho
 /// solved network-wide by merge's own code (`merge::plane_network`).
 fn trace_only(c: &Cluster, settings: &EstimatorSettings, acc: &mut Acc) {
     use distprof::distprof_plane::DistprofPlaneData;
-    use distprof::estimate::{fit_window, Smoother};
     let started = thread_cpu_s();
-    let window_ns = (c.scenario.window_s * 1e9) as i64;
-    let planes: Vec<DistprofPlaneData> = (0..c.scenario.nodes)
-        .map(|node| {
-            let mut smoother = Smoother::new(*settings, window_ns);
-            let mut finals = Vec::new();
-            for k in 0..c.num_windows() {
-                // Its plane carries the edges it probes: their records are all it fits.
-                finals.extend(smoother.push_fits(fit_window(&c.records_probed_by(node, k), &c.window_spec(k), settings)));
-            }
-            finals.extend(smoother.finish_fits());
-            let plane = DistprofPlaneData {
-                session_id: "bench".into(),
-                node,
-                reference_node: c.reference(),
-                hostname: format!("sim{node}"),
-                timestamp_mode: "simulated".into(),
-                timestamps: None,
-                tracer_clock: "host".into(),
-                tracer_start: None,
-                model: distprof::model::NodeClockModel { node, reachable: false, segments: Vec::new() },
-                snapshots: Vec::new(),
-                probe_stats: Vec::new(),
-                edge_fits: finals.iter().map(|f| f.share(node)).collect(),
-            };
-            DistprofPlaneData::from_xplane(&plane.to_xplane()).expect("a plane distprof wrote reads back")
-        })
-        .collect();
+    let planes = distprof_sim::planes::node_planes(c, settings);
     let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
     let models = distprof_offline::merge::plane_network::models_from_planes(&refs, settings);
     let ms = (thread_cpu_s() - started) * 1e3 / c.num_windows().max(1) as f64;
