@@ -301,6 +301,9 @@ pub fn system(n: usize, reference: NodeId, obs: &[EdgeObs], rejected: &[Option<R
             NormalRow { src: index[e.src as usize], dst: index[e.dst as usize], k: 1.0 + e.alpha, w: e.weight / mean_w }
         }),
     );
+    // Every kept edge has an unknown end (its ends differ and are reached), so row r of
+    // the matrix is edge `edges[r]`.
+    debug_assert_eq!(matrix.rows(), edges.len());
     System { matrix, nodes, edges }
 }
 
