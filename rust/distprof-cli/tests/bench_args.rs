@@ -15,7 +15,7 @@ fn accuracy(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn bad_scenario_flags_are_named_and_nothing_runs() {
     for (args, named) in [
-        (&["--nodes", "1"][..], "--nodes 1: each node count must be in 2..=4096"),
+        (&["--nodes", "1"][..], "--nodes 1: each node count must be in 2..=16384"),
         (&["--nodes", "8", "--packet-jitter-ns=-5"][..], "--packet-jitter-ns -5: must be a number of ns >= 0"),
         (&["--nodes", "8", "--packet-jitter-ns", "NaN"][..], "--packet-jitter-ns NaN"),
     ] {

@@ -9,6 +9,7 @@
 //! from the npm registry) reads merged JAX and GPU-like traces in `tests/steps/42-perfetto.sh`.
 
 use distprof_testkit::cli::distprof;
+use distprof_testkit::tree::files;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -33,23 +34,6 @@ fn run(args: &[&std::ffi::OsStr]) -> Value {
     let out = distprof().arg("merge").args(args).arg("--json").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Every file under `dir` (relative path -> bytes).
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
 }
 
 fn os(s: &str) -> &std::ffi::OsStr {
@@ -85,6 +69,28 @@ fn parallel_and_sharded_merges_give_the_bytes_of_the_serial_merge() {
     assert_eq!(a.keys().collect::<Vec<_>>(), c.keys().collect::<Vec<_>>());
     for (k, v) in &a {
         assert!(v == &c[k], "{} differs between the whole merge and the joined shards", k.display());
+    }
+
+    // The solve step once (the traces' planes, not their events), then shards from its
+    // plan that read only their own traces: the same bytes again.
+    let plan = tmp.path().join("plan.json");
+    let solved = run(&[os("--solve-only"), inputs.as_os_str(), os("--out"), plan.as_os_str()]);
+    let (read, size) = (solved["bytes_read"].as_u64().unwrap(), solved["bytes_in"].as_u64().unwrap());
+    assert!(read * 20 < size, "the solve step read {read} of {size} bytes");
+    let (p1, p2, pjoined) = (tmp.path().join("p1"), tmp.path().join("p2"), tmp.path().join("pjoined"));
+    run(&[os("--plan"), plan.as_os_str(), os("--nodes"), os("0-2"), os("--out"), p1.as_os_str()]);
+    run(&[os("--plan"), plan.as_os_str(), os("--nodes"), os("3"), os("--out"), p2.as_os_str()]);
+    run(&[os("--join"), p1.as_os_str(), p2.as_os_str(), os("--out"), pjoined.as_os_str()]);
+    let p = files(&pjoined);
+    assert_eq!(a.keys().collect::<Vec<_>>(), p.keys().collect::<Vec<_>>());
+    for (k, v) in &a {
+        assert!(v == &p[k], "{} differs between the whole merge and the joined shards of the plan", k.display());
+    }
+    // The plan names the inputs and holds the models: neither is given again.
+    for (extra, says) in [(inputs.as_os_str(), "give no inputs with --plan"), (os("--models=m.json"), "give --models/--run-dir to `distprof merge --solve-only`")] {
+        let out = distprof().args(["merge", "--plan"]).arg(&plan).arg(extra).arg("--out").arg(tmp.path().join("p3")).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{}", String::from_utf8_lossy(&out.stderr));
     }
 
     // Joined into a shard's own directory: its node files stay, the others join them.

@@ -1,6 +1,7 @@
 //! The plugin harness at scale: 64 nodes as threads of one process (as the C++ harness
-//! runs them), each with its own rendezvous, probe engine and fit exchange over one shared
-//! in-memory store, driven through the backend the hooks drive.
+//! runs them), each with its own rendezvous over one shared in-memory store and its own
+//! probe engine, driven through the backend the hooks drive; the network solved by merge's
+//! own code from the 64 exported planes.
 
 use distprof::config::Config;
 use distprof::distprof_plane::DistprofPlaneData;
@@ -37,12 +38,12 @@ fn decode_planes(bytes: &[u8]) -> Vec<distprof::xplane::XPlane> {
 }
 
 /// 64 nodes in one process (as the C++ harness runs nodes as threads) over loopback,
-/// out-degree 8: with 64 nodes most nodes do not probe the reference, yet every node's
-/// exported model is reachable in every window, because it is the network's solution
-/// from every node's shared fits. Its error (one host, one clock: the truth is 0) is
-/// within 2x of the network solve over all nodes' JSONL files (`--run-dir`).
+/// out-degree 8: most nodes do not probe the reference, so a node's own model (its own
+/// edges, solved in the job) places only those that do; merge's solve over the 64 planes
+/// places every node in every window, and its error (one host, one clock: the truth is 0)
+/// is within 2x of the network solve over all nodes' JSONL files (`--run-dir`).
 #[test]
-fn sixty_four_nodes_each_export_the_network_model() {
+fn sixty_four_nodes_export_their_fits_and_merge_places_every_node() {
     const N: u32 = 64;
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
@@ -75,20 +76,30 @@ fn sixty_four_nodes_each_export_the_network_model() {
     }
     b.trace_stop().unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !(0..N).all(|n| b.trace().unwrap().exchange(n).is_some_and(|e| e.finished)) {
-        assert!(Instant::now() < deadline, "the fit exchange did not end");
+    while !b.trace().unwrap().probes_finished() {
+        assert!(Instant::now() < deadline, "the probe threads did not end");
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(failures.lock().unwrap().is_empty(), "{:?}", failures.lock().unwrap());
+    let planes: Vec<DistprofPlaneData> =
+        decode_planes(&b.export().unwrap()).iter().map(|p| DistprofPlaneData::from_xplane(p).unwrap()).collect();
+    assert_eq!(planes.len(), N as usize);
+    for data in &planes {
+        // Every window's own edge fits travel in the plane; the own model places exactly
+        // the nodes that probe the reference (and the reference).
+        assert!(data.edge_fits.len() >= 3, "node {}: {} windows of fits", data.node, data.edge_fits.len());
+        let probes_reference = data.node == 0 || context.out_edges[data.node as usize].contains(&0);
+        assert_eq!(data.model.reachable, probes_reference, "node {}: own model {:?}", data.node, data.model);
+    }
+    let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
+    let solved = distprof_offline::merge::plane_network::models_from_planes(&refs, &distprof::estimate::EstimatorSettings::default());
     let mut exported = Vec::new();
-    for p in decode_planes(&b.export().unwrap()) {
-        let data = DistprofPlaneData::from_xplane(&p).unwrap();
-        let ex = b.trace().unwrap().exchange(data.node).unwrap();
-        assert!(data.model.reachable, "node {} unreachable", data.node);
-        assert_eq!(ex.windows_complete, ex.windows_solved, "node {}: windows lacked fits: {:?}", data.node, ex.incomplete);
-        assert!(data.model.segments.len() >= 3, "node {}: {} segments", data.node, data.model.segments.len());
+    for data in &planes {
+        let m = distprof_offline::merge::plane_network::better_model(&solved, data);
+        assert!(m.reachable, "node {} unplaced by merge", data.node);
+        assert!(m.segments.len() >= 3, "node {}: {} segments", data.node, m.segments.len());
         if data.node != 0 {
-            exported.extend(data.model.segments.iter().map(|s| s.offset_ns.abs()));
+            exported.extend(m.segments.iter().map(|s| s.offset_ns.abs()));
         }
     }
     let files = distprof_offline::run_dir_estimate::read_run_dir(dir.path()).unwrap();
@@ -104,7 +115,7 @@ fn sixty_four_nodes_each_export_the_network_model() {
         v[((v.len() - 1) as f64 * 0.99).round() as usize]
     };
     let (exported_p99, network_p99) = (p99(&mut exported), p99(&mut network));
-    eprintln!("64 nodes: exported p99 |offset error| {exported_p99:.0} ns, network solve over every JSONL {network_p99:.0} ns");
+    eprintln!("64 nodes: merge over the planes p99 |offset error| {exported_p99:.0} ns, network solve over every JSONL {network_p99:.0} ns");
     // 2x as the issue asks, plus 1 us: loopback errors are scheduling noise of a few us
     // on a loaded 2-core machine, and the two solves bin windows differently.
     assert!(exported_p99 <= 2.0 * network_p99 + 1_000.0, "exported p99 {exported_p99} ns vs network {network_p99} ns");

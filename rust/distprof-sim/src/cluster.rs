@@ -29,8 +29,9 @@ use serde::Serialize;
 /// Local clocks read around this many ns (a realistic CLOCK_REALTIME), so that i64
 /// handling of large values is exercised.
 pub const EPOCH_NS: i64 = 1_700_000_000_000_000_000;
-/// The largest job the design serves. A window's records of every edge at this size are
-/// ~4 GB; `records_probed_by` gives one node's share at a time.
+/// The largest job distprof is built for (issue 27). The cluster itself holds O(N) clocks
+/// and edges; a window of every edge's records (`records`) is ~4 GB at 16,384 nodes and
+/// out-degree 8, so large runs read one node's at a time (`records_of`).
 pub const MAX_NODES: u32 = 16_384;
 /// Responder turnaround between receiving the forward pair and sending the reverse pair.
 const TURNAROUND_NS: f64 = 20_000.0;
@@ -167,8 +168,6 @@ pub struct Cluster {
     pub graph: Vec<Vec<NodeId>>,
     clocks: Vec<SimClock>,
     edges: Vec<EdgeParams>,
-    /// Node i's out-edges are `edges[out_start[i]..out_start[i + 1]]`.
-    out_start: Vec<usize>,
     reference: NodeId,
 }
 
@@ -190,7 +189,6 @@ impl Cluster {
             .collect();
         let graph = probe_graph(s.nodes, s.out_degree, s.seed);
         let mut edges = Vec::new();
-        let mut out_start = vec![0];
         for (src, outs) in graph.iter().enumerate() {
             for &dst in outs {
                 let index = edges.len() as u64;
@@ -203,9 +201,8 @@ impl Cluster {
                     phase_ns: rng.uniform(0.0, s.cadence_us as f64 * 1e3),
                 });
             }
-            out_start.push(edges.len());
         }
-        Ok(Self { clocks, graph, edges, out_start, reference: 0, scenario })
+        Ok(Self { clocks, graph, edges, reference: 0, scenario })
     }
 
     pub fn reference(&self) -> NodeId {
@@ -262,14 +259,14 @@ impl Cluster {
         out
     }
 
-    /// Records of the edges `node` probes, window k: those whose fits its trace carries.
-    pub fn records_probed_by(&self, node: NodeId, k: u64) -> Vec<ProbeRecord> {
+    /// Records of the edges `node` probes only: what its probe engine's windows hold. The
+    /// edges are kept in prober order, so this costs the node's own edges at any N.
+    pub fn records_from(&self, node: NodeId, k: u64) -> Vec<ProbeRecord> {
+        let from = self.edges.partition_point(|e| e.src < node);
+        let to = self.edges.partition_point(|e| e.src <= node);
         let mut out = Vec::new();
-        let i = node as usize;
-        if let (Some(&a), Some(&b)) = (self.out_start.get(i), self.out_start.get(i + 1)) {
-            for e in &self.edges[a..b] {
-                self.edge_records(e, k, &mut out);
-            }
+        for e in &self.edges[from..to] {
+            self.edge_records(e, k, &mut out);
         }
         out
     }
@@ -355,6 +352,19 @@ mod tests {
         let probes = s_probes_per_window(&Scenario { window_s: 4.0, ..Scenario::reference() });
         let expected = 56.0 * probes * 0.96;
         assert!((a.len() as f64 - expected).abs() < expected * 0.1, "{} vs {expected}", a.len());
+    }
+
+    /// A prober's own records are exactly its out-edges' share of every record touching it.
+    #[test]
+    fn records_from_a_node_are_its_out_edges_records() {
+        let s = Scenario { nodes: 16, out_degree: 3, duration_s: 8.0, window_s: 4.0, ..Scenario::reference() };
+        let c = Cluster::new(s).expect("scenario");
+        for node in [0, 7, 15] {
+            let own: Vec<_> = c.records_of(node, 1).into_iter().filter(|r| r.src == node).collect();
+            let from = c.records_from(node, 1);
+            assert!(!from.is_empty());
+            assert_eq!(from, own, "node {node}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub fn node_planes(c: &Cluster, settings: &EstimatorSettings) -> Vec<DistprofPla
             let mut finals = Vec::new();
             for k in 0..c.num_windows() {
                 // Its plane carries the edges it probes: their records are all it fits.
-                finals.extend(smoother.push_fits(fit_window(&c.records_probed_by(node, k), &c.window_spec(k), settings)));
+                finals.extend(smoother.push_fits(fit_window(&c.records_from(node, k), &c.window_spec(k), settings)));
             }
             finals.extend(smoother.finish_fits());
             let plane = DistprofPlaneData {

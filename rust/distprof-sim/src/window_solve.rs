@@ -43,7 +43,7 @@ pub struct WindowSolve {
 pub fn shared_window_fits(cluster: &Cluster, k: u64, settings: &EstimatorSettings) -> Option<WindowFits> {
     let spec = cluster.window_spec(k);
     let parts: Vec<NodeWindowFits> =
-        (0..cluster.scenario.nodes).map(|node| fit_window(&cluster.records_probed_by(node, k), &spec, settings).share(node)).collect();
+        (0..cluster.scenario.nodes).map(|node| fit_window(&cluster.records_from(node, k), &spec, settings).share(node)).collect();
     let refs: Vec<&NodeWindowFits> = parts.iter().collect();
     WindowFits::from_shared(&refs, cluster.scenario.nodes, cluster.reference())
 }

@@ -8,3 +8,4 @@ pub mod fuzz;
 pub mod golden;
 pub mod synthetic_report;
 pub mod synthetic_xspace;
+pub mod tree;

@@ -10,6 +10,8 @@
 
 use distprof::context::NodeId;
 use distprof::distprof_plane::{distprof_plane_bytes, DistprofPlaneData, TracerStart};
+use distprof::estimate::shared::SHARED_FITS_VERSION;
+use distprof::estimate::{NodeWindowFits, SharedEdge, SharedLine};
 use distprof::model::{ClockSegment, NodeClockModel};
 use distprof::snapshot::SnapshotPair;
 use distprof::xplane::{
@@ -113,6 +115,39 @@ pub fn plane_data(node: NodeId, hostname: &str, segments: Vec<ClockSegment>) -> 
         snapshots: Vec::new(),
         probe_stats: Vec::new(),
         edge_fits: Vec::new(),
+    }
+}
+
+/// Node `src`'s edge fits of one window `[start_local_ns, end_local_ns)`, as its distprof
+/// plane carries them: one edge per `(dst, theta_ns)`, a flat line at `theta_ns` (the
+/// offset of `dst` from `src`) with both hulls 1 us either side of it.
+pub fn flat_edge_fits(src: NodeId, window_id: u64, start_local_ns: i64, end_local_ns: i64, edges: &[(NodeId, f64)]) -> NodeWindowFits {
+    let half_ns = (end_local_ns - start_local_ns) as f64 / 2.0;
+    NodeWindowFits {
+        version: SHARED_FITS_VERSION,
+        node: src,
+        window_id,
+        start_local_ns,
+        end_local_ns,
+        edges: edges
+            .iter()
+            .map(|&(dst, theta)| SharedEdge {
+                dst,
+                counts: Default::default(),
+                fit_error: None,
+                line: Some(SharedLine {
+                    y_origin_ns: 0,
+                    gap_noise_ns: 0.0,
+                    slope: 0.0,
+                    intercept_ns: theta,
+                    margin_ns: Some(1_000.0),
+                    sigma_ns: Some(100.0),
+                    all_packets: false,
+                    fwd_lower: vec![[-half_ns, theta + 1_000.0], [half_ns, theta + 1_000.0]],
+                    rev_upper: vec![[-half_ns, theta - 1_000.0], [half_ns, theta - 1_000.0]],
+                }),
+            })
+            .collect(),
     }
 }
 

@@ -1,7 +1,8 @@
 //! The distprof plane: what a node's XSpace carries so that the trace can be merged later.
 //!
-//! The export hook appends one plane named [`DISTPROF_PLANE`] to the node's XSpace: the clock
-//! model per window with its bounds, the (S, R) snapshot pairs, probe statistics per edge and
+//! The export hook appends one plane named [`DISTPROF_PLANE`] to the node's XSpace: the
+//! node's own clock model per window with its bounds (solved from its own edges only,
+//! `plugin::node_windows`; the network's is merge's), the (S, R) snapshot pairs, probe statistics per edge and
 //! window, the timestamp mode in force, the run's session id, and the node's own edge fits
 //! per window (`estimate::shared`), from which `distprof merge` solves the whole network
 //! when it holds every node's trace. Every value is a stat (int64 absolute ns where it

@@ -14,9 +14,9 @@
 //! - rendezvous and probing: [`make_backend`], which returns [`backend::EngineBackend`].
 
 pub mod backend;
-pub mod fit_exchange;
 pub mod lease;
 pub mod node;
+pub mod node_windows;
 pub mod trace;
 
 pub use node::NodeState;

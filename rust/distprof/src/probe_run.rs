@@ -88,27 +88,60 @@ pub fn run_probing(
         virtual_clock: (clock != VirtualClock::IDENTITY).then_some(clock),
         ..Meta::for_node(ctx, node, &timestamps, start_local_ns, config)
     };
-    let mut writer = JsonlWriter::create(Path::new(&config.output_dir), &meta).map_err(ProbeRunError::Output)?;
+    let writer = JsonlWriter::create(Path::new(&config.output_dir), &meta).map_err(ProbeRunError::Output)?;
     let params = EngineParams::for_node(ctx, node, config, clock, purity);
-    let settings = EstimatorSettings::from_config(config);
-    let mut own_edges = NodeEdgeEstimator::new(node, ctx.num_nodes, settings);
+    let mut closer = WindowCloser::new(node, ctx.num_nodes, ctx.reference_node, EstimatorSettings::from_config(config), writer);
     let stats = Engine::new(params, sock)
         .run(Instant::now() + run_for, stop, &mut |mut w: ClosedWindow| {
-            let spec = WindowSpec {
-                window_id: w.window_id,
-                start_local_ns: w.start_local_ns,
-                end_local_ns: w.end_local_ns,
-                num_nodes: ctx.num_nodes,
-                reference: ctx.reference_node,
-            };
             timestamps.absorb_window(w.nic_clock.as_ref());
-            let fits = fit_window(&w.records, &spec, &settings);
-            // The online model of this node's own edges goes into the window's JSONL line.
-            w.model = Some(own_edges.window_fitted(&w, fits.clone()));
+            let fits = closer.fit(&mut w);
             on_window(FittedWindow { window: &w, fits });
-            // Flushed per window: a crash loses at most the open one.
-            writer.write_window(&w)
+            closer.write(&w)
         })
         .map_err(ProbeRunError::Engine)?;
-    Ok(ProbeRunOutcome { mode, timestamps, jsonl_path: writer.path().to_path_buf(), stats })
+    Ok(ProbeRunOutcome { mode, timestamps, jsonl_path: closer.path().to_path_buf(), stats })
+}
+
+/// What a node does with each window its engine closes, whatever runs it (the plugin's
+/// probe thread, `distprof run`, `distprof bench scale`): fit the window's records once, put
+/// the node's own edge model into the window's line and write the line. It knows the node
+/// count and the reference, never another node's data: its cost is the node's own edges.
+pub struct WindowCloser {
+    node: NodeId,
+    num_nodes: u32,
+    reference: NodeId,
+    settings: EstimatorSettings,
+    own_edges: NodeEdgeEstimator,
+    writer: JsonlWriter,
+}
+
+impl WindowCloser {
+    pub fn new(node: NodeId, num_nodes: u32, reference: NodeId, settings: EstimatorSettings, writer: JsonlWriter) -> Self {
+        Self { node, num_nodes, reference, settings, own_edges: NodeEdgeEstimator::new(node, num_nodes, settings), writer }
+    }
+
+    /// Fits `w`'s records (the node's own out-edges) and sets the line's online model;
+    /// returns the fits, computed once for every use.
+    pub fn fit(&mut self, w: &mut ClosedWindow) -> WindowFits {
+        let spec = WindowSpec {
+            window_id: w.window_id,
+            start_local_ns: w.start_local_ns,
+            end_local_ns: w.end_local_ns,
+            num_nodes: self.num_nodes,
+            reference: self.reference,
+        };
+        debug_assert!(w.node == self.node, "window of node {} closed by node {}'s closer", w.node, self.node);
+        let fits = fit_window(&w.records, &spec, &self.settings);
+        w.model = Some(self.own_edges.window_fitted(w, fits.clone()));
+        fits
+    }
+
+    /// Appends `w`'s line to the JSONL file, flushed: a crash loses at most the open window.
+    pub fn write(&mut self, w: &ClosedWindow) -> std::io::Result<()> {
+        self.writer.write_window(w)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.writer.path()
+    }
 }

@@ -1,7 +1,7 @@
 //! `distprof merge`: every node's trace onto one timeline (see docs/merge.md).
 
 use distprof_offline::merge::shard::NodeSet;
-use distprof_offline::merge::{merge_with, shard, MergeOptions, RunOptions};
+use distprof_offline::merge::{merge_planned, merge_with, plan, shard, MergeOptions, Plan, RunOptions};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,8 +9,9 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct Args {
     /// Per-node `.xplane.pb` files, XProf run directories or logdirs holding them (with
-    /// `--join`: the `--out` directories of the shards).
-    #[arg(required = true)]
+    /// `--join`: the `--out` directories of the shards; with `--plan`: none, the plan
+    /// lists them).
+    #[arg(required_unless_present = "plan")]
     inputs: Vec<PathBuf>,
     /// Nodes merged at once, one per thread (default: the available cores). The outputs
     /// are the same for every count.
@@ -24,6 +25,15 @@ pub struct Args {
     /// outputs of one merge of every node.
     #[arg(long, conflicts_with_all = ["allow_uncorrected", "force"])]
     join: bool,
+    /// Only solve: scan every input's small planes (not its events), solve the clock models
+    /// and fix the origin and every node's ids, and write that plan to --out (a JSON file)
+    /// for `--plan`. Takes the model flags (--models, --run-dir, --allow-uncorrected, --force).
+    #[arg(long, conflicts_with_all = ["join", "nodes", "plan", "chrome", "no_chrome", "flows", "jobs"])]
+    solve_only: bool,
+    /// Merge from a plan that `--solve-only` wrote (with --nodes: a shard) instead of
+    /// scanning every input: reads the traces of its nodes and no other.
+    #[arg(long, value_name = "PLAN.json", conflicts_with_all = ["join", "allow_uncorrected", "force"])]
+    plan: Option<PathBuf>,
     /// Show input MB done, rate and ETA on stderr (on by default when stderr is a terminal).
     #[arg(long)]
     progress: bool,
@@ -64,6 +74,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.nodes.is_some() && args.chrome.is_some() {
         anyhow::bail!("--chrome with --nodes: a shard writes its Chrome JSON records into its --out as {}; give --chrome to the --join step", shard::FRAGMENT_FILE);
     }
+    if args.plan.is_some() && !args.inputs.is_empty() {
+        anyhow::bail!("--plan lists the inputs its solve step was given; give no inputs with --plan (or leave out --plan)");
+    }
+    if args.plan.is_some() && args.models.given() {
+        anyhow::bail!("--plan holds the models its solve step applied; give --models/--run-dir to `distprof merge --solve-only` instead");
+    }
+    if args.solve_only {
+        return solve_only(args);
+    }
     let chrome = if args.no_chrome {
         None
     } else {
@@ -87,25 +106,62 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let report = shard::join(&args.inputs, &args.out, chrome.as_deref())?;
         return print_report(&report, start.elapsed().as_secs_f64(), args.json);
     }
-    let models = args.models.load()?;
-    let opts = MergeOptions {
-        out_dir: args.out,
-        chrome,
-        allow_uncorrected: args.allow_uncorrected,
-        models,
-        models_origin: args.models.origin()?,
-        force: args.force,
-        flows: args.flows,
-    };
+    let opts = merge_options(&args, chrome)?;
     let run = RunOptions {
         jobs: args.jobs.unwrap_or(0),
         nodes: args.nodes,
         meter: args.progress || std::io::stderr().is_terminal(),
     };
-    let report = merge_with(&args.inputs, &opts, &run, &mut |line| {
-        eprintln!("distprof merge: {line}")
-    })?;
+    let mut progress = |line: &str| eprintln!("distprof merge: {line}");
+    let report = match &args.plan {
+        Some(path) => merge_planned(&Plan::read(path)?, path, &opts, &run, &mut progress)?,
+        None => merge_with(&args.inputs, &opts, &run, &mut progress)?,
+    };
     print_report(&report, start.elapsed().as_secs_f64(), args.json)
+}
+
+fn merge_options(args: &Args, chrome: Option<PathBuf>) -> anyhow::Result<MergeOptions> {
+    Ok(MergeOptions {
+        out_dir: args.out.clone(),
+        chrome,
+        allow_uncorrected: args.allow_uncorrected,
+        models: args.models.load()?,
+        models_origin: args.models.origin()?,
+        force: args.force,
+        flows: args.flows,
+    })
+}
+
+/// `--solve-only`: the plan of a merge of every input, to `--out`.
+fn solve_only(args: Args) -> anyhow::Result<ExitCode> {
+    let start = std::time::Instant::now();
+    if args.out.is_dir() {
+        anyhow::bail!("--out {} is a directory; with --solve-only, --out names the plan file to write (e.g. --out plan.json)", args.out.display());
+    }
+    let opts = merge_options(&args, None)?;
+    let (plan, _, stats) = plan::solve(&args.inputs, &opts, &mut |line| eprintln!("distprof merge: {line}"))?;
+    plan.write(&args.out)?;
+    let secs = start.elapsed().as_secs_f64();
+    if args.json {
+        let report = serde_json::json!({
+            "plan": args.out,
+            "nodes": plan.nodes.len(),
+            "g0_ns": plan.g0_ns,
+            "bytes_in": stats.bytes_in,
+            "bytes_read": stats.bytes_read,
+            "seconds": secs,
+        });
+        println!("{report}");
+    } else {
+        println!(
+            "solved {} nodes in {secs:.2} s, reading {:.2} MB of their {:.1} MB (their small planes, not their events); plan: {}",
+            plan.nodes.len(),
+            stats.bytes_read as f64 / 1e6,
+            stats.bytes_in as f64 / 1e6,
+            args.out.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_report(report: &distprof_offline::merge::MergeReport, secs: f64, json: bool) -> anyhow::Result<ExitCode> {

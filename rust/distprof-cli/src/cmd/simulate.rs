@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Number of simulated nodes (2..=16384; a window of 16,384 nodes holds ~4 GB of records).
+    /// Number of simulated nodes (2..=16384).
     #[arg(long, default_value_t = 64)]
     nodes: u32,
     /// Seed of the simulation; the same seed gives the same output.

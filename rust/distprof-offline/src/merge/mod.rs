@@ -3,7 +3,8 @@
 //! Inputs are per-node `.xplane.pb` files or directories holding them (an XProf run dir
 //! `plugins/profile/<run>/<host>.xplane.pb` or a whole logdir). Each node's clock model comes
 //! from the distprof plane in its own XSpace. Every node is read once to learn its model and
-//! profile start (a seek-only prescan) and once to stream it out; nodes are streamed out in
+//! profile start (a seek-only prescan; `plan` keeps what that decides over all nodes, so
+//! that a shard can read only its own nodes) and once to stream it out; nodes are streamed out in
 //! parallel, one per worker thread, so memory is about the inputs being merged at once.
 //!
 //! Outputs: an XProf run directory `<out>/plugins/profile/<run>/node<k>.<host>.xplane.pb`
@@ -19,6 +20,7 @@ pub mod cursor;
 pub mod flows;
 pub mod direct_io;
 mod line_map;
+pub mod plan;
 pub mod plane_network;
 pub mod prescan;
 pub mod rewrite;
@@ -37,7 +39,8 @@ use rewrite::{NodeOutput, RewriteStats};
 use std::path::{Path, PathBuf};
 use timemap::{MapError, NodeTimeMap};
 
-pub use run::{merge, merge_with, RunOptions};
+pub use plan::Plan;
+pub use run::{merge, merge_planned, merge_with, RunOptions};
 
 /// Merge failures, each naming the input and the fix. The cause is part of the message (the
 /// fields are not `source`, so error chains do not print it twice).

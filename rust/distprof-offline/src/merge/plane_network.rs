@@ -51,39 +51,11 @@ pub fn better_model<'a>(solved: &'a [NodeClockModel], plane: &'a DistprofPlaneDa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use distprof::estimate::shared::SHARED_FITS_VERSION;
-    use distprof::estimate::{NodeWindowFits, SharedEdge, SharedLine};
+    use distprof::estimate::NodeWindowFits;
 
-    /// Node `src`'s fits of window 0: one edge per `(dst, theta_ns)`, a flat line with both
-    /// hulls 1 us either side of it.
+    /// Node `src`'s fits of window 0 (15 to 30 s): one flat line per `(dst, theta_ns)`.
     fn fits(src: u32, edges: &[(u32, f64)]) -> NodeWindowFits {
-        let w = 15_000_000_000;
-        NodeWindowFits {
-            version: SHARED_FITS_VERSION,
-            node: src,
-            window_id: 0,
-            start_local_ns: w,
-            end_local_ns: 2 * w,
-            edges: edges
-                .iter()
-                .map(|&(dst, theta)| SharedEdge {
-                    dst,
-                    counts: Default::default(),
-                    fit_error: None,
-                    line: Some(SharedLine {
-                        y_origin_ns: 0,
-                        gap_noise_ns: 0.0,
-                        slope: 0.0,
-                        intercept_ns: theta,
-                        margin_ns: Some(1_000.0),
-                        sigma_ns: Some(100.0),
-                        all_packets: false,
-                        fwd_lower: vec![[-7e9, theta + 1_000.0], [7e9, theta + 1_000.0]],
-                        rev_upper: vec![[-7e9, theta - 1_000.0], [7e9, theta - 1_000.0]],
-                    }),
-                })
-                .collect(),
-        }
+        distprof_testkit::synthetic_xspace::flat_edge_fits(src, 0, 15_000_000_000, 30_000_000_000, edges)
     }
 
     fn plane(node: u32, edge_fits: Vec<NodeWindowFits>) -> DistprofPlaneData {

@@ -39,29 +39,13 @@ pub fn merge(
 }
 
 /// Where a node's first plane id, device id and Chrome pid start: they follow from the
-/// plane counts of the nodes before it (prescan), so every node can be written on its own
-/// and the result does not depend on which finishes first.
+/// plane counts of the nodes before it (prescan, [`Plan::bases`]), so every node can be
+/// written on its own and the result does not depend on which finishes first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct NodeBases {
-    plane_id: i64,
-    device_id: i64,
-    pid: u64,
-}
-
-fn node_bases(nodes: &[LoadedNode]) -> Vec<NodeBases> {
-    let mut b = NodeBases { plane_id: 10_000, device_id: 0, pid: 1 };
-    nodes
-        .iter()
-        .map(|n| {
-            let this = b;
-            let i = &n.info;
-            b.device_id += i.device_planes as i64;
-            // Every other plane, and the applied plane merge adds to a node without a model.
-            b.plane_id += (i.planes - i.device_planes) as i64 + i64::from(i.distprof.is_none() && !i.already_merged);
-            b.pid += i.event_planes as u64;
-            this
-        })
-        .collect()
+pub(super) struct NodeBases {
+    pub(super) plane_id: i64,
+    pub(super) device_id: i64,
+    pub(super) pid: u64,
 }
 
 /// What one worker did for one node.
@@ -82,51 +66,49 @@ pub fn merge_with(
     progress: &mut dyn FnMut(&str),
 ) -> Result<MergeReport, MergeError> {
     check_paths(inputs, &opts.out_dir)?;
-    let paths = find_inputs(inputs)?;
-    let mut scanned = Vec::new();
-    for (i, p) in paths.iter().enumerate() {
-        let s = scan_node(p, i as u32)?;
-        if s.info.already_merged {
-            return Err(MergeError::OwnOutput { path: s.path });
-        }
-        scanned.push(s);
-    }
-    let models = models_to_apply(&scanned, opts, progress)?;
-    let mut nodes = Vec::new();
-    for s in scanned {
-        let n = s.with_map(opts.allow_uncorrected, &models)?;
-        if let Some(prev) = nodes.iter().find(|m: &&LoadedNode| m.node == n.node) {
-            return Err(MergeError::DuplicateNode {
-                node: n.node,
-                a: prev.path.clone(),
-                b: n.path.clone(),
-            });
-        }
-        nodes.push(n);
-    }
-    nodes.sort_by_key(|n| n.node);
-    // The global origin: the earliest profile start, mapped onto G (over all nodes, also
-    // in a shard, so every shard has the same origin).
-    let g0_ns = nodes
+    let (plan, nodes, _) = plan::solve(inputs, opts, progress)?;
+    let nodes = nodes.into_iter().filter(|n| run.nodes.as_ref().is_none_or(|set| set.contains(n.node))).collect();
+    write_nodes(&plan, nodes, opts, run, progress)
+}
+
+/// Merges from a plan (`plan::solve`, written by `--solve-only`) into `opts.out_dir`: the
+/// nodes of `run.nodes` (all without), reading their traces and no other. The same bytes
+/// as [`merge_with`] of the plan's inputs. `plan_path` is named in errors.
+pub fn merge_planned(
+    plan: &Plan,
+    plan_path: &Path,
+    opts: &MergeOptions,
+    run: &RunOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<MergeReport, MergeError> {
+    let inputs: Vec<PathBuf> = plan.nodes.iter().map(|n| n.path.clone()).collect();
+    check_paths(&inputs, &opts.out_dir)?;
+    let nodes = plan.load(run.nodes.as_ref(), plan_path)?;
+    write_nodes(plan, nodes, opts, run, progress)
+}
+
+/// Writes `nodes` (those of `run.nodes` among the plan's, loaded, in node order) into
+/// `opts.out_dir`; with `run.nodes`, as a shard.
+fn write_nodes(
+    plan: &Plan,
+    nodes: Vec<LoadedNode>,
+    opts: &MergeOptions,
+    run: &RunOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<MergeReport, MergeError> {
+    let g0_ns = plan.g0_ns;
+    let models = &plan.models;
+    let all_bases = plan.bases();
+    let bases: Vec<NodeBases> = nodes
         .iter()
-        .filter_map(|n| {
-            n.info
-                .profile_start_ns
-                .map(|s| n.map.host_to_g_ps(s as i128 * 1000).div_euclid(1000) as i64)
-        })
-        .min()
-        .unwrap_or(0);
-    let bases = node_bases(&nodes);
-    let all_nodes: Vec<u32> = nodes.iter().map(|n| n.node).collect();
-    let todo: Vec<usize> = (0..nodes.len())
-        .filter(|&i| run.nodes.as_ref().is_none_or(|set| set.contains(nodes[i].node)))
+        .map(|n| all_bases[plan.nodes.binary_search_by_key(&n.node, |p| p.node).expect("a plan holds the nodes it loads")])
         .collect();
-    for &i in &todo {
-        let n = &nodes[i];
+    let all_nodes: Vec<u32> = plan.nodes.iter().map(|n| n.node).collect();
+    for n in &nodes {
         progress(&format!("loaded node {} from {} ({} MB)", n.node, n.path.display(), n.bytes / 1_000_000));
     }
     if let Some(set) = &run.nodes {
-        progress(&format!("shard {set}: {} of the {} input nodes", todo.len(), nodes.len()));
+        progress(&format!("shard {set}: {} of the {} input nodes", nodes.len(), all_nodes.len()));
     }
     let run_name = run_name(g0_ns);
     let run_dir = opts.out_dir.join("plugins").join("profile").join(&run_name);
@@ -153,20 +135,20 @@ pub fn merge_with(
         }
         None => None,
     };
-    let total_bytes: u64 = todo.iter().map(|&i| nodes[i].bytes).sum();
+    let total_bytes: u64 = nodes.iter().map(|n| n.bytes).sum();
     let done_bytes = std::sync::atomic::AtomicU64::new(0);
     let next_job = std::sync::atomic::AtomicUsize::new(0);
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let workers = run.workers(todo.len());
+    let workers = run.workers(nodes.len());
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<NodeDone, MergeError>)>();
-    let mut results: Vec<Option<NodeDone>> = (0..todo.len()).map(|_| None).collect();
+    let mut results: Vec<Option<NodeDone>> = (0..nodes.len()).map(|_| None).collect();
     let mut first_err: Option<(usize, MergeError)> = None;
     let started = std::time::Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();
-            let (nodes, bases, todo, chrome, run_dir) = (&nodes, &bases, &todo, &chrome, &run_dir);
-            let (next_job, stop, done_bytes, models) = (&next_job, &stop, &done_bytes, &models);
+            let (nodes, bases, chrome, run_dir) = (&nodes, &bases, &chrome, &run_dir);
+            let (next_job, stop, done_bytes) = (&next_job, &stop, &done_bytes);
             scope.spawn(move || {
                 // The input buffer, reused from node to node: fresh memory costs a page
                 // fault per page on first touch.
@@ -178,15 +160,14 @@ pub fn merge_with(
                     // With the Chrome JSON, the document hands out the jobs with their
                     // fragments' places.
                     let job = match chrome {
-                        Some(doc) => doc.next_job(todo.len(), |k| nodes[todo[k]].bytes).map(|r| (r.order, Some((r, doc)))),
+                        Some(doc) => doc.next_job(nodes.len(), |k| nodes[k].bytes).map(|r| (r.order, Some((r, doc)))),
                         None => {
                             let k = next_job.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            (k < todo.len()).then_some((k, None))
+                            (k < nodes.len()).then_some((k, None))
                         }
                     };
                     let Some((k, fragment)) = job else { break };
-                    let i = todo[k];
-                    let r = merge_node(&nodes[i], bases[i], g0_ns, run_dir, fragment, models, done_bytes, &mut input);
+                    let r = merge_node(&nodes[k], bases[k], g0_ns, run_dir, fragment, models, done_bytes, &mut input);
                     if r.is_err() {
                         stop.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -241,9 +222,9 @@ pub fn merge_with(
     if let Some(doc) = chrome {
         if opts.flows && run.nodes.is_none() {
             let outputs: Vec<(u32, PathBuf)> = results.iter().flatten().map(|d| (d.summary.node, d.summary.output.clone())).collect();
-            let first_pid = nodes.iter().zip(&bases).map(|(n, b)| (n.node, b.pid)).collect();
+            let first_pid = plan.nodes.iter().zip(&all_bases).map(|(n, b)| (n.node, b.pid)).collect();
             progress("linking the collectives across nodes (--flows): reading the merged outputs again");
-            let flows = super::flows::append(&doc, todo.len(), &outputs, &first_pid)?;
+            let flows = super::flows::append(&doc, nodes.len(), &outputs, &first_pid)?;
             progress(&format!("{flows} collective occurrences linked across nodes by flow arrows"));
         }
         let p = doc.path().to_path_buf();

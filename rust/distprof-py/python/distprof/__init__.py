@@ -3,6 +3,7 @@
 The XLA plugin's node (rendezvous over the job's key-value store, UDP clock probes, the
 clock model) running inside a stock JAX process; see ``distprof.jax`` for the entry points
 and the repository's README ("With stock JAX") for what differs from the XLA build.
+``distprof.ray`` merges the traces of a large job on a Ray cluster (docs/merge.md).
 
 Nothing here raises into the training loop unless asked (``strict=True``): a failure is
 one log line on stderr and profiling turns off.

@@ -1,7 +1,8 @@
 //! What one node estimates alone at every window close: the per-edge fits of the edges it
 //! probes, from its own records, written into the window's JSONL line (`model`) so that the
 //! model exists online, not only after an offline pass. The network-wide solve needs every
-//! node's edges and runs offline (or at the export hook) over all files.
+//! node's edges and runs offline: `distprof merge` over every trace's plane (`shared`), or
+//! over every JSONL file (`--run-dir`).
 //!
 //! It is the estimation chain of `online` with this node as the reference: the edge lines
 //! are the same, and a neighbour's segment is then its clock against this node's.

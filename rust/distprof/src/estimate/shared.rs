@@ -1,15 +1,15 @@
-//! One node's final edge fits of one window in a form other nodes (and `distprof merge`)
-//! can solve the network from.
+//! One node's final edge fits of one window in a form `distprof merge` can solve the
+//! network from.
 //!
 //! A node probes only its own out-edges, so alone it reaches the reference only through
-//! them. Every node therefore shares, per window, what the network solve and the bound need
+//! them. Every node's plane therefore carries, per window, what the network solve and the bound need
 //! of each edge it probes: the line (after the drift fit over neighbouring windows), the
 //! two hulls the bound evaluates, the y origin and the timestamp-noise allowance. Any set
 //! of nodes' [`NodeWindowFits`] of one window combines into the same `WindowFits` an
 //! offline pass over all records would give (up to where each node's window lies), and
-//! `online::solve` turns that into every node's segment: the plugin does it at every window
-//! close over the key-value store (`plugin::fit_exchange`), merge from the fits carried in
-//! every trace's distprof plane.
+//! `online::solve` turns that into every node's segment: merge does it from the fits carried
+//! in every trace's distprof plane (nothing is exchanged inside the job: docs/architecture.md,
+//! "Scale").
 //!
 //! Each node closes its windows on its own clock from its own trace start, so window `k`
 //! of two nodes is not quite the same interval. The combined window is the reference's
@@ -98,7 +98,7 @@ impl NodeWindowFits {
 }
 
 impl WindowFits {
-    /// The edges `node` probes (src = `node`), as it shares them.
+    /// The edges `node` probes (src = `node`), as its plane carries them.
     pub fn share(&self, node: NodeId) -> NodeWindowFits {
         let line_of = |report: usize| self.fitted.iter().find(|f| f.report == report);
         let edges = self

@@ -42,8 +42,8 @@ impl Smoother {
         done.iter().map(|f| solve(f, &self.settings)).collect()
     }
 
-    /// As `push`, the final windows' fits before the network solve: a node shares these
-    /// (`estimate::shared`) so that every node can solve the whole network.
+    /// As `push`, the final windows' fits before the network solve: a node's plane carries
+    /// these (`estimate::shared`) so that merge can solve the whole network.
     pub fn push_fits(&mut self, fits: WindowFits) -> Vec<WindowFits> {
         self.buf.push_back(fits);
         self.pushed += 1;

@@ -137,10 +137,33 @@ impl Backend for EngineBackend {
 mod tests {
     use super::*;
     use crate::distprof_plane::DistprofPlaneData;
-    use crate::kv::MemoryStore;
-    use crate::plugin::trace::{decode_planes, model_path};
+    use crate::kv::{KvError, MemoryStore};
+    use crate::plugin::trace::{decode_planes, model_path, MODEL_SCOPE};
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
+
+    /// The in-memory store, counting every call a node makes (XLA's store as the nodes
+    /// see it).
+    #[derive(Clone, Default)]
+    struct Counted {
+        store: Arc<MemoryStore>,
+        calls: Arc<AtomicU64>,
+    }
+    impl KvStore for Counted {
+        fn get(&self, key: &str, timeout: Duration) -> Result<String, KvError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.store.get(key, timeout)
+        }
+        fn try_get(&self, key: &str) -> Result<Option<String>, KvError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.store.try_get(key)
+        }
+        fn set(&self, key: &str, value: &str) -> Result<(), KvError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.store.set(key, value)
+        }
+    }
 
     /// A tracer clock 5 s behind the host clock: the snapshot pairs must show it.
     struct BehindClock;
@@ -184,7 +207,9 @@ mod tests {
 
     /// Three nodes in one process over loopback: agree, probe for a few short windows,
     /// stop, export; every node's plane carries its snapshots (tracer 5 s behind), probe
-    /// statistics and a model against node 0, and every node writes its JSONL and model.
+    /// statistics and a model against node 0 (each probes node 0: its own edges place it),
+    /// and every node writes its JSONL and model. After the rendezvous no node calls the
+    /// store again, through every window of two traces: per-window work shares nothing.
     #[test]
     fn three_nodes_agree_probe_fit_and_export_their_planes() {
         let dir = tempfile::tempdir().unwrap();
@@ -197,14 +222,16 @@ mod tests {
             interface: "lo".into(),
             ..Config::default()
         };
-        let kv = Arc::new(MemoryStore::new());
+        let kv = Counted::default();
         let (mut b, failures) = backend(config);
         for node in [2, 1, 0] {
-            b.client_created(node, 3, Some(Box::new(Arc::clone(&kv))))
+            b.client_created(node, 3, Some(Box::new(kv.clone())))
                 .unwrap();
         }
         let digests: Vec<String> = (0..3).map(|n| wait_agreed(&b, n)).collect();
         assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
+        let rendezvous_calls = kv.calls.load(Ordering::SeqCst);
+        assert!(rendezvous_calls > 0, "the rendezvous went through the counted store");
 
         let t = Instant::now();
         b.trace_start(Some(Box::new(BehindClock))).unwrap();
@@ -232,9 +259,9 @@ mod tests {
 
         assert_eq!(decode_planes(&bytes).unwrap().len(), 3);
         // Short windows: the drift fit's span holds them back until probing stops, so the
-        // network-wide model is complete once every node's fit exchange ended.
-        wait_for("every node's fit exchange (after the engines drained)", || {
-            (0..3).all(|n| b.trace().unwrap().exchange(n).is_some_and(|e| e.finished))
+        // model is complete once every probe thread ended.
+        wait_for("every node's probe thread (after the engines drained)", || {
+            b.trace().unwrap().probes_finished()
         });
         let planes = decode_planes(&b.export().unwrap()).unwrap();
         for (i, p) in planes.iter().enumerate() {
@@ -295,6 +322,8 @@ mod tests {
             };
             assert_eq!(v["session_id"], context.session_id.as_str());
             assert!(v["windows"].as_u64().unwrap() >= 2);
+            assert_eq!(v["model_scope"], MODEL_SCOPE);
+            assert_eq!(v["model"]["reachable"], true, "node {node} probes node 0: {v}");
             let file = crate::jsonl::read(&dir.path().join(crate::jsonl::file_name(node))).unwrap();
             assert!(file.windows.len() >= 2);
             assert!(file.windows.iter().any(|w| !w.records.is_empty()));
@@ -321,6 +350,11 @@ mod tests {
             assert_eq!(len, first[node as usize], "node {node}: the first trace's file changed");
         }
         assert!(failures.lock().unwrap().is_empty(), "{:?}", failures.lock().unwrap());
+        assert_eq!(
+            kv.calls.load(Ordering::SeqCst),
+            rendezvous_calls,
+            "a node called the store after its rendezvous (during two traces' windows)"
+        );
     }
 
     #[test]

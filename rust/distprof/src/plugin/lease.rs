@@ -6,10 +6,8 @@
 //! which runs right after the client is created: the lease expires
 //! `rendezvous_timeout_ms` after hook 1, is revoked as soon as the rendezvous ends (or the
 //! plugin turns off), and every call after that fails without touching the store. A
-//! blocking `get` is cut short at the expiry, so no call can run past it. A node that
-//! agreed is handed the store ([`KvLease::hand_over`]) and lends it to each trace in a new
-//! lease ([`KvLease::from_shared`]) for the fit exchange, revoked when the trace ends: a
-//! trace runs while XLA profiles its client, and between traces nothing calls the store.
+//! blocking `get` is cut short at the expiry, so no call can run past it. Nothing after
+//! the rendezvous needs the store: traces never call it (the network solve is merge's).
 
 use crate::kv::{KvError, KvStore};
 use std::sync::{Arc, Mutex};
@@ -28,22 +26,6 @@ impl KvLease {
             store: Mutex::new(Some(Arc::from(store))),
             expires,
         }
-    }
-
-    /// Lends a store already shared (the one a finished rendezvous handed over) until
-    /// `expires` or [`KvLease::revoke`].
-    pub fn from_shared(store: Arc<dyn KvStore>, expires: Instant) -> Self {
-        Self {
-            store: Mutex::new(Some(store)),
-            expires,
-        }
-    }
-
-    /// Ends the lease now and gives its store to the caller (`None` once revoked or
-    /// expired): a node that agreed keeps the store for the fit exchange of its traces.
-    pub fn hand_over(&self) -> Option<Arc<dyn KvStore>> {
-        let store = self.store.lock().unwrap_or_else(|p| p.into_inner()).take();
-        store.filter(|_| Instant::now() < self.expires)
     }
 
     /// Ends the lease now. A call in flight keeps the store until it returns (bounded by

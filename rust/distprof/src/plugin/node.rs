@@ -4,9 +4,11 @@
 //!
 //! The hook only creates the lease and starts the thread; it never waits. The thread uses
 //! the store through a [`KvLease`] that ends `rendezvous_timeout_ms` after the hook and is
-//! revoked the moment the rendezvous returns; an agreed node keeps the store for its
-//! traces' fit exchange (`plugin::fit_exchange`). A failure is reported once through the
-//! plugin's `on_failure` (one log line; the plugin turns off).
+//! revoked the moment the rendezvous returns, agreed or not: nothing distprof does after
+//! the rendezvous uses the store (the network solve is merge's, docs/architecture.md
+//! "Scale"), so a client XLA destroys later cannot leave distprof holding its callbacks.
+//! A failure is reported once through the plugin's `on_failure` (one log line; the plugin
+//! turns off).
 
 use super::lease::KvLease;
 use super::OnFailure;
@@ -67,9 +69,6 @@ struct Shared {
     changed: Condvar,
     /// The bound probe socket, taken by the probe engine.
     socket: Mutex<Option<UdpSocket>>,
-    /// The host's store once the node agreed: lent to each trace for the exchange of edge
-    /// fits (`plugin::fit_exchange`), never called between traces.
-    store: Mutex<Option<Arc<dyn KvStore>>>,
 }
 
 pub struct NodeSession {
@@ -116,7 +115,6 @@ impl NodeSession {
             state: Mutex::new(NodeState::Pending),
             changed: Condvar::new(),
             socket: Mutex::new(None),
-            store: Mutex::new(None),
         });
         let thread_shared = Arc::clone(&shared);
         let thread_lease = lease.clone();
@@ -126,17 +124,11 @@ impl NodeSession {
             .spawn(move || {
                 super::mark_thread_panics_reported();
                 let result = agree_watched(node, num_nodes, thread_lease.clone(), config, started);
-                // The lease ends before anyone can see the outcome; an agreed node keeps the
-                // store for its traces' fit exchange, a failed one lets it go.
-                let kept = match (&thread_lease, &result) {
-                    (Some(lease), Ok(_)) => lease.hand_over(),
-                    (Some(lease), Err(_)) => {
-                        lease.revoke();
-                        None
-                    }
-                    (None, _) => None,
-                };
-                *thread_shared.store.lock().unwrap_or_else(|p| p.into_inner()) = kept;
+                // The lease ends before anyone can see the outcome: whatever follows never
+                // calls the store.
+                if let Some(lease) = &thread_lease {
+                    lease.revoke();
+                }
                 let state = match result {
                     Ok((context, socket)) => {
                         *thread_shared
@@ -212,12 +204,6 @@ impl NodeSession {
             .map(|s| s.try_clone())
     }
 
-    /// The host's store for a trace's fit exchange, once the node agreed (none for a
-    /// one-node run).
-    pub fn exchange_store(&self) -> Option<Arc<dyn KvStore>> {
-        self.shared.store.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
     /// True while the node's thread may still call the host's store.
     pub fn holds_store(&self) -> bool {
         self.lease.as_ref().is_some_and(|l| l.is_live())
@@ -229,7 +215,6 @@ impl Drop for NodeSession {
         if let Some(lease) = &self.lease {
             lease.revoke();
         }
-        drop(self.shared.store.lock().unwrap_or_else(|p| p.into_inner()).take());
     }
 }
 

@@ -15,9 +15,16 @@
 //! **What export sees.** XLA exports right after stop, before the probe threads have closed
 //! their last (partial) window. The plane therefore holds the model and probe statistics of
 //! every window closed before export; the last window is in the JSONL file, from which
-//! `distprof merge --run-dir` solves the network offline. The model file
-//! (`distprof-model-node<N>.json`, one node's model) is for people and scripts: no command
-//! reads it (`--models` takes a JSON array of every node's model).
+//! `distprof merge --run-dir` solves the network offline.
+//!
+//! **Whose model.** Each node keeps only what its own edges give (`node_windows`): its
+//! edge fits per window, which the plane carries for `distprof merge` to solve the whole
+//! network from every trace, and its own model from those edges alone, which places it
+//! only in windows where it probes the reference. Nothing is shared between nodes after
+//! the rendezvous (docs/architecture.md, "Scale"). The model file
+//! (`distprof-model-node<N>.json`) holds that own model and says so (`model_scope`); it is
+//! for people and scripts: no command reads it (`--models` takes a JSON array of every
+//! node's model).
 //!
 //! **Several traces in one process** write to separate directories ([`trace_output_dir`]):
 //! the first that probes into `output_dir`, the next into `output_dir/trace1/`, and so on.
@@ -27,26 +34,22 @@ use super::{OnFailure, PluginError, TracerClock};
 use crate::clock::{realtime_ns, VirtualClock};
 use crate::config::Config;
 use crate::context::{NodeId, RunContext};
-use crate::distprof_plane::{DistprofPlaneData, ProbeEdgeStats, TracerStart};
-use super::fit_exchange::{Exchange, ExchangeState, FINAL_WAIT_MAX};
-use super::lease::KvLease;
-use crate::estimate::WindowFits;
-use crate::estimate::{EstimatorSettings, NodeWindowFits, Smoother};
+use crate::distprof_plane::{DistprofPlaneData, TracerStart};
 use crate::model::NodeClockModel;
+use super::node_windows::{NodeWindows, WindowsSoFar};
+use crate::estimate::EstimatorSettings;
 use crate::probe::gap_preserved;
 use crate::probe_run::{run_probing, FittedWindow, ProbeRunError, ProbeRunSetup};
-use crate::record::ProbeRecord;
 use crate::snapshot::{sample_pair, SnapshotPair};
 use crate::timestamp::TimestampQuality;
 use crate::xplane::XSpace;
 use prost::Message;
 use std::net::UdpSocket;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Bracketed reads per snapshot pair (the narrowest wins).
 const SNAPSHOT_BEST_OF: u32 = 5;
@@ -76,14 +79,8 @@ struct Progress {
     timestamp_mode: Option<String>,
     /// The timestamping so far (mode, worst stamp error, NIC clock mapping), for the plane.
     timestamps: Option<TimestampQuality>,
-    probe_stats: Vec<ProbeEdgeStats>,
-    /// This node's final edge fits per window (drift fit centred on the window,
-    /// `Smoother`), as shared with the other nodes.
-    final_fits: Vec<NodeWindowFits>,
-    /// Closed windows not final yet (the smoother waits for the windows after them): their
-    /// own fits, until the final ones replace them.
-    provisional_fits: BTreeMap<u64, NodeWindowFits>,
-    windows: u64,
+    /// Probe statistics, edge fits and the node's own model so far (`node_windows`).
+    windows: WindowsSoFar,
     finished: bool,
 }
 
@@ -91,10 +88,6 @@ struct ProbeRun {
     node: NodeId,
     context: Arc<RunContext>,
     progress: Arc<Mutex<Progress>>,
-    /// The network-wide segments of this node (`fit_exchange`).
-    exchange: Arc<Mutex<ExchangeState>>,
-    /// The store lent to this trace's exchange; revoked when the trace is dropped.
-    kv: Option<Arc<KvLease>>,
     thread: JoinHandle<()>,
 }
 
@@ -235,12 +228,6 @@ impl TraceSession {
                 }
             };
             let progress = Arc::new(Mutex::new(Progress::default()));
-            let exchange = Arc::new(Mutex::new(ExchangeState::default()));
-            // The store is lent for the trace plus the exchange's end; dropping the trace
-            // (plugin off, or the next trace) revokes it.
-            let kv = n
-                .exchange_store()
-                .map(|store| Arc::new(KvLease::from_shared(store, Instant::now() + MAX_TRACE + FINAL_WAIT_MAX * 2)));
             let thread = {
                 let (config, context, stop, progress) = (
                     Config { output_dir: trace_output_dir(&config.output_dir, index), ..config.clone() },
@@ -248,15 +235,6 @@ impl TraceSession {
                     Arc::clone(&stop),
                     Arc::clone(&progress),
                 );
-                let exchange = Exchange {
-                    node: n.node,
-                    ctx: Arc::clone(&context),
-                    trace: index,
-                    kv: kv.clone(),
-                    settings: EstimatorSettings::from_config(&config),
-                    window: Duration::from_secs_f64(config.probe_window_s),
-                    state: Arc::clone(&exchange),
-                };
                 let on_failure = Arc::clone(on_failure);
                 let node = n.node;
                 std::thread::Builder::new()
@@ -264,7 +242,7 @@ impl TraceSession {
                     .spawn(move || {
                         super::mark_thread_panics_reported();
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            probe(node, &context, socket, &config, &stop, &progress, exchange)
+                            probe(node, &context, socket, &config, &stop, &progress)
                         }))
                         .unwrap_or_else(|panic| {
                             Err(format!(
@@ -287,8 +265,6 @@ impl TraceSession {
                 node: n.node,
                 context,
                 progress,
-                exchange,
-                kv,
                 thread,
             });
         }
@@ -339,25 +315,28 @@ impl TraceSession {
         let mut space = XSpace::default();
         for n in nodes {
             let run = self.probes.iter().find(|r| r.node == n.node);
-            let (timestamp_mode, timestamps, segments, probe_stats, edge_fits) = match run {
+            let reference_node = run.map_or(config.reference_node, |r| r.context.reference_node);
+            let (timestamp_mode, timestamps, model, probe_stats, edge_fits) = match run {
                 Some(r) => {
                     let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
-                    let segments = r.exchange.lock().unwrap_or_else(|p| p.into_inner()).segments.clone();
-                    let mut fits = p.final_fits.clone();
-                    fits.extend(p.provisional_fits.values().cloned());
                     (
                         p.timestamp_mode
                             .clone()
                             .unwrap_or_else(|| "starting".into()),
                         p.timestamps.clone(),
-                        segments,
-                        p.probe_stats.clone(),
-                        fits,
+                        p.windows.model(n.node, reference_node),
+                        p.windows.probe_stats.clone(),
+                        p.windows.plane_fits(),
                     )
                 }
-                None => ("none".to_string(), None, Vec::new(), Vec::new(), Vec::new()),
+                None => (
+                    "none".to_string(),
+                    None,
+                    NodeClockModel { node: n.node, reachable: n.node == reference_node, segments: Vec::new() },
+                    Vec::new(),
+                    Vec::new(),
+                ),
             };
-            let reference_node = run.map_or(config.reference_node, |r| r.context.reference_node);
             let session_id = match n.state() {
                 NodeState::Agreed { context, .. } => context.session_id.clone(),
                 _ => String::new(),
@@ -371,11 +350,7 @@ impl TraceSession {
                 timestamps,
                 tracer_clock: self.tracer_clock_name.to_string(),
                 tracer_start: Some(self.tracer_start),
-                model: NodeClockModel {
-                    node: n.node,
-                    reachable: n.node == reference_node || !segments.is_empty(),
-                    segments,
-                },
+                model,
                 snapshots: snapshots.clone(),
                 probe_stats,
                 edge_fits,
@@ -395,15 +370,7 @@ impl TraceSession {
     pub fn windows_closed(&self, node: NodeId) -> Option<u64> {
         let r = self.probes.iter().find(|r| r.node == node)?;
         let p = r.progress.lock().unwrap_or_else(|p| p.into_inner());
-        Some(p.windows)
-    }
-
-    /// Node `node`'s fit exchange so far: windows solved network-wide, and its cost
-    /// (tests, diagnostics and `bench overhead`).
-    pub fn exchange(&self, node: NodeId) -> Option<ExchangeState> {
-        let r = self.probes.iter().find(|r| r.node == node)?;
-        let s = r.exchange.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        Some(s)
+        Some(p.windows.windows)
     }
 }
 
@@ -413,9 +380,6 @@ impl Drop for TraceSession {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.sampler.thread().unpark();
-        for kv in self.probes.iter().filter_map(|r| r.kv.as_ref()) {
-            kv.revoke();
-        }
     }
 }
 
@@ -434,10 +398,16 @@ pub fn model_path(dir: &Path, node: NodeId) -> PathBuf {
     dir.join(format!("distprof-model-node{node}.json"))
 }
 
+/// What the model file says of its model: solved from this node's own out-edges only.
+pub const MODEL_SCOPE: &str = "own_edges";
+/// Where the model file sends a reader for every node's model against the reference.
+pub const NETWORK_MODEL_FROM: &str =
+    "distprof merge solves every node against the reference from all traces' distprof planes (or --run-dir from the JSONL files)";
+
 /// The probe thread: the engine on the agreed context until `stop`, each closed window
-/// written to the JSONL file and fitted at once; the fits final (drift fit over the
-/// windows either side) go to the node's fit exchange, which solves the whole network from
-/// every node's fits (`fit_exchange`); the model file is written when the exchange ends.
+/// fitted and written to the JSONL file at once (`WindowCloser`), then made final and
+/// solved over the node's own edges (`NodeWindows`); the model file is written when
+/// probing stops. Nothing here reads or writes the key-value store.
 fn probe(
     node: NodeId,
     ctx: &RunContext,
@@ -445,7 +415,6 @@ fn probe(
     config: &Config,
     stop: &AtomicBool,
     progress: &Mutex<Progress>,
-    exchange: Exchange,
 ) -> Result<(), String> {
     let setup = ProbeRunSetup {
         ctx,
@@ -456,26 +425,7 @@ fn probe(
         start_local_ns: realtime_ns(),
         simulated_nic: None,
     };
-    let settings = EstimatorSettings::from_config(config);
-    let mut smoother = Smoother::new(settings, (config.probe_window_s * 1e9) as i64);
-    let (to_exchange, from_probe) = std::sync::mpsc::channel::<WindowFits>();
-    let exchange_thread = std::thread::Builder::new()
-        .name(format!("distprof-fits-{node}"))
-        .spawn(move || {
-            super::mark_thread_panics_reported();
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| exchange.run(from_probe)))
-                .map_err(|panic| format!("internal error: the fit exchange panicked: {}", super::panic_message(panic.as_ref())))
-        })
-        .map_err(|e| format!("cannot start the fit exchange thread of node {node}: {e}"))?;
-    let finalised = |done: Vec<WindowFits>| {
-        let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
-        for f in done {
-            p.provisional_fits.remove(&f.spec.window_id);
-            p.final_fits.push(f.share(node));
-            // The exchange thread ends only once `to_exchange` is dropped below.
-            let _ = to_exchange.send(f);
-        }
-    };
+    let mut own = NodeWindows::new(node, EstimatorSettings::from_config(config), (config.probe_window_s * 1e9) as i64);
     let mut mode_name = String::new();
     let ran = run_probing(
         setup,
@@ -492,37 +442,27 @@ fn probe(
             p.timestamps = Some(stamps.clone());
         },
         &mut |FittedWindow { window: w, fits }| {
-            let stats = w.edges.iter().filter(|e| e.src == node).map(|e| ProbeEdgeStats {
-                window_id: w.window_id,
-                peer: e.dst,
-                pairs_used: e.pure,
-                pairs_lost: e.lost,
-                min_rtt_ns: w.records.iter().filter(|r| r.dst == e.dst).map(ProbeRecord::round_trip_ns).min().unwrap_or(0),
-            });
-            {
-                let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(t) = &mut p.timestamps {
-                    t.absorb_window(w.nic_clock.as_ref());
-                }
-                p.windows += 1;
-                p.probe_stats.extend(stats);
-                p.provisional_fits.insert(w.window_id, fits.share(node));
+            // The work outside the lock: export must never wait for a solve.
+            let closed = own.closed(w, fits);
+            let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(t) = &mut p.timestamps {
+                t.absorb_window(w.nic_clock.as_ref());
             }
-            finalised(smoother.push_fits(fits));
+            p.windows.add(closed);
         },
     );
-    finalised(smoother.finish_fits());
-    drop(to_exchange);
+    let closed = own.finish();
+    let (windows, model) = {
+        let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+        p.windows.add(closed);
+        (p.windows.windows, p.windows.model(node, ctx.reference_node))
+    };
     let dir = PathBuf::from(&config.output_dir);
     let timestamps = match ran {
         Ok(outcome) => outcome.timestamps,
         Err(e @ ProbeRunError::Output(_)) => return Err(format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory")),
         Err(e) => return Err(e.to_string()),
     };
-    let segments = exchange_thread
-        .join()
-        .map_err(|_| "internal error: the fit exchange thread ended without a result".to_string())??;
-    let windows = progress.lock().unwrap_or_else(|p| p.into_inner()).windows;
     let model = serde_json::json!({
         "node": node,
         "session_id": ctx.session_id,
@@ -530,16 +470,18 @@ fn probe(
         "timestamp_mode": mode_name,
         "timestamps": timestamps,
         "windows": windows,
-        "model": NodeClockModel { node, reachable: node == ctx.reference_node || !segments.is_empty(), segments },
+        "model_scope": MODEL_SCOPE,
+        "network_model": NETWORK_MODEL_FROM,
+        "model": model,
     });
     let path = model_path(&dir, node);
-    // Whole or absent: `distprof merge` must never read half a model.
+    // Whole or absent: a reader must never see half a model.
     crate::atomic_file::write(&path, format!("{model}\n").as_bytes())
         .map_err(|e| format!("{e}; set XLA_DIST_PROF_OUTPUT_DIR to a writable directory"))?;
     tracing::info!(
         node,
         windows,
-        "distprof: probing stopped; model in {}",
+        "distprof: probing stopped; own-edge model in {} (the network's: distprof merge)",
         path.display()
     );
     Ok(())

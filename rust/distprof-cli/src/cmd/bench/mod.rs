@@ -11,6 +11,7 @@ mod hooks;
 mod merge;
 mod overhead;
 mod rendezvous;
+mod scale;
 mod store_faults;
 
 #[derive(clap::Args)]
@@ -37,6 +38,9 @@ enum Bench {
     /// restarted peer, a flood at the probe port, a flooded rendezvous store and a late
     /// rank; invariants checked, figures printed.
     Faults(faults::Args),
+    /// Per-node store traffic and CPU from 64 to 16,384 simulated nodes: the real
+    /// rendezvous over a counting store, each node's per-window work, the merge-time solve.
+    Scale(scale::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -48,5 +52,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Bench::Accuracy(a) => accuracy::run(a),
         Bench::Merge(a) => merge::run(a),
         Bench::Faults(a) => faults::run(a),
+        Bench::Scale(a) => scale::run(a),
     }
 }

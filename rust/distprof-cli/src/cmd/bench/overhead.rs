@@ -4,12 +4,11 @@
 //! system) of its probe engine over the engine's wall time, and counts its datagrams.
 //! Bytes include the UDP (8) and IPv4 (20) headers.
 //!
-//! Then the cost of sharing edge fits (`plugin::fit_exchange`), per node and window: one
-//! node of the simulated reference scenario (64 nodes, out-degree 8) runs the plugin's
-//! exchange on its own final fits against an in-memory store that holds every other
-//! node's fits, as the plugin's store would; its thread CPU time (encoding, store calls,
-//! parsing everyone's fits, the network solve), the bytes it sets and reads, and the store
-//! calls, divided by the windows.
+//! Then what a node inside the job does at each window close besides probing, at
+//! [`WINDOW_WORK_NODES`] nodes: fit its own edges, write the JSONL line, the smoother, the
+//! plane's fits and its own solve (`bench scale`'s `node_window_cost`, the plugin's code),
+//! thread CPU per node and window over a few nodes of the simulator's reference scenario.
+//! Nothing is shared between nodes after the rendezvous, so nothing else is on the bill.
 
 use crate::cluster::spawn::{spawn_cluster, wait_cluster, NodeClocks};
 use anyhow::bail;
@@ -25,6 +24,11 @@ use std::time::Duration;
 /// 10 GbE link per edge.
 const CPU_GOAL_PERCENT: f64 = 1.0;
 const BYTES_GOAL_PER_S: f64 = 625_000.0;
+/// The job size at which the per-window work is measured (issue 27: the exchange this
+/// replaced cost 0.6 s per node and window there), and how many nodes are timed.
+const WINDOW_WORK_NODES: u32 = 1024;
+const WINDOW_WORK_MEASURED: u32 = 8;
+const WINDOW_WORK_WINDOWS: u64 = 8;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -100,23 +104,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "bandwidth per edge: {bytes_per_s_per_edge:.0} bytes/s = {:.4}% of 10 GbE (goal <= {BYTES_GOAL_PER_S} bytes/s = 0.05%)",
         bytes_per_s_per_edge / 1.25e9 * 100.0
     );
-    let sharing = fit_sharing(64)?;
+    let work = window_work()?;
     println!(
-        "fit sharing at {} nodes: {:.2} ms CPU per node and window ({:.3}% of a core at {} s windows), \
-         {:.0} bytes set and {:.0} read per node and window, {:.0} store calls",
-        sharing.nodes,
-        sharing.cpu_ms_per_window,
-        sharing.cpu_ms_per_window / (sharing.window_s * 1e3) * 100.0,
-        sharing.window_s,
-        sharing.bytes_set_per_window,
-        sharing.bytes_got_per_window,
-        sharing.calls_per_window
+        "per-window work at {} nodes: {:.2} ms CPU per node and window p50 ({:.2} max over {} nodes; \
+         {:.4}% of a core at {} s windows); no store traffic after the rendezvous",
+        work.nodes,
+        work.cpu_ms_per_window_p50,
+        work.cpu_ms_per_window_max,
+        work.measured_nodes,
+        work.cpu_ms_per_window_p50 / (work.window_s * 1e3) * 100.0,
+        work.window_s,
     );
     if args.json {
         println!(
             "{}",
             serde_json::json!({
-                "fit_sharing": sharing,
+                "window_work": work,
                 "cpu_percent_per_node": cpu_mean,
                 "bytes_per_s_per_edge": bytes_per_s_per_edge,
                 "nodes": n,
@@ -132,82 +135,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 #[derive(serde::Serialize)]
-struct Sharing {
+struct WindowWork {
     nodes: u32,
+    measured_nodes: usize,
     window_s: f64,
     windows: u64,
-    cpu_ms_per_window: f64,
-    bytes_set_per_window: f64,
-    bytes_got_per_window: f64,
-    calls_per_window: f64,
+    cpu_ms_per_window_p50: f64,
+    cpu_ms_per_window_max: f64,
 }
 
-/// The fit exchange of node 1 of the simulated reference scenario at `nodes` nodes.
-fn fit_sharing(nodes: u32) -> anyhow::Result<Sharing> {
-    use distprof::context::{NodeInfo, RunContext};
-    use distprof::estimate::{fit_window, EstimatorSettings, Smoother};
-    use distprof::kv::{KvStore, MemoryStore};
-    use distprof::plugin::fit_exchange::{fits_key, end_key, Exchange, ExchangeState};
-    use distprof::plugin::lease::KvLease;
-    use distprof_sim::cluster::{Cluster, Scenario};
-    use std::sync::{Arc, Mutex};
-    let c = Cluster::new(Scenario { nodes, ..Scenario::reference() }).map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
-    let settings = EstimatorSettings::default();
-    let window_ns = (c.scenario.window_s * 1e9) as i64;
-    let finals = |node: u32| {
-        let mut s = Smoother::new(settings, window_ns);
-        let mut out = Vec::new();
-        for k in 0..c.num_windows() {
-            out.extend(s.push_fits(fit_window(&c.records_of(node, k), &c.window_spec(k), &settings)));
-        }
-        out.extend(s.finish_fits());
-        out
-    };
-    let ctx = RunContext::without_rendezvous(
-        "bench",
-        1,
-        (0..nodes).map(|node| NodeInfo { node, probe_addr: "127.0.0.1:1".parse().expect("literal"), hostname: format!("sim{node}") }).collect(),
-        c.graph.clone(),
-    );
-    let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
-    let me = 1;
-    for node in (0..nodes).filter(|&n| n != me) {
-        let mut last = None;
-        for f in finals(node) {
-            let part = f.share(node);
-            store.set(&fits_key(&ctx.session_id, 0, part.window_id, node), &serde_json::to_string(&part)?)?;
-            last = Some(part.window_id);
-        }
-        store.set(&end_key(&ctx.session_id, 0, node), &last.map_or("none".into(), |l| l.to_string()))?;
-    }
-    let state = Arc::new(Mutex::new(ExchangeState::default()));
-    let exchange = Exchange {
-        node: me,
-        ctx: Arc::new(ctx),
-        trace: 0,
-        kv: Some(Arc::new(KvLease::from_shared(store, std::time::Instant::now() + Duration::from_secs(600)))),
-        settings,
-        window: Duration::from_secs_f64(c.scenario.window_s),
-        state: Arc::clone(&state),
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    for f in finals(me) {
-        tx.send(f)?;
-    }
-    drop(tx);
-    let segments = exchange.run(rx);
-    let st = state.lock().map_err(|_| anyhow::anyhow!("exchange state poisoned"))?.clone();
-    if st.windows_complete != c.num_windows() || segments.len() as u64 != c.num_windows() {
-        bail!("fit sharing: {} of {} windows complete, {} segments", st.windows_complete, c.num_windows(), segments.len());
-    }
-    let w = c.num_windows().max(1) as f64;
-    Ok(Sharing {
-        nodes,
-        window_s: c.scenario.window_s,
-        windows: c.num_windows(),
-        cpu_ms_per_window: st.stats.cpu_ms / w,
-        bytes_set_per_window: st.stats.bytes_set as f64 / w,
-        bytes_got_per_window: st.stats.bytes_got as f64 / w,
-        calls_per_window: (st.stats.values_set + st.stats.gets) as f64 / w,
+/// The per-window work of a few nodes of a [`WINDOW_WORK_NODES`]-node job, on the run
+/// context a real rendezvous of that many nodes agrees on (in-memory store, one thread
+/// per node).
+fn window_work() -> anyhow::Result<WindowWork> {
+    let n = WINDOW_WORK_NODES;
+    let addrs: Vec<std::net::SocketAddr> =
+        (0..n).map(|i| std::net::SocketAddr::from(([10, 0, (i >> 8) as u8, i as u8], 7000))).collect();
+    let config = Config { rendezvous_timeout_ms: 600_000, ..Config::default() };
+    let ctx = distprof::rendezvous::rendezvous_local(&config, &addrs, "sim")?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("the rendezvous of {n} nodes returned no context"))?;
+    let nodes: Vec<u32> = (0..WINDOW_WORK_MEASURED).map(|i| i * n / WINDOW_WORK_MEASURED).collect();
+    let cost = super::scale::node_window_cost(&ctx, &nodes, WINDOW_WORK_WINDOWS)?;
+    let mut ms = cost.cpu_ms.clone();
+    ms.sort_by(f64::total_cmp);
+    Ok(WindowWork {
+        nodes: n,
+        measured_nodes: nodes.len(),
+        window_s: cost.window_s,
+        windows: cost.windows,
+        cpu_ms_per_window_p50: ms[ms.len() / 2],
+        cpu_ms_per_window_max: ms[ms.len() - 1],
     })
 }

@@ -1,0 +1,544 @@
+//! `distprof bench scale`: what a node spends on distprof inside the job, and what the job's
+//! coordination store carries, from 64 to 16,384 nodes (issue 27).
+//!
+//! **How nodes are modelled.** Every node of a row runs the real rendezvous
+//! (`distprof::rendezvous::rendezvous`) on a thread of its own with a small stack, as in
+//! `bench rendezvous`: 16,384 threads fit this machine (2 cores, 24 GiB) because a waiting
+//! node is a blocked thread and each drops its copy of the run context as soon as it has
+//! checked its own entry. They are made with `pthread_create` directly ([`NodeThread`]):
+//! a `std::thread` costs four memory mappings (its stack and guard page, and the signal
+//! stack std adds for overflow reports, with its guard), and 16,384 of them pass the
+//! kernel's limit of 65,530 mappings per process (`vm.max_map_count`; the run aborted at
+//! ~16,000 threads); a bare pthread costs two. Each node talks to one shared `MemoryStore` through its own
+//! counting wrapper ([`Counting`]): every call, every byte it reads (values returned) and
+//! writes (keys it sends, values it sets), and the largest value it sets. The store is
+//! in-process, so the figures are the protocol's own traffic and CPU, not a network's
+//! latency; the rendezvous wall time is 16,384 threads sharing 2 cores, an upper bound of
+//! what one process per host would see.
+//!
+//! Then the per-window work of a node inside the job, the same code the plugin's probe
+//! thread runs (`probe_run::WindowCloser`: fit the window's records, its JSONL model and
+//! line; `plugin::node_windows`: probe statistics, the smoother, the plane's fits and the
+//! node's own solve), on the records of its k out-edges in the simulator's reference
+//! clock scenario (`distprof-sim`, out-degree as configured), window after window, timed
+//! by the thread's CPU clock. Only `--measured` nodes (spread over the ids, the reference
+//! among them) are timed: a node's window touches nothing of another node's, so the
+//! others would repeat the same work. The store counters are read before and after: after
+//! the rendezvous a node makes no store call at all (the network solve is merge's), and
+//! the row reports that as counted, not assumed. The plugin's own test
+//! (`plugin::backend::tests`) counts the same over real traces.
+//!
+//! Last, `solve_ms`: one window's network solve at merge time (`solve_window_ms`), every
+//! node's edge fits of one simulated window combined as merge combines the planes' and
+//! solved with sigma.
+
+use anyhow::{bail, Context as _};
+use distprof::clock::thread_cpu_s;
+use distprof::config::Config;
+use distprof::context::{NodeId, RunContext};
+use distprof::estimate::{fit_window, solve, EstimatorSettings, NodeWindowFits, WindowFits};
+use distprof::jsonl::{JsonlWriter, Meta};
+use distprof::kv::{KvError, KvStore, MemoryStore};
+use distprof::plugin::node_windows::{NodeWindows, WindowsSoFar};
+use distprof::probe::{gap_preserved, PurityParams};
+use distprof::probe_run::WindowCloser;
+use distprof::timestamp::{StampMode, TimestampQuality};
+use distprof::window::{ClosedWindow, WindowAccumulator};
+use distprof_sim::cluster::{Cluster, Scenario};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Node threads wait on condition variables and parse JSON: a small stack lets 16,384 of
+/// them start on this machine.
+const NODE_STACK_BYTES: usize = 256 * 1024;
+/// The issue's goals: growth from 64 to 16,384 nodes, the largest value, the rendezvous
+/// and the merge-time solve.
+const GROWTH_GOAL: f64 = 1.5;
+const MAX_VALUE_GOAL_BYTES: u64 = 65_536;
+const RENDEZVOUS_GOAL_S: f64 = 10.0;
+const SOLVE_GOAL_MS: f64 = 2_000.0;
+/// Windows each measured node closes: enough for the smoother (one window either side)
+/// to reach its steady state, where a window close makes one earlier window final.
+const WINDOWS: u64 = 8;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Node counts to measure, comma-separated (e.g. `--nodes 64,1024` for a quick run).
+    #[arg(long, value_delimiter = ',', default_values_t = [64u32, 1024, 4096, 16384])]
+    nodes: Vec<u32>,
+    /// Nodes whose per-window work is timed at each node count.
+    #[arg(long, default_value_t = 16)]
+    measured: u32,
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One node's view of the shared store, counting what it does there.
+struct Counting {
+    store: Arc<MemoryStore>,
+    traffic: Arc<Traffic>,
+}
+
+#[derive(Default)]
+struct Traffic {
+    calls: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    largest_value: AtomicU64,
+}
+
+/// One node's counters at one moment.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    calls: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+}
+
+impl Traffic {
+    fn counts(&self) -> Counts {
+        Counts {
+            calls: self.calls.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A request carries its key; a reply its value.
+    fn request(&self, key: &str, reply: Option<&str>) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.bytes_written.fetch_add(key.len() as u64, Ordering::Relaxed);
+        self.bytes_read.fetch_add(reply.map_or(0, |v| v.len() as u64), Ordering::Relaxed);
+    }
+}
+
+impl KvStore for Counting {
+    fn get(&self, key: &str, timeout: Duration) -> Result<String, KvError> {
+        let r = self.store.get(key, timeout);
+        self.traffic.request(key, r.as_deref().ok());
+        r
+    }
+
+    fn try_get(&self, key: &str) -> Result<Option<String>, KvError> {
+        let r = self.store.try_get(key);
+        self.traffic.request(key, r.as_ref().ok().and_then(|v| v.as_deref()));
+        r
+    }
+
+    fn set(&self, key: &str, value: &str) -> Result<(), KvError> {
+        self.traffic.request(key, None);
+        self.traffic.bytes_written.fetch_add(value.len() as u64, Ordering::Relaxed);
+        self.traffic.largest_value.fetch_max(value.len() as u64, Ordering::Relaxed);
+        self.store.set(key, value)
+    }
+}
+
+/// p50 and max over the nodes.
+#[derive(Debug, Serialize, Clone, Copy)]
+struct Spread {
+    p50: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Spread {
+        v.sort_by(f64::total_cmp);
+        Spread { p50: v.get(v.len() / 2).copied().unwrap_or(0.0), max: v.last().copied().unwrap_or(0.0) }
+    }
+}
+
+/// One node's store traffic over a phase, p50 and max over the nodes.
+#[derive(Debug, Serialize)]
+struct Phase {
+    bytes_read: Spread,
+    bytes_written: Spread,
+    calls: Spread,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    nodes: u32,
+    rendezvous: Phase,
+    /// The node with the most rendezvous bytes (the master collects every join).
+    rendezvous_busiest_node: NodeId,
+    /// Per node and window of probing, after the rendezvous.
+    per_window: Phase,
+    /// Thread CPU per node and window (`measured_nodes` nodes), ms.
+    cpu_ms_per_window: Spread,
+    measured_nodes: Vec<NodeId>,
+    windows: u64,
+    window_s: f64,
+    largest_value_bytes: u64,
+    /// Every byte every node read or wrote, rendezvous and the measured windows.
+    coordinator_bytes: u64,
+    rendezvous_s: f64,
+    /// One window's merge-time network solve with sigma (`solve_window_ms`).
+    solve_ms: f64,
+    /// Nodes that solve placed against the reference.
+    solve_placed: u32,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut ns = args.nodes.clone();
+    ns.sort_unstable();
+    ns.dedup();
+    if ns.is_empty() || ns[0] < 2 || *ns.last().unwrap_or(&0) > 65_536 {
+        bail!("--nodes {:?}: give node counts from 2 to 65536, e.g. --nodes 64,1024", args.nodes);
+    }
+    if args.measured == 0 {
+        bail!("--measured 0: time at least one node's windows");
+    }
+    let mut rows = Vec::new();
+    for &n in &ns {
+        rows.push(measure(n, args.measured)?);
+        let r = rows.last().expect("just pushed");
+        println!(
+            "{n:>6} nodes: rendezvous {:.2} s, per node p50/max {:.0}/{:.0} B read, {:.0}/{:.0} B written, {:.0}/{:.0} calls; \
+             per window {:.0} calls, {:.0} B; CPU {:.2}/{:.2} ms per node and window; largest value {} B; \
+             coordinator {:.1} MB ({:.0} B per node); solve {:.0} ms ({} placed)",
+            r.rendezvous_s,
+            r.rendezvous.bytes_read.p50,
+            r.rendezvous.bytes_read.max,
+            r.rendezvous.bytes_written.p50,
+            r.rendezvous.bytes_written.max,
+            r.rendezvous.calls.p50,
+            r.rendezvous.calls.max,
+            r.per_window.calls.max,
+            r.per_window.bytes_read.max + r.per_window.bytes_written.max,
+            r.cpu_ms_per_window.p50,
+            r.cpu_ms_per_window.max,
+            r.largest_value_bytes,
+            r.coordinator_bytes as f64 / 1e6,
+            r.coordinator_bytes as f64 / n as f64,
+            r.solve_ms,
+            r.solve_placed,
+        );
+    }
+    let at = |n: u32| rows.iter().find(|r| r.nodes == n);
+    let (first, last) = (&rows[0], rows.last().expect("at least one row"));
+    // Rendezvous plus one window of sharing, per node.
+    let store_bytes = |r: &Row, pick: fn(&Spread) -> f64| {
+        pick(&r.rendezvous.bytes_read) + pick(&r.rendezvous.bytes_written) + pick(&r.per_window.bytes_read) + pick(&r.per_window.bytes_written)
+    };
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+    let store_growth = ratio(store_bytes(last, |s| s.p50), store_bytes(first, |s| s.p50));
+    let store_growth_max = ratio(store_bytes(last, |s| s.max), store_bytes(first, |s| s.max));
+    let cpu_growth = ratio(last.cpu_ms_per_window.p50, first.cpu_ms_per_window.p50);
+    let per_node = |r: &Row| r.coordinator_bytes as f64 / r.nodes as f64;
+    let coordinator_growth = ratio(per_node(last), per_node(first));
+    let max_value = rows.iter().map(|r| r.largest_value_bytes).max().unwrap_or(0);
+    let rendezvous_16384_s = at(16_384).map(|r| r.rendezvous_s);
+    let solve_16384_ms = at(16_384).map(|r| r.solve_ms);
+    let span = format!("{} over {} nodes", last.nodes, first.nodes);
+    println!(
+        "growth {span}: per-node store bytes (rendezvous + one window) x{store_growth:.2} at p50 (goal <= {GROWTH_GOAL}), \
+         x{store_growth_max:.2} for the busiest node; CPU per node and window x{cpu_growth:.2} (goal <= {GROWTH_GOAL}); \
+         coordinator bytes per node x{coordinator_growth:.2} (goal <= {GROWTH_GOAL}); largest value {max_value} B (goal <= {MAX_VALUE_GOAL_BYTES})"
+    );
+    if args.json {
+        let goal = |v: Option<f64>, ok: fn(f64) -> bool| v.map(ok);
+        println!(
+            "{}",
+            serde_json::json!({
+                "rows": rows,
+                "growth_span": span,
+                "per_node_store_bytes_growth": store_growth,
+                "per_node_store_bytes_growth_busiest": store_growth_max,
+                "per_node_cpu_ms_growth": cpu_growth,
+                "max_value_bytes": max_value,
+                "rendezvous_16384_s": rendezvous_16384_s,
+                "coordinator_bytes_per_node_growth": coordinator_growth,
+                "solve_16384_ms": solve_16384_ms,
+                "goals": {
+                    "per_node_store_bytes_growth": store_growth <= GROWTH_GOAL,
+                    "per_node_cpu_ms_growth": cpu_growth <= GROWTH_GOAL,
+                    "max_value_bytes": max_value <= MAX_VALUE_GOAL_BYTES,
+                    "rendezvous_16384_s": goal(rendezvous_16384_s, |s| s < RENDEZVOUS_GOAL_S),
+                    "coordinator_bytes_per_node_growth": coordinator_growth <= GROWTH_GOAL,
+                    "solve_16384_ms": goal(solve_16384_ms, |ms| ms < SOLVE_GOAL_MS),
+                },
+            })
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One row: the rendezvous of `n` threads, the per-window work of `measured` of them, the
+/// merge-time solve of one window.
+fn measure(n: u32, measured: u32) -> anyhow::Result<Row> {
+    let config = Config { rendezvous_timeout_ms: 1_800_000, ..Config::default() };
+    eprintln!("bench scale: {n} nodes: rendezvous ({n} threads)");
+    let store = Arc::new(MemoryStore::new());
+    let traffic: Vec<Arc<Traffic>> = (0..n).map(|_| Arc::default()).collect();
+    let (ctx, rendezvous_s) = rendezvous_all(n, &config, &store, &traffic)?;
+    let after_rendezvous: Vec<Counts> = traffic.iter().map(|t| t.counts()).collect();
+    let phase = |counts: &dyn Fn(usize) -> Counts, per: f64| Phase {
+        bytes_read: Spread::of((0..n as usize).map(|i| counts(i).bytes_read as f64 / per).collect()),
+        bytes_written: Spread::of((0..n as usize).map(|i| counts(i).bytes_written as f64 / per).collect()),
+        calls: Spread::of((0..n as usize).map(|i| counts(i).calls as f64 / per).collect()),
+    };
+    let rendezvous = phase(&|i| after_rendezvous[i], 1.0);
+    let busiest = (0..n as usize)
+        .max_by_key(|&i| after_rendezvous[i].bytes_read + after_rendezvous[i].bytes_written)
+        .unwrap_or(0) as NodeId;
+
+    let nodes = measured_nodes(n, measured, ctx.reference_node);
+    eprintln!("bench scale: {n} nodes: per-window work of {} node(s), {WINDOWS} windows each", nodes.len());
+    let cost = node_window_cost(&ctx, &nodes, WINDOWS)?;
+    let after_windows: Vec<Counts> = traffic.iter().map(|t| t.counts()).collect();
+    let per_window = phase(
+        &|i| Counts {
+            calls: after_windows[i].calls - after_rendezvous[i].calls,
+            bytes_read: after_windows[i].bytes_read - after_rendezvous[i].bytes_read,
+            bytes_written: after_windows[i].bytes_written - after_rendezvous[i].bytes_written,
+        },
+        cost.windows as f64,
+    );
+    let coordinator_bytes = after_windows.iter().map(|c| c.bytes_read + c.bytes_written).sum();
+    let largest_value_bytes = traffic.iter().map(|t| t.largest_value.load(Ordering::Relaxed)).max().unwrap_or(0);
+    drop(ctx);
+
+    eprintln!("bench scale: {n} nodes: one window's network solve (fitting {n} nodes' edges first)");
+    let (solve_ms, solve_placed) = solve_window_ms(n)?;
+    Ok(Row {
+        nodes: n,
+        rendezvous,
+        rendezvous_busiest_node: busiest,
+        per_window,
+        cpu_ms_per_window: Spread::of(cost.cpu_ms.clone()),
+        measured_nodes: nodes,
+        windows: cost.windows,
+        window_s: cost.window_s,
+        largest_value_bytes,
+        coordinator_bytes,
+        rendezvous_s,
+        solve_ms,
+        solve_placed,
+    })
+}
+
+/// About `measured` node ids spread evenly over `0..n`, and the reference.
+fn measured_nodes(n: u32, measured: u32, reference: NodeId) -> Vec<NodeId> {
+    let k = measured.min(n) as u64;
+    let mut nodes: Vec<NodeId> = (0..k).map(|i| (i * n as u64 / k) as NodeId).chain([reference]).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+}
+
+/// Every node's rendezvous at once (after a barrier), each through its own counters.
+/// Returns the master's context (the others check their own entry and drop theirs: 16,384
+/// copies of a 16,384-node context would not fit) and the wall time until the last node
+/// held it.
+fn rendezvous_all(n: u32, config: &Config, store: &Arc<MemoryStore>, traffic: &[Arc<Traffic>]) -> anyhow::Result<(Arc<RunContext>, f64)> {
+    type Outcome = anyhow::Result<(Instant, String, Option<RunContext>)>;
+    let barrier = Arc::new(Barrier::new(n as usize + 1));
+    let mut handles = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let kv = Counting { store: Arc::clone(store), traffic: Arc::clone(&traffic[i as usize]) };
+        let (barrier, config) = (Arc::clone(&barrier), config.clone());
+        let h = NodeThread::spawn(move || -> Outcome {
+                let addr = SocketAddr::from(([10, (i >> 16) as u8, (i >> 8) as u8, i as u8], 7000));
+                barrier.wait();
+                let ctx = distprof::rendezvous::rendezvous(&kv, i, n, &config, addr, &format!("sim{i}"))?;
+                let done = Instant::now();
+                // Checked after the clock stopped: the bench's check, not the protocol's.
+                let mine = ctx.nodes.get(i as usize).map(|m| m.probe_addr);
+                if ctx.num_nodes != n || mine != Some(addr) {
+                    bail!("node {i} agreed on a context of {} nodes listing it at {mine:?}", ctx.num_nodes);
+                }
+                Ok((done, ctx.session_id.clone(), (i == 0).then_some(ctx)))
+            })
+            .with_context(|| format!("starting node thread {i} of {n} (threads-max, pid_max or memory?)"))?;
+        handles.push(h);
+        if (i + 1) % 4096 == 0 {
+            eprintln!("bench scale: {n} nodes: {} threads started", i + 1);
+        }
+    }
+    barrier.wait();
+    let start = Instant::now();
+    let mut last = start;
+    let mut session = None;
+    let mut master = None;
+    for (i, h) in handles.into_iter().enumerate() {
+        let (done, session_id, ctx) = h.join().ok_or_else(|| anyhow::anyhow!("node {i} panicked"))?.with_context(|| format!("node {i}"))?;
+        last = last.max(done);
+        match &session {
+            None => session = Some(session_id),
+            Some(s) if *s != session_id => bail!("node {i} agreed on session {session_id}, node 0 on {s}"),
+            Some(_) => {}
+        }
+        master = master.or(ctx);
+        if (i + 1) % 4096 == 0 {
+            eprintln!("bench scale: {n} nodes: {} nodes agreed", i + 1);
+        }
+    }
+    let ctx = master.ok_or_else(|| anyhow::anyhow!("node 0 returned no context"))?;
+    Ok((Arc::new(ctx), last.duration_since(start).as_secs_f64()))
+}
+
+/// A node's thread made with `pthread_create` and a [`NODE_STACK_BYTES`] stack: two memory
+/// mappings instead of a `std::thread`'s four (see the module doc). Rust code runs on it
+/// as on any thread; a panic is caught on it and reported by [`NodeThread::join`].
+struct NodeThread<T> {
+    id: libc::pthread_t,
+    result: Arc<std::sync::Mutex<Option<T>>>,
+}
+
+impl<T: Send + 'static> NodeThread<T> {
+    fn spawn(f: impl FnOnce() -> T + Send + 'static) -> std::io::Result<Self> {
+        type Job = Box<dyn FnOnce() + Send>;
+        extern "C" fn start(arg: *mut libc::c_void) -> *mut libc::c_void {
+            // SAFETY: `arg` is the `Box<Job>` leaked by `spawn` below, taken back once.
+            let job = unsafe { Box::from_raw(arg as *mut Job) };
+            // A panic must not unwind into C: the slot stays empty and `join` says so.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            std::ptr::null_mut()
+        }
+        let result = Arc::new(std::sync::Mutex::new(None));
+        let slot = Arc::clone(&result);
+        let job: Job = Box::new(move || {
+            let value = f();
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+        });
+        let arg = Box::into_raw(Box::new(job)) as *mut libc::c_void;
+        // SAFETY: plain pthread calls on a zeroed attribute object we initialise and destroy;
+        // on failure the job was never handed over and is reclaimed here.
+        unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            let mut rc = libc::pthread_attr_init(&mut attr);
+            if rc == 0 {
+                rc = libc::pthread_attr_setstacksize(&mut attr, NODE_STACK_BYTES);
+            }
+            let mut id: libc::pthread_t = std::mem::zeroed();
+            if rc == 0 {
+                rc = libc::pthread_create(&mut id, &attr, start, arg);
+            }
+            libc::pthread_attr_destroy(&mut attr);
+            if rc != 0 {
+                drop(Box::from_raw(arg as *mut Job));
+                return Err(std::io::Error::from_raw_os_error(rc));
+            }
+            Ok(Self { id, result })
+        }
+    }
+
+    /// Waits for the thread; `None` when it panicked.
+    fn join(self) -> Option<T> {
+        // SAFETY: `id` is a joinable thread we created and join exactly once.
+        unsafe { libc::pthread_join(self.id, std::ptr::null_mut()) };
+        self.result.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// What `node_window_cost` measured.
+pub(super) struct WindowCost {
+    /// Thread CPU per window of each measured node, ms.
+    pub cpu_ms: Vec<f64>,
+    pub windows: u64,
+    pub window_s: f64,
+}
+
+/// The per-window work of a node inside the job (the plugin's probe thread after each
+/// window close: `WindowCloser` and `NodeWindows`, the JSONL line written to a temporary
+/// directory), for each of `nodes` over `windows` windows of the simulator's reference
+/// scenario at `ctx.num_nodes` nodes; thread CPU per window. The window's records are put
+/// together outside the timing, as the probe engine does while probing (its cost is
+/// `bench overhead`'s probing figure).
+pub(super) fn node_window_cost(ctx: &RunContext, nodes: &[NodeId], windows: u64) -> anyhow::Result<WindowCost> {
+    let config = Config::default();
+    let settings = EstimatorSettings::from_config(&config);
+    let scenario = Scenario {
+        nodes: ctx.num_nodes,
+        out_degree: config.probe_out_degree,
+        duration_s: config.probe_window_s * windows as f64,
+        window_s: config.probe_window_s,
+        ..Scenario::reference()
+    };
+    let c = Cluster::new(scenario).map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
+    let window_ns = (c.scenario.window_s * 1e9) as i64;
+    // Removed when this returns, whatever happened.
+    struct TempDir(std::path::PathBuf);
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = TempDir(std::env::temp_dir().join(format!("distprof-bench-scale-{}-{}", std::process::id(), ctx.num_nodes)));
+    let stamps = TimestampQuality {
+        mode: StampMode::Kernel,
+        stamp_error_bound_ns: StampMode::Kernel.stamp_error_bound_ns(),
+        note: String::new(),
+        nic_clock: None,
+    };
+    let purity = PurityParams::from_config(&config);
+    let mut cpu_ms = Vec::with_capacity(nodes.len());
+    for &node in nodes {
+        let start = c.window_spec(0).start_local_ns;
+        let writer = JsonlWriter::create(&dir.0, &Meta::for_node(ctx, node, &stamps, start, &config))?;
+        let mut closer = WindowCloser::new(node, ctx.num_nodes, ctx.reference_node, settings, writer);
+        let mut own = NodeWindows::new(node, settings, window_ns);
+        let mut so_far = WindowsSoFar::default();
+        let mut cpu_s = 0.0;
+        for k in 0..c.num_windows() {
+            let mut w = closed_window(&c, node, k, &purity);
+            let started = thread_cpu_s();
+            let fits = closer.fit(&mut w);
+            so_far.add(own.closed(&w, fits));
+            closer.write(&w)?;
+            cpu_s += thread_cpu_s() - started;
+        }
+        let started = thread_cpu_s();
+        so_far.add(own.finish());
+        cpu_s += thread_cpu_s() - started;
+        if so_far.windows != c.num_windows() || so_far.plane_fits().len() as u64 != c.num_windows() {
+            bail!("node {node}: {} windows closed, {} with fits, of {}", so_far.windows, so_far.plane_fits().len(), c.num_windows());
+        }
+        cpu_ms.push(cpu_s * 1e3 / c.num_windows().max(1) as f64);
+    }
+    Ok(WindowCost { cpu_ms, windows: c.num_windows(), window_s: c.scenario.window_s })
+}
+
+/// Window `k` of `node` as its probe engine closes it: the records of its out-edges, each
+/// judged pure or not by the engine's own test.
+fn closed_window(c: &Cluster, node: NodeId, k: u64, purity: &PurityParams) -> ClosedWindow {
+    let spec = c.window_spec(k);
+    let outs = &c.graph[node as usize];
+    let mut acc = WindowAccumulator::new(node, outs, spec.start_local_ns);
+    for r in c.records_from(node, k) {
+        if let Some(e) = outs.iter().position(|&d| d == r.dst) {
+            acc.sent(e);
+            acc.complete(e, r, gap_preserved(&r, purity));
+        }
+    }
+    let mut w = acc.close(spec.end_local_ns);
+    w.window_id = k;
+    w
+}
+
+/// One window's network solve as merge does it, with sigma, at `n` nodes: every node's
+/// own edge fits of window 0 (as its plane carries them) combined, then solved; the solve
+/// alone is timed (thread CPU, ms). Returns the time and the nodes it placed. One small
+/// function so that a faster solve can be swapped in at the one call.
+fn solve_window_ms(n: u32) -> anyhow::Result<(f64, u32)> {
+    let settings = EstimatorSettings::default();
+    let c = Cluster::new(Scenario { nodes: n, ..Scenario::reference() }).map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
+    let spec = c.window_spec(0);
+    let parts: Vec<NodeWindowFits> = (0..n)
+        .map(|node| {
+            fit_window(&c.records_from(node, 0), &spec, &settings).share(node)
+        })
+        .collect();
+    let refs: Vec<&NodeWindowFits> = parts.iter().collect();
+    let fits = WindowFits::from_shared(&refs, n, c.reference()).ok_or_else(|| anyhow::anyhow!("no node's fits of window 0"))?;
+    let started = thread_cpu_s();
+    let estimate = solve(&fits, &settings);
+    let ms = (thread_cpu_s() - started) * 1e3;
+    let placed = estimate.segments.iter().filter(|s| s.is_some()).count() as u32;
+    Ok((ms, placed))
+}
