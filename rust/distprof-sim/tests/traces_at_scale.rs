@@ -45,14 +45,15 @@ fn p99(mut v: Vec<f64>) -> f64 {
 
 /// 1,024 nodes against 64: every node placed in every window, and the p99 of |offset
 /// error| within 1.5 times the 64-node figure (the paths to the reference grow by a hop
-/// or two; the goal of issue 27). The 64-node side pools eight seeds (1,008 node-windows)
-/// so its p99 is not one window's luck; the 1,024-node run has 2,046.
+/// or two; the goal of issue 27). The 64-node side pools four seeds (504 node-windows) so
+/// its p99 is not one window's luck; the 1,024-node run has 2,046. Measured: 155 ns against
+/// 189 ns (eight seeds: 176 ns); ~27 s unoptimized alone on the shared 2-core VM.
 #[test]
 fn a_thousand_nodes_from_their_traces_alone_are_placed_as_well_as_sixty_four() {
     let started = std::time::Instant::now();
     let big = Cluster::new(scenario(1024, 1)).expect("valid scenario");
     let big_p99 = p99(merged_errors_ns(&big));
-    let small: Vec<f64> = (1..=8).flat_map(|seed| merged_errors_ns(&Cluster::new(scenario(64, seed)).expect("valid scenario"))).collect();
+    let small: Vec<f64> = (1..=4).flat_map(|seed| merged_errors_ns(&Cluster::new(scenario(64, seed)).expect("valid scenario"))).collect();
     let small_p99 = p99(small);
     eprintln!("p99 |offset error|: 1,024 nodes {big_p99:.1} ns, 64 nodes {small_p99:.1} ns ({:.1} s)", started.elapsed().as_secs_f64());
     assert!(big_p99 <= 1.5 * small_p99, "1,024 nodes: p99 {big_p99:.1} ns; 64 nodes: {small_p99:.1} ns");
