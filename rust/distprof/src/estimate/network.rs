@@ -357,3 +357,46 @@ fn unknowns(n: usize, reference: NodeId, reached: &[Option<f64>]) -> (Vec<usize>
     }
     (nodes, index)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only an edge that is the worst at both its ends goes in a round: of two bad edges
+    /// sharing a node the worse one, and a bad edge elsewhere with it.
+    #[test]
+    fn locally_worst_keeps_one_edge_per_node_and_far_ones_together() {
+        let e = |src, dst| EdgeObs { src, dst, alpha: 0.0, beta_ns: 0.0, weight: 1.0 };
+        let obs = [e(0, 1), e(1, 2), e(5, 6), e(2, 3)];
+        let picked = locally_worst(7, &obs, [(0, 3.0), (1, 5.0), (2, 2.0), (3, 1.5)].into_iter());
+        assert_eq!(picked, vec![1, 2]);
+    }
+
+    /// Two bad edges (+10 µs) far apart in a ring with chords of 64 nodes: both rejected,
+    /// nothing else, and every node recovered within the edges' noise.
+    #[test]
+    fn far_apart_bad_edges_are_rejected_and_only_they() {
+        let n = 64u32;
+        let truth = |i: u32| (i as f64 * 37.0) % 1000.0 - 500.0;
+        let mut obs = Vec::new();
+        for i in 0..n {
+            for stride in [1, 5, 17] {
+                let j = (i + stride) % n;
+                // Alternating ±20 ns of noise: small against the 300 ns floor.
+                let noise = if (i + stride) % 2 == 0 { 20.0 } else { -20.0 };
+                obs.push(EdgeObs { src: i, dst: j, alpha: 0.0, beta_ns: truth(j) - truth(i) + noise, weight: 1.0 });
+            }
+        }
+        let bad = [5, 3 * 40 + 1];
+        for &b in &bad {
+            obs[b].beta_ns += 10_000.0;
+        }
+        let sol = solve(n, 0, &obs, true);
+        let rejected: Vec<usize> = (0..obs.len()).filter(|&i| sol.edges[i].rejected.is_some()).collect();
+        assert_eq!(rejected, bad.to_vec());
+        for i in 0..n {
+            let err = sol.offset_ns[i as usize].expect("reached") - (truth(i) - truth(0));
+            assert!(err.abs() < 40.0, "node {i}: {err} ns");
+        }
+    }
+}
