@@ -4,4 +4,6 @@
 pub mod cluster;
 pub mod inject;
 pub mod netns;
+pub mod planes;
 pub mod relay;
+pub mod window_solve;

@@ -54,12 +54,17 @@ pub fn fit_edge(kind: EstimatorKind, e: &EdgePoints, svm_c: f64) -> Result<EdgeL
         EstimatorKind::TwoPoint => super::two_point::fit(&e.probes)?,
         EstimatorKind::Svm => svm_line(fwd, rev, svm_c)?,
     };
-    let (hulls, margin_ns) = match exact {
-        Ok((f, _)) => (f.hulls, f.margin_ns),
-        Err(_) => (Hulls::of(fwd, rev), f64::NAN),
+    let (hulls, margin_ns, hull_sigma_ns) = match exact {
+        Ok((f, sigma)) => (f.hulls, f.margin_ns, Some(sigma)),
+        Err(_) => (Hulls::of(fwd, rev), f64::NAN, None),
     };
-    // The other estimators' lines are judged by the same points' spread around them.
-    let sigma_ns = edge_sigma_ns(fwd, rev, &line);
+    // The hull line's sigma is its candidate's (same points, same line: computing it
+    // again was a tenth of a window's fit time); the other estimators' lines are judged by
+    // the same points' spread around them.
+    let sigma_ns = match (kind, hull_sigma_ns) {
+        (EstimatorKind::Hull, Some(sigma)) => sigma,
+        _ => edge_sigma_ns(fwd, rev, &line),
+    };
     Ok(EdgeLine { line, hulls, margin_ns, sigma_ns, all_packets })
 }
 

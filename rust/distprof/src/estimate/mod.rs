@@ -16,6 +16,7 @@ pub mod drift;
 pub mod fit;
 pub mod hull;
 pub mod network;
+pub mod normal;
 pub mod node_edges;
 pub mod ntp;
 pub mod online;
@@ -28,6 +29,7 @@ pub mod smoother;
 pub mod svm;
 pub mod two_point;
 pub mod uncertainty;
+pub mod variance;
 pub mod window_fits;
 
 pub use online::{estimate_fits_with_history, estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate};

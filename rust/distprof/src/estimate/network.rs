@@ -7,13 +7,15 @@
 //!     o_B - (1 + alpha) o_A = beta        and        r_B - (1 + alpha) r_A = alpha,
 //! both linear. Every accepted edge, whichever direction it was probed in, gives one
 //! equation of each; they are solved by weighted least squares (normal equations, Jacobi-
-//! preconditioned conjugate gradients, matrix-free over the edge list, started from the
-//! spanning-tree solution so only a small correction is iterated). The residual of an edge
-//! is its loop-closure error: how much it disagrees with all the paths around it. The edge
-//! that disagrees most, beyond a robust threshold, is rejected and named, and the solve is
-//! repeated. Nodes no accepted edge connects to the reference are reported unreachable and
-//! get no value.
+//! preconditioned conjugate gradients, matrix-free over the edge list (`normal`), offsets
+//! and rates as two columns of one solve, started from the spanning-tree solution so only a
+//! small correction is iterated). The residual of an edge is its loop-closure error: how
+//! much it disagrees with all the paths around it. The edges that disagree most at both
+//! their ends, beyond a robust threshold, are rejected and named, and the solve is
+//! repeated (`locally_worst`). Nodes no accepted edge connects to the reference are
+//! reported unreachable and get no value.
 
+use super::normal::{NormalMatrix, NormalRow};
 use crate::context::NodeId;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -141,16 +143,14 @@ pub fn solve(num_nodes: u32, reference: NodeId, obs: &[EdgeObs], wls: bool) -> N
         if wls && n_rejected < max_rejections && !active.is_empty() {
             let tau_o = threshold(active.iter().map(|&i| resid[i].0), REJECT_FLOOR_OFFSET_NS);
             let tau_d = threshold(active.iter().map(|&i| resid[i].1), REJECT_FLOOR_DRIFT_PPB);
-            let worst = active
-                .iter()
-                .map(|&i| (i, (resid[i].0.abs() / tau_o).max(resid[i].1.abs() / tau_d)))
-                .max_by(|a, b| a.1.total_cmp(&b.1));
-            if let Some((i, score)) = worst {
-                if score > 1.0 {
-                    tracing::debug!(src = obs[i].src, dst = obs[i].dst, score, "edge rejected");
+            let score = |i: usize| (resid[i].0.abs() / tau_o).max(resid[i].1.abs() / tau_d);
+            let worst = locally_worst(n, obs, active.iter().map(|&i| (i, score(i))).filter(|&(_, s)| s > 1.0));
+            if !worst.is_empty() {
+                for &i in worst.iter().take(max_rejections - n_rejected) {
+                    tracing::debug!(src = obs[i].src, dst = obs[i].dst, score = score(i), "edge rejected");
                     rejected[i] = Some(RejectReason::DisagreesWithNetwork);
-                    continue;
                 }
+                continue;
             }
         }
         let rms = |f: &dyn Fn(usize) -> f64| {
@@ -182,6 +182,31 @@ pub fn solve(num_nodes: u32, reference: NodeId, obs: &[EdgeObs], wls: bool) -> N
             cg_iterations,
         };
     }
+}
+
+/// The edges beyond the threshold that disagree most at both their ends, worst first. A
+/// bad edge pulls the residuals of the edges that share its ends, so only the worst at
+/// each node is sure to be bad: rejecting one edge per solve is that rule for a small
+/// network, and for a large one it rejects the far-apart bad edges of a round together,
+/// so the solves do not grow with the number of bad edges (one each, at 16,384 nodes,
+/// would be tens of solves per window).
+fn locally_worst(n: usize, obs: &[EdgeObs], candidates: impl Iterator<Item = (usize, f64)>) -> Vec<usize> {
+    let candidates: Vec<(usize, f64)> = candidates.collect();
+    let worse = |a: (usize, f64), b: (usize, f64)| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)).is_gt();
+    let mut worst_at: Vec<Option<(usize, f64)>> = vec![None; n];
+    for &c in &candidates {
+        for end in [obs[c.0].src as usize, obs[c.0].dst as usize] {
+            if worst_at[end].is_none_or(|w| worse(c, w)) {
+                worst_at[end] = Some(c);
+            }
+        }
+    }
+    let mut out: Vec<(usize, f64)> = candidates
+        .into_iter()
+        .filter(|c| [obs[c.0].src, obs[c.0].dst].iter().all(|&end| worst_at[end as usize].is_some_and(|w| w.0 == c.0)))
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.into_iter().map(|c| c.0).collect()
 }
 
 fn threshold(v: impl Iterator<Item = f64>, floor: f64) -> f64 {
@@ -250,15 +275,36 @@ fn tree_solution(
     (o, r)
 }
 
-/// One equation row: value(b) - k * value(a) = rhs, endpoints as unknown indices
-/// (None: the reference, fixed at zero).
-struct Row {
-    a: Option<usize>,
-    b: Option<usize>,
-    k: f64,
-    w: f64,
-    rhs_o: f64,
-    rhs_r: f64,
+/// The weighted least-squares system over the accepted edges between reached nodes.
+pub struct System {
+    pub matrix: NormalMatrix,
+    /// The unknowns' nodes, in order (the reached nodes but the reference).
+    pub nodes: Vec<usize>,
+    /// The edge (index into the observations) of each row of the matrix.
+    pub edges: Vec<usize>,
+}
+
+/// The normal matrix of the accepted edges between the nodes `reached` has a value for.
+/// Weights are scaled to mean 1: the solution and the covariance do not change, and the
+/// matrix stays far from overflow whatever the units of the weights.
+pub fn system(n: usize, reference: NodeId, obs: &[EdgeObs], rejected: &[Option<RejectReason>], reached: &[Option<f64>]) -> System {
+    let (nodes, index) = unknowns(n, reference, reached);
+    let is_reached = |i: u32| reached.get(i as usize).copied().flatten().is_some();
+    let edges: Vec<usize> = (0..obs.len())
+        .filter(|&i| rejected.get(i).is_some_and(|r| r.is_none()) && is_reached(obs[i].src) && is_reached(obs[i].dst))
+        .collect();
+    let mean_w = edges.iter().map(|&i| obs[i].weight).sum::<f64>() / edges.len().max(1) as f64;
+    let matrix = NormalMatrix::new(
+        nodes.len(),
+        edges.iter().map(|&i| {
+            let e = &obs[i];
+            NormalRow { src: index[e.src as usize], dst: index[e.dst as usize], k: 1.0 + e.alpha, w: e.weight / mean_w }
+        }),
+    );
+    // Every kept edge has an unknown end (its ends differ and are reached), so row r of
+    // the matrix is edge `edges[r]`.
+    debug_assert_eq!(matrix.rows(), edges.len());
+    System { matrix, nodes, edges }
 }
 
 /// Weighted least-squares correction of the tree solution; returns CG iterations.
@@ -270,128 +316,87 @@ fn refine(
     o: &mut [Option<f64>],
     r: &mut [Option<f64>],
 ) -> usize {
-    let mut index = vec![None; n];
-    let mut nodes = Vec::new();
-    for i in 0..n {
-        if i != reference as usize && o[i].is_some() {
-            index[i] = Some(nodes.len());
-            nodes.push(i);
-        }
-    }
+    let System { matrix: m, nodes, edges } = system(n, reference, obs, rejected, o);
     if nodes.is_empty() {
         return 0;
     }
-    let mean_w = {
-        let ws: Vec<f64> = obs.iter().zip(rejected).filter(|(_, r)| r.is_none()).map(|(e, _)| e.weight).collect();
-        ws.iter().sum::<f64>() / ws.len().max(1) as f64
-    };
-    let rows: Vec<Row> = obs
-        .iter()
-        .zip(rejected)
-        .filter(|(e, rej)| rej.is_none() && o[e.src as usize].is_some() && o[e.dst as usize].is_some())
-        .map(|(e, _)| {
-            let k = 1.0 + e.alpha;
-            let (oa, ob) = (o[e.src as usize].unwrap_or(0.0), o[e.dst as usize].unwrap_or(0.0));
-            let (ra, rb) = (r[e.src as usize].unwrap_or(0.0), r[e.dst as usize].unwrap_or(0.0));
-            Row {
-                a: index[e.src as usize],
-                b: index[e.dst as usize],
-                k,
-                w: e.weight / mean_w,
-                // Right-hand sides of the correction: what the tree solution leaves over.
-                rhs_o: e.beta_ns - (ob - k * oa),
-                rhs_r: e.alpha - (rb - k * ra),
-            }
-        })
-        .collect();
-    let m = nodes.len();
-    let mut diag = vec![0.0; m];
-    for row in &rows {
-        if let Some(a) = row.a {
-            diag[a] += row.w * row.k * row.k;
-        }
-        if let Some(b) = row.b {
-            diag[b] += row.w;
-        }
+    // Right-hand sides of the correction, offsets and rates as two columns: what the tree
+    // solution leaves over.
+    let mut left = vec![0.0; edges.len() * 2];
+    for (row, e) in edges.iter().map(|&i| &obs[i]).enumerate() {
+        let k = 1.0 + e.alpha;
+        let (oa, ob) = (o[e.src as usize].unwrap_or(0.0), o[e.dst as usize].unwrap_or(0.0));
+        let (ra, rb) = (r[e.src as usize].unwrap_or(0.0), r[e.dst as usize].unwrap_or(0.0));
+        left[row * 2] = e.beta_ns - (ob - k * oa);
+        left[row * 2 + 1] = e.alpha - (rb - k * ra);
     }
-    let matvec = |v: &[f64], out: &mut [f64]| {
-        out.iter_mut().for_each(|x| *x = 0.0);
-        for row in &rows {
-            let val = row.b.map_or(0.0, |b| v[b]) - row.k * row.a.map_or(0.0, |a| v[a]);
-            let wv = row.w * val;
-            if let Some(b) = row.b {
-                out[b] += wv;
-            }
-            if let Some(a) = row.a {
-                out[a] -= row.k * wv;
-            }
+    let mut rhs = vec![0.0; (nodes.len() + 1) * 2];
+    m.scatter(&left, 2, &mut rhs);
+    let (x, iterations) = m.solve(&rhs, 2, CG_REL_TOL);
+    for (j, &node) in nodes.iter().enumerate() {
+        if let Some(v) = o[node].as_mut() {
+            *v += x[j * 2];
         }
-    };
-    let mut iterations = 0;
-    for drift in [false, true] {
-        let mut rhs = vec![0.0; m];
-        for row in &rows {
-            let y = row.w * if drift { row.rhs_r } else { row.rhs_o };
-            if let Some(b) = row.b {
-                rhs[b] += y;
-            }
-            if let Some(a) = row.a {
-                rhs[a] -= row.k * y;
-            }
-        }
-        let (x, it) = conjugate_gradient(&matvec, &diag, &rhs);
-        iterations += it;
-        for (j, &node) in nodes.iter().enumerate() {
-            let target = if drift { &mut r[node] } else { &mut o[node] };
-            if let Some(v) = target.as_mut() {
-                *v += x[j];
-            }
+        if let Some(v) = r[node].as_mut() {
+            *v += x[j * 2 + 1];
         }
     }
     iterations
 }
 
-fn conjugate_gradient(matvec: &dyn Fn(&[f64], &mut [f64]), diag: &[f64], b: &[f64]) -> (Vec<f64>, usize) {
-    let m = b.len();
-    let precond = |r: &[f64], z: &mut [f64]| {
-        for i in 0..m {
-            z[i] = if diag[i] > 0.0 { r[i] / diag[i] } else { 0.0 };
-        }
-    };
-    let mut x = vec![0.0; m];
-    let mut r = b.to_vec();
-    let b_norm = b.iter().map(|v| v * v).sum::<f64>().sqrt();
-    if b_norm == 0.0 {
-        return (x, 0);
-    }
-    let mut z = vec![0.0; m];
-    precond(&r, &mut z);
-    let mut p = z.clone();
-    let mut rz: f64 = r.iter().zip(&z).map(|(a, b)| a * b).sum();
-    let mut ap = vec![0.0; m];
-    let max_iter = 10 * m + 100;
-    for it in 1..=max_iter {
-        matvec(&p, &mut ap);
-        let pap: f64 = p.iter().zip(&ap).map(|(a, b)| a * b).sum();
-        if pap.is_nan() || pap <= 0.0 {
-            return (x, it);
-        }
-        let step = rz / pap;
-        for i in 0..m {
-            x[i] += step * p[i];
-            r[i] -= step * ap[i];
-        }
-        let r_norm = r.iter().map(|v| v * v).sum::<f64>().sqrt();
-        if r_norm <= CG_REL_TOL * b_norm {
-            return (x, it);
-        }
-        precond(&r, &mut z);
-        let rz_new: f64 = r.iter().zip(&z).map(|(a, b)| a * b).sum();
-        let beta = rz_new / rz;
-        rz = rz_new;
-        for i in 0..m {
-            p[i] = z[i] + beta * p[i];
+/// The unknowns of the solve: the reached nodes but the reference, in node order, and
+/// each node's index among them (None: the reference or unreached).
+fn unknowns(n: usize, reference: NodeId, reached: &[Option<f64>]) -> (Vec<usize>, Vec<Option<usize>>) {
+    let mut index = vec![None; n];
+    let mut nodes = Vec::new();
+    for i in 0..n {
+        if i != reference as usize && reached.get(i).copied().flatten().is_some() {
+            index[i] = Some(nodes.len());
+            nodes.push(i);
         }
     }
-    (x, max_iter)
+    (nodes, index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only an edge that is the worst at both its ends goes in a round: of two bad edges
+    /// sharing a node the worse one, and a bad edge elsewhere with it.
+    #[test]
+    fn locally_worst_keeps_one_edge_per_node_and_far_ones_together() {
+        let e = |src, dst| EdgeObs { src, dst, alpha: 0.0, beta_ns: 0.0, weight: 1.0 };
+        let obs = [e(0, 1), e(1, 2), e(5, 6), e(2, 3)];
+        let picked = locally_worst(7, &obs, [(0, 3.0), (1, 5.0), (2, 2.0), (3, 1.5)].into_iter());
+        assert_eq!(picked, vec![1, 2]);
+    }
+
+    /// Two bad edges (+10 µs) far apart in a ring with chords of 64 nodes: both rejected,
+    /// nothing else, and every node recovered within the edges' noise.
+    #[test]
+    fn far_apart_bad_edges_are_rejected_and_only_they() {
+        let n = 64u32;
+        let truth = |i: u32| (i as f64 * 37.0) % 1000.0 - 500.0;
+        let mut obs = Vec::new();
+        for i in 0..n {
+            for stride in [1, 5, 17] {
+                let j = (i + stride) % n;
+                // Alternating ±20 ns of noise: small against the 300 ns floor.
+                let noise = if (i + stride) % 2 == 0 { 20.0 } else { -20.0 };
+                obs.push(EdgeObs { src: i, dst: j, alpha: 0.0, beta_ns: truth(j) - truth(i) + noise, weight: 1.0 });
+            }
+        }
+        let bad = [5, 3 * 40 + 1];
+        for &b in &bad {
+            obs[b].beta_ns += 10_000.0;
+        }
+        let sol = solve(n, 0, &obs, true);
+        let rejected: Vec<usize> = (0..obs.len()).filter(|&i| sol.edges[i].rejected.is_some()).collect();
+        assert_eq!(rejected, bad.to_vec());
+        for i in 0..n {
+            let err = sol.offset_ns[i as usize].expect("reached") - (truth(i) - truth(0));
+            assert!(err.abs() < 40.0, "node {i}: {err} ns");
+        }
+    }
 }

@@ -121,22 +121,15 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
     let spec = &fits.spec;
     let n = spec.num_nodes as usize;
     let mut edges = fits.edges.clone();
-    let obs: Vec<EdgeObs> = fits
-        .fitted
-        .iter()
-        .map(|f| {
-            let (line, report) = (&f.line, &mut edges[f.report]);
-            let theta = f.y_origin_ns as f64 + line.line.intercept_ns;
-            let u0 = edge_uncertainty_ns(&line.hulls, &line.line, 0.0, f.gap_noise_ns);
-            report.theta_ns = Some(theta);
-            report.theta_rate_ppb = Some(line.line.slope * 1e9);
-            report.margin_ns = line.margin_ns.is_finite().then_some(line.margin_ns);
-            report.sigma_ns = line.sigma_ns.is_finite().then_some(line.sigma_ns);
-            report.all_packets = line.all_packets;
-            let sigma = if u0.is_finite() { u0.max(MIN_WEIGHT_SIGMA_NS) } else { 1e9 };
-            EdgeObs { src: f.key.0, dst: f.key.1, alpha: line.line.slope, beta_ns: theta, weight: 1.0 / (sigma * sigma) }
-        })
-        .collect();
+    for f in &fits.fitted {
+        let (line, report) = (&f.line, &mut edges[f.report]);
+        report.theta_ns = Some(f.y_origin_ns as f64 + line.line.intercept_ns);
+        report.theta_rate_ppb = Some(line.line.slope * 1e9);
+        report.margin_ns = line.margin_ns.is_finite().then_some(line.margin_ns);
+        report.sigma_ns = line.sigma_ns.is_finite().then_some(line.sigma_ns);
+        report.all_packets = line.all_packets;
+    }
+    let obs = observations(fits);
 
     let solution = network::solve(spec.num_nodes, spec.reference, &obs, settings.network == NetworkMode::Wls);
     // Each edge's uncertainty where the network evaluates it: at G = M, i.e. x = o_src.
@@ -153,7 +146,7 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
         edges[f.report].verdict = solution.edges.get(k).copied();
     }
     let bounds = node_bounds_ns(n, spec.reference, &obs, &uncertainty, &solution);
-    let edge_sigmas: Vec<f64> = fits.fitted.iter().map(|f| f.line.sigma_ns).collect();
+    let edge_sigmas = fits.edge_sigmas_ns();
     let sigmas = node_sigmas_ns(n, spec.reference, &obs, &edge_sigmas, &solution, settings.network == NetworkMode::Wls);
 
     let window = fits.window();
@@ -195,6 +188,21 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
         segments,
         flagged,
     }
+}
+
+/// The network solve's equations of a fitted window, one per fitted edge in order: theta
+/// at the midpoint, weight 1 / u² from the edge's worst-case half width u at the midpoint
+/// (floored at `MIN_WEIGHT_SIGMA_NS`).
+pub fn observations(fits: &WindowFits) -> Vec<EdgeObs> {
+    fits.fitted
+        .iter()
+        .map(|f| {
+            let theta = f.y_origin_ns as f64 + f.line.line.intercept_ns;
+            let u0 = edge_uncertainty_ns(&f.line.hulls, &f.line.line, 0.0, f.gap_noise_ns);
+            let sigma = if u0.is_finite() { u0.max(MIN_WEIGHT_SIGMA_NS) } else { 1e9 };
+            EdgeObs { src: f.key.0, dst: f.key.1, alpha: f.line.line.slope, beta_ns: theta, weight: 1.0 / (sigma * sigma) }
+        })
+        .collect()
 }
 
 /// Collects window estimates into every node's piecewise model.

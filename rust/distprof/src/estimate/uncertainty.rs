@@ -13,9 +13,12 @@
 //!   the excess of the smallest (for any delay density that is smooth near its floor). So
 //!   each direction's scale is the mean spacing of its `SPACINGS + 1` smallest residuals
 //!   to the line, and the edge's sigma is half their root sum of squares.
-//! - Per node: the network solve is a weighted least-squares fit with weights 1 / sigma²,
-//!   so the covariance of the node offsets is the inverse of its normal matrix; a node's
-//!   sigma is the root of its diagonal entry. With independent edges this is exact.
+//! - Per node: the network solve is a weighted least-squares fit, so with independent
+//!   edges the covariance of the node offsets follows from the edge sigmas and the weights
+//!   exactly (the inverse of the normal matrix when the weights are 1 / sigma²); a node's
+//!   sigma is the root of its diagonal entry. `variance` estimates that diagonal, and each
+//!   edge's expected residual variance, by random projection: near-linear in the edges, the
+//!   same quantity at every N, within ~8% (rms) of the exact sigma.
 //! - Loop residuals check the edge sigmas: if the edges disagree around loops by more or
 //!   less than their sigmas allow (asymmetric paths, timestamp faults, a sigma off in
 //!   scale), every node sigma of the window scales by the root of that ratio (the Birge
@@ -29,7 +32,8 @@
 //! (docs/estimation.md).
 
 use super::hull::Line;
-use super::network::{tree_parents, EdgeObs, NetworkSolution};
+use super::network::{self, tree_parents, EdgeObs, NetworkSolution};
+use super::variance::variances;
 use super::points::Point;
 
 /// Smallest residuals per direction whose spacings give its scale: more average better but
@@ -46,16 +50,10 @@ const CHI2_1_MEDIAN: f64 = 0.454_936;
 /// sigma can be a third of its true value) does not reach it: a 3.3-sigma cut (chi²(1)'s
 /// 99.9% point) dropped ~3% of the ordinary edges, and with them 12% of the sum of squares.
 const OUTLIER_SIGMAS: f64 = 10.0;
-/// Edges up to which the expected chi² is computed exactly (~4 * rows² operations).
-const MAX_EXPECTED_ROWS: usize = 2048;
 /// With fewer loops (equations beyond the unknowns) than this the Birge ratio is too rough
 /// to shrink the sigmas (chi² of 4 degrees of freedom: a factor 5 between its 5% and 95%
 /// points); it only grows them, without the t factor.
 const MIN_DOF_TO_SHRINK: usize = 5;
-/// The dense covariance is cubic in the nodes a window reaches: 512 nodes cost ~40 ms.
-/// Beyond this, node sigmas are the path sums of the tree (an upper estimate).
-const MAX_DENSE_NODES: usize = 1024;
-
 /// Sigma of an edge's theta at the window midpoint (ns), from the points of both
 /// directions (sorted or not) and the line fitted to them. Infinite with fewer than two
 /// points in a direction.
@@ -108,15 +106,17 @@ pub fn node_sigmas_ns(
         var[reference as usize] = Some(0.0);
     }
     let sigma = |i: usize| edge_sigma_ns[i].max(MIN_EDGE_SIGMA_NS);
-    // Per edge, Var(residual) / sigma² if the edge sigmas were right (None: the textbook
-    // dof / edges for every edge, exact on average with weights 1 / sigma²).
-    let mut expected_share = None;
-    if wls && nodes.len() <= MAX_DENSE_NODES {
-        let (v, expected) = dense_variances(num_nodes, &nodes, obs, &rejected, &sigma);
-        for (node, v) in nodes.iter().zip(v) {
+    // Per accepted edge: Var(residual) if the edge sigmas were right.
+    let mut residual_var_ns2 = vec![None; obs.len()];
+    if wls {
+        let system = network::system(num_nodes, reference, obs, &rejected, &solution.offset_ns);
+        let v = variances(&system.matrix, &row_sigmas_ns(&system, edge_sigma_ns));
+        for (node, v) in system.nodes.iter().zip(v.node_var_ns2) {
             var[*node] = Some(v);
         }
-        expected_share = expected;
+        for (&i, v) in system.edges.iter().zip(v.residual_var_ns2) {
+            residual_var_ns2[i] = Some(v);
+        }
     } else {
         let parents = tree_parents(num_nodes, reference, obs, &rejected);
         for (v, parent) in parents {
@@ -134,14 +134,11 @@ pub fn node_sigmas_ns(
         .filter(|&i| solution.edges[i].rejected.is_none() && solution.edges[i].offset_residual_ns.is_finite())
         .collect();
     let dof = accepted.len().saturating_sub(nodes.len());
-    let textbook = dof as f64 / accepted.len().max(1) as f64;
-    // (squared residual, its expected variance if the sigmas were right) per edge.
+    // (squared residual, its expected variance if the sigmas were right) per edge; an edge
+    // no loop passes through (a bridge) has residual zero whatever its sigma.
     let pairs: Vec<(f64, f64)> = accepted
         .iter()
-        .map(|&i| {
-            let share = expected_share.as_ref().map_or(textbook, |s| s[i]).max(1e-9);
-            (solution.edges[i].offset_residual_ns.powi(2), sigma(i).powi(2) * share)
-        })
+        .filter_map(|&i| Some((solution.edges[i].offset_residual_ns.powi(2), residual_var_ns2[i]?.max(1e-9 * sigma(i).powi(2)))))
         .collect();
     let ratio = birge_ratio(&pairs);
     // The ratio is measured from `dof` loops; with few of them it is itself uncertain, and
@@ -157,6 +154,11 @@ pub fn node_sigmas_ns(
         _ => ratio.max(1.0),
     };
     var.into_iter().enumerate().map(|(i, v)| v.filter(|_| reached(i)).map(|v| (v * birge).sqrt())).collect()
+}
+
+/// The sigma of each row of the system: its edge's, floored at `MIN_EDGE_SIGMA_NS`.
+pub fn row_sigmas_ns(system: &network::System, edge_sigma_ns: &[f64]) -> Vec<f64> {
+    system.edges.iter().map(|&i| edge_sigma_ns[i].max(MIN_EDGE_SIGMA_NS)).collect()
 }
 
 /// Student's t quantile with `nu` degrees of freedom at the Gaussian's 2-sigma tail
@@ -197,124 +199,6 @@ fn birge_ratio(pairs: &[(f64, f64)]) -> f64 {
     } else {
         first
     }
-}
-
-/// Variances of the weighted least-squares offsets o_dst - k o_src = beta over `nodes`
-/// (the reference fixed at zero, not among them) when edge e has weight w_e and error
-/// sigma_e: with M = A^T W A, Cov = M^-1 (A^T W S W A) M^-1 (S = diag sigma²), which is
-/// M^-1 when the weights are 1 / sigma². A node's variance is the sum over edges of
-/// (w_e sigma_e (M^-1 a_e)_i)², a_e the edge's row. Also the expected chi² of the
-/// residuals r = (I - A M^-1 A^T W) err: sum over e of Var(r_e) / sigma_e², with
-/// Var(r_e) = sigma_e² - 2 w_e sigma_e² g_ee + sum over f of (w_f sigma_f g_ef)²,
-/// g_ef = a_e^T M^-1 a_f (quadratic in the edges: skipped beyond `MAX_EXPECTED_ROWS`).
-fn dense_variances(
-    num_nodes: usize,
-    nodes: &[usize],
-    obs: &[EdgeObs],
-    rejected: &[Option<super::network::RejectReason>],
-    sigma: &dyn Fn(usize) -> f64,
-) -> (Vec<f64>, Option<Vec<f64>>) {
-    let m = nodes.len();
-    let mut index = vec![usize::MAX; num_nodes];
-    for (j, &i) in nodes.iter().enumerate() {
-        index[i] = j;
-    }
-    // Rows: (edge, [(unknown, coefficient); 2]), absent unknowns (the reference, unreached
-    // nodes) as usize::MAX.
-    let rows: Vec<(usize, [(usize, f64); 2])> = (0..obs.len())
-        .filter(|&e| rejected.get(e).is_some_and(|r| r.is_none()))
-        .map(|e| {
-            let o = &obs[e];
-            (e, [(index[o.dst as usize], 1.0), (index[o.src as usize], -(1.0 + o.alpha))])
-        })
-        .filter(|(_, t)| t.iter().any(|&(p, _)| p != usize::MAX))
-        .collect();
-    let mut a = vec![0.0f64; m * m];
-    for &(e, terms) in &rows {
-        let w = obs[e].weight;
-        for &(p, cp) in &terms {
-            for &(q, cq) in &terms {
-                if p != usize::MAX && q != usize::MAX {
-                    a[p * m + q] += w * cp * cq;
-                }
-            }
-        }
-    }
-    let Some(inv) = spd_inverse(a, m) else { return (vec![f64::INFINITY; m], None) };
-    let mut var = vec![0.0; m];
-    for &(e, terms) in &rows {
-        let ws = obs[e].weight * sigma(e);
-        for (i, v) in var.iter_mut().enumerate() {
-            let g: f64 = terms.iter().filter(|t| t.0 != usize::MAX).map(|&(p, c)| inv[i * m + p] * c).sum();
-            *v += (ws * g).powi(2);
-        }
-    }
-    let expected = (rows.len() <= MAX_EXPECTED_ROWS).then(|| {
-        let g = |te: &[(usize, f64); 2], tf: &[(usize, f64); 2]| -> f64 {
-            let mut s = 0.0;
-            for &(p, cp) in te.iter().filter(|t| t.0 != usize::MAX) {
-                for &(q, cq) in tf.iter().filter(|t| t.0 != usize::MAX) {
-                    s += cp * inv[p * m + q] * cq;
-                }
-            }
-            s
-        };
-        let mut share = vec![f64::NAN; obs.len()];
-        for (e, te) in &rows {
-            let (we, se2) = (obs[*e].weight, sigma(*e).powi(2));
-            let cross: f64 = rows.iter().map(|(f, tf)| (obs[*f].weight * sigma(*f) * g(te, tf)).powi(2)).sum();
-            share[*e] = (se2 - 2.0 * we * se2 * g(te, te) + cross) / se2;
-        }
-        share
-    });
-    (var, expected)
-}
-
-/// The inverse of a symmetric positive definite m x m matrix (row-major) by Cholesky;
-/// None when it is not positive definite (a part not connected to the reference).
-fn spd_inverse(mut a: Vec<f64>, m: usize) -> Option<Vec<f64>> {
-    // Cholesky, lower triangle in place.
-    for j in 0..m {
-        let d = a[j * m + j] - (0..j).map(|k| a[j * m + k] * a[j * m + k]).sum::<f64>();
-        if !(d > 0.0) {
-            return None;
-        }
-        let d = d.sqrt();
-        a[j * m + j] = d;
-        for i in j + 1..m {
-            let s = a[i * m + j] - (0..j).map(|k| a[i * m + k] * a[j * m + k]).sum::<f64>();
-            a[i * m + j] = s / d;
-        }
-    }
-    // L^-1 (lower), column by column: L z = e_j, z zero above j.
-    let mut linv = vec![0.0; m * m];
-    for j in 0..m {
-        linv[j * m + j] = 1.0 / a[j * m + j];
-        for i in j + 1..m {
-            let s: f64 = (j..i).map(|k| a[i * m + k] * linv[k * m + j]).sum();
-            linv[i * m + j] = -s / a[i * m + i];
-        }
-    }
-    // A^-1 = L^-T L^-1: entry (i, j) = sum over k >= max(i, j) of linv[k][i] linv[k][j].
-    let mut inv = vec![0.0; m * m];
-    for k in 0..m {
-        let row = &linv[k * m..k * m + k + 1];
-        for i in 0..=k {
-            let ri = row[i];
-            if ri == 0.0 {
-                continue;
-            }
-            for j in 0..=i {
-                inv[i * m + j] += ri * row[j];
-            }
-        }
-    }
-    for i in 0..m {
-        for j in 0..i {
-            inv[j * m + i] = inv[i * m + j];
-        }
-    }
-    Some(inv)
 }
 
 #[cfg(test)]

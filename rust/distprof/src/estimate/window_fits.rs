@@ -104,6 +104,12 @@ impl WindowFits {
         }
     }
 
+    /// Each fitted edge's calibrated sigma (`uncertainty::edge_sigma_ns`), in the order
+    /// of the network solve's observations (`online::observations`).
+    pub fn edge_sigmas_ns(&self) -> Vec<f64> {
+        self.fitted.iter().map(|f| f.line.sigma_ns).collect()
+    }
+
     /// The fit of edge `key`, if it has one this window.
     pub(super) fn edge(&self, key: (NodeId, NodeId)) -> Option<&FittedEdge> {
         self.fitted.binary_search_by_key(&key, |f| f.key).ok().map(|i| &self.fitted[i])

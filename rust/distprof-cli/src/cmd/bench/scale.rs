@@ -31,7 +31,7 @@ use anyhow::bail;
 use distprof::clock::thread_cpu_s;
 use distprof::config::Config;
 use distprof::context::{NodeId, RunContext};
-use distprof::estimate::{fit_window, solve, EstimatorSettings, NodeWindowFits, WindowFits};
+use distprof::estimate::EstimatorSettings;
 use distprof::jsonl::{JsonlWriter, Meta};
 use distprof::kv::Traffic;
 use distprof::plugin::node_windows::{NodeWindows, WindowsSoFar};
@@ -333,22 +333,11 @@ fn closed_window(c: &Cluster, node: NodeId, k: u64, purity: &PurityParams) -> Cl
 
 /// One window's network solve as merge does it, with sigma, at `n` nodes: every node's
 /// own edge fits of window 0 (as its plane carries them) combined, then solved; the solve
-/// alone is timed (thread CPU, ms). Returns the time and the nodes it placed. One small
-/// function so that a faster solve can be swapped in at the one call.
+/// alone is timed (thread CPU, ms; `distprof_sim::window_solve::time_window_solve`).
+/// Returns the time and the nodes it placed.
 fn solve_window_ms(n: u32) -> anyhow::Result<(f64, u32)> {
-    let settings = EstimatorSettings::default();
-    let c = Cluster::new(Scenario { nodes: n, ..Scenario::reference() }).map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
-    let spec = c.window_spec(0);
-    let parts: Vec<NodeWindowFits> = (0..n)
-        .map(|node| {
-            fit_window(&c.records_from(node, 0), &spec, &settings).share(node)
-        })
-        .collect();
-    let refs: Vec<&NodeWindowFits> = parts.iter().collect();
-    let fits = WindowFits::from_shared(&refs, n, c.reference()).ok_or_else(|| anyhow::anyhow!("no node's fits of window 0"))?;
-    let started = thread_cpu_s();
-    let estimate = solve(&fits, &settings);
-    let ms = (thread_cpu_s() - started) * 1e3;
-    let placed = estimate.segments.iter().filter(|s| s.is_some()).count() as u32;
-    Ok((ms, placed))
+    let scenario = Scenario { nodes: n, ..Scenario::reference() };
+    let t = distprof_sim::window_solve::time_window_solve(&scenario, &EstimatorSettings::default())
+        .map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
+    Ok((t.solve_ms, n - t.unreachable_nodes as u32))
 }
