@@ -7,6 +7,7 @@
 use super::error::ConfigErrors;
 use super::fields::CONFIG_FILE_VAR;
 use super::layers::Builder;
+use super::file::NamedBy;
 use super::{env, file, Config, EffectiveConfig};
 use std::path::Path;
 
@@ -32,7 +33,7 @@ pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<EffectiveConfig, Con
     if let Some(path) = env(CONFIG_FILE_VAR).filter(|p| !p.trim().is_empty()) {
         file::apply_file(
             Path::new(&path),
-            Some(CONFIG_FILE_VAR),
+            NamedBy::Var(CONFIG_FILE_VAR),
             &mut builder,
             &mut errors,
         );
@@ -53,9 +54,24 @@ pub fn load_with_text(
     let mut builder = Builder::defaults();
     let mut errors = ConfigErrors::default();
     if let Some(path) = env(CONFIG_FILE_VAR).filter(|p| !p.trim().is_empty()) {
-        file::apply_file(Path::new(&path), Some(CONFIG_FILE_VAR), &mut builder, &mut errors);
+        file::apply_file(Path::new(&path), NamedBy::Var(CONFIG_FILE_VAR), &mut builder, &mut errors);
     }
     file::apply_text(label, text, &mut builder, &mut errors);
+    env::apply_env(env, &mut builder, &mut errors);
+    builder.finish(errors)
+}
+
+/// Like [`load`], with the file given by the command-line flag `flag` (`run --config`)
+/// instead of the one `XLA_DIST_PROF_CONFIG` names: defaults < `file` < environment. A
+/// file that cannot be read is blamed on `flag`, not on the variable.
+pub fn load_with_file(
+    file: &Path,
+    flag: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<EffectiveConfig, ConfigErrors> {
+    let mut builder = Builder::defaults();
+    let mut errors = ConfigErrors::default();
+    file::apply_file(file, NamedBy::Arg(flag), &mut builder, &mut errors);
     env::apply_env(env, &mut builder, &mut errors);
     builder.finish(errors)
 }
@@ -65,7 +81,7 @@ pub fn load_with_text(
 pub fn check_file(path: &Path) -> Result<Config, ConfigErrors> {
     let mut builder = Builder::defaults();
     let mut errors = ConfigErrors::default();
-    file::apply_file(path, None, &mut builder, &mut errors);
+    file::apply_file(path, NamedBy::Path, &mut builder, &mut errors);
     builder.finish(errors).map(|effective| effective.config)
 }
 
