@@ -4,7 +4,11 @@
     distprof.jax.start()                  # rendezvous + probe socket, on a Rust thread
     with distprof.jax.trace("/tmp/prof"):  # jax.profiler.trace + the distprof plane
         train_steps()
-    # then, on the traces of all processes:  distprof merge /tmp/prof* --out merged
+    # then, on the traces of all processes:  distprof merge /tmp/prof --out merged
+
+A process changes only the trace it wrote, so one log directory may be shared by every host
+(``trace`` below). Processes of one host should each get their own directory
+(``f"/tmp/prof/{jax.process_index()}"``): JAX gives them the same file names.
 
 Same configuration as inside XLA (``XLA_DIST_PROF_*`` variables, ``XLA_DIST_PROF_CONFIG``
 file, ``schema/``); ``config=`` (a dict, or the path of a JSON file) is one more layer,
