@@ -11,7 +11,8 @@ Two scenarios, each a real multi-process JAX job whose processes all call
 - one-host: 2 processes with the same host name: JAX gives both the same file names. The
   second to finish must leave the first one's file alone, keep its own as
   `<host>.pid<PID>.xplane.pb`, and log one line that says to give each process its own
-  directory.
+  directory; and already when the traces start, a process says that the other one of its
+  host traces into the same directory.
 
 Each process records, through a wrapper around `distprof._xspace.append` (the real function
 still runs), the bytes its profiler wrote and the planes it appended. Asserted: every
@@ -218,9 +219,14 @@ def main():
         assert len(lines) == 1 and "give each process its own directory" in lines[0], logs[second]
         first = 1 - second
         assert "already written" not in logs[first], logs[first]
+        assert "same-host.xplane.pb was already written" in lines[0], lines[0]
+        # Both traced at once: the later of the two to look saw the other's staging
+        # directory and said so when its trace started.
+        early = [r for r in (0, 1) if "is tracing into the same directory" in logs[r]]
+        assert early, "neither process said at trace start that the other traces into its directory"
         merge("one-host", a.distprof, shared, out, 2)
-        print(f"2 processes of one host, one directory: the first's trace untouched, the second's kept "
-              f"as {kept[0]}, one line: {lines[0].split('distprof.jax.trace')[1][:150]}...; merge "
+        print(f"2 processes of one host, one directory: said at trace start by process(es) {early}; "
+              f"the first's trace untouched, the second's kept as {kept[0]} with one line; merge "
               f"succeeded ({time.monotonic() - start:.1f} s)")
     finally:
         shutil.rmtree(out, ignore_errors=True)

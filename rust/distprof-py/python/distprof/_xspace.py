@@ -34,6 +34,27 @@ def stage(log_dir):
     return tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}-", dir=log_dir)
 
 
+def others_tracing(log_dir):
+    """Ids of the live processes of this host that are tracing into ``log_dir`` now (their
+    staging directories are there): JAX will give their files the same names as ours."""
+    mine = f"{STAGING_PREFIX}{socket.gethostname()}-"
+    pids = set()
+    for name in os.listdir(log_dir):
+        if not name.startswith(mine):
+            continue
+        pid = name[len(mine):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)  # left behind by a process that died, or live?
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            pass  # live, another user's
+        pids.add(int(pid))
+    return sorted(pids)
+
+
 def traces(staging):
     """The ``.xplane.pb`` files the profiler wrote into ``staging`` (one per trace)."""
     return sorted(p for p in _files(staging) if p.endswith(SUFFIX))

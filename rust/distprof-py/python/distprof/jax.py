@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 
 from . import DistprofError, _kv, _native, _xspace
 
@@ -135,6 +136,14 @@ def trace(log_dir, *, strict=False, **profiler_kwargs):
                     "only: trace into a local or mounted directory and copy the files afterwards"
                 )
             staging = _xspace.stage(log_dir)
+            others = _xspace.others_tracing(log_dir)
+            if others:
+                _native.log_error(
+                    f"distprof: distprof.jax.trace({log_dir!r}): process {others[0]} of this host "
+                    f"({socket.gethostname()}) is tracing into the same directory; JAX gives the "
+                    "processes of one host the same file names, so one of the traces will be kept "
+                    "under another name: give each process its own directory, e.g. "
+                    f"trace(f\"{log_dir}/process{{jax.process_index()}}\")")
             _native.trace_start()
         jax.profiler.start_trace(staging or log_dir, **profiler_kwargs)
         profiling = True
@@ -184,7 +193,8 @@ def _finish(jax, log_dir, staging, strict):
         _fail(f"distprof.jax.trace({log_dir!r}): cannot add the distprof plane: {plane_error}", strict)
         return
     if taken:
-        wanted, kept = taken[0]
+        # The .xplane.pb first: the file merge reads.
+        wanted, kept = next((t for t in taken if t[0].endswith(_xspace.SUFFIX)), taken[0])
         _fail(f"distprof.jax.trace({log_dir!r}): {wanted} was already written by another process "
               f"(processes of one host in one log directory get the same file names from JAX); "
               f"it was left as it is and this process's trace is kept as {kept}"
