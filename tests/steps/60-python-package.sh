@@ -5,6 +5,10 @@
 # 2. the wheel goes into the test venv (jax 0.12 CPU), where
 #    - failures.py: a raising KV client, no jax.distributed, an unwritable trace dir each
 #      leave the JAX program running with one log line (or raise with strict=True);
+#      start(config=) with a FIFO, /dev/zero and a 200 MB file is refused by name at once;
+#    - shared_logdir.py: 3 JAX processes on 3 host names (unshare --uts) and 2 on one host,
+#      all tracing into one directory: every trace is the profiler's bytes plus its own
+#      process's plane only, and `distprof merge` of the directory succeeds;
 #    - plane_identity.py: the appended plane is the plugin's plane, byte for byte;
 #    - tests/jax/skewed_e2e.py: 4 JAX processes under libfaketime (different offsets and
 #      drifts, user-space probe stamps), merged and validated on the traces alone, estimated
@@ -37,4 +41,5 @@ run() {  # name, command...: stdout shown, stderr kept and shown on failure
 }
 run failures "$py" rust/distprof-py/tests/failures.py
 run plane_identity "$py" rust/distprof-py/tests/plane_identity.py
+run shared_logdir "$py" rust/distprof-py/tests/shared_logdir.py --distprof "$root/target/debug/distprof"
 run skewed_e2e "$py" tests/jax/skewed_e2e.py "$out/e2e" --distprof "$root/target/debug/distprof" --processes 4 --steps 30

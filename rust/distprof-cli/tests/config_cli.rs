@@ -368,6 +368,9 @@ fn fifo_device_directory_and_huge_file_are_named_errors_within_a_second() {
         );
         assert_ne!(code, 0, "{}", path.display());
         assert!(stderr.contains(&format!("{} {problem}", path.display())), "{stderr}");
+        // Blamed on the flag the user gave, not on the variable they did not set.
+        assert!(stderr.contains("fix: give --config the path of"), "{stderr}");
+        assert!(!stderr.contains("XLA_DIST_PROF_CONFIG"), "{stderr}");
         assert!(took < goal, "run --config {}: {took:?}", path.display());
     }
 }

@@ -191,3 +191,53 @@ fn simulated_nic_clocks_are_mapped_and_stated_in_the_output() {
     let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
     assert!(page.contains("NIC clocks of 3 nodes mapped to host time"), "timestamps card without the NIC clocks");
 }
+
+/// `local` starts from the configuration every entry point loads: the file named by
+/// `XLA_DIST_PROF_CONFIG` (estimator, window and cadence here), under the flags.
+#[test]
+fn the_file_of_xla_dist_prof_config_is_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("distprof.json");
+    std::fs::write(&file, r#"{"estimator": "two_point", "probe_window_s": 0.5, "probe_cadence_us": 20000}"#).unwrap();
+    let out = distprof()
+        .args(["local", "--nodes", "2", "--duration", "2", "--json", "--out"])
+        .arg(dir.path().join("run"))
+        .env("XLA_DIST_PROF_CONFIG", &file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = last_json_line(&out.stdout);
+    assert_eq!(v["estimator"], "two_point", "{v}");
+    for e in v["edges"].as_array().unwrap() {
+        // 2 s at 20 ms (the file's cadence, not the default): ~100 probes; 0.5 s windows
+        // (the file's, not local's 2 s): 4 full windows.
+        let sent = e["sent"].as_u64().unwrap();
+        assert!((80..=110).contains(&sent), "{e}");
+        assert!(e["windows"].as_u64().unwrap() >= 3, "{e}");
+    }
+}
+
+/// A path in `XLA_DIST_PROF_CONFIG` that is not a config file fails `local` at once, blamed
+/// on the variable.
+#[test]
+fn a_fifo_in_xla_dist_prof_config_is_a_named_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("config.fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let t = Instant::now();
+    let out = distprof()
+        .args(["local", "--nodes", "2", "--duration", "1", "--out"])
+        .arg(dir.path().join("run"))
+        .env("XLA_DIST_PROF_CONFIG", &fifo)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(t.elapsed() < Duration::from_secs(1), "took {:?}", t.elapsed());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("environment variable XLA_DIST_PROF_CONFIG: {} is a FIFO", fifo.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("fix: point XLA_DIST_PROF_CONFIG at"), "{stderr}");
+    assert!(!dir.path().join("run").exists(), "local made its output directory before failing");
+}

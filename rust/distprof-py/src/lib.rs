@@ -247,6 +247,19 @@ fn wait_agreed(py: Python<'_>, timeout_s: f64) -> String {
     status()
 }
 
+/// The text of the JSON config file at `path` (the `config=` argument of
+/// `distprof.jax.start`, named `arg` in the fix), read through the same guarded reader as
+/// the CLI and the XLA plugin: a FIFO, device, socket, directory or a file over
+/// `distprof.config.MAX_CONFIG_BYTES` is refused by its type and size before any read.
+/// Raises `ValueError` naming the path, the reason and the fix.
+#[pyfunction]
+fn read_config(py: Python<'_>, path: std::path::PathBuf, arg: &str) -> PyResult<String> {
+    py.detach(|| {
+        distprof::config::read_config_file(&path, distprof::config::NamedBy::Arg(arg))
+    })
+    .map_err(|errors| PyValueError::new_err(errors.to_string()))
+}
+
 /// One log line through distprof's logger (stderr, same format as the plugin's).
 #[pyfunction]
 fn log_error(message: &str) {
@@ -320,6 +333,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(status, m)?)?;
     m.add_function(wrap_pyfunction!(wait_agreed, m)?)?;
     m.add_function(wrap_pyfunction!(log_error, m)?)?;
+    m.add_function(wrap_pyfunction!(read_config, m)?)?;
     m.add_function(wrap_pyfunction!(distprof_planes, m)?)?;
     m.add_function(wrap_pyfunction!(distprof_plane_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(plugin_plane_bytes, m)?)?;

@@ -13,8 +13,14 @@ distprof, naming the cause; and that with `strict=True` the same failure raises
 - no-init: `distprof.jax.start()` without `jax.distributed.initialize()`;
 - trace-dir: `distprof.jax.trace()` into a directory that cannot be created (its parent is
   a file), so the profiler cannot write its trace.
+
+And `start(config=PATH)` with paths that are not config files (a FIFO with no writer,
+`/dev/zero`, a 200 MB file): each is refused by distprof's guarded reader, by type and size
+before any read, with the reason in the message, in under a second and without the memory
+growing (ru_maxrss before and after).
 """
 
+import json
 import os
 import socket
 import subprocess
@@ -77,7 +83,7 @@ if nprocs > 1:
 CAUSES = {
     "kv": "UNAVAILABLE: failed to connect to the coordination service",
     "no-init": "jax.distributed.initialize() has not been called",
-    "trace-dir": "the profiler did not write its trace",
+    "trace-dir": "the profiler cannot write its trace there",
 }
 PROCESSES = {"kv": 2, "no-init": 1, "trace-dir": 1}
 
@@ -113,10 +119,85 @@ def run(scenario, strict):
         print(f"{where}: ran on; one line: {lines[0][:160]}")
 
 
+CONFIG_PROGRAM = r'''
+import json, os, resource, sys, time
+import jax
+jax.config.update("jax_platforms", "cpu")
+port, paths = sys.argv[1], json.loads(sys.argv[2])
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=1, process_id=0)
+import distprof, distprof.jax
+for path in paths:
+    for strict in (True, False):
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        start = time.monotonic()
+        try:
+            distprof.jax.start(config=path, strict=strict)
+            outcome = "returned"
+        except distprof.DistprofError as err:
+            outcome = str(err)
+        took = time.monotonic() - start
+        growth_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+        print(json.dumps({"path": path, "strict": strict, "outcome": outcome, "took_s": took,
+                          "maxrss_growth_kb": growth_kb, "status": distprof.status()}), flush=True)
+jax.distributed.shutdown()
+'''
+
+# What each hostile `config=` path must be refused as.
+CONFIG_PROBLEMS = {
+    "fifo": "is a FIFO (named pipe), not a regular file",
+    "/dev/zero": "is a device, not a regular file",
+    "big": "is 209715200 bytes, over the 1048576-byte limit of a config file",
+}
+CONFIG_MAX_SECONDS = 1.0
+CONFIG_MAX_RSS_GROWTH_KB = 16 * 1024  # reading the 200 MB file would add 200 MB
+
+
+def config_paths():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        fifo = os.path.join(tmp, "config.fifo")
+        os.mkfifo(fifo)
+        big = os.path.join(tmp, "big.json")
+        with open(big, "wb") as f:
+            f.truncate(200 * 1024 * 1024)  # sparse: 200 MB long, nothing written
+        paths = {"fifo": fifo, "/dev/zero": "/dev/zero", "big": big}
+        env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_DIST_PROF_OUTPUT_DIR=os.path.join(tmp, "jsonl"))
+        proc = subprocess.Popen([sys.executable, "-c", CONFIG_PROGRAM, str(port), json.dumps(list(paths.values()))],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # Generous against a hang (the bug blocked on the FIFO for good), not the goal.
+            out, err = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"start(config=...) hung on a hostile path:\n{out}\n{err[-3000:]}")
+    assert proc.returncode == 0, f"config program exit {proc.returncode}\n{out}\n{err[-3000:]}"
+    results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert len(results) == 2 * len(paths), out
+    logged = [line for line in err.splitlines() if " ERROR " in line and "distprof" in line]
+    for key, path in paths.items():
+        problem = f"{path} {CONFIG_PROBLEMS[key]}"
+        strict, lenient = [r for r in results if r["path"] == path]
+        assert problem in strict["outcome"], f"start(config={path!r}, strict=True): {strict['outcome']}"
+        assert "fix: give distprof.jax.start(config=PATH) the path of" in strict["outcome"], strict["outcome"]
+        assert lenient["outcome"] == "returned" and lenient["status"]["enabled"] is False, lenient
+        assert any(problem in line for line in logged), f"no log line names {problem!r}:\n" + "\n".join(logged)
+        for r in (strict, lenient):
+            assert r["took_s"] < CONFIG_MAX_SECONDS, f"start(config={path!r}) took {r['took_s']:.3f} s"
+            assert r["maxrss_growth_kb"] < CONFIG_MAX_RSS_GROWTH_KB, \
+                f"start(config={path!r}) grew the peak RSS by {r['maxrss_growth_kb']} kB"
+        worst = max(strict["took_s"], lenient["took_s"])
+        growth = max(strict["maxrss_growth_kb"], lenient["maxrss_growth_kb"])
+        print(f"start(config={key}): refused in {worst * 1e3:.1f} ms, peak RSS +{growth} kB: {strict['outcome'][:110]}")
+
+
 def main():
     for scenario in ("no-init", "trace-dir", "kv"):
         run(scenario, strict=False)
         run(scenario, strict=True)
+    config_paths()
     print("failures: passed")
 
 

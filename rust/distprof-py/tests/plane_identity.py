@@ -14,6 +14,7 @@ their plane. Each process then checks its own `.xplane.pb`:
    to the host clock already), the probe timestamp mode, a model for node 1.
 """
 
+import glob
 import json
 import os
 import socket
@@ -56,8 +57,13 @@ def worker(rank, port, out_dir):
             multihost_utils.process_allgather(np.arange(4.0) + i)
             threading.Event().wait(0.3)
     assert len(appended) == 1, f"one .xplane.pb expected, got {[p for p, _, _ in appended]}"
-    path, original, export = appended[0]
-    with open(path, "rb") as f:
+    _staged, original, export = appended[0]
+    # The plane was appended in this process's staging directory; the file is then linked
+    # into the log directory under the profiler's name.
+    published = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
+    assert len(published) == 1, f"one published .xplane.pb expected under {logdir}, got {published}"
+    assert not [d for d in os.listdir(logdir) if d.startswith(".distprof-staging-")], os.listdir(logdir)
+    with open(published[0], "rb") as f:
         final = f.read()
 
     # 1. The profiler's bytes, then the export, nothing else.

@@ -39,9 +39,10 @@ pub struct Args {
     /// How long the nodes probe, in seconds.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
-    /// Length of a probe window, in seconds.
-    #[arg(long, default_value_t = 2.0)]
-    window_s: f64,
+    /// Length of a probe window, in seconds (default: the configuration's when
+    /// `XLA_DIST_PROF_CONFIG` or `XLA_PROBE_WINDOW_S` sets it, else 2).
+    #[arg(long)]
+    window_s: Option<f64>,
     /// Probe interval per edge, in microseconds.
     #[arg(long)]
     cadence_us: Option<u64>,
@@ -178,6 +179,10 @@ fn check_flags(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The probe window when neither `--window-s` nor the configuration sets one: shorter than
+/// the configuration's default, so that a run of a few seconds closes several windows.
+const LOCAL_WINDOW_S: f64 = 2.0;
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let n = args.nodes;
     if n < 2 {
@@ -192,11 +197,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let duration = Duration::from_secs_f64(args.duration);
     let kill = args.kill.as_deref().map(|k| parse_kill(k, n)).transpose()?;
     let epoch = realtime_ns();
-    let clocks = parse_clocks(&args, n, Config::default().reference_node, epoch)?;
-    let defaults = Config::default();
+    // The configuration every node starts from, loaded as `distprof run` and the XLA plugin
+    // load it (defaults < XLA_DIST_PROF_CONFIG < XLA_* variables); the flags override it.
+    let loaded = distprof::config::load_from_env().map_err(|e| {
+        anyhow::anyhow!("invalid configuration (from XLA_DIST_PROF_CONFIG and the XLA_* variables):\n{e}")
+    })?;
+    let configured = |field: &str| {
+        !matches!(loaded.sources.get(field), None | Some(distprof::config::ValueSource::Default))
+    };
+    let window_s = args.window_s.unwrap_or(if configured("probe_window_s") {
+        loaded.config.probe_window_s
+    } else {
+        LOCAL_WINDOW_S
+    });
+    let defaults = loaded.config;
+    let clocks = parse_clocks(&args, n, defaults.reference_node, epoch)?;
     let config = Config {
         enabled: true,
-        probe_window_s: args.window_s,
+        probe_window_s: window_s,
         probe_cadence_us: args.cadence_us.unwrap_or(defaults.probe_cadence_us),
         probe_out_degree: args.out_degree.unwrap_or(defaults.probe_out_degree),
         handshake_timeout_ms: args.down_after_ms.unwrap_or(defaults.handshake_timeout_ms),

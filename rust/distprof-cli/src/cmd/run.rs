@@ -320,18 +320,15 @@ fn bind_probe_socket(bind: Option<IpAddr>, config: &Config) -> anyhow::Result<Ud
 }
 
 /// The effective configuration: defaults < file (`--config`, else `XLA_DIST_PROF_CONFIG`)
-/// < environment variables, every problem reported at once.
+/// < environment variables, every problem reported at once; a `--config` file that cannot
+/// be read is blamed on `--config`.
 fn load_config(file: Option<&Path>) -> anyhow::Result<Config> {
-    let file = file.map(|p| p.to_string_lossy().into_owned());
-    let env = |var: &str| {
-        if var == distprof::config::fields::CONFIG_FILE_VAR {
-            if let Some(path) = &file {
-                return Some(path.clone());
-            }
-        }
-        std::env::var(var).ok()
+    let env = |var: &str| std::env::var(var).ok();
+    let loaded = match file {
+        Some(path) => distprof::config::load_with_file(path, "--config", &env),
+        None => distprof::config::load(&env),
     };
-    match distprof::config::load(&env) {
+    match loaded {
         Ok(effective) => Ok(effective.config),
         Err(errors) => bail!("invalid configuration:\n{errors}"),
     }

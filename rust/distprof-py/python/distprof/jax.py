@@ -4,7 +4,11 @@
     distprof.jax.start()                  # rendezvous + probe socket, on a Rust thread
     with distprof.jax.trace("/tmp/prof"):  # jax.profiler.trace + the distprof plane
         train_steps()
-    # then, on the traces of all processes:  distprof merge /tmp/prof* --out merged
+    # then, on the traces of all processes:  distprof merge /tmp/prof --out merged
+
+A process changes only the trace it wrote, so one log directory may be shared by every host
+(``trace`` below). Processes of one host should each get their own directory
+(``f"/tmp/prof/{jax.process_index()}"``): JAX gives them the same file names.
 
 Same configuration as inside XLA (``XLA_DIST_PROF_*`` variables, ``XLA_DIST_PROF_CONFIG``
 file, ``schema/``); ``config=`` (a dict, or the path of a JSON file) is one more layer,
@@ -18,6 +22,8 @@ and profiling is off for the rest of the process (``distprof.status()["error"]``
 import contextlib
 import json
 import os
+import shutil
+import socket
 
 from . import DistprofError, _kv, _native, _xspace
 
@@ -30,6 +36,8 @@ PROBES_FINISH_TIMEOUT_S = 5.0
 
 # Where `config=` appears in messages when it is a dict.
 CONFIG_LABEL = "distprof.jax.start(config=...)"
+# How the fix of an unreadable `config=` path names the argument.
+CONFIG_PATH_ARG = "distprof.jax.start(config=PATH)"
 
 
 def _fail(message, strict, *, profiling_off=True):
@@ -47,9 +55,10 @@ def _config_layer(config):
         layer = {"enabled": True, **config}
         return json.dumps(layer), CONFIG_LABEL
     if isinstance(config, (str, os.PathLike)):
-        path = os.fspath(config)
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        path = os.fsdecode(config)
+        # distprof's guarded reader: a FIFO, device or oversized file is refused by its type
+        # and size before any read (ValueError naming the path, the reason and the fix).
+        text = _native.read_config(path, CONFIG_PATH_ARG)
         try:
             layer = json.loads(text)
         except ValueError:
@@ -95,9 +104,16 @@ def start(config=None, *, strict=False):
 
 @contextlib.contextmanager
 def trace(log_dir, *, strict=False, **profiler_kwargs):
-    """``jax.profiler.trace(log_dir, ...)`` that also probes while the profile runs and, once
-    the profiler has written its files, appends the distprof plane to every ``.xplane.pb``
-    this process wrote under ``log_dir``.
+    """``jax.profiler.trace(log_dir, ...)`` that also probes while the profile runs and adds
+    the distprof plane to the trace this process's profiler wrote.
+
+    Only this process's own files are ever changed: the profiler writes into a directory of
+    this process's own under ``log_dir``, the plane is appended there, and the files are
+    then linked into ``log_dir`` under the profiler's names, never over a file that exists.
+    A shared ``log_dir`` (NFS, one directory for every host) is fine. Two processes of one
+    host in one ``log_dir`` get the same file names from JAX: the second one's files are
+    kept as ``<host>.pid<PID>...`` and a log line says to give each process its own
+    directory. Without ``start()`` this is ``jax.profiler.trace`` as it is.
 
     A failure of the profiler or of distprof is one log line (or ``DistprofError`` when
     ``strict``); an exception of the body propagates as it is.
@@ -110,50 +126,95 @@ def trace(log_dir, *, strict=False, **profiler_kwargs):
         # The node failed on its own thread since start(): strict callers hear it here.
         raise DistprofError(st["error"])
     running = st.get("enabled", False)
-    before = {}
+    staging = None
     profiling = False
     try:
-        if os.path.isdir(log_dir):
-            before = _xspace.snapshot(log_dir)
         if running:
+            if "://" in log_dir:
+                raise DistprofError(
+                    f"{log_dir} is a URL; distprof adds its plane to traces on a filesystem path "
+                    "only: trace into a local or mounted directory and copy the files afterwards"
+                )
+            staging = _xspace.stage(log_dir)
+            others = _xspace.others_tracing(log_dir)
+            if others:
+                _native.log_error(
+                    f"distprof: distprof.jax.trace({log_dir!r}): process {others[0]} of this host "
+                    f"({socket.gethostname()}) is tracing into the same directory; JAX gives the "
+                    "processes of one host the same file names, so one of the traces will be kept "
+                    "under another name: give each process its own directory, e.g. "
+                    f"trace(f\"{log_dir}/process{{jax.process_index()}}\")")
             _native.trace_start()
-        jax.profiler.start_trace(log_dir, **profiler_kwargs)
+        jax.profiler.start_trace(staging or log_dir, **profiler_kwargs)
         profiling = True
     except Exception as err:  # noqa: BLE001
         _native.trace_stop()
-        _fail(f"distprof.jax.trace({log_dir!r}): the profiler did not start: {err}; this trace has no profile",
-              strict, profiling_off=False)
+        _remove_staging(staging)
+        _fail(f"distprof.jax.trace({log_dir!r}): the profiler cannot write its trace there: {err}; "
+              "this trace has no profile", strict, profiling_off=False)
     try:
         yield
     finally:
         if profiling:
-            _finish(jax, log_dir, before, running, strict)
+            _finish(jax, log_dir, staging, strict)
 
 
-def _finish(jax, log_dir, before, running, strict):
+def _remove_staging(staging):
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _finish(jax, log_dir, staging, strict):
     try:
         jax.profiler.stop_trace()
     except Exception as err:  # noqa: BLE001
         _native.trace_stop()
+        _remove_staging(staging)
         _fail(f"distprof.jax.trace({log_dir!r}): the profiler did not write its trace: {err}; this trace has no profile",
               strict, profiling_off=False)
         return
-    if not running:
+    if staging is None:
         return
     _native.trace_stop()
+    plane_error = None
     try:
-        _native.wait_probes_finished(PROBES_FINISH_TIMEOUT_S)
-        planes = _native.export()
-        if not planes:
-            st = json.loads(_native.status())
-            if strict and st.get("error"):
-                raise DistprofError(st["error"])
-            return
-        written = _xspace.written_since(log_dir, before)
-        if not written:
-            raise DistprofError(f"the profiler wrote no {_xspace.SUFFIX} under {log_dir}")
-        for path in written:
-            _xspace.append(path, planes)
+        _add_plane(log_dir, staging, strict)
+    except Exception as err:  # noqa: BLE001 - the trace is published without the plane
+        plane_error = err
+    try:
+        _published, taken = _xspace.publish(staging, log_dir)
     except Exception as err:  # noqa: BLE001
         _native.stop()
-        _fail(f"distprof.jax.trace({log_dir!r}): cannot add the distprof plane: {err}", strict)
+        _fail(f"distprof.jax.trace({log_dir!r}): cannot move this process's trace from {staging} "
+              f"into the log directory: {err}", strict)
+        return
+    if plane_error is not None:
+        _native.stop()
+        _fail(f"distprof.jax.trace({log_dir!r}): cannot add the distprof plane: {plane_error}", strict)
+        return
+    if taken:
+        # The .xplane.pb first: the file merge reads.
+        wanted, kept = next((t for t in taken if t[0].endswith(_xspace.SUFFIX)), taken[0])
+        _fail(f"distprof.jax.trace({log_dir!r}): {wanted} was already written by another process "
+              f"(processes of one host in one log directory get the same file names from JAX); "
+              f"it was left as it is and this process's trace is kept as {kept}"
+              + (f" ({len(taken)} files in all)" if len(taken) > 1 else "")
+              + "; give each process its own directory, e.g. "
+              f"trace(f\"{log_dir}/process{{jax.process_index()}}\")", strict, profiling_off=False)
+
+
+def _add_plane(log_dir, staging, strict):
+    """Appends this process's distprof plane to the trace its profiler wrote into
+    ``staging`` (a directory no other process writes)."""
+    _native.wait_probes_finished(PROBES_FINISH_TIMEOUT_S)
+    planes = _native.export()
+    if not planes:
+        st = json.loads(_native.status())
+        if strict and st.get("error"):
+            raise DistprofError(st["error"])
+        return
+    written = _xspace.traces(staging)
+    if not written:
+        raise DistprofError(f"the profiler wrote no {_xspace.SUFFIX} for {log_dir}")
+    for path in written:
+        _xspace.append(path, planes)

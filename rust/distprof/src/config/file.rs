@@ -122,26 +122,54 @@ pub(crate) fn read_config_text(path: &Path) -> Result<String, ReadError> {
     })
 }
 
-/// Reads `path` and applies its keys. `named_by` is the variable that pointed at the file,
-/// if any, so that an unreadable file blames the variable.
+/// What named a config file, so that a file that cannot be read blames that input and the
+/// fix says where to give another path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamedBy<'a> {
+    /// An environment variable (`XLA_DIST_PROF_CONFIG`).
+    Var(&'a str),
+    /// A command-line flag or API argument, as the user wrote it (`--config`,
+    /// `distprof.jax.start(config=...)`).
+    Arg(&'a str),
+    /// The path itself (`distprof config check FILE`).
+    Path,
+}
+
+/// The text of the config file at `path`, read through the guarded reader: a FIFO, device,
+/// socket, directory or a file over [`MAX_CONFIG_BYTES`] is refused by its type and size
+/// before any read, with the reason and a fix that names `named_by`. Every entry point
+/// (the CLI, the XLA plugin, the Python package) reads config files through this.
+pub fn read_config_file(path: &Path, named_by: NamedBy<'_>) -> Result<String, ConfigErrors> {
+    read_config_text(path).map_err(|err| {
+        let what = err.kind.wanted();
+        let (location, fix) = match named_by {
+            NamedBy::Var(var) => (
+                Location::Env { var: var.to_string() },
+                format!("point {var} at {what}, or unset it to use defaults and environment variables only"),
+            ),
+            NamedBy::Arg(arg) => (
+                Location::File { file: path.to_path_buf() },
+                format!("give {arg} the path of {what}"),
+            ),
+            NamedBy::Path => (Location::File { file: path.to_path_buf() }, format!("give the path of {what}")),
+        };
+        let mut errors = ConfigErrors::default();
+        errors.push(location, err.problem, fix);
+        errors
+    })
+}
+
+/// Reads `path` and applies its keys; `named_by` is the input that pointed at the file.
 pub(crate) fn apply_file(
     path: &Path,
-    named_by: Option<&str>,
+    named_by: NamedBy<'_>,
     builder: &mut Builder,
     errors: &mut ConfigErrors,
 ) {
-    let text = match read_config_text(path) {
+    let text = match read_config_file(path, named_by) {
         Ok(text) => text,
-        Err(err) => {
-            let what = err.kind.wanted();
-            let (location, fix) = match named_by {
-                Some(var) => (
-                    Location::Env { var: var.to_string() },
-                    format!("point {var} at {what}, or unset it to use defaults and environment variables only"),
-                ),
-                None => (Location::File { file: path.to_path_buf() }, format!("give the path of {what}")),
-            };
-            errors.push(location, err.problem, fix);
+        Err(unreadable) => {
+            errors.errors.extend(unreadable.errors);
             return;
         }
     };

@@ -7,6 +7,7 @@
 use super::error::ConfigErrors;
 use super::fields::CONFIG_FILE_VAR;
 use super::layers::Builder;
+use super::file::NamedBy;
 use super::{env, file, Config, EffectiveConfig};
 use std::path::Path;
 
@@ -26,19 +27,7 @@ pub fn load_from_env() -> Result<EffectiveConfig, ConfigErrors> {
 
 /// Like `load_from_env`, reading variables through `env` (tests pass a map).
 pub fn load(env: &dyn Fn(&str) -> Option<String>) -> Result<EffectiveConfig, ConfigErrors> {
-    let mut builder = Builder::defaults();
-    let mut errors = ConfigErrors::default();
-    // An empty XLA_DIST_PROF_CONFIG means "no file", as launchers often export empty values.
-    if let Some(path) = env(CONFIG_FILE_VAR).filter(|p| !p.trim().is_empty()) {
-        file::apply_file(
-            Path::new(&path),
-            Some(CONFIG_FILE_VAR),
-            &mut builder,
-            &mut errors,
-        );
-    }
-    env::apply_env(env, &mut builder, &mut errors);
-    builder.finish(errors)
+    layered(env_file(env).as_deref().map(|p| (p, NamedBy::Var(CONFIG_FILE_VAR))), None, env)
 }
 
 /// Like [`load`], with one more layer between the file of `XLA_DIST_PROF_CONFIG` and the
@@ -50,12 +39,41 @@ pub fn load_with_text(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<EffectiveConfig, ConfigErrors> {
+    let file = env_file(env);
+    layered(file.as_deref().map(|p| (p, NamedBy::Var(CONFIG_FILE_VAR))), Some((label, text)), env)
+}
+
+/// Like [`load`], with the file given by the command-line flag `flag` (`run --config`)
+/// instead of the one `XLA_DIST_PROF_CONFIG` names: defaults < `file` < environment. A
+/// file that cannot be read is blamed on `flag`, not on the variable.
+pub fn load_with_file(
+    file: &Path,
+    flag: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<EffectiveConfig, ConfigErrors> {
+    layered(Some((file, NamedBy::Arg(flag))), None, env)
+}
+
+/// The file `XLA_DIST_PROF_CONFIG` names, if any. An empty value means "no file", as
+/// launchers often export empty values.
+fn env_file(env: &dyn Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+    env(CONFIG_FILE_VAR).filter(|p| !p.trim().is_empty()).map(Into::into)
+}
+
+/// defaults < `file` < `text` (a host API's JSON object, named by its label) < environment.
+fn layered(
+    file: Option<(&Path, NamedBy<'_>)>,
+    text: Option<(&Path, &str)>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<EffectiveConfig, ConfigErrors> {
     let mut builder = Builder::defaults();
     let mut errors = ConfigErrors::default();
-    if let Some(path) = env(CONFIG_FILE_VAR).filter(|p| !p.trim().is_empty()) {
-        file::apply_file(Path::new(&path), Some(CONFIG_FILE_VAR), &mut builder, &mut errors);
+    if let Some((path, named_by)) = file {
+        file::apply_file(path, named_by, &mut builder, &mut errors);
     }
-    file::apply_text(label, text, &mut builder, &mut errors);
+    if let Some((label, text)) = text {
+        file::apply_text(label, text, &mut builder, &mut errors);
+    }
     env::apply_env(env, &mut builder, &mut errors);
     builder.finish(errors)
 }
@@ -65,7 +83,7 @@ pub fn load_with_text(
 pub fn check_file(path: &Path) -> Result<Config, ConfigErrors> {
     let mut builder = Builder::defaults();
     let mut errors = ConfigErrors::default();
-    file::apply_file(path, None, &mut builder, &mut errors);
+    file::apply_file(path, NamedBy::Path, &mut builder, &mut errors);
     builder.finish(errors).map(|effective| effective.config)
 }
 

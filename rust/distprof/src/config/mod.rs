@@ -33,8 +33,8 @@ mod validate;
 
 pub use env::{parse_bool, unknown_env_warnings};
 pub use error::{ConfigError, ConfigErrors, Location};
-pub use file::MAX_CONFIG_BYTES;
-pub use load::{check_file, check_text, load, load_from_env, load_with_text};
+pub use file::{read_config_file, NamedBy, MAX_CONFIG_BYTES};
+pub use load::{check_file, check_text, load, load_from_env, load_with_file, load_with_text};
 pub use validate::validate_config;
 
 use schemars::JsonSchema;
