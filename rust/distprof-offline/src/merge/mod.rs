@@ -194,7 +194,14 @@ pub struct MergeReport {
     pub nodes: Vec<MergedNode>,
 }
 
-/// Every `.xplane.pb` named by `inputs` (files as given, directories searched), sorted.
+/// The hidden directory prefix under which `distprof.jax.trace` lets the profiler write
+/// before it publishes the finished trace (rust/distprof-py/python/distprof/_xspace.py):
+/// one left behind by a process that died mid-trace holds an unfinished trace without its
+/// plane, never one to merge.
+pub const STAGING_DIR_PREFIX: &str = ".distprof-staging-";
+
+/// Every `.xplane.pb` named by `inputs` (files as given, directories searched, staging
+/// directories skipped), sorted.
 pub fn find_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), MergeError> {
         let rd = std::fs::read_dir(dir).map_err(|e| MergeError::Io {
@@ -209,6 +216,9 @@ pub fn find_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, MergeError> {
                 })?
                 .path();
             if p.is_dir() {
+                if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(STAGING_DIR_PREFIX)) {
+                    continue;
+                }
                 walk(&p, out)?;
             } else if p.to_string_lossy().ends_with(".xplane.pb") {
                 out.push(p);
@@ -446,5 +456,21 @@ mod tests {
             "2026_11_22_03_42_48"
         );
         assert_eq!(super::run_name(0), "1970_01_01_00_00_00");
+    }
+
+    /// A staging directory left by a process that died mid-trace is not an input; the
+    /// published traces beside it are.
+    #[test]
+    fn inputs_skip_staging_directories() {
+        let dir = std::env::temp_dir().join(format!("distprof-find-inputs-{}", std::process::id()));
+        let run = dir.join("plugins/profile/run");
+        let staging = dir.join(format!("{}host-1-x/plugins/profile/run", super::STAGING_DIR_PREFIX));
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::create_dir_all(&staging).unwrap();
+        std::fs::write(run.join("host.xplane.pb"), b"").unwrap();
+        std::fs::write(staging.join("host.xplane.pb"), b"").unwrap();
+        let found = super::find_inputs(&[dir.clone()]).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(found, vec![run.join("host.xplane.pb")]);
     }
 }
