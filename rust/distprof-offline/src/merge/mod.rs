@@ -39,7 +39,7 @@ use rewrite::{NodeOutput, RewriteStats};
 use std::path::{Path, PathBuf};
 use timemap::{MapError, NodeTimeMap};
 
-pub use plan::Plan;
+pub use plan::{load_checked, Plan};
 pub use run::{merge, merge_planned, merge_with, RunOptions};
 
 /// Merge failures, each naming the input and the fix. The cause is part of the message (the
@@ -80,6 +80,8 @@ pub enum MergeError {
     OutsideModel { trace: PathBuf, models: PathBuf, node: u32, span_ns: (Option<i64>, Option<i64>), windows_ns: (i64, i64), outside_s: f64 },
     #[error("{path}: the trace changed while merging (its planes differ from the first read); merge it again once the profiler has finished writing it")]
     Changed { path: PathBuf },
+    #[error("{merged} is the output of a distprof merge but {raw} a profiler's own trace: give one or the other (the merge's run directory, or the traces it was merged from), not both")]
+    MixedOutputs { merged: PathBuf, raw: PathBuf },
     #[error("{0}")]
     Shard(String),
     #[error("{origin}: node {node}'s clock model has {problem} in window {window}; the file is damaged or not a clock model")]
@@ -123,7 +125,7 @@ fn check_paths(inputs: &[PathBuf], out_dir: &Path) -> Result<(), MergeError> {
     Ok(())
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct MergeOptions {
     pub out_dir: PathBuf,
     /// Where to write the Chrome JSON; None disables it.
@@ -364,6 +366,8 @@ fn models_to_apply(
     opts: &MergeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<NodeClockModel>, MergeError> {
+    let all_planes: Vec<(&Path, &DistprofPlaneData)> = scanned.iter().filter_map(|s| Some((s.path.as_path(), s.plane.as_ref()?))).collect();
+    // A merge's outputs (validate reads them) are on G already: only their sessions count.
     let with_paths: Vec<(&Path, &DistprofPlaneData)> =
         scanned.iter().filter(|s| !s.info.already_merged).filter_map(|s| Some((s.path.as_path(), s.plane.as_ref()?))).collect();
     let origin_path = opts.models_origin.as_ref().map_or(Path::new("--models"), |o| o.path.as_path());
@@ -371,7 +375,7 @@ fn models_to_apply(
         belong::check_sane(m, origin_path)?;
     }
     if !opts.force {
-        belong::check_sessions(&with_paths, opts.models_origin.as_ref())?;
+        belong::check_sessions(&all_planes, opts.models_origin.as_ref())?;
         for s in scanned.iter().filter(|s| !s.info.already_merged) {
             if let Some(p) = &s.plane {
                 belong::check_host(&s.path, p, &s.info.hostnames)?;
