@@ -351,3 +351,37 @@ fn a_join_missing_a_shard_file_leaves_nothing_behind() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(tree(&out).iter().filter(|p| p.ends_with(".xplane.pb")).count(), 3);
 }
+
+#[test]
+fn a_models_file_of_another_run_is_refused_and_leaves_no_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gen = distprof().args(["bench", "merge", "--size-mb", "1", "--nodes", "2", "--skip-baseline", "--no-chrome", "--repeat", "1", "--dir"]).arg(tmp.path()).output().unwrap();
+    assert!(gen.status.success(), "{}", String::from_utf8_lossy(&gen.stderr));
+    let input = tmp.path().join("in");
+    use prost::Message;
+    let space = distprof::xplane::XSpace::decode(std::fs::read(input.join("node1.xplane.pb")).unwrap().as_slice()).unwrap();
+    let plane = space.planes.iter().find(|p| p.name == distprof::distprof_plane::DISTPROF_PLANE).unwrap();
+    let model = distprof::distprof_plane::DistprofPlaneData::from_xplane(plane).unwrap().model;
+    // Node 1's model as a run 20 s earlier would have it: other windows, 75 ms off.
+    let mut earlier = serde_json::to_value(vec![&model]).unwrap();
+    for s in earlier[0]["segments"].as_array_mut().unwrap() {
+        for k in ["start_local_ns", "mid_local_ns", "end_local_ns"] {
+            s[k] = (s[k].as_i64().unwrap() - 20_000_000_000).into();
+        }
+        s["offset_ns"] = (s["offset_ns"].as_f64().unwrap() + 75e6).into();
+    }
+    let files = [("earlier.json", earlier), ("this_run.json", serde_json::json!({"session_id": "", "models": [model]}))];
+    for (name, json) in &files {
+        std::fs::write(tmp.path().join(name), json.to_string()).unwrap();
+    }
+    let out = tmp.path().join("out");
+    let merge = |models: &str| distprof().arg("merge").arg(&input).arg("--out").arg(&out).arg("--models").arg(tmp.path().join(models)).output().unwrap();
+    let refused = merge("earlier.json");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("earlier.json") && err.contains("node1.xplane.pb") && err.contains("another run"), "{err}");
+    assert!(!out.exists(), "a refused merge leaves nothing");
+    let ok = merge("this_run.json");
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(out.join("merged.trace.json").exists());
+}

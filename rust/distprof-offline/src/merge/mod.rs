@@ -78,6 +78,8 @@ pub enum MergeError {
     ForeignPlane { path: PathBuf, plane_host: String, trace_hosts: Vec<String> },
     #[error("{trace}: node {node}'s profile ({span_ns:?}, host ns) lies {outside_s:.1} s outside the windows of its clock model from {models} ({windows_ns:?}); the model is of another run or time; give the model of this trace's run (or pass --force)")]
     OutsideModel { trace: PathBuf, models: PathBuf, node: u32, span_ns: (Option<i64>, Option<i64>), windows_ns: (i64, i64), outside_s: f64 },
+    #[error("{models}: node {node}'s clock model has none of the windows of the model in {trace}'s own distprof plane (its windows span {given_ns:?}, the trace's {own_ns:?}, host ns): it was estimated in another run or over another time; give the models of this trace's run (or pass --force)")]
+    ForeignWindows { trace: PathBuf, models: PathBuf, node: u32, given_ns: (i64, i64), own_ns: (i64, i64) },
     #[error("{path}: the trace changed while merging (its planes differ from the first read); merge it again once the profiler has finished writing it")]
     Changed { path: PathBuf },
     #[error("{merged} is the output of a distprof merge but {raw} a profiler's own trace: give one or the other (the merge's run directory, or the traces it was merged from), not both")]
@@ -398,6 +400,9 @@ fn models_to_apply(
     }
     if !opts.force {
         for s in scanned.iter().filter(|s| !s.info.already_merged) {
+            if let (Some(p), Some(g)) = (&s.plane, opts.models.iter().find(|g| g.node == s.node)) {
+                belong::check_given_windows(&s.path, p, g, origin_path)?;
+            }
             if let Some(m) = models.iter().find(|m| m.node == s.node) {
                 let origin = if opts.models.iter().any(|g| g.node == s.node) { origin_path } else { s.path.as_path() };
                 belong::extrapolation_ns(&s.path, (s.info.profile_start_ns, s.info.profile_stop_ns), m, origin)?;

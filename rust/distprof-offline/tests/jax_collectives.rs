@@ -3,10 +3,12 @@
 //! jit/shard_map job, 2 processes each (tests/fixtures/jax-collectives/README.md). Node 1
 //! is shifted 40 ms ahead and given that truth as its clock model: every collective kind
 //! must be found and counted, every occurrence broken before correction and none after.
-//! Inputs that do not belong together are refused as merge refuses them.
+//! Inputs that do not belong together are refused as merge refuses them, and so are clock
+//! models of another run, leaving no output behind.
 
 use distprof::distprof_plane::distprof_plane_bytes;
 use distprof::xplane::*;
+use distprof_offline::merge::belong::ModelOrigin;
 use distprof_offline::merge::{merge, MergeError, MergeOptions};
 use distprof_offline::validate::{collective::kind_of, validate, ValidateError};
 use distprof_testkit::synthetic_xspace::{plane_data, Windows};
@@ -138,4 +140,58 @@ fn raw_traces_and_a_merge_output_together_are_refused() {
     assert_eq!(v.kinds.len(), 5);
     let err = validate(&[raw, r.run_dir.clone()], &MergeOptions::default()).unwrap_err().to_string();
     assert!(err.contains("output of a distprof merge") && err.contains("not both"), "{err}");
+}
+
+/// Node 1's clock model as its plane in `trace` holds it.
+fn plane_model(trace: &Path) -> distprof::model::NodeClockModel {
+    let space = XSpace::decode(std::fs::read(trace).unwrap().as_slice()).unwrap();
+    let p = space.planes.iter().find(|p| p.name == distprof::distprof_plane::DISTPROF_PLANE).unwrap();
+    distprof::distprof_plane::DistprofPlaneData::from_xplane(p).unwrap().model
+}
+
+#[test]
+fn models_of_another_run_are_refused_by_name_and_leave_no_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let traces = write_run(&tmp.path().join("in"), "pmap", "s-now", &no_edit);
+    let this_run = plane_model(&traces[1]);
+    // The same node's model from a run 20 s earlier: its windows 20 s before, its offset
+    // 75 ms away. Within the 60 s a profile may lie outside a model's windows, so only
+    // the windows themselves tell it apart.
+    let mut earlier = this_run.clone();
+    for s in &mut earlier.segments {
+        s.start_local_ns -= 20_000_000_000;
+        s.mid_local_ns -= 20_000_000_000;
+        s.end_local_ns -= 20_000_000_000;
+        s.offset_ns += 75_000_000.0;
+    }
+    let out = tmp.path().join("out");
+    let with = |models: Vec<distprof::model::NodeClockModel>, session: Option<&str>| MergeOptions {
+        out_dir: out.clone(),
+        models,
+        models_origin: Some(ModelOrigin { path: "earlier.json".into(), session_id: session.map(String::from) }),
+        ..Default::default()
+    };
+    let inputs = [tmp.path().join("in")];
+    let err = merge(&inputs, &with(vec![earlier.clone()], None), &mut |_| {}).unwrap_err();
+    assert!(matches!(err, MergeError::ForeignWindows { node: 1, .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("earlier.json") && msg.contains("node1.xplane.pb") && msg.contains("another run") && msg.contains("--force"), "{msg}");
+    assert!(!out.exists(), "a refused merge leaves nothing");
+    // validate applies the same checks.
+    let v = validate(&inputs, &with(vec![earlier.clone()], None)).unwrap_err();
+    assert_eq!(v.to_string(), msg);
+    // A models file that records its run's session: another session is refused as such.
+    let err = merge(&inputs, &with(vec![this_run.clone()], Some("s-earlier")), &mut |_| {}).unwrap_err();
+    assert!(matches!(err, MergeError::ForeignModels { .. }), "{err}");
+    assert!(!out.exists());
+    // This run's own model passes, with or without its session.
+    for session in [None, Some("s-now")] {
+        let r = merge(&inputs, &with(vec![this_run.clone()], session), &mut |_| {}).unwrap();
+        assert!(r.nodes.iter().all(|n| n.corrected), "{r:?}");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+    // --force is for experts: the earlier model is applied and the collectives break by 75 ms.
+    let forced = MergeOptions { force: true, ..with(vec![earlier], None) };
+    let v = validate(&inputs, &forced).unwrap();
+    assert_eq!(v.after.violations, 15, "{v:?}");
 }
