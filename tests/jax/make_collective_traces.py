@@ -18,9 +18,9 @@ skew afterwards.
 
 import argparse
 import os
-import socket
-import subprocess
 import sys
+
+from make_traces import launch
 
 
 def worker(rank: int, nprocs: int, port: int, out_dir: str, steps: int, job: str) -> None:
@@ -82,22 +82,9 @@ def main() -> None:
     if a.rank >= 0:
         worker(a.rank, a.processes, a.port, a.out_dir, a.steps, a.job)
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, __file__, a.out_dir, "--job", a.job, "--processes", str(a.processes),
-             "--steps", str(a.steps), "--rank", str(r), "--port", str(port)],
-            env=env,
-        )
-        for r in range(a.processes)
-    ]
-    codes = [p.wait(timeout=300) for p in procs]
+    codes = launch(__file__, a.out_dir, a.processes, ["--job", a.job, "--steps", str(a.steps)])
     if any(codes):
         sys.exit(f"make_collective_traces: worker exit codes {codes}")
-
 
 if __name__ == "__main__":
     main()

@@ -346,23 +346,8 @@ pub fn scan(
 
 /// (key, name) of an event/stat metadata map entry.
 fn map_entry(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
-    let (mut key, mut name) = (0i64, &b""[..]);
-    let mut f = Fields::new(entry, 0);
-    while let Some(x) = f.next_field()? {
-        match x.number {
-            1 => key = x.int as i64,
-            2 => {
-                let mut g = Fields::new(x.bytes, 0);
-                while let Some(z) = g.next_field()? {
-                    if z.number == 2 {
-                        name = z.bytes;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok((key, name))
+    let (key, metadata) = collective::entry_value(entry)?;
+    Ok((key, collective::named(metadata)?))
 }
 
 /// (metadata id, string value) of an XStat; ref values resolve through the stat names.

@@ -185,7 +185,7 @@ impl HloOpcodes {
 }
 
 /// (key, value bytes) of a protobuf map entry.
-fn entry_value(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
+pub(super) fn entry_value(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
     let (mut key, mut value) = (0i64, &b""[..]);
     let mut f = Fields::new(entry, 0);
     while let Some(x) = f.next_field()? {
@@ -199,7 +199,7 @@ fn entry_value(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
 }
 
 /// The name (field 2) of an event or stat metadata message.
-fn named(md: &[u8]) -> Result<&[u8], WireError> {
+pub(super) fn named(md: &[u8]) -> Result<&[u8], WireError> {
     let mut f = Fields::new(md, 0);
     while let Some(x) = f.next_field()? {
         if x.number == 2 && x.wire_type == LEN {
