@@ -63,22 +63,27 @@ def main() -> None:
     if a.rank >= 0:
         worker(a.rank, a.processes, a.port, a.out_dir, a.steps)
         return
+    codes = launch(__file__, a.out_dir, a.processes, ["--steps", str(a.steps)])
+    if any(codes):
+        sys.exit(f"make_traces: worker exit codes {codes}")
+
+
+def launch(script: str, out_dir: str, processes: int, args: list) -> list:
+    """Runs `script OUT_DIR --processes N ARGS --rank r --port P` for every rank on one
+    local coordinator port (JAX_PLATFORMS=cpu); the workers' exit codes."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, a.out_dir, "--processes", str(a.processes),
-             "--steps", str(a.steps), "--rank", str(r), "--port", str(port)],
+            [sys.executable, script, out_dir, "--processes", str(processes), *args,
+             "--rank", str(r), "--port", str(port)],
             env=env,
         )
-        for r in range(a.processes)
+        for r in range(processes)
     ]
-    codes = [p.wait(timeout=300) for p in procs]
-    if any(codes):
-        sys.exit(f"make_traces: worker exit codes {codes}")
-
+    return [p.wait(timeout=300) for p in procs]
 
 if __name__ == "__main__":
     main()

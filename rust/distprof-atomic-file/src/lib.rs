@@ -18,6 +18,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod dir;
+pub use dir::AtomicDir;
+
 /// Mode of every file distprof creates (before the umask).
 pub const FILE_MODE: u32 = 0o644;
 /// Mode of every directory distprof creates (before the umask).
@@ -131,14 +134,16 @@ fn remove_stale_temporaries(dest: &Path, prefix: &str) {
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<libc::pid_t>().ok()) else {
             continue;
         };
-        // SAFETY: kill with signal 0 only checks whether the process exists.
-        let gone = pid > 0
-            && unsafe { libc::kill(pid, 0) } != 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
+        if process_gone(pid) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// True when no process `pid` exists (so what it left behind is nobody's).
+fn process_gone(pid: libc::pid_t) -> bool {
+    // SAFETY: kill with signal 0 only checks whether the process exists.
+    pid > 0 && unsafe { libc::kill(pid, 0) } != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 impl Write for AtomicFile {

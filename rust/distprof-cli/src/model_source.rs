@@ -38,7 +38,7 @@ impl ModelSource {
 
 impl ModelSource {
     /// Where the models come from, for merge's checks: the `--run-dir` (its session from
-    /// the JSONL meta lines) or the `--models` file (no session recorded).
+    /// the JSONL meta lines) or the `--models` file (its session when it records one).
     pub fn origin(&self) -> anyhow::Result<Option<distprof_offline::merge::belong::ModelOrigin>> {
         use distprof_offline::merge::belong::ModelOrigin;
         Ok(match (&self.models, &self.run_dir) {
@@ -47,20 +47,43 @@ impl ModelSource {
                     .map_err(|e| anyhow::anyhow!("--run-dir {}: {e}", dir.display()))?;
                 Some(ModelOrigin { path: dir.clone(), session_id: files.first().map(|f| f.file.meta.session_id.clone()) })
             }
-            (Some(p), None) => Some(ModelOrigin { path: p.clone(), session_id: None }),
+            (Some(p), None) => Some(ModelOrigin { path: p.clone(), session_id: read_models_file(p)?.session_id }),
             (None, None) => None,
         })
     }
 }
 
-/// Reads a `--models` file: a JSON array of `NodeClockModel`.
+/// A `--models` file: a JSON array of `NodeClockModel`, or an object that also says which
+/// run the models are of: `{"session_id": "...", "models": [...]}`.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum ModelsFile {
+    Bare(Vec<distprof::model::NodeClockModel>),
+    OfRun { session_id: Option<String>, models: Vec<distprof::model::NodeClockModel> },
+}
+
+struct Models {
+    session_id: Option<String>,
+    models: Vec<distprof::model::NodeClockModel>,
+}
+
+fn read_models_file(p: &std::path::Path) -> anyhow::Result<Models> {
+    let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("--models {}: {e}", p.display()))?;
+    let file: ModelsFile = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!("--models {}: not a JSON array of clock models nor {{\"session_id\": ..., \"models\": [...]}} ({e}); expected [{{\"node\":1,\"reachable\":true,\"segments\":[...]}}]", p.display())
+    })?;
+    Ok(match file {
+        ModelsFile::Bare(models) => Models { session_id: None, models },
+        ModelsFile::OfRun { session_id, models } => Models { session_id: session_id.filter(|s| !s.is_empty()), models },
+    })
+}
+
+/// Reads a `--models` file's models (see [`ModelsFile`]).
 pub fn read_models(
     path: Option<&std::path::Path>,
 ) -> anyhow::Result<Vec<distprof::model::NodeClockModel>> {
-    let Some(p) = path else { return Ok(Vec::new()) };
-    let text =
-        std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("--models {}: {e}", p.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!("--models {}: not a JSON array of clock models ({e}); expected [{{\"node\":1,\"reachable\":true,\"segments\":[...]}}]", p.display())
-    })
+    match path {
+        Some(p) => Ok(read_models_file(p)?.models),
+        None => Ok(Vec::new()),
+    }
 }

@@ -14,6 +14,7 @@ pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
             path.display()
         );
     }
+    warn_missing_nodes(&input, &dir.display().to_string());
     tracing::info!(
         windows = notes.windows,
         records = notes.records,
@@ -21,6 +22,17 @@ pub fn load_run_dir(dir: &Path) -> anyhow::Result<ReportInput> {
         "run directory estimated (records_outside: prober stamp in no common window, not drawn)"
     );
     Ok(input)
+}
+
+/// Says on stderr which nodes of the run have no data in `source` (the page says it too).
+pub fn warn_missing_nodes(input: &ReportInput, source: &str) {
+    let missing = &input.facts.nodes_without_data;
+    if !missing.is_empty() {
+        eprintln!(
+            "distprof report: warning: {source}: {}; the page draws a partial run (the network solved from a part of its edges); give every node's JSONL",
+            distprof_offline::report::page::missing_nodes_sentence(missing, input.nodes.len())
+        );
+    }
 }
 
 /// Reads and estimates the run in `dir` and writes its page to `out` (atomically); returns

@@ -117,6 +117,16 @@ fn validate_table_on_the_jax_fixtures() {
 }
 
 #[test]
+fn validate_counts_every_collective_kind_of_a_pmap_psum_job() {
+    check("validate_jax_pmap.txt", &["validate", "--allow-uncorrected", "tests/fixtures/jax-collectives/pmap"]);
+}
+
+#[test]
+fn validate_counts_every_collective_kind_of_a_shard_map_all_gather_job() {
+    check("validate_jax_shard_map.txt", &["validate", "--allow-uncorrected", "tests/fixtures/jax-collectives/shard_map"]);
+}
+
+#[test]
 fn validate_without_a_model_names_the_fix() {
     check("validate_jax_no_model.txt", &["validate", "tests/fixtures/jax"]);
 }

@@ -255,3 +255,133 @@ fn empty_and_eventless_traces_are_named_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("eventless.xplane.pb: a trace with no events"), "{err}");
 }
+
+/// The fixtures with the last node's events corrupted past its planes' headers: the
+/// prescan accepts it, the rewrite of node 2 fails after nodes 0 and 1 were written.
+fn with_a_corrupt_last_node(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    (0..3)
+        .map(|k| {
+            let mut b = std::fs::read(fixtures().join(format!("node{k}.xplane.pb"))).unwrap();
+            if k == 2 {
+                let m = b.len() / 2;
+                b[m..m + 64].fill(0xff);
+            }
+            let p = dir.join(format!("node{k}.xplane.pb"));
+            std::fs::write(&p, b).unwrap();
+            p
+        })
+        .collect()
+}
+
+/// Every entry under `dir`, recursively, as paths relative to it.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_merge_failing_on_its_last_node_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = with_a_corrupt_last_node(&tmp.path().join("in"));
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let plan = tmp.path().join("plan.json");
+    let solved = distprof().arg("merge").arg("--solve-only").arg("--allow-uncorrected").arg("--out").arg(&plan).args(&inputs).output().unwrap();
+    assert!(solved.status.success(), "{}", String::from_utf8_lossy(&solved.stderr));
+    let out = work.join("new/merged");
+    let out_arg = out.to_str().unwrap();
+    let chrome = work.join("elsewhere.trace.json");
+    let chrome_arg = chrome.to_str().unwrap();
+    let plan_arg = plan.to_str().unwrap();
+    let runs: [&[&str]; 5] = [
+        &["--allow-uncorrected", "-j", "1", "--out", out_arg],
+        &["--allow-uncorrected", "-j", "3", "--out", out_arg, "--chrome", chrome_arg],
+        &["--allow-uncorrected", "--out", out_arg, "--no-chrome"],
+        &["--plan", plan_arg, "--nodes", "0-2", "--out", out_arg],
+        &["--plan", plan_arg, "--out", out_arg, "--chrome", chrome_arg],
+    ];
+    for args in runs {
+        let inputs: &[std::path::PathBuf] = if args.contains(&"--plan") { &[] } else { &inputs };
+        let r = distprof().arg("merge").args(args).args(inputs).output().unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("node2.xplane.pb") && err.contains("not a valid XSpace"), "{args:?}: {err}");
+        assert!(err.contains("node 0:") || args.contains(&"3"), "{args:?}: node 0 was written first: {err}");
+        assert_eq!(tree(&work), Vec::<String>::new(), "{args:?}: a failed merge leaves nothing");
+    }
+    // Into an existing directory: it stays as it was.
+    std::fs::create_dir_all(work.join("logs/keep")).unwrap();
+    std::fs::write(work.join("logs/keep/a.txt"), b"x").unwrap();
+    let r = distprof().arg("merge").args(["--allow-uncorrected", "--out"]).arg(work.join("logs")).args(&inputs).output().unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert_eq!(tree(&work), ["logs", "logs/keep", "logs/keep/a.txt"]);
+}
+
+#[test]
+fn a_join_missing_a_shard_file_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = [tmp.path().join("s0"), tmp.path().join("s1")];
+    for (s, nodes) in shards.iter().zip(["0-1", "2"]) {
+        let r = distprof().arg("merge").args(["--allow-uncorrected", "--nodes", nodes, "--out"]).arg(s).arg(fixtures()).output().unwrap();
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    }
+    // The second shard's Chrome fragment is gone: the join fails after linking node files.
+    std::fs::remove_file(shards[1].join("shard.trace.part")).unwrap();
+    let out = tmp.path().join("joined");
+    let r = distprof().arg("merge").arg("--join").arg("--out").arg(&out).args(&shards).output().unwrap();
+    assert_eq!(r.status.code(), Some(2), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(!out.exists());
+    let mut names: Vec<String> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["s0", "s1"]);
+    // Whole, it joins.
+    let r = distprof().arg("merge").arg("--join").arg("--no-chrome").arg("--out").arg(&out).args(&shards).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(tree(&out).iter().filter(|p| p.ends_with(".xplane.pb")).count(), 3);
+}
+
+#[test]
+fn a_models_file_of_another_run_is_refused_and_leaves_no_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gen = distprof().args(["bench", "merge", "--size-mb", "1", "--nodes", "2", "--skip-baseline", "--no-chrome", "--repeat", "1", "--dir"]).arg(tmp.path()).output().unwrap();
+    assert!(gen.status.success(), "{}", String::from_utf8_lossy(&gen.stderr));
+    let input = tmp.path().join("in");
+    use prost::Message;
+    let space = distprof::xplane::XSpace::decode(std::fs::read(input.join("node1.xplane.pb")).unwrap().as_slice()).unwrap();
+    let plane = space.planes.iter().find(|p| p.name == distprof::distprof_plane::DISTPROF_PLANE).unwrap();
+    let model = distprof::distprof_plane::DistprofPlaneData::from_xplane(plane).unwrap().model;
+    // Node 1's model as a run 20 s earlier would have it: other windows, 75 ms off.
+    let mut earlier = serde_json::to_value(vec![&model]).unwrap();
+    for s in earlier[0]["segments"].as_array_mut().unwrap() {
+        for k in ["start_local_ns", "mid_local_ns", "end_local_ns"] {
+            s[k] = (s[k].as_i64().unwrap() - 20_000_000_000).into();
+        }
+        s["offset_ns"] = (s["offset_ns"].as_f64().unwrap() + 75e6).into();
+    }
+    let files = [("earlier.json", earlier), ("this_run.json", serde_json::json!({"session_id": "", "models": [model]}))];
+    for (name, json) in &files {
+        std::fs::write(tmp.path().join(name), json.to_string()).unwrap();
+    }
+    let out = tmp.path().join("out");
+    let merge = |models: &str| distprof().arg("merge").arg(&input).arg("--out").arg(&out).arg("--models").arg(tmp.path().join(models)).output().unwrap();
+    let refused = merge("earlier.json");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("earlier.json") && err.contains("node1.xplane.pb") && err.contains("another run"), "{err}");
+    assert!(!out.exists(), "a refused merge leaves nothing");
+    let ok = merge("this_run.json");
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(out.join("merged.trace.json").exists());
+}

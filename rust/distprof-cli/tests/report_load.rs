@@ -458,3 +458,36 @@ fn loops_of_a_simulated_run_close_to_the_edge_errors() {
         assert!(l.residual_ns.abs() < 2_000.0, "{l:?}");
     }
 }
+
+/// A directory holding one node's JSONL of a three-node run: the page and stderr name the
+/// two nodes without data; the whole run names none.
+#[test]
+fn a_partial_run_directory_names_the_nodes_without_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full");
+    let out = distprof()
+        .args(["simulate", "--nodes", "3", "--duration", "12", "--window-s", "4", "--seed", "5", "--out"])
+        .arg(&full)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let partial = dir.path().join("partial");
+    std::fs::create_dir(&partial).unwrap();
+    std::fs::copy(full.join("probe_windows_node1.jsonl"), partial.join("probe_windows_node1.jsonl")).unwrap();
+    let report = |run: &Path| distprof().args(["report", "--run-dir"]).arg(run).output().unwrap();
+
+    let r = report(&partial);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(err.contains("warning") && err.contains(&partial.display().to_string()) && err.contains("no data from node(s) 0, 2 of the 3 nodes of the run"), "{err}");
+    let html = std::fs::read_to_string(partial.join("report.html")).unwrap();
+    assert!(html.contains("Partial run:</b> no data from node(s) 0, 2 of the 3 nodes of the run"), "the page says it");
+    let input = from_run_dir(&partial).unwrap();
+    assert_eq!(input.facts.nodes_without_data, [0, 2]);
+
+    let r = report(&full);
+    assert!(r.status.success());
+    assert!(!String::from_utf8_lossy(&r.stderr).contains("no data from"), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(!std::fs::read_to_string(full.join("report.html")).unwrap().contains("Partial run"));
+    assert!(from_run_dir(&full).unwrap().facts.nodes_without_data.is_empty());
+}

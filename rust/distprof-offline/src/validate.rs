@@ -6,41 +6,29 @@
 //! `max(start) - min(end)` (the gap). Counting violations on the raw traces and after the
 //! clock model is applied shows what the correction bought.
 //!
-//! Collectives are found by XLA's `hlo_op` stat (host executor and GPU kernels carry it) or by
-//! an event name containing `nccl`/`rccl`, and matched by HLO op name (`all-reduce`,
-//! `all-gather`, `reduce-scatter`, `all-to-all`, `collective-permute`,
-//! `collective-broadcast`, and their `-start`/`-done` halves). The key is
-//! (`hlo_module`, op name); a participant is one plane of one node.
+//! Collectives are found by what XLA records of each op (`collective`: the HLO opcode from
+//! the trace's own HLO modules, the `hlo_category` and `long_name` stats, JAX's op names)
+//! and matched by op name; async ops count as their `-start` and `-done` halves. The key is
+//! (`hlo_module`, op name); a participant is one plane of one node. The inputs go through
+//! merge's own checks first (`merge::load_checked`): one run, each node once, raw traces or
+//! one merge's outputs but not both.
 
-use crate::merge::prescan::{is_event_plane, plane_name, prescan};
+pub mod collective;
+
+use crate::merge::prescan::{is_event_plane, plane_name};
 use crate::merge::timemap::NodeTimeMap;
 use crate::merge::protobuf::{Fields, WireError, LEN};
-use crate::merge::{find_inputs, load_node, MergeError};
+use crate::merge::{load_checked, MergeError, MergeOptions};
+use collective::{is_ccl_kernel, kind_of, opcode_in_text, HloOpcodes};
 use serde::Serialize;
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
-const COLLECTIVE_OPS: &[&str] = &[
-    "all-reduce",
-    "all-gather",
-    "reduce-scatter",
-    "all-to-all",
-    "collective-permute",
-    "collective-broadcast",
-];
-
-/// True when an HLO op or kernel name is a cross-device collective (ASCII case ignored;
-/// no allocation: it runs for every event that names an op).
+/// True when an HLO op or kernel name is a cross-device collective by its name alone (an
+/// opcode, JAX's name for one, or a collective library's kernel).
 pub fn is_collective(name: &str) -> bool {
-    let n = name.as_bytes();
-    let at = |i: usize, pat: &str| n.get(i..i + pat.len()).is_some_and(|w| w.eq_ignore_ascii_case(pat.as_bytes()));
-    let contains = |pat: &str| (0..n.len()).any(|i| at(i, pat));
-    COLLECTIVE_OPS
-        .iter()
-        .any(|op| at(0, op) || n.iter().enumerate().any(|(i, &c)| c == b'%' && at(i + 1, op)))
-        || contains("nccl")
-        || contains("rccl")
+    kind_of(name).is_some() || opcode_in_text(name).and_then(kind_of).is_some() || is_ccl_kernel(name)
 }
 
 /// One collective occurrence on one participant, ps on the chosen timeline.
@@ -97,51 +85,103 @@ pub fn count_violations(c: &Collectives) -> Violations {
     v
 }
 
+/// One kind of collective as found: how many events on all nodes, under which op names.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct KindSeen {
+    pub events: u64,
+    pub ops: BTreeSet<String>,
+}
+
+/// What one scan of one trace found besides the collectives themselves.
+#[derive(Debug, Clone, Default)]
+pub struct ScanStats {
+    /// Events that name an XLA op (`hlo_op`).
+    pub xla_op_events: u64,
+    /// Events on device planes.
+    pub device_events: u64,
+    /// A few XLA op names that are no collective, for the message when none is.
+    pub some_ops: BTreeSet<String>,
+    /// The collectives by kind.
+    pub kinds: BTreeMap<String, KindSeen>,
+}
+
+impl ScanStats {
+    fn add(&mut self, other: ScanStats) {
+        self.xla_op_events += other.xla_op_events;
+        self.device_events += other.device_events;
+        for op in other.some_ops {
+            if self.some_ops.len() < 5 {
+                self.some_ops.insert(op);
+            }
+        }
+        for (k, v) in other.kinds {
+            let e = self.kinds.entry(k).or_default();
+            e.events += v.events;
+            e.ops.extend(v.ops);
+        }
+    }
+}
+
 /// Both sides of the check.
 #[derive(Debug, Clone, Serialize)]
 pub struct ValidateReport {
     pub nodes: usize,
+    /// Distinct collectives (module and op) seen.
     pub collective_kinds: usize,
+    /// The collectives found, by kind (`all-reduce`, `all-gather-start`, ...): events on
+    /// all nodes and their op names.
+    pub kinds: BTreeMap<String, KindSeen>,
+    /// The inputs are the outputs of a merge (on G already: before and after are equal).
+    pub merged: bool,
     /// On the clocks as recorded.
     pub before: Violations,
     /// With each node's clock model applied (equal to `before` for merge outputs).
     pub after: Violations,
 }
 
-/// Reads every input, extracts collectives, and counts violations before and after correction.
-/// `models` as in [`crate::merge::MergeOptions::models`].
-pub fn validate(
-    inputs: &[PathBuf],
-    allow_uncorrected: bool,
-    models: &[distprof::model::NodeClockModel],
-) -> Result<ValidateReport, MergeError> {
-    let paths = find_inputs(inputs)?;
+/// Why validate could not check.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateError {
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    #[error("{inputs}: none of the {xla_op_events} XLA op events ({some_ops}) and {device_events} device events in {traces} trace(s) is a collective (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute, send/recv, or their -start/-done halves): there is nothing to check; profile steps of the job that communicate across devices")]
+    NoCollectives { inputs: String, traces: usize, xla_op_events: u64, device_events: u64, some_ops: String },
+}
+
+/// Reads every input, extracts collectives, and counts violations before and after
+/// correction. The inputs pass merge's checks that they belong together (`opts.force`
+/// skips those a merge lets it skip); the models come from `opts` as in a merge.
+pub fn validate(inputs: &[PathBuf], opts: &MergeOptions) -> Result<ValidateReport, ValidateError> {
+    let (nodes, _, _) = load_checked(inputs, opts, true, &mut |_| {})?;
     let (mut before, mut after) = (Collectives::new(), Collectives::new());
-    for (i, p) in paths.iter().enumerate() {
-        let n = load_node(p, i as u32, allow_uncorrected, models)?;
-        let buf = std::fs::read(p).map_err(|e| MergeError::Io {
-            path: p.clone(),
-            err: e,
-        })?;
-        let info = prescan(&buf).map_err(|e| MergeError::Wire {
-            path: p.clone(),
-            err: e,
-        })?;
+    let mut stats = ScanStats::default();
+    let merged = nodes.iter().any(|n| n.info.already_merged);
+    for n in &nodes {
+        let p = &n.path;
+        let buf = std::fs::read(p).map_err(|e| MergeError::Io { path: p.clone(), err: e })?;
+        let wire = |err| MergeError::Wire { path: p.clone(), err };
         // The same events twice: as recorded (identity) and as corrected.
-        let start_ns = info.profile_start_ns.unwrap_or(0);
-        for (map, into) in [(&NodeTimeMap::identity(), &mut before), (&n.map, &mut after)] {
-            scan(&buf, n.node, start_ns, map, into).map_err(|e| MergeError::Wire {
-                path: p.clone(),
-                err: e,
-            })?;
-        }
+        let start_ns = n.info.profile_start_ns.unwrap_or(0);
+        stats.add(scan(&buf, n.node, start_ns, &NodeTimeMap::identity(), &mut before).map_err(wire)?);
+        scan(&buf, n.node, start_ns, &n.map, &mut after).map_err(wire)?;
+    }
+    if stats.kinds.is_empty() && (stats.xla_op_events > 0 || stats.device_events > 0) {
+        return Err(ValidateError::NoCollectives {
+            inputs: inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            traces: nodes.len(),
+            xla_op_events: stats.xla_op_events,
+            device_events: stats.device_events,
+            some_ops: if stats.some_ops.is_empty() { "none named".into() } else { format!("e.g. {}", stats.some_ops.iter().cloned().collect::<Vec<_>>().join(", ")) },
+        });
     }
     for c in [&mut before, &mut after] {
         sort_occurrences(c);
     }
     Ok(ValidateReport {
-        nodes: paths.len(),
+        nodes: nodes.len(),
         collective_kinds: before.len(),
+        kinds: stats.kinds,
+        merged,
         before: count_violations(&before),
         after: count_violations(&after),
     })
@@ -159,14 +199,23 @@ pub fn sort_occurrences(c: &mut Collectives) {
     }
 }
 
-/// Adds one node's collectives, mapped by `map`, to `out`.
+/// Adds one node's collectives, mapped by `map`, to `out`; what it saw besides.
 pub fn scan(
     buf: &[u8],
     node: u32,
     profile_start_ns: i64,
     map: &NodeTimeMap,
     out: &mut Collectives,
-) -> Result<(), WireError> {
+) -> Result<ScanStats, WireError> {
+    // The HLO modules first: the metadata plane may come after the event planes.
+    let mut opcodes = HloOpcodes::default();
+    let mut f = Fields::new(buf, 0);
+    while let Some(x) = f.next_field()? {
+        if x.number == 1 && x.wire_type == LEN && plane_name(x.bytes)? == b"/host:metadata" {
+            opcodes.add_plane(x.bytes)?;
+        }
+    }
+    let mut stats = ScanStats::default();
     let mut f = Fields::new(buf, 0);
     let mut event_planes = 0u32;
     while let Some(x) = f.next_field()? {
@@ -193,8 +242,8 @@ pub fn scan(
                     let (k, v) = map_entry(y.bytes)?;
                     let name = String::from_utf8_lossy(v).into_owned();
                     if y.number == 4 {
-                        // Only the names a collective can be found by (`*ccl*`).
-                        if name.to_ascii_lowercase().contains("ccl") {
+                        // Only the names a kernel collective can be found by.
+                        if is_ccl_kernel(&name) {
                             ccl_event_names.insert(k, name);
                         }
                     } else {
@@ -204,13 +253,9 @@ pub fn scan(
                 _ => {}
             }
         }
-        let id_of = |n: &str| {
-            stat_names
-                .iter()
-                .find(|(_, v)| v.as_str() == n)
-                .map(|(k, _)| *k)
-        };
-        let (hlo_op, hlo_module) = (id_of("hlo_op"), id_of("hlo_module"));
+        let id_of = |n: &str| stat_names.iter().find(|(_, v)| v.as_str() == n).map(|(k, _)| *k);
+        let [hlo_op, hlo_module, hlo_category, long_name, tf_op] =
+            ["hlo_op", "hlo_module", "hlo_category", "long_name", "tf_op"].map(id_of);
         for (line_index, line) in (1u32..).zip(lines) {
             let (mut ts, mut events) = (0i64, Vec::new());
             let mut lf = Fields::new(line, 0);
@@ -227,8 +272,12 @@ pub fn scan(
                 ts
             };
             for ev in events {
-                let (mut meta, mut off, mut dur, mut op, mut module) =
-                    (0i64, 0i64, 0i64, None::<Cow<'_, str>>, None::<Cow<'_, str>>);
+                if device {
+                    stats.device_events += 1;
+                }
+                let (mut meta, mut off, mut dur) = (0i64, 0i64, 0i64);
+                let mut found: [Option<Cow<'_, str>>; 5] = Default::default();
+                let ids = [hlo_op, hlo_module, hlo_category, long_name, tf_op];
                 let mut ef = Fields::new(ev, 0);
                 while let Some(z) = ef.next_field()? {
                     match z.number {
@@ -237,26 +286,41 @@ pub fn scan(
                         3 => dur = z.int as i64,
                         4 => {
                             let (sid, val) = stat_value(z.bytes, &stat_names)?;
-                            if Some(sid) == hlo_op {
-                                op = val;
-                            } else if Some(sid) == hlo_module {
-                                module = val;
+                            if let Some(i) = ids.iter().position(|id| *id == Some(sid)) {
+                                found[i] = val;
                             }
                         }
                         _ => {}
                     }
                 }
-                let name = match op {
-                    Some(o) => o,
+                let [op, module, category, text, tf] = found;
+                let module = module.map(Cow::into_owned).unwrap_or_default();
+                let (name, kind) = match op {
+                    Some(o) => {
+                        stats.xla_op_events += 1;
+                        let kind = match opcodes.lookup(&module, &o) {
+                            Some(opcode) => opcode.and_then(kind_of),
+                            None => category
+                                .as_deref()
+                                .and_then(kind_of)
+                                .or_else(|| text.as_deref().and_then(opcode_in_text).and_then(kind_of))
+                                .or_else(|| kind_of(&o))
+                                .or_else(|| tf.as_deref().and_then(|t| kind_of(t.rsplit('/').next().unwrap_or(t)))),
+                        };
+                        if kind.is_none() && stats.some_ops.len() < 5 {
+                            stats.some_ops.insert(o.clone().into_owned());
+                        }
+                        (o.into_owned(), kind)
+                    }
                     None => match ccl_event_names.get(&meta) {
-                        Some(n) => Cow::Borrowed(n.as_str()),
+                        Some(n) => (n.clone(), Some("nccl/rccl kernel".to_string())),
                         None => continue,
                     },
                 };
-                if !is_collective(&name) {
-                    continue;
-                }
-                let (name, module) = (name.into_owned(), module.map(Cow::into_owned).unwrap_or_default());
+                let Some(kind) = kind else { continue };
+                let seen = stats.kinds.entry(kind).or_default();
+                seen.events += 1;
+                seen.ops.insert(name.clone());
                 let s = base_ns as i128 * 1000 + off as i128;
                 let e = s + dur as i128;
                 let (s, e) = if device {
@@ -277,28 +341,13 @@ pub fn scan(
             }
         }
     }
-    Ok(())
+    Ok(stats)
 }
 
 /// (key, name) of an event/stat metadata map entry.
 fn map_entry(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
-    let (mut key, mut name) = (0i64, &b""[..]);
-    let mut f = Fields::new(entry, 0);
-    while let Some(x) = f.next_field()? {
-        match x.number {
-            1 => key = x.int as i64,
-            2 => {
-                let mut g = Fields::new(x.bytes, 0);
-                while let Some(z) = g.next_field()? {
-                    if z.number == 2 {
-                        name = z.bytes;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok((key, name))
+    let (key, metadata) = collective::entry_value(entry)?;
+    Ok((key, collective::named(metadata)?))
 }
 
 /// (metadata id, string value) of an XStat; ref values resolve through the stat names.
@@ -335,7 +384,8 @@ mod tests {
             "all-to-all",
             "All-Gather-Start",
             "%all-reduce.5 = f32[8] all-reduce(x)",
-            "fused %collective-permute",
+            "psum.7",
+            "ppermute.3",
             "xNCCLx",
         ] {
             assert!(is_collective(n), "{n}");

@@ -253,7 +253,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     let inputs = tmp.path().join("in");
     let originals = write_skewed(&inputs);
 
-    let v = validate(std::slice::from_ref(&inputs), false, &[]).unwrap();
+    let v = validate(std::slice::from_ref(&inputs), &Default::default()).unwrap();
     eprintln!("validate on skewed inputs: {v:?}");
     assert_eq!(v.nodes, 3);
     // 10 all-reduces and 10 all-gathers per node; node 1's GPU plane adds all-reduce participants.
@@ -365,7 +365,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     assert!(total_events > 1000);
 
     // Merged outputs are on G: validate sees no violations there.
-    let v2 = validate(std::slice::from_ref(&report.run_dir), false, &[]).unwrap();
+    let v2 = validate(std::slice::from_ref(&report.run_dir), &Default::default()).unwrap();
     assert_eq!(
         (v2.before.violations, v2.after.violations),
         (0, 0),
@@ -454,6 +454,8 @@ fn given_models_take_precedence_over_the_planes() {
     let inputs = tmp.path().join("in");
     write_skewed(&inputs);
     // A model that claims node 1 is exactly on G: its 37 ms offset stays, so collectives break.
+    // Its one window is none of the plane's (which would mark it as another run's), hence
+    // --force.
     let t = profile_start(&fixture(1));
     let wrong = NodeClockModel {
         node: 1,
@@ -470,7 +472,7 @@ fn given_models_take_precedence_over_the_planes() {
             flagged: false,
         }],
     };
-    let v = validate(std::slice::from_ref(&inputs), false, &[wrong]).unwrap();
+    let v = validate(std::slice::from_ref(&inputs), &MergeOptions { models: vec![wrong], force: true, ..Default::default() }).unwrap();
     assert_eq!(v.before.violations, 20);
     assert!(v.after.violations >= 18, "{v:?}");
     assert!(v.after.worst_gap_ns > 10_000_000.0, "{v:?}");

@@ -44,6 +44,7 @@ mod page_tests {
                 synthetic: false,
                 dropped: None,
                 timestamps: Default::default(),
+                nodes_without_data: Vec::new(),
             },
             nodes: Vec::new(),
             hostnames: Default::default(),

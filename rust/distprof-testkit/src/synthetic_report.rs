@@ -360,6 +360,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
             synthetic: true,
             dropped: None,
             timestamps: Default::default(),
+            nodes_without_data: Vec::new(),
         },
         nodes,
         hostnames: (0..n).map(|i| (i, format!("node-{i:03}"))).collect(),

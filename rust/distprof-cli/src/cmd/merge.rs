@@ -92,12 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .unwrap_or_else(|| args.out.join("merged.trace.json")),
         )
     };
-    distprof::atomic_file::create_dir_all(&args.out).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: cannot create output directory: {e}",
-            args.out.display()
-        )
-    })?;
+    // Nothing is created here: merge writes its output directory whole or not at all.
     let start = std::time::Instant::now();
     if args.join {
         if args.models.given() {

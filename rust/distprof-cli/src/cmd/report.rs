@@ -6,7 +6,7 @@
 //! same directory, then rename), and its path printed on stdout.
 
 use anyhow::{bail, Context};
-use crate::run_dir_report::{write_atomically, write_run_dir_report};
+use crate::run_dir_report::{warn_missing_nodes, write_atomically, write_run_dir_report};
 use distprof_offline::report::{render, ReportInput};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,12 +15,7 @@ use std::process::ExitCode;
 pub struct Args {
     /// A run's output directory: every `probe_windows_node<id>.jsonl` in it is read and
     /// estimated with the configured estimator (see docs/report.md).
-    #[arg(
-        long,
-        value_name = "DIR",
-        conflicts_with = "input",
-        required_unless_present = "input"
-    )]
+    #[arg(long, value_name = "DIR", conflicts_with = "input")]
     pub run_dir: Option<PathBuf>,
     /// The report input: a `ReportInput` JSON file (see docs/report.md).
     #[arg(long, value_name = "FILE.json")]
@@ -51,6 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("no input: pass --run-dir DIR (a run's output directory, e.g. of `distprof simulate --out DIR`) or --input FILE.json (a ReportInput)")
     };
     let input = load_input(path)?;
+    warn_missing_nodes(&input, &path.display().to_string());
     let loaded = started.elapsed();
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("report.html"));
     let html = render(&input);

@@ -11,6 +11,9 @@
 //!   extended by [`MAX_EXTRAPOLATION_NS`]; what lies outside the windows is extrapolated,
 //!   stated per node (`extrapolated_ns`) and grown into its bound at
 //!   [`EXTRAPOLATION_RATE`] (the estimator's own allowance beyond its points).
+//! - The model's own windows: a given model shares windows (id and start) with the model
+//!   in the node's own plane, since both come from the node's probe windows of one run;
+//!   `--models` files record no session, so this is what tells another run's model apart.
 //! - Sane values: a model with a non-finite or absurd offset, drift or bound is refused.
 //!
 //! `--force` turns the identity and time checks off (for experts who know why the files
@@ -87,6 +90,24 @@ pub fn check_sessions(planes: &[(&Path, &DistprofPlaneData)], origin: Option<&Mo
         }
     }
     Ok(())
+}
+
+/// A given model (`--models`, `--run-dir`) against the model in the node's own plane: both
+/// come from the node's probe windows of one run, so they share windows (same id, same
+/// start on the node's clock). A model with none of the plane's windows was estimated in
+/// another run (or another time of this one) and would shift the node silently; it is
+/// refused, naming both files. Nothing to compare where the plane holds no windows.
+pub fn check_given_windows(trace: &Path, plane: &DistprofPlaneData, given: &NodeClockModel, origin: &Path) -> Result<(), MergeError> {
+    let own = &plane.model.segments;
+    if own.is_empty() || given.segments.is_empty() {
+        return Ok(());
+    }
+    let shared = given.segments.iter().any(|g| own.iter().any(|o| o.window_id == g.window_id && o.start_local_ns == g.start_local_ns));
+    if shared {
+        return Ok(());
+    }
+    let span = |s: &[distprof::model::ClockSegment]| (s.first().map_or(0, |w| w.start_local_ns), s.last().map_or(0, |w| w.end_local_ns));
+    Err(MergeError::ForeignWindows { trace: trace.to_path_buf(), models: origin.to_path_buf(), node: given.node, given_ns: span(&given.segments), own_ns: span(own) })
 }
 
 /// The plane's host among the trace's own host names (when both name one).
@@ -177,6 +198,22 @@ mod tests {
         // The same run passes; planes without a session (older traces) are not compared.
         let same = ModelOrigin { session_id: Some("s-run-a".into()), ..origin };
         assert!(check_sessions(&[(Path::new("a.xplane.pb"), &a), (Path::new("c.xplane.pb"), &plane("", 2))], Some(&same)).is_ok());
+    }
+
+    #[test]
+    fn a_given_model_without_the_planes_windows_is_of_another_run() {
+        let p = plane("s", 1);
+        let same = NodeClockModel { node: 1, reachable: true, segments: vec![segment(0, 2_000.0)] };
+        assert!(check_given_windows(Path::new("t.xplane.pb"), &p, &same, Path::new("m.json")).is_ok());
+        // The same windows 20 s earlier: another run's.
+        let mut earlier = same.clone();
+        for s in &mut earlier.segments {
+            s.start_local_ns -= 20_000_000_000;
+            s.mid_local_ns -= 20_000_000_000;
+            s.end_local_ns -= 20_000_000_000;
+        }
+        let err = check_given_windows(Path::new("t.xplane.pb"), &p, &earlier, Path::new("m.json")).unwrap_err().to_string();
+        assert!(err.contains("t.xplane.pb") && err.contains("m.json") && err.contains("node 1") && err.contains("another run"), "{err}");
     }
 
     #[test]

@@ -39,7 +39,7 @@ use rewrite::{NodeOutput, RewriteStats};
 use std::path::{Path, PathBuf};
 use timemap::{MapError, NodeTimeMap};
 
-pub use plan::Plan;
+pub use plan::{load_checked, Plan};
 pub use run::{merge, merge_planned, merge_with, RunOptions};
 
 /// Merge failures, each naming the input and the fix. The cause is part of the message (the
@@ -78,8 +78,12 @@ pub enum MergeError {
     ForeignPlane { path: PathBuf, plane_host: String, trace_hosts: Vec<String> },
     #[error("{trace}: node {node}'s profile ({span_ns:?}, host ns) lies {outside_s:.1} s outside the windows of its clock model from {models} ({windows_ns:?}); the model is of another run or time; give the model of this trace's run (or pass --force)")]
     OutsideModel { trace: PathBuf, models: PathBuf, node: u32, span_ns: (Option<i64>, Option<i64>), windows_ns: (i64, i64), outside_s: f64 },
+    #[error("{models}: node {node}'s clock model has none of the windows of the model in {trace}'s own distprof plane (its windows span {given_ns:?}, the trace's {own_ns:?}, host ns): it was estimated in another run or over another time; give the models of this trace's run (or pass --force)")]
+    ForeignWindows { trace: PathBuf, models: PathBuf, node: u32, given_ns: (i64, i64), own_ns: (i64, i64) },
     #[error("{path}: the trace changed while merging (its planes differ from the first read); merge it again once the profiler has finished writing it")]
     Changed { path: PathBuf },
+    #[error("{merged} is the output of a distprof merge but {raw} a profiler's own trace: give one or the other (the merge's run directory, or the traces it was merged from), not both")]
+    MixedOutputs { merged: PathBuf, raw: PathBuf },
     #[error("{0}")]
     Shard(String),
     #[error("{origin}: node {node}'s clock model has {problem} in window {window}; the file is damaged or not a clock model")]
@@ -123,7 +127,7 @@ fn check_paths(inputs: &[PathBuf], out_dir: &Path) -> Result<(), MergeError> {
     Ok(())
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct MergeOptions {
     pub out_dir: PathBuf,
     /// Where to write the Chrome JSON; None disables it.
@@ -374,6 +378,8 @@ fn models_to_apply(
     opts: &MergeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<NodeClockModel>, MergeError> {
+    let all_planes: Vec<(&Path, &DistprofPlaneData)> = scanned.iter().filter_map(|s| Some((s.path.as_path(), s.plane.as_ref()?))).collect();
+    // A merge's outputs (validate reads them) are on G already: only their sessions count.
     let with_paths: Vec<(&Path, &DistprofPlaneData)> =
         scanned.iter().filter(|s| !s.info.already_merged).filter_map(|s| Some((s.path.as_path(), s.plane.as_ref()?))).collect();
     let origin_path = opts.models_origin.as_ref().map_or(Path::new("--models"), |o| o.path.as_path());
@@ -381,7 +387,7 @@ fn models_to_apply(
         belong::check_sane(m, origin_path)?;
     }
     if !opts.force {
-        belong::check_sessions(&with_paths, opts.models_origin.as_ref())?;
+        belong::check_sessions(&all_planes, opts.models_origin.as_ref())?;
         for s in scanned.iter().filter(|s| !s.info.already_merged) {
             if let Some(p) = &s.plane {
                 belong::check_host(&s.path, p, &s.info.hostnames)?;
@@ -404,6 +410,9 @@ fn models_to_apply(
     }
     if !opts.force {
         for s in scanned.iter().filter(|s| !s.info.already_merged) {
+            if let (Some(p), Some(g)) = (&s.plane, opts.models.iter().find(|g| g.node == s.node)) {
+                belong::check_given_windows(&s.path, p, g, origin_path)?;
+            }
             if let Some(m) = models.iter().find(|m| m.node == s.node) {
                 let origin = if opts.models.iter().any(|g| g.node == s.node) { origin_path } else { s.path.as_path() };
                 belong::extrapolation_ns(&s.path, (s.info.profile_start_ns, s.info.profile_stop_ns), m, origin)?;

@@ -75,21 +75,55 @@ pub struct SolveStats {
     pub bytes_read: u64,
 }
 
-/// Scans every input (the prescan only), checks that traces and models belong together,
-/// solves the clock models and fixes the origin: the plan, and the nodes as loaded (a whole
+/// Scans every input (the prescan only), checks that traces and models belong together
+/// ([`load_checked`]), and fixes the origin: the plan, and the nodes as loaded (a whole
 /// merge goes on to write them).
 pub fn solve(
     inputs: &[PathBuf],
     opts: &MergeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Plan, Vec<LoadedNode>, SolveStats), MergeError> {
+    let (nodes, models, stats) = load_checked(inputs, opts, false, progress)?;
+    // The earliest profile start mapped onto G, over all nodes: every shard has the same.
+    let g0_ns = nodes
+        .iter()
+        .filter_map(|n| n.info.profile_start_ns.map(|s| n.map.host_to_g_ps(s as i128 * 1000).div_euclid(1000) as i64))
+        .min()
+        .unwrap_or(0);
+    let plan = Plan {
+        distprof_merge_plan: FORMAT,
+        allow_uncorrected: opts.allow_uncorrected,
+        g0_ns,
+        nodes: nodes.iter().map(|n| PlanNode::of(&n.path, n.node, &n.hostname, &n.info, n.bytes)).collect(),
+        models,
+    };
+    Ok((plan, nodes, stats))
+}
+
+/// Every input scanned (the prescan only), checked as one run's traces that belong with
+/// their models, each with its time map, in node order; and what was read. The checks of a
+/// merge, shared with `validate`: the traces of one session, each node once, every plane
+/// in its own host's trace, every profile inside its model's windows (not with
+/// `opts.force`), sane model values. A merge's own outputs are refused unless
+/// `merge_outputs` (validate reads them), and then raw traces and merge outputs are never
+/// mixed. With the models applied.
+pub fn load_checked(
+    inputs: &[PathBuf],
+    opts: &MergeOptions,
+    merge_outputs: bool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Vec<LoadedNode>, Vec<NodeClockModel>, SolveStats), MergeError> {
     let paths = find_inputs(inputs)?;
-    let mut scanned = Vec::new();
+    let mut scanned: Vec<ScannedNode> = Vec::new();
     let mut stats = SolveStats::default();
     for (i, p) in paths.iter().enumerate() {
         let s = scan_node(p, i as u32)?;
-        if s.info.already_merged {
+        if s.info.already_merged && !merge_outputs {
             return Err(MergeError::OwnOutput { path: s.path });
+        }
+        if let Some(other) = scanned.iter().find(|o| o.info.already_merged != s.info.already_merged) {
+            let (merged, raw) = if s.info.already_merged { (&s.path, &other.path) } else { (&other.path, &s.path) };
+            return Err(MergeError::MixedOutputs { merged: merged.clone(), raw: raw.clone() });
         }
         stats.bytes_in += s.bytes;
         stats.bytes_read += s.info.read_bytes;
@@ -105,20 +139,7 @@ pub fn solve(
         nodes.push(n);
     }
     nodes.sort_by_key(|n| n.node);
-    // The earliest profile start mapped onto G, over all nodes: every shard has the same.
-    let g0_ns = nodes
-        .iter()
-        .filter_map(|n| n.info.profile_start_ns.map(|s| n.map.host_to_g_ps(s as i128 * 1000).div_euclid(1000) as i64))
-        .min()
-        .unwrap_or(0);
-    let plan = Plan {
-        distprof_merge_plan: FORMAT,
-        allow_uncorrected: opts.allow_uncorrected,
-        g0_ns,
-        nodes: nodes.iter().map(|n| PlanNode::of(&n.path, n.node, &n.hostname, &n.info, n.bytes)).collect(),
-        models,
-    };
-    Ok((plan, nodes, stats))
+    Ok((nodes, models, stats))
 }
 
 impl Plan {

@@ -111,21 +111,21 @@ fn write_nodes(
         progress(&format!("shard {set}: {} of the {} input nodes", nodes.len(), all_nodes.len()));
     }
     let run_name = run_name(g0_ns);
-    let run_dir = opts.out_dir.join("plugins").join("profile").join(&run_name);
-    distprof::atomic_file::create_dir_all(&run_dir).map_err(|e| MergeError::Io {
-        path: run_dir.clone(),
-        err: e,
-    })?;
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
         move |err| MergeError::Io { path, err }
     };
-    // Every output is written whole or not at all (a temporary file renamed at the end):
-    // a merge that fails or is killed leaves no truncated trace for XProf to load. A shard
-    // writes a fragment of the Chrome JSON (no header, no footer) for the join.
+    // The output directory is written whole or not at all: into a staging directory beside
+    // it, moved into place once every node succeeded (`AtomicDir`); a merge that fails or
+    // is killed leaves no part of a run for XProf to load, not even an empty directory.
+    // Every file in it, and a Chrome JSON elsewhere, is a temporary file renamed at the
+    // end. A shard writes a fragment of the Chrome JSON (no header, no footer) for the join.
+    let staged = distprof::atomic_file::AtomicDir::create(&opts.out_dir).map_err(io_err(&opts.out_dir))?;
+    let run_dir = staged.path().join("plugins").join("profile").join(&run_name);
+    distprof::atomic_file::create_dir_all(&run_dir).map_err(io_err(&run_dir))?;
     let chrome_path = match (&run.nodes, &opts.chrome) {
-        (Some(_), Some(_)) => Some(opts.out_dir.join(shard::FRAGMENT_FILE)),
-        (None, c) => c.clone(),
+        (Some(_), Some(_)) => Some(staged.path().join(shard::FRAGMENT_FILE)),
+        (None, c) => c.as_deref().map(|c| staged.staged_path(c)),
         (Some(_), None) => None,
     };
     let chrome = match &chrome_path {
@@ -192,7 +192,7 @@ fn write_nodes(
                             d.summary.node,
                             d.summary.events,
                             d.planes,
-                            d.summary.output.display()
+                            staged.final_path(&d.summary.output).display()
                         ));
                         reported += 1;
                     }
@@ -235,10 +235,10 @@ fn write_nodes(
     for d in results.into_iter().flatten() {
         bytes_in += d.bytes_in;
         bytes_out += d.bytes_out;
-        summaries.push(d.summary);
+        summaries.push(MergedNode { output: staged.final_path(&d.summary.output), ..d.summary });
     }
     let report = MergeReport {
-        run_dir,
+        run_dir: staged.final_path(&run_dir),
         chrome: if run.nodes.is_some() { None } else { opts.chrome.clone() },
         g0_ns,
         bytes_in,
@@ -246,8 +246,9 @@ fn write_nodes(
         nodes: summaries,
     };
     if let Some(set) = &run.nodes {
-        shard::write_manifest(&opts.out_dir, &run_name, set, &all_nodes, &report, chrome_path.is_some())?;
+        shard::write_manifest(staged.path(), &run_name, set, &all_nodes, &report, chrome_path.is_some())?;
     }
+    staged.commit().map_err(io_err(&opts.out_dir))?;
     Ok(report)
 }
 

@@ -188,7 +188,9 @@ pub fn join(shards: &[PathBuf], out_dir: &Path, chrome: Option<&Path>) -> Result
             "no shard holds node(s) {missing:?}; merge them with `distprof merge --nodes ...` and join that shard too"
         )));
     }
-    let run_dir = out_dir.join("plugins").join("profile").join(&first.run);
+    // All or nothing, as a merge (`AtomicDir`).
+    let staged = distprof::atomic_file::AtomicDir::create(out_dir).map_err(|err| MergeError::Io { path: out_dir.to_path_buf(), err })?;
+    let run_dir = staged.path().join("plugins").join("profile").join(&first.run);
     distprof::atomic_file::create_dir_all(&run_dir).map_err(|err| MergeError::Io { path: run_dir.clone(), err })?;
     let mut nodes = Vec::new();
     let (mut bytes_in, mut bytes_out) = (0, 0);
@@ -200,7 +202,7 @@ pub fn join(shards: &[PathBuf], out_dir: &Path, chrome: Option<&Path>) -> Result
             let from = d.join("plugins").join("profile").join(&m.run).join(&name);
             let to = run_dir.join(&name);
             link_or_copy(&from, &to)?;
-            nodes.push(MergedNode { output: to, ..n.clone() });
+            nodes.push(MergedNode { output: staged.final_path(&to), ..n.clone() });
         }
     }
     if let Some(p) = chrome {
@@ -210,8 +212,11 @@ pub fn join(shards: &[PathBuf], out_dir: &Path, chrome: Option<&Path>) -> Result
             let piece = std::fs::File::open(&part).and_then(super::direct_io::Part::file);
             pieces.push(piece.map_err(|err| MergeError::Io { path: part.clone(), err })?);
         }
-        super::chrome_doc::write_pieces(p, Some(first.g0_ns), &pieces).map_err(|err| MergeError::Io { path: p.to_path_buf(), err })?;
+        let staged_chrome = staged.staged_path(p);
+        super::chrome_doc::write_pieces(&staged_chrome, Some(first.g0_ns), &pieces).map_err(|err| MergeError::Io { path: p.to_path_buf(), err })?;
     }
+    let run_dir = staged.final_path(&run_dir);
+    staged.commit().map_err(|err| MergeError::Io { path: out_dir.to_path_buf(), err })?;
     Ok(MergeReport { run_dir, chrome: chrome.map(Path::to_path_buf), g0_ns: first.g0_ns, bytes_in, bytes_out, nodes })
 }
 

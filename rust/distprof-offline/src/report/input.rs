@@ -75,6 +75,11 @@ pub struct RunFacts {
     /// clock and its mapping to the host clock), when known.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub timestamps: BTreeMap<NodeId, distprof::timestamp::TimestampQuality>,
+    /// Nodes of the run (named as a node, peer or reference by some node's JSONL) whose
+    /// own data is missing: the page, and `report` on stderr, say so, since the network is
+    /// then solved from a part of its edges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes_without_data: Vec<NodeId>,
 }
 
 /// One directed probe edge `src -> dst` over the run.

@@ -44,7 +44,7 @@ pub struct Args {
     #[arg(long)]
     window_s: Option<f64>,
     /// Mean of the simulated independent jitter per packet, ns, on top of the pair's
-    /// shared queueing (default 300; 0 is the issue's reference scenario to the letter).
+    /// shared queueing (default 300; 0: the packets of a pair share all their queueing).
     #[arg(long)]
     packet_jitter_ns: Option<f64>,
     /// Span of the hull's drift fit, s (default: the estimator default).
@@ -63,8 +63,8 @@ pub struct Args {
     /// delay each way).
     #[arg(long, default_value_t = 20.0)]
     local_jitter_us: f64,
-    /// The independent-jitter `distprof local` run (issue 16): its duration, s (0 skips
-    /// it). 4 nodes, 4 s windows, 20 µs one way plus exponential jitter of mean 50 µs per
+    /// The independent-jitter `distprof local` run, where the two packets of a coded pair
+    /// see different queueing: its duration, s (0 skips it). 4 nodes, 4 s windows, 20 µs one way plus exponential jitter of mean 50 µs per
     /// datagram, so the two packets of a pair rarely see the same delay.
     #[arg(long, default_value_t = 60.0)]
     jitter_run_duration: f64,
