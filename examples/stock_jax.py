@@ -32,6 +32,12 @@ def free_port():
 
 def spawn(n, args):
     """Runs processes 0..n-1 of the job on this host; returns the first nonzero status."""
+    # A directory that holds an earlier run's trace would give merge two runs to refuse.
+    old = [d for d in (os.path.join(args.logdir, str(i)) for i in range(n)) if os.path.exists(d)]
+    if old:
+        print(f"stock_jax.py: {', '.join(old)} already exist(s), from an earlier run; remove "
+              f"them or give another --logdir", file=sys.stderr)
+        return 2
     coordinator = f"127.0.0.1:{free_port()}"
     procs = [
         subprocess.Popen([sys.executable, os.path.abspath(__file__), "--cpu",
