@@ -32,6 +32,12 @@ if [ ! -f "$venv/.stamp-maturin-1.16.0" ]; then
     pip_install maturin==1.16.0
     touch "$venv/.stamp-maturin-1.16.0"
 fi
+# Zig as the linker of step 62's wheel: it links against glibc 2.28's symbols (manylinux_2_28)
+# where this machine's own toolchain gives glibc 2.34's (maturin --zig).
+if [ ! -f "$venv/.stamp-ziglang-0.17.1" ]; then
+    pip_install ziglang==0.17.1
+    touch "$venv/.stamp-ziglang-0.17.1"
+fi
 # jax's wheels from PyPI, kept for step 62, which installs them with the distprof wheel into a
 # fresh venv (no network needed there, and no second download per run).
 if [ ! -f .venv/wheelhouse/.stamp-jax-0.12.0.1 ]; then
