@@ -8,7 +8,9 @@
 #    manylinux_2_34; zig (PyPI's ziglang, tests/setup/30-python.sh) links against 2.28's, and
 #    compiles the C++ of the hooks against its own libc++, linked in (no libstdc++ needed).
 #    Dev profile, in a target directory of its own (zig's linker and compilers differ from
-#    the workspace build's, so nothing of target/debug is reused or disturbed): 0.8 to 3 min;
+#    the workspace build's, so nothing of target/debug is reused or disturbed; removed after):
+#    49 s with zig's cache warm at load 2, 263 s with it cold (a fresh machine) at load 11;
+#    about 2.5 CPU-minutes. The whole step: 1 to 4.7 min;
 #    WHEEL_COMPAT=manylinux_2_34 builds without zig in seconds on the warm target/debug;
 # 2. a fresh venv (the test venv's base Python 3.12, which jax needs; no project path, no
 #    .pth) gets the wheel and jax 0.12 from PyPI (the wheels tests/setup/30-python.sh keeps
