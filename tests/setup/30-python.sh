@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Python venv for the steps that run Python: xprof (the XProf oracle, tests/steps/40-xprof.sh),
 # jax/jaxlib CPU and maturin (the Python package and its end-to-end test,
-# tests/steps/60-python-package.sh; jax also regenerates the fixtures, tests/jax/make_traces.py).
+# tests/steps/60-python-package.sh; jax also regenerates the fixtures, tests/jax/make_traces.py),
+# and jax's wheels for the fresh venv of tests/steps/62-python-install.sh.
 # Idempotent: stamp files record what is installed. The venv lives under .venv/ (gitignored);
 # jax from PyPI needs Python >= 3.12.
 set -euo pipefail
@@ -30,5 +31,18 @@ fi
 if [ ! -f "$venv/.stamp-maturin-1.16.0" ]; then
     pip_install maturin==1.16.0
     touch "$venv/.stamp-maturin-1.16.0"
+fi
+# Zig as the linker of step 62's wheel: it links against glibc 2.28's symbols (manylinux_2_28)
+# where this machine's own toolchain gives glibc 2.34's (maturin --zig).
+if [ ! -f "$venv/.stamp-ziglang-0.17.1" ]; then
+    pip_install ziglang==0.17.1
+    touch "$venv/.stamp-ziglang-0.17.1"
+fi
+# jax's wheels from PyPI, kept for step 62, which installs them with the distprof wheel into a
+# fresh venv (no network needed there, and no second download per run).
+if [ ! -f .venv/wheelhouse/.stamp-jax-0.12.0.1 ]; then
+    "$venv/bin/pip" download --quiet --disable-pip-version-check --no-cache-dir -d .venv/wheelhouse \
+        jax==0.12.0.1 jaxlib==0.12.0.1
+    touch .venv/wheelhouse/.stamp-jax-0.12.0.1
 fi
 echo "python venv ready ($venv)"

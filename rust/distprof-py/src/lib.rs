@@ -321,6 +321,19 @@ fn plugin_plane_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Vec<Py<PyBytes>>>
         .collect()
 }
 
+/// Runs the `distprof` command (rust/distprof-cli, the same code as the binary) with
+/// `argv` (program name first) and gives its exit status; the console script
+/// (`distprof._cli`) exits with it. Children the command spawns run `relaunch` (the
+/// interpreter with `-m distprof`) followed by their subcommand. A panic is reported by the
+/// panic hook on stderr, as in the binary, and gives 101, the binary's status for it.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>, relaunch: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(|| {
+        std::panic::catch_unwind(|| distprof_cli::exit_status(distprof_cli::main_relaunched_as(relaunch, argv)))
+            .unwrap_or(101)
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -337,5 +350,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distprof_planes, m)?)?;
     m.add_function(wrap_pyfunction!(distprof_plane_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(plugin_plane_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     Ok(())
 }

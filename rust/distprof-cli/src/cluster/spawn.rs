@@ -12,7 +12,7 @@ use distprof::context::NodeId;
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// Time between spawning the children and their common start: enough for a process to
@@ -38,8 +38,8 @@ pub enum Meeting<'a> {
 /// Spawns node `node` as `distprof run` with the config and test-network files
 /// [`write_node_files`] wrote, probing for `duration`; its stdout (the report) is piped.
 pub fn spawn_node(node: NodeId, meeting: &Meeting, duration: Duration, cfg_path: &Path, sim_path: &Path) -> anyhow::Result<Child> {
-    let exe = std::env::current_exe().context("locating the distprof binary")?;
-    let mut cmd = Command::new(&exe);
+    let mut cmd = crate::self_command()?;
+    let program = std::path::PathBuf::from(cmd.get_program());
     cmd.args(["run", "--rank", &node.to_string()]);
     match meeting {
         Meeting::Store { addr, nodes } => {
@@ -58,7 +58,7 @@ pub fn spawn_node(node: NodeId, meeting: &Meeting, duration: Duration, cfg_path:
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .with_context(|| format!("starting node {node} (`{} run`)", exe.display()))
+        .with_context(|| format!("starting node {node} (`{} run`)", program.display()))
 }
 
 /// The report a node that ended cleanly printed as the last line of its stdout.

@@ -420,9 +420,10 @@ fn local_row(run: &LocalRun, seed: u64, source: &str) -> anyhow::Result<Row> {
         "bench accuracy: real `distprof local` run, {} nodes for {} s ({} us one way, jitter {} us)",
         run.nodes, run.duration_s, run.delay_us, run.jitter_us
     );
-    let exe = std::env::current_exe().context("locating the distprof binary")?;
     let dir = std::env::temp_dir().join(format!("distprof-bench-accuracy-{}", std::process::id()));
-    let out = std::process::Command::new(&exe)
+    let mut cmd = crate::self_command()?;
+    let program = std::path::PathBuf::from(cmd.get_program());
+    let out = cmd
         .args(["local", "--json", "--seed", &seed.to_string()])
         .args(["--nodes", &run.nodes.to_string()])
         .args(["--duration", &run.duration_s.to_string()])
@@ -434,7 +435,7 @@ fn local_row(run: &LocalRun, seed: u64, source: &str) -> anyhow::Result<Row> {
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
         .output()
-        .with_context(|| format!("running `{} local`", exe.display()));
+        .with_context(|| format!("running `{} local`", program.display()));
     // The run's files are scratch: remove them whatever happened.
     let _ = std::fs::remove_dir_all(&dir);
     let out = out?;

@@ -96,9 +96,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // What the parallel run holds at once: the inputs of as many nodes as it has workers.
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     let at_once: u64 = sizes.iter().take(workers).sum();
-    let exe = std::env::current_exe()?;
     let side = |name: &str, jobs: usize| -> anyhow::Result<(f64, f64, u64, u64)> {
-        let mut cmd = std::process::Command::new(&exe);
+        let mut cmd = crate::self_command()?;
         cmd.args(["bench", "merge", "--child", name, "--dir"])
             .arg(&dir)
             .args(["--jobs", &jobs.to_string()]);

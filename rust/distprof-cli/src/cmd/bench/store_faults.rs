@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -108,8 +108,7 @@ struct Rank {
 }
 
 fn spawn_rank(rank: u32, ranks: u32, port: u16, timeout_ms: u64) -> anyhow::Result<Rank> {
-    let exe = std::env::current_exe()?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = crate::self_command()?;
     cmd.args(["run", "--rank", &rank.to_string(), "--nodes", &ranks.to_string()])
         .args(["--rendezvous", &format!("127.0.0.1:{port}"), "--bind", "127.0.0.1", "--rendezvous-only"])
         .args(["--rendezvous-timeout-ms", &timeout_ms.to_string()])
