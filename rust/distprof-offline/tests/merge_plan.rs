@@ -51,6 +51,7 @@ fn options(out: &Path) -> MergeOptions {
     MergeOptions {
         out_dir: out.to_path_buf(),
         chrome: Some(out.join("merged.trace.json")),
+        trace_format: distprof_offline::merge::trace_out::TraceFormat::ChromeJson,
         allow_uncorrected: false,
         models: Vec::new(),
         models_origin: None,

@@ -25,24 +25,24 @@ pub const STR_CAP_BYTES: usize = 256;
 const DENSE_IDS: i64 = 1 << 16;
 
 /// Metadata by id: a vector for small ids, a map for the rest.
-struct IdTable<T> {
+pub(super) struct IdTable<T> {
     dense: Vec<Option<T>>,
     sparse: HashMap<i64, T>,
 }
 
 impl<T> IdTable<T> {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self { dense: Vec::new(), sparse: HashMap::new() }
     }
     #[inline]
-    fn get(&self, id: i64) -> Option<&T> {
+    pub(super) fn get(&self, id: i64) -> Option<&T> {
         if (0..DENSE_IDS).contains(&id) {
             self.dense.get(id as usize).and_then(Option::as_ref)
         } else {
             self.sparse.get(&id)
         }
     }
-    fn insert(&mut self, id: i64, v: T) {
+    pub(super) fn insert(&mut self, id: i64, v: T) {
         if (0..DENSE_IDS).contains(&id) {
             let i = id as usize;
             if self.dense.len() <= i {
@@ -331,7 +331,7 @@ impl PlaneArgs {
 }
 
 /// Key and value of a map entry (an int64 key, a message value).
-fn map_entry(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
+pub(super) fn map_entry(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
     let (mut key, mut value) = (0i64, &b""[..]);
     let mut f = Fields::new(entry, 0);
     while let Some(y) = f.next_field()? {

@@ -286,6 +286,7 @@ fn merge_once(
     let opts = distprof_offline::merge::MergeOptions {
         out_dir: dir.join(name),
         chrome: Some(dir.join(format!("{name}.trace.json"))),
+        trace_format: distprof_offline::merge::trace_out::TraceFormat::ChromeJson,
         allow_uncorrected: true,
         models: Vec::new(),
         models_origin: None,

@@ -240,7 +240,8 @@ fn child(side: &str, dir: &Path, chrome: bool, jobs: usize) -> anyhow::Result<Ex
         "merge" => {
             let opts = MergeOptions {
                 out_dir: out.clone(),
-                chrome: chrome.then(|| out.join("merged.trace.json")),
+                chrome: chrome.then(|| out.join("merged.pftrace")),
+                trace_format: distprof_offline::merge::trace_out::TraceFormat::Pftrace,
                 allow_uncorrected: false,
                 models: vec![],
                 models_origin: None,

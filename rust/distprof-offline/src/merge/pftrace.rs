@@ -1,0 +1,636 @@
+//! Streaming writer of Perfetto's own trace format (`merged.pftrace`): a `Trace` message,
+//! that is a run of `TracePacket`s (field 1 of `Trace`), written straight from the rewrite
+//! pass as the Chrome JSON is (`chrome`), into the same document layout (`chrome_doc`).
+//!
+//! Field numbers are those of Perfetto's published protos (`protos/perfetto/trace/`:
+//! `trace_packet.proto`, `track_event/track_event.proto`, `track_descriptor.proto`,
+//! `process_descriptor.proto`, `thread_descriptor.proto`, `debug_annotation.proto`,
+//! `interned_data/interned_data.proto`); the encoder is written here, field by field.
+//!
+//! What a merged trace holds, kept within what Perfetto's trace processor of 2021 (v20.1,
+//! `tests/perfetto`) reads:
+//! - one packet sequence per node (`trusted_packet_sequence_id` = the node's first pid, the
+//!   same in one merge and in a join of shards): its first packet clears the incremental
+//!   state, so the names interned on it are the node's own;
+//! - a process track per (node, plane), pid as in the Chrome JSON, and a thread track per
+//!   XLine, tid its place in the plane (1, 2, ...), with the names of the Chrome JSON. Track
+//!   uuids are 64-bit: `pid << 32 | tid`;
+//! - every XEvent as a `TYPE_SLICE_BEGIN` and a `TYPE_SLICE_END` packet (v20.1 knows no
+//!   complete event with a duration), the ends emitted innermost first so that slices that
+//!   end and begin at the same ns nest as in the XLine. Timestamps are absolute ns on G
+//!   (epoch), exact to the ns: the Chrome JSON's `ts` plus its `baseTimeNanoseconds`;
+//! - the event's name interned (`InternedData.event_names`) once per plane, and its stats
+//!   as debug annotations whose names are interned too (`debug_annotation_names`), with the
+//!   Chrome JSON's limits (strings cut at [`STR_CAP_BYTES`], at most [`ARGS_CAP_BYTES`] of
+//!   encoded annotations, the rest counted in `distprof_args_dropped`);
+//! - flows (`--flows`) as `flow_ids` and `terminating_flow_ids` on the slices they join, the
+//!   fields v20.1 reads (36 and 42; current Perfetto reads them still).
+//!
+//! Not used, because v20.1 does not read them: incremental (delta) timestamps
+//! (`ClockSnapshot.Clock.is_incremental`), and `TrackEventDefaults` for the track uuid.
+
+use super::chrome_args::{map_entry, IdTable, ARGS_CAP_BYTES, STR_CAP_BYTES};
+use super::cursor::Cursor;
+use super::direct_io::{DirectWriter, Part, ALIGN};
+use super::protobuf::{self, read_varint, varint_len, write_varint, Field, Fields, WireError};
+use super::rewrite::RewriteError;
+use super::xspace_fields::*;
+use std::io;
+
+// TracePacket.
+const PACKET: u32 = 1; // Trace.packet
+const TIMESTAMP: u32 = 8;
+const SEQUENCE_ID: u32 = 10; // trusted_packet_sequence_id
+const TRACK_EVENT: u32 = 11;
+const INTERNED_DATA: u32 = 12;
+const SEQUENCE_FLAGS: u32 = 13;
+const TRACK_DESCRIPTOR: u32 = 60;
+const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+/// A field no TracePacket uses, whose bytes pad a fragment to a whole block (readers skip
+/// unknown fields).
+const PADDING: u32 = 2047;
+// TrackDescriptor, ProcessDescriptor, ThreadDescriptor.
+const TRACK_UUID: u32 = 1;
+const TRACK_PROCESS: u32 = 3;
+const TRACK_THREAD: u32 = 4;
+const PROCESS_PID: u32 = 1;
+const PROCESS_NAME: u32 = 6;
+const THREAD_PID: u32 = 1;
+const THREAD_TID: u32 = 2;
+const THREAD_NAME: u32 = 5;
+// TrackEvent.
+const EVENT_ANNOTATIONS: u32 = 4;
+const EVENT_TYPE: u32 = 9;
+const EVENT_NAME_IID: u32 = 10;
+const EVENT_TRACK_UUID: u32 = 11;
+const EVENT_FLOW_IDS: u32 = 36;
+const EVENT_TERMINATING_FLOW_IDS: u32 = 42;
+const TYPE_SLICE_BEGIN: u64 = 1;
+const TYPE_SLICE_END: u64 = 2;
+// InternedData, EventName, DebugAnnotationName.
+const INTERNED_EVENT_NAMES: u32 = 2;
+const INTERNED_ANNOTATION_NAMES: u32 = 3;
+const INTERNED_IID: u32 = 1;
+const INTERNED_NAME: u32 = 2;
+// DebugAnnotation.
+const ANNOTATION_NAME_IID: u32 = 1;
+const ANNOTATION_UINT: u32 = 3;
+const ANNOTATION_INT: u32 = 4;
+const ANNOTATION_DOUBLE: u32 = 5;
+const ANNOTATION_STRING: u32 = 6;
+const ANNOTATION_NAME: u32 = 10;
+
+/// The key of field `number` with wire type `wire`.
+const fn key(number: u32, wire: u8) -> u64 {
+    ((number as u64) << 3) | wire as u64
+}
+
+/// The uuid of the process track of `pid`.
+pub fn process_uuid(pid: u64) -> u64 {
+    pid << 32
+}
+
+/// The uuid of thread `tid` of `pid`.
+pub fn thread_uuid(pid: u64, tid: u32) -> u64 {
+    (pid << 32) | u64::from(tid)
+}
+
+#[inline(always)]
+fn put_varint_field(c: &mut Cursor<'_>, number: u32, v: u64) {
+    write_varint(c, key(number, protobuf::VARINT));
+    write_varint(c, v);
+}
+
+#[inline(always)]
+fn varint_field_len(number: u32, v: u64) -> usize {
+    varint_len(key(number, protobuf::VARINT)) + varint_len(v)
+}
+
+fn put_bytes_field(c: &mut Cursor<'_>, number: u32, b: &[u8]) {
+    protobuf::write_len_header(c, number, b.len());
+    c.put(b);
+}
+
+/// A string value of an annotation: `text` (lossy UTF-8), cut as the Chrome JSON cuts it.
+fn cut_text(text: &[u8], cap: usize) -> Vec<u8> {
+    let s = String::from_utf8_lossy(text);
+    if s.len() <= cap {
+        return s.into_owned().into_bytes();
+    }
+    let mut end = cap;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut v = s[..end].as_bytes().to_vec();
+    v.extend_from_slice(b"...");
+    v
+}
+
+/// The value of one debug annotation.
+enum Value<'a> {
+    Uint(u64),
+    Int(i64),
+    Double(f64),
+    /// Valid UTF-8 within the cap.
+    Text(&'a [u8]),
+    /// Text to be made valid and cut.
+    Raw(&'a [u8]),
+}
+
+/// The annotation's name: interned, or inline (a stat without metadata).
+enum Name<'a> {
+    Iid(u64),
+    Inline(&'a [u8]),
+}
+
+/// Appends `DebugAnnotation` (field 4 of TrackEvent) `name` = `value`.
+fn put_annotation(c: &mut Cursor<'_>, name: Name<'_>, value: Value<'_>) {
+    let owned;
+    let value = match value {
+        Value::Raw(b) if b.len() <= STR_CAP_BYTES && std::str::from_utf8(b).is_ok() => Value::Text(b),
+        Value::Raw(b) => {
+            owned = cut_text(b, STR_CAP_BYTES);
+            Value::Text(&owned)
+        }
+        v => v,
+    };
+    let name_len = match name {
+        Name::Iid(iid) => varint_field_len(ANNOTATION_NAME_IID, iid),
+        Name::Inline(n) => protobuf::len_field_len(ANNOTATION_NAME, n.len()),
+    };
+    let value_len = match value {
+        Value::Uint(v) => varint_field_len(ANNOTATION_UINT, v),
+        Value::Int(v) => varint_field_len(ANNOTATION_INT, v as u64),
+        Value::Double(_) => 9,
+        Value::Text(t) | Value::Raw(t) => protobuf::len_field_len(ANNOTATION_STRING, t.len()),
+    };
+    protobuf::write_len_header(c, EVENT_ANNOTATIONS, name_len + value_len);
+    match name {
+        Name::Iid(iid) => put_varint_field(c, ANNOTATION_NAME_IID, iid),
+        Name::Inline(n) => put_bytes_field(c, ANNOTATION_NAME, n),
+    }
+    match value {
+        Value::Uint(v) => put_varint_field(c, ANNOTATION_UINT, v),
+        Value::Int(v) => put_varint_field(c, ANNOTATION_INT, v as u64),
+        Value::Double(v) => {
+            write_varint(c, key(ANNOTATION_DOUBLE, protobuf::FIXED64));
+            c.put_fixed(v.to_le_bytes(), 8);
+        }
+        Value::Text(t) | Value::Raw(t) => put_bytes_field(c, ANNOTATION_STRING, t),
+    }
+}
+
+struct EventMeta {
+    name_iid: u64,
+    /// The metadata's stats as annotations.
+    annotations: Vec<u8>,
+    dropped: u32,
+}
+
+struct StatMeta {
+    name_iid: u64,
+    /// The name as the value of a reference stat (cut).
+    as_value: Vec<u8>,
+}
+
+/// One plane's interned names and stat renderings for the protobuf trace.
+pub struct ProtoPlane {
+    events: IdTable<EventMeta>,
+    stats: IdTable<StatMeta>,
+}
+
+impl ProtoPlane {
+    /// From the plane's fields other than lines; interns its names on `w`'s sequence.
+    pub fn new(fields: &[Field<'_>], w: &mut ProtoWriter) -> Result<Self, RewriteError> {
+        let mut interned = Vec::new();
+        let mut c = Cursor::new(&mut interned);
+        let entry = |c: &mut Cursor<'_>, field: u32, iid: u64, name: &[u8]| {
+            let body = varint_field_len(INTERNED_IID, iid) + protobuf::len_field_len(INTERNED_NAME, name.len());
+            protobuf::write_len_header(c, field, body);
+            put_varint_field(c, INTERNED_IID, iid);
+            put_bytes_field(c, INTERNED_NAME, name);
+        };
+        let mut stats = IdTable::new();
+        for x in fields.iter().filter(|x| x.number == PLANE_STAT_METADATA && x.wire_type == protobuf::LEN) {
+            let (id, value) = map_entry(x.bytes)?;
+            let mut name = &b""[..];
+            let mut f = Fields::new(value, 0);
+            while let Some(y) = f.next_field()? {
+                if y.number == STAT_META_NAME {
+                    name = y.bytes;
+                }
+            }
+            let as_value = cut_text(name, STR_CAP_BYTES);
+            let name_iid = w.next_iid();
+            entry(&mut c, INTERNED_ANNOTATION_NAMES, name_iid, &as_value);
+            stats.insert(id, StatMeta { name_iid, as_value });
+        }
+        let mut out = Self { events: IdTable::new(), stats };
+        for x in fields.iter().filter(|x| x.number == PLANE_EVENT_METADATA && x.wire_type == protobuf::LEN) {
+            let (id, value) = map_entry(x.bytes)?;
+            let (mut name, mut display) = (&b""[..], &b""[..]);
+            let mut meta_stats = Vec::new();
+            let mut f = Fields::new(value, 0);
+            while let Some(y) = f.next_field()? {
+                match y.number {
+                    EVENT_META_NAME => name = y.bytes,
+                    EVENT_META_DISPLAY_NAME => display = y.bytes,
+                    EVENT_META_STATS if y.wire_type == protobuf::LEN => meta_stats.push(y.bytes),
+                    _ => {}
+                }
+            }
+            let n = if display.is_empty() { name } else { display };
+            let name_iid = w.next_iid();
+            entry(&mut c, INTERNED_EVENT_NAMES, name_iid, &cut_text(n, usize::MAX));
+            let mut annotations = Vec::new();
+            let mut dropped = 0;
+            for s in meta_stats {
+                dropped += out.push_stat(s, &mut Cursor::new(&mut annotations), 0);
+            }
+            out.events.insert(id, EventMeta { name_iid, annotations, dropped });
+        }
+        drop(c);
+        if !interned.is_empty() {
+            w.packet(|c| {
+                put_varint_field(c, SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+                put_bytes_field(c, INTERNED_DATA, &interned);
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// The interned name of event metadata `id` (0, no name, when the plane lacks it).
+    #[inline]
+    fn name_iid(&self, id: i64) -> u64 {
+        self.events.get(id).map_or(0, |m| m.name_iid)
+    }
+
+    /// Appends one stat as an annotation unless the annotations since `body_start` would
+    /// pass the cap; returns 1 when it was left out.
+    #[inline(always)]
+    fn push_stat(&self, stat: &[u8], out: &mut Cursor<'_>, body_start: usize) -> u32 {
+        let mark = out.len();
+        if self.render_stat(stat, out).is_err() || out.len() - body_start > ARGS_CAP_BYTES {
+            out.truncate(mark);
+            return 1;
+        }
+        0
+    }
+
+    /// One XStat as an annotation: the common shape (an id, then one varint or string
+    /// value) read directly, anything else field by field.
+    #[inline]
+    fn render_stat(&self, stat: &[u8], out: &mut Cursor<'_>) -> Result<(), WireError> {
+        let mut pos = 1;
+        if stat.first() == Some(&0x08) {
+            if let (Some(id), Some(&k)) = (read_varint(stat, &mut pos), stat.get(pos)) {
+                if let Some(m) = self.stats.get(id as i64) {
+                    let mut p = pos + 1;
+                    let name = Name::Iid(m.name_iid);
+                    let value = match k {
+                        0x18 => read_varint(stat, &mut p).map(Value::Uint),
+                        0x20 => read_varint(stat, &mut p).map(|v| Value::Int(v as i64)),
+                        _ => None,
+                    };
+                    if let Some(v) = value.filter(|_| p == stat.len()) {
+                        put_annotation(out, name, v);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.render_stat_general(stat, out)
+    }
+
+    #[inline(never)]
+    fn render_stat_general(&self, stat: &[u8], out: &mut Cursor<'_>) -> Result<(), WireError> {
+        let mut id = 0i64;
+        let mut value: Option<Field<'_>> = None;
+        let mut f = Fields::new(stat, 0);
+        while let Some(y) = f.next_field()? {
+            if y.number == STAT_METADATA_ID {
+                id = y.int as i64;
+            } else {
+                value = Some(y);
+            }
+        }
+        let inline_name;
+        let name = match self.stats.get(id) {
+            Some(m) => Name::Iid(m.name_iid),
+            None => {
+                inline_name = format!("stat{id}");
+                Name::Inline(inline_name.as_bytes())
+            }
+        };
+        // A stat without a value, or a double that is not finite, is null in the Chrome
+        // JSON, which Perfetto keeps as no value: it is left out here.
+        let Some(v) = value else { return Ok(()) };
+        let bytes_text;
+        let ref_text;
+        let value = match v.number {
+            STAT_DOUBLE if f64::from_bits(v.int).is_finite() => Value::Double(f64::from_bits(v.int)),
+            STAT_UINT64 => Value::Uint(v.int),
+            STAT_INT64 => Value::Int(v.int as i64),
+            STAT_STR => Value::Raw(v.bytes),
+            STAT_BYTES => {
+                bytes_text = format!("<{} bytes>", v.bytes.len());
+                Value::Text(bytes_text.as_bytes())
+            }
+            STAT_REF => match self.stats.get(v.int as i64) {
+                Some(m) => Value::Text(&m.as_value),
+                None => {
+                    ref_text = format!("ref{}", v.int);
+                    Value::Text(ref_text.as_bytes())
+                }
+            },
+            _ => return Ok(()),
+        };
+        put_annotation(out, name, value);
+        Ok(())
+    }
+
+    /// Appends the annotations of an event with metadata `meta` and XEvent fields `ev`
+    /// (or only the run of them that holds its stats).
+    fn write_annotations(&self, meta: i64, ev: &[u8], out: &mut Cursor<'_>) {
+        let body = out.len();
+        let mut dropped = self.events.get(meta).map_or(0, |m| {
+            out.put(&m.annotations);
+            m.dropped
+        });
+        let mut pos = 0;
+        while pos < ev.len() {
+            let key = ev[pos];
+            pos += 1;
+            match key {
+                0x08 | 0x10 | 0x18 | 0x28 => {
+                    if read_varint(ev, &mut pos).is_none() {
+                        break;
+                    }
+                }
+                0x22 => {
+                    let Some(end) = read_varint(ev, &mut pos).and_then(|l| pos.checked_add(l as usize)).filter(|&e| e <= ev.len()) else {
+                        break;
+                    };
+                    dropped += self.push_stat(&ev[pos..end], out, body);
+                    pos = end;
+                }
+                _ => {
+                    // An unusual shape: every field the slow way.
+                    out.truncate(body);
+                    dropped = self.events.get(meta).map_or(0, |m| {
+                        out.put(&m.annotations);
+                        m.dropped
+                    });
+                    let mut f = Fields::new(ev, 0);
+                    while let Ok(Some(x)) = f.next_field() {
+                        if x.number == EVENT_STATS && x.wire_type == protobuf::LEN {
+                            dropped += self.push_stat(x.bytes, out, body);
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        if dropped > 0 {
+            put_annotation(out, Name::Inline(b"distprof_args_dropped"), Value::Uint(u64::from(dropped)));
+        }
+    }
+}
+
+/// The flows that one slice takes part in (`--flows`).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SliceFlows {
+    /// Flows that go on from this slice (it starts them or is a step).
+    pub through: Vec<u64>,
+    /// Flows that end at it.
+    pub ending: Vec<u64>,
+}
+
+/// Writes one fragment: the packets of one node's planes, on one packet sequence.
+pub struct ProtoWriter {
+    out: DirectWriter,
+    /// Where the fragment starts in its file.
+    start: u64,
+    next_pid: u64,
+    sequence: u64,
+    /// The origin (epoch ns on G) that event times are relative to.
+    base_ns: i64,
+    next_iid: u64,
+    /// The thread track being written.
+    track: u64,
+    /// End (ns) of every open slice of the track, innermost last.
+    open: Vec<i64>,
+    /// Start of the last slice begun on the track, ns.
+    last_start: i64,
+    /// The TrackEvent being encoded (its length precedes it).
+    scratch: Vec<u8>,
+    pub events: u64,
+    /// Packets written.
+    pub records: u64,
+}
+
+impl ProtoWriter {
+    /// A fragment, written from `out`'s position on, on packet sequence `sequence` (> 0;
+    /// distinct per fragment), whose first process gets pid `first_pid`; event times are
+    /// relative to `base_ns`.
+    pub fn new(out: DirectWriter, first_pid: u64, sequence: u32, base_ns: i64) -> Self {
+        Self {
+            start: out.pos(),
+            out,
+            next_pid: first_pid,
+            sequence: u64::from(sequence.max(1)),
+            base_ns,
+            next_iid: 1,
+            track: 0,
+            open: Vec::new(),
+            last_start: i64::MIN,
+            scratch: Vec::new(),
+            events: 0,
+            records: 0,
+        }
+    }
+
+    fn next_iid(&mut self) -> u64 {
+        let iid = self.next_iid;
+        self.next_iid += 1;
+        iid
+    }
+
+    /// Appends one packet: the sequence id (and, on the fragment's first packet, the flag
+    /// that clears the sequence's incremental state), then what `body` writes.
+    fn packet(&mut self, body: impl FnOnce(&mut Cursor<'_>)) -> io::Result<()> {
+        let first = self.records == 0;
+        self.records += 1;
+        let mut inner = std::mem::take(&mut self.scratch);
+        inner.clear();
+        let mut c = Cursor::new(&mut inner);
+        put_varint_field(&mut c, SEQUENCE_ID, self.sequence);
+        if first {
+            put_varint_field(&mut c, SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+        }
+        body(&mut c);
+        drop(c);
+        let mut c = Cursor::new(self.out.buf());
+        protobuf::write_len_header(&mut c, PACKET, inner.len());
+        c.put(&inner);
+        drop(c);
+        self.scratch = inner;
+        self.out.maybe_flush()
+    }
+
+    /// Declares a process track (one node's plane) and returns its pid.
+    pub fn begin_process(&mut self, name: &str) -> io::Result<u64> {
+        let pid = self.next_pid;
+        self.next_pid += 1;
+        let process_len = varint_field_len(PROCESS_PID, pid) + protobuf::len_field_len(PROCESS_NAME, name.len());
+        self.packet(|c| {
+            let track_len = varint_field_len(TRACK_UUID, process_uuid(pid)) + protobuf::len_field_len(TRACK_PROCESS, process_len);
+            protobuf::write_len_header(c, TRACK_DESCRIPTOR, track_len);
+            put_varint_field(c, TRACK_UUID, process_uuid(pid));
+            protobuf::write_len_header(c, TRACK_PROCESS, process_len);
+            put_varint_field(c, PROCESS_PID, pid);
+            put_bytes_field(c, PROCESS_NAME, name.as_bytes());
+        })?;
+        Ok(pid)
+    }
+
+    /// Declares thread track `tid` of process `pid` (a line) and makes it the track of the
+    /// slices that follow, until [`Self::end_thread`].
+    pub fn thread(&mut self, pid: u64, tid: u32, name: &str) -> io::Result<()> {
+        self.end_thread()?;
+        let uuid = thread_uuid(pid, tid);
+        let thread_len = varint_field_len(THREAD_PID, pid) + varint_field_len(THREAD_TID, u64::from(tid)) + protobuf::len_field_len(THREAD_NAME, name.len());
+        self.packet(|c| {
+            let track_len = varint_field_len(TRACK_UUID, uuid) + protobuf::len_field_len(TRACK_THREAD, thread_len);
+            protobuf::write_len_header(c, TRACK_DESCRIPTOR, track_len);
+            put_varint_field(c, TRACK_UUID, uuid);
+            protobuf::write_len_header(c, TRACK_THREAD, thread_len);
+            put_varint_field(c, THREAD_PID, pid);
+            put_varint_field(c, THREAD_TID, u64::from(tid));
+            put_bytes_field(c, THREAD_NAME, name.as_bytes());
+        })?;
+        self.track = uuid;
+        self.last_start = i64::MIN;
+        Ok(())
+    }
+
+    /// Ends the slices still open on the current track.
+    pub fn end_thread(&mut self) -> io::Result<()> {
+        while let Some(end) = self.open.pop() {
+            self.slice_end(end)?;
+        }
+        Ok(())
+    }
+
+    fn slice_end(&mut self, end_ns: i64) -> io::Result<()> {
+        let track = self.track;
+        let ts = self.base_ns.saturating_add(end_ns) as u64;
+        self.packet(|c| {
+            put_varint_field(c, TIMESTAMP, ts);
+            let body = varint_field_len(EVENT_TYPE, TYPE_SLICE_END) + varint_field_len(EVENT_TRACK_UUID, track);
+            protobuf::write_len_header(c, TRACK_EVENT, body);
+            put_varint_field(c, EVENT_TYPE, TYPE_SLICE_END);
+            put_varint_field(c, EVENT_TRACK_UUID, track);
+        })
+    }
+
+    /// One slice on the current track: `ts_ps` from the origin, floored to ns as in the
+    /// Chrome JSON, lasting `dur_ps` (floored), named and annotated from `plane` (event
+    /// metadata `meta`, XEvent fields `ev`), in the `flows` given.
+    #[inline]
+    pub fn slice(&mut self, plane: &ProtoPlane, ts_ps: i64, dur_ps: i64, meta: i64, ev: &[u8], flows: Option<&SliceFlows>) -> io::Result<()> {
+        self.events += 1;
+        let start_ns = ts_ps.div_euclid(1000);
+        let end_ns = start_ns.saturating_add(dur_ps.max(0) / 1000);
+        if start_ns < self.last_start {
+            // Out of order in its line: what is open cannot enclose it in the order written.
+            self.end_thread()?;
+        }
+        self.last_start = start_ns;
+        while let Some(&end) = self.open.last() {
+            if end > start_ns {
+                break;
+            }
+            self.open.pop();
+            self.slice_end(end)?;
+        }
+        self.open.push(end_ns);
+        // The TrackEvent, after room for its length (moved down when it is not 2 bytes).
+        let track = self.track;
+        let ts = self.base_ns.saturating_add(start_ns) as u64;
+        let mut event = std::mem::take(&mut self.scratch);
+        event.clear();
+        let mut c = Cursor::new(&mut event);
+        put_varint_field(&mut c, EVENT_TYPE, TYPE_SLICE_BEGIN);
+        put_varint_field(&mut c, EVENT_TRACK_UUID, track);
+        put_varint_field(&mut c, EVENT_NAME_IID, plane.name_iid(meta));
+        plane.write_annotations(meta, ev, &mut c);
+        if let Some(f) = flows {
+            for &id in &f.through {
+                put_varint_field(&mut c, EVENT_FLOW_IDS, id);
+            }
+            for &id in &f.ending {
+                put_varint_field(&mut c, EVENT_TERMINATING_FLOW_IDS, id);
+            }
+        }
+        drop(c);
+        self.records += 1;
+        let seq = self.sequence;
+        let packet_len = varint_field_len(SEQUENCE_ID, seq)
+            + varint_field_len(SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE)
+            + varint_field_len(TIMESTAMP, ts)
+            + protobuf::len_field_len(TRACK_EVENT, event.len());
+        let mut c = Cursor::new(self.out.buf());
+        protobuf::write_len_header(&mut c, PACKET, packet_len);
+        put_varint_field(&mut c, SEQUENCE_ID, seq);
+        put_varint_field(&mut c, SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        put_varint_field(&mut c, TIMESTAMP, ts);
+        protobuf::write_len_header(&mut c, TRACK_EVENT, event.len());
+        c.put(&event);
+        drop(c);
+        self.scratch = event;
+        self.out.maybe_flush()
+    }
+
+    /// The next free pid.
+    pub fn next_pid(&self) -> u64 {
+        self.next_pid
+    }
+
+    /// Ends the fragment: pads it to a whole number of blocks with a packet that readers
+    /// skip (the layout of `chrome_doc`) and writes it; returns its bytes in its region and
+    /// what overflowed it.
+    pub fn finish(mut self) -> io::Result<(Part, Option<Part>)> {
+        self.end_thread()?;
+        let len = (self.out.pos() - self.start) as usize;
+        pad(self.out.buf(), len);
+        self.out.finish_region(self.start)
+    }
+}
+
+/// Appends to `out` packets that bring `len` bytes to a multiple of [`ALIGN`]: packets
+/// holding field [`PADDING`] with zeros, each 5 to 120 bytes (a gap under 5 bytes takes a
+/// block more).
+pub fn pad(out: &mut Vec<u8>, len: usize) {
+    let mut n = len.next_multiple_of(ALIGN) - len;
+    if n == 0 {
+        return;
+    }
+    if n < 5 {
+        n += ALIGN;
+    }
+    while n > 0 {
+        // One-byte lengths throughout: packet = key, length, then the payload: the
+        // field's two-byte key, its length and its zeros.
+        let size = if n <= 120 { n } else { 60 };
+        n -= size;
+        let payload = size - 2;
+        let zeros = payload - 3;
+        let mut c = Cursor::new(out);
+        protobuf::write_len_header(&mut c, PACKET, payload);
+        protobuf::write_len_header(&mut c, PADDING, zeros);
+        drop(c);
+        out.resize(out.len() + zeros, 0);
+    }
+}
