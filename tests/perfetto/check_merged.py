@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Checks a merged Chrome JSON (`distprof merge`) against what Perfetto's own trace
-processor makes of it: the tracks, slices, times, args and flows that the UI would draw.
+"""Checks a merged trace (`distprof merge`: Perfetto's protobuf `merged.pftrace`, or the
+Chrome JSON of `--chrome`) against what Perfetto's own trace processor makes of it: the
+tracks, slices, times, args and flows that the UI would draw.
 
-    check_merged.py ENGINE_DIR MERGED_JSON
+    check_merged.py ENGINE_DIR MERGED.pftrace|MERGED.json
+    check_merged.py ENGINE_DIR --same JSON PFTRACE
     check_merged.py ENGINE_DIR --self-test
 
 ENGINE_DIR holds Perfetto's WebAssembly trace processor (tests/setup/55-perfetto-ui.sh),
-driven by tests/perfetto/trace_processor.js. Every expectation is read from the JSON
-itself with Python's json module, independently of distprof:
+driven by tests/perfetto/trace_processor.js. Every expectation is read from the trace
+itself, independently of distprof: a protobuf trace by pftrace.py (its packets, tracks,
+interned names, incremental clock, slice begins and ends, annotations and flow ids, as the
+format defines them), a JSON one with Python's json module. For a JSON trace:
 
 - every pid named by `process_name` is one process of Perfetto's with that name, every
   (pid, tid) named by `thread_name` one thread with that name, and every `X` event one
@@ -18,6 +22,13 @@ itself with Python's json module, independently of distprof:
 - every step of every v1 flow (`s`, `t`..., `f`) is one link in Perfetto's flow table,
   from the slice enclosing one point to the slice enclosing the next;
 - Perfetto counted no import error.
+
+For a protobuf trace the same holds of its process and thread tracks, its slices (begin
+and end, at their ns exactly), their debug annotations and the slices of each flow id.
+
+With --same, the two outputs of one input (merged once with --chrome, once without) must
+give Perfetto the same processes, threads, slices (JSON times plus its
+baseTimeNanoseconds), args and flow links, compared table to table.
 
 With --self-test it checks the checker against the same parser on small documents: one
 as merge writes them passes; the layouts merge avoids fail, each for its reason (raw
@@ -33,6 +44,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+import pftrace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -95,20 +108,20 @@ def flow_links(events, slices):
     return links
 
 
-def perfetto_view(engine, trace):
+def perfetto_view(engine, trace, arg_prefix="args."):
     threads, processes, slices, args, flows, errors = query(
         engine, trace,
         "select p.pid, t.tid, t.name from thread t join process p using(upid) where p.pid is not null",
         "select pid, name from process",
         "select p.pid, t.tid, s.ts, s.dur, s.name, s.arg_set_id, s.id from slice s "
         "join thread_track tt on s.track_id = tt.id join thread t using(utid) join process p using(upid)",
-        "select arg_set_id, key, int_value, string_value, real_value from args where key glob 'args.*'",
+        f"select arg_set_id, key, int_value, string_value, real_value from args where key glob '{arg_prefix}*'",
         "select slice_out, slice_in from flow",
         "select name, idx, value from stats where severity in ('error', 'data_losses') and value > 0")
     by_set = collections.defaultdict(dict)
     for set_id, key, i, s, r in args:
         values = [v for v in (i, s, r) if v is not None]
-        by_set[set_id][key[len("args."):]] = values[0] if values else None
+        by_set[set_id][key[len(arg_prefix):]] = values[0] if values else None
     tp_slices = collections.defaultdict(list)
     # A flow's ends as flow_links gives them: (pid, tid, ts) of the slice, by slice id.
     where = {}
@@ -126,12 +139,25 @@ def same_value(a, b):
     return a == b
 
 
+def expected_pftrace(path):
+    names, slices, flows = pftrace.read(path)
+    links = collections.Counter()
+    for _, points in flows:
+        links.update(zip(points, points[1:]))
+    return names, slices, links
+
+
 def problems(engine, path):
-    """What Perfetto's trace processor draws differently from what the JSON at `path` says."""
-    with open(path) as f:
-        doc = json.load(f)
-    want_names, want_slices, want_links = expected(doc)
-    names, slices, links, errors = perfetto_view(engine, path)
+    """What Perfetto's trace processor draws differently from what the trace at `path` says."""
+    proto = path.endswith(".pftrace")
+    if proto:
+        want_names, want_slices, want_links = expected_pftrace(path)
+    else:
+        with open(path) as f:
+            want_names, want_slices, want_links = expected(json.load(f))
+    names, slices, links, errors = perfetto_view(engine, path, "debug." if proto else "args.")
+    # A JSON dur goes through a double and can lose its last ns; a protobuf time cannot.
+    dur_slack = 0 if proto else 1
     found = []
     if errors:
         found.append(f"Perfetto counted import errors: {errors}")
@@ -147,7 +173,7 @@ def problems(engine, path):
         for w, g in zip(want, got):
             # ts is exact (v20 parses its decimal text); dur goes through a double and is
             # truncated there, so 4.028 µs can read as 4027 ns.
-            if w[0] != g[0] or w[2] != g[2] or not 0 <= w[1] - g[1] <= 1:
+            if w[0] != g[0] or w[2] != g[2] or not 0 <= w[1] - g[1] <= dur_slack:
                 found.append(f"thread {key}: JSON {w[:3]} is {g[:3]} in Perfetto")
                 break
             if w[3].keys() != g[3].keys() or not all(same_value(w[3][k], g[3][k]) for k in w[3]):
@@ -156,8 +182,8 @@ def problems(engine, path):
     if links != want_links:
         wrong = list((links - want_links).elements())[:3]
         missing = list((want_links - links).elements())[:3]
-        found.append(f"{sum(links.values())} flow links in Perfetto, {sum(want_links.values())} in the JSON; "
-                     f"links not in the JSON {wrong}, links Perfetto lacks {missing}")
+        found.append(f"{sum(links.values())} flow links in Perfetto, {sum(want_links.values())} in the trace; "
+                     f"links not in the trace {wrong}, links Perfetto lacks {missing}")
     return found, (len(want_names), sum(len(v) for v in want_slices.values()), len(want_slices),
                    sum(1 for v in want_slices.values() for s in v if s[3]), sum(links.values()))
 
@@ -165,9 +191,45 @@ def problems(engine, path):
 def check(engine, path):
     found, (named, n, tracks, with_args, links) = problems(engine, path)
     if found:
-        sys.exit(f"{path}: Perfetto does not draw what the JSON says:\n  " + "\n  ".join(found[:20]))
+        sys.exit(f"{path}: Perfetto does not draw what the trace says:\n  " + "\n  ".join(found[:20]))
     print(f"Perfetto trace processor: {path}: {named} named processes and threads, {n} slices on {tracks} "
           f"tracks at their times, {with_args} with their args, {links} flow links")
+
+
+def same(engine, json_path, proto_path):
+    """The Chrome JSON and the protobuf trace of one input, as Perfetto reads each."""
+    with open(json_path) as f:
+        base = json.load(f)["metadata"]["baseTimeNanoseconds"]
+    jn, js, jl, je = perfetto_view(engine, json_path, "args.")
+    pn, ps, pl, pe = perfetto_view(engine, proto_path, "debug.")
+    found = [f"{p}: Perfetto counted import errors: {e}" for p, e in ((json_path, je), (proto_path, pe)) if e]
+    shift = lambda where: where and (where[0], where[1], where[2] + base)
+    js = {k: sorted((ts + base, dur, name, args) for ts, dur, name, args in v) for k, v in js.items()}
+    ps = {k: sorted(v) for k, v in ps.items()}
+    jl = collections.Counter({(shift(a), shift(b)): n for (a, b), n in jl.items()})
+    # Perfetto names the threads and processes it creates for the pids of the JSON alone.
+    jn = {k: v for k, v in jn.items() if v is not None}
+    pn = {k: v for k, v in pn.items() if v is not None}
+    if jn != pn:
+        found.append(f"names differ: JSON only {sorted(set(jn.items()) - set(pn.items()))[:5]}, "
+                     f"protobuf only {sorted(set(pn.items()) - set(jn.items()))[:5]}")
+    for key in sorted(set(js) | set(ps)):
+        a, b = js.get(key, []), ps.get(key, [])
+        if len(a) != len(b):
+            found.append(f"thread {key}: {len(a)} slices from the JSON, {len(b)} from the protobuf trace")
+            continue
+        for x, y in zip(a, b):
+            # The JSON's dur may lose its last ns in a double (see problems()).
+            if x[0] != y[0] or x[2] != y[2] or not 0 <= y[1] - x[1] <= 1 or x[3].keys() != y[3].keys() \
+                    or not all(same_value(x[3][k], y[3][k]) for k in x[3]):
+                found.append(f"thread {key}: JSON {x} is {y} in the protobuf trace")
+                break
+    if jl != pl:
+        found.append(f"flow links: {sum(jl.values())} from the JSON, {sum(pl.values())} from the protobuf trace")
+    if found:
+        sys.exit(f"{json_path} and {proto_path} differ in Perfetto:\n  " + "\n  ".join(found[:20]))
+    print(f"Perfetto trace processor: {json_path} and {proto_path}: the same {len(pn)} named processes and "
+          f"threads, {sum(len(v) for v in ps.values())} slices with their args, {sum(pl.values())} flow links")
 
 
 def self_test(engine):
@@ -215,15 +277,18 @@ def self_test(engine):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("engine", help="directory of engine_bundle.js and trace_processor.wasm")
-    ap.add_argument("merged", nargs="?", help="a merged.trace.json written by distprof merge")
+    ap.add_argument("merged", nargs="?", help="a merged.pftrace or merged.trace.json written by distprof merge")
     ap.add_argument("--self-test", action="store_true", help="check the checker on small documents")
+    ap.add_argument("--same", nargs=2, metavar=("JSON", "PFTRACE"), help="compare the two outputs of one input")
     a = ap.parse_args()
-    if a.self_test:
+    if a.same:
+        same(a.engine, *a.same)
+    elif a.self_test:
         self_test(a.engine)
     elif a.merged:
         check(a.engine, a.merged)
     else:
-        ap.error("give a merged.trace.json, or --self-test")
+        ap.error("give a merged.pftrace or merged.trace.json, --same JSON PFTRACE, or --self-test")
 
 
 if __name__ == "__main__":

@@ -11,14 +11,19 @@
 //! `tests/perfetto`) reads:
 //! - one packet sequence per node (`trusted_packet_sequence_id` = the node's first pid, the
 //!   same in one merge and in a join of shards): its first packet clears the incremental
-//!   state, so the names interned on it are the node's own;
+//!   state (so the names interned on it are the node's own) and sets the sequence's default
+//!   clock to an incremental one;
 //! - a process track per (node, plane), pid as in the Chrome JSON, and a thread track per
 //!   XLine, tid its place in the plane (1, 2, ...), with the names of the Chrome JSON. Track
-//!   uuids are 64-bit: `pid << 32 | tid`;
+//!   uuids are 64-bit, the Cantor pairing of (pid, tid) ([`track_uuid`]): one-to-one, and a
+//!   varint of 2 or 3 bytes for the pids and tids of most merges;
 //! - every XEvent as a `TYPE_SLICE_BEGIN` and a `TYPE_SLICE_END` packet (v20.1 knows no
 //!   complete event with a duration), the ends emitted innermost first so that slices that
-//!   end and begin at the same ns nest as in the XLine. Timestamps are absolute ns on G
-//!   (epoch), exact to the ns: the Chrome JSON's `ts` plus its `baseTimeNanoseconds`;
+//!   end and begin at the same ns nest as in the XLine. Times are ns on G (epoch), exact to
+//!   the ns (the Chrome JSON's `ts` plus its `baseTimeNanoseconds`), each written as its
+//!   distance from the packet before on the sequence's incremental clock
+//!   ([`INCREMENTAL_CLOCK`]), which a `ClockSnapshot` sets to 0 = BOOTTIME 0 (the trace's
+//!   clock) at the start of every line and before any time that goes back within one;
 //! - the event's name interned (`InternedData.event_names`) once per plane, and its stats
 //!   as debug annotations whose names are interned too (`debug_annotation_names`), with the
 //!   Chrome JSON's limits (strings cut at [`STR_CAP_BYTES`], at most [`ARGS_CAP_BYTES`] of
@@ -26,8 +31,11 @@
 //! - flows (`--flows`) as `flow_ids` and `terminating_flow_ids` on the slices they join, the
 //!   fields v20.1 reads (36 and 42; current Perfetto reads them still).
 //!
-//! Not used, because v20.1 does not read them: incremental (delta) timestamps
-//! (`ClockSnapshot.Clock.is_incremental`), and `TrackEventDefaults` for the track uuid.
+//! Not used, because v20.1 mishandles it: `TrackEventDefaults.track_uuid` per line. The
+//! defaults can be set once per sequence only: v20.1 resolves no interned name of a packet
+//! after the defaults changed (checked with its trace processor), so every event names its
+//! track. And no packet sets `SEQ_NEEDS_INCREMENTAL_STATE`: the state is valid from the
+//! sequence's first packet on, and v20.1 reads the packets as well without the flag.
 
 use super::chrome_args::{map_entry, IdTable, ARGS_CAP_BYTES, STR_CAP_BYTES};
 use super::cursor::Cursor;
@@ -44,9 +52,20 @@ const SEQUENCE_ID: u32 = 10; // trusted_packet_sequence_id
 const TRACK_EVENT: u32 = 11;
 const INTERNED_DATA: u32 = 12;
 const SEQUENCE_FLAGS: u32 = 13;
+const CLOCK_SNAPSHOT: u32 = 6;
+const TRACE_PACKET_DEFAULTS: u32 = 59;
+const DEFAULTS_CLOCK_ID: u32 = 58; // TracePacketDefaults.timestamp_clock_id
 const TRACK_DESCRIPTOR: u32 = 60;
+// ClockSnapshot.clocks = 1: Clock { clock_id = 1, timestamp = 2, is_incremental = 3 }.
+const SNAPSHOT_CLOCKS: u32 = 1;
+const CLOCK_ID: u32 = 1;
+const CLOCK_TIMESTAMP: u32 = 2;
+const CLOCK_INCREMENTAL: u32 = 3;
+/// The sequence-scoped clock (64-127 are) whose values are deltas from the packet before.
+pub const INCREMENTAL_CLOCK: u64 = 64;
+/// BOOTTIME, the clock the trace processor puts the trace on.
+const BOOTTIME: u64 = 6;
 const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
-const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
 /// A field no TracePacket uses, whose bytes pad a fragment to a whole block (readers skip
 /// unknown fields).
 const PADDING: u32 = 2047;
@@ -86,14 +105,13 @@ const fn key(number: u32, wire: u8) -> u64 {
     ((number as u64) << 3) | wire as u64
 }
 
-/// The uuid of the process track of `pid`.
-pub fn process_uuid(pid: u64) -> u64 {
-    pid << 32
-}
-
-/// The uuid of thread `tid` of `pid`.
-pub fn thread_uuid(pid: u64, tid: u32) -> u64 {
-    (pid << 32) | u64::from(tid)
+/// The uuid of thread `tid` of process `pid`, or of the process itself with `tid` 0 (lines
+/// count from 1): the Cantor pairing `(pid + tid)(pid + tid + 1)/2 + tid`, one-to-one, so
+/// that no two tracks share a uuid, and small for small ids (a short varint in every
+/// event). Wraps past 2^64, i.e. when pid + tid passes 2^32.
+pub fn track_uuid(pid: u64, tid: u32) -> u64 {
+    let s = pid.wrapping_add(u64::from(tid));
+    (s.wrapping_mul(s.wrapping_add(1)) / 2).wrapping_add(u64::from(tid))
 }
 
 #[inline(always)]
@@ -252,10 +270,7 @@ impl ProtoPlane {
         }
         drop(c);
         if !interned.is_empty() {
-            w.packet(|c| {
-                put_varint_field(c, SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-                put_bytes_field(c, INTERNED_DATA, &interned);
-            })?;
+            w.packet(|c| put_bytes_field(c, INTERNED_DATA, &interned))?;
         }
         Ok(out)
     }
@@ -423,6 +438,8 @@ pub struct ProtoWriter {
     open: Vec<i64>,
     /// Start of the last slice begun on the track, ns.
     last_start: i64,
+    /// The incremental clock's value: the last time written, epoch ns.
+    clock_ns: u64,
     /// The TrackEvent being encoded (its length precedes it).
     scratch: Vec<u8>,
     pub events: u64,
@@ -445,6 +462,7 @@ impl ProtoWriter {
             track: 0,
             open: Vec::new(),
             last_start: i64::MIN,
+            clock_ns: 0,
             scratch: Vec::new(),
             events: 0,
             records: 0,
@@ -457,18 +475,26 @@ impl ProtoWriter {
         iid
     }
 
-    /// Appends one packet: the sequence id (and, on the fragment's first packet, the flag
-    /// that clears the sequence's incremental state), then what `body` writes.
+    /// Appends one packet: the sequence id, then what `body` writes. The fragment's first
+    /// packet clears the sequence's incremental state and sets its default clock.
     fn packet(&mut self, body: impl FnOnce(&mut Cursor<'_>)) -> io::Result<()> {
-        let first = self.records == 0;
+        if self.records == 0 {
+            let mut defaults = Vec::new();
+            put_varint_field(&mut Cursor::new(&mut defaults), DEFAULTS_CLOCK_ID, INCREMENTAL_CLOCK);
+            self.packet_unchecked(|c| {
+                put_varint_field(c, SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+                put_bytes_field(c, TRACE_PACKET_DEFAULTS, &defaults);
+            })?;
+        }
+        self.packet_unchecked(body)
+    }
+
+    fn packet_unchecked(&mut self, body: impl FnOnce(&mut Cursor<'_>)) -> io::Result<()> {
         self.records += 1;
         let mut inner = std::mem::take(&mut self.scratch);
         inner.clear();
         let mut c = Cursor::new(&mut inner);
         put_varint_field(&mut c, SEQUENCE_ID, self.sequence);
-        if first {
-            put_varint_field(&mut c, SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
-        }
         body(&mut c);
         drop(c);
         let mut c = Cursor::new(self.out.buf());
@@ -484,10 +510,11 @@ impl ProtoWriter {
         let pid = self.next_pid;
         self.next_pid += 1;
         let process_len = varint_field_len(PROCESS_PID, pid) + protobuf::len_field_len(PROCESS_NAME, name.len());
+        let uuid = track_uuid(pid, 0);
         self.packet(|c| {
-            let track_len = varint_field_len(TRACK_UUID, process_uuid(pid)) + protobuf::len_field_len(TRACK_PROCESS, process_len);
+            let track_len = varint_field_len(TRACK_UUID, uuid) + protobuf::len_field_len(TRACK_PROCESS, process_len);
             protobuf::write_len_header(c, TRACK_DESCRIPTOR, track_len);
-            put_varint_field(c, TRACK_UUID, process_uuid(pid));
+            put_varint_field(c, TRACK_UUID, uuid);
             protobuf::write_len_header(c, TRACK_PROCESS, process_len);
             put_varint_field(c, PROCESS_PID, pid);
             put_bytes_field(c, PROCESS_NAME, name.as_bytes());
@@ -499,7 +526,7 @@ impl ProtoWriter {
     /// slices that follow, until [`Self::end_thread`].
     pub fn thread(&mut self, pid: u64, tid: u32, name: &str) -> io::Result<()> {
         self.end_thread()?;
-        let uuid = thread_uuid(pid, tid);
+        let uuid = track_uuid(pid, tid);
         let thread_len = varint_field_len(THREAD_PID, pid) + varint_field_len(THREAD_TID, u64::from(tid)) + protobuf::len_field_len(THREAD_NAME, name.len());
         self.packet(|c| {
             let track_len = varint_field_len(TRACK_UUID, uuid) + protobuf::len_field_len(TRACK_THREAD, thread_len);
@@ -512,7 +539,38 @@ impl ProtoWriter {
         })?;
         self.track = uuid;
         self.last_start = i64::MIN;
-        Ok(())
+        self.reset_clock()
+    }
+
+    /// Sets the incremental clock to 0 (= BOOTTIME 0): the next time is written whole.
+    fn reset_clock(&mut self) -> io::Result<()> {
+        self.clock_ns = 0;
+        let mut clocks = Vec::new();
+        let mut c = Cursor::new(&mut clocks);
+        for (id, incremental) in [(INCREMENTAL_CLOCK, true), (BOOTTIME, false)] {
+            let len = varint_field_len(CLOCK_ID, id) + varint_field_len(CLOCK_TIMESTAMP, 0) + if incremental { varint_field_len(CLOCK_INCREMENTAL, 1) } else { 0 };
+            protobuf::write_len_header(&mut c, SNAPSHOT_CLOCKS, len);
+            put_varint_field(&mut c, CLOCK_ID, id);
+            put_varint_field(&mut c, CLOCK_TIMESTAMP, 0);
+            if incremental {
+                put_varint_field(&mut c, CLOCK_INCREMENTAL, 1);
+            }
+        }
+        drop(c);
+        self.packet(|c| put_bytes_field(c, CLOCK_SNAPSHOT, &clocks))
+    }
+
+    /// The value of the timestamp field for time `rel_ns` from the origin: its distance
+    /// from the time before (after a clock reset when it lies before it).
+    #[inline(always)]
+    fn delta(&mut self, rel_ns: i64) -> io::Result<u64> {
+        let at = self.base_ns.saturating_add(rel_ns).max(0) as u64;
+        if at < self.clock_ns {
+            self.reset_clock()?;
+        }
+        let d = at - self.clock_ns;
+        self.clock_ns = at;
+        Ok(d)
     }
 
     /// Ends the slices still open on the current track.
@@ -525,7 +583,7 @@ impl ProtoWriter {
 
     fn slice_end(&mut self, end_ns: i64) -> io::Result<()> {
         let track = self.track;
-        let ts = self.base_ns.saturating_add(end_ns) as u64;
+        let ts = self.delta(end_ns)?;
         self.packet(|c| {
             put_varint_field(c, TIMESTAMP, ts);
             let body = varint_field_len(EVENT_TYPE, TYPE_SLICE_END) + varint_field_len(EVENT_TRACK_UUID, track);
@@ -558,7 +616,7 @@ impl ProtoWriter {
         self.open.push(end_ns);
         // The TrackEvent, after room for its length (moved down when it is not 2 bytes).
         let track = self.track;
-        let ts = self.base_ns.saturating_add(start_ns) as u64;
+        let ts = self.delta(start_ns)?;
         let mut event = std::mem::take(&mut self.scratch);
         event.clear();
         let mut c = Cursor::new(&mut event);
@@ -578,13 +636,11 @@ impl ProtoWriter {
         self.records += 1;
         let seq = self.sequence;
         let packet_len = varint_field_len(SEQUENCE_ID, seq)
-            + varint_field_len(SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE)
             + varint_field_len(TIMESTAMP, ts)
             + protobuf::len_field_len(TRACK_EVENT, event.len());
         let mut c = Cursor::new(self.out.buf());
         protobuf::write_len_header(&mut c, PACKET, packet_len);
         put_varint_field(&mut c, SEQUENCE_ID, seq);
-        put_varint_field(&mut c, SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
         put_varint_field(&mut c, TIMESTAMP, ts);
         protobuf::write_len_header(&mut c, TRACK_EVENT, event.len());
         c.put(&event);
