@@ -428,6 +428,7 @@ fn merge_refuses_traces_without_a_model_and_names_the_fix() {
     let opts = MergeOptions {
         out_dir: tmp.path().into(),
         chrome: None,
+        trace_format: Default::default(),
         allow_uncorrected: false,
         models: vec![],
         models_origin: None,

@@ -93,7 +93,7 @@ fn shards_of_a_plan_join_to_the_bytes_of_one_merge_and_read_only_their_traces() 
     merge_planned(&plan, &plan_path, &options(&s0), &shard_run("0-1"), &mut |_| {}).unwrap();
     std::fs::rename(&aside, &paths[2]).unwrap();
     merge_planned(&plan, &plan_path, &options(&s1), &shard_run("2"), &mut |_| {}).unwrap();
-    shard::join(&[s0, s1], &joined, Some(&joined.join("merged.trace.json"))).unwrap();
+    shard::join(&[s0, s1], &joined, Some(&joined.join("merged.trace.json")), distprof_offline::merge::trace_out::TraceFormat::ChromeJson).unwrap();
     let (a, b) = (files(&whole), files(&joined));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     assert!(a.len() == 4, "{:?}", a.keys());

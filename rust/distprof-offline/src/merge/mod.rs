@@ -89,6 +89,8 @@ pub enum MergeError {
     MixedOutputs { merged: PathBuf, raw: PathBuf },
     #[error("{0}")]
     Shard(String),
+    #[error("--flows: the flow arrows are drawn in the Chrome JSON only (merged.pftrace has none yet); add --chrome to draw them")]
+    FlowsNeedChromeJson,
     #[error("{origin}: node {node}'s clock model has {problem} in window {window}; the file is damaged or not a clock model")]
     AbsurdModel { origin: PathBuf, node: u32, window: u64, problem: String },
 }

@@ -690,3 +690,107 @@ pub fn pad(out: &mut Vec<u8>, len: usize) {
         out.resize(out.len() + zeros, 0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::chrome_doc::ChromeDoc;
+    use crate::merge::trace_out::TraceFormat;
+
+    /// The packets of `bytes`, each as its fields (number, value: varint or bytes).
+    fn packets(bytes: &[u8]) -> Vec<Vec<(u32, u64, Vec<u8>)>> {
+        let mut out = Vec::new();
+        let mut f = Fields::new(bytes, 0);
+        while let Some(p) = f.next_field().unwrap() {
+            assert_eq!((p.number, p.wire_type), (PACKET, protobuf::LEN));
+            let mut fields = Vec::new();
+            let mut g = Fields::new(p.bytes, 0);
+            while let Some(x) = g.next_field().unwrap() {
+                fields.push((x.number, x.int, x.bytes.to_vec()));
+            }
+            out.push(fields);
+        }
+        out
+    }
+
+    fn get(fields: &[(u32, u64, Vec<u8>)], n: u32) -> Option<&(u32, u64, Vec<u8>)> {
+        fields.iter().find(|f| f.0 == n)
+    }
+
+    #[test]
+    fn padding_brings_every_length_to_whole_blocks_with_packets_of_one_unknown_field() {
+        for len in (0..2 * ALIGN).step_by(7).chain([1, 2, 3, 4, 5, ALIGN - 1, ALIGN + 1]) {
+            let mut out = vec![0u8; 0];
+            pad(&mut out, len);
+            assert_eq!((len + out.len()) % ALIGN, 0, "{len}");
+            for p in packets(&out) {
+                assert!(p.iter().all(|f| f.0 == PADDING), "{len}: {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn slices_nest_end_first_on_ties_with_times_as_deltas_on_one_sequence() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pftrace");
+        let doc = ChromeDoc::create(&path, Some(0), TraceFormat::Pftrace).unwrap();
+        let region = doc.next_job(1, |_| 1_000).unwrap();
+        let base_ns = 1_763_000_000_000_000_000;
+        let mut w = ProtoWriter::new(region.writer, 5, 5, base_ns);
+        let pid = w.begin_process("node 0 h /device:GPU:0").unwrap();
+        let plane = ProtoPlane { events: IdTable::new(), stats: IdTable::new() };
+        w.thread(pid, 1, "stream 1").unwrap();
+        // A [0, 10 ns] holding C [0, 0]; B [10, 20 ns] starts where A ends; D starts
+        // before B (out of order): the clock is reset and D written whole.
+        for (ts_ps, dur_ps) in [(0, 10_999), (0, 0), (10_000, 10_000), (5_000, 1_000)] {
+            w.slice(&plane, ts_ps, dur_ps, 1, &[], None).unwrap();
+        }
+        w.thread(pid, 2, "stream 2").unwrap();
+        w.slice(&plane, -3_000, 2_000, 1, &[], Some(&SliceFlows { through: vec![7], ending: vec![] })).unwrap();
+        doc.fragment_done(region.order, w.finish().unwrap());
+        doc.commit().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len() % ALIGN, 0);
+        let ps = packets(&bytes);
+        // Every packet but the padding is on sequence 5; the first clears its state.
+        assert!(ps.iter().filter(|p| p[0].0 != PADDING).all(|p| p[0] == (SEQUENCE_ID, 5, vec![])));
+        assert_eq!(get(&ps[0], SEQUENCE_FLAGS).unwrap().1, SEQ_INCREMENTAL_STATE_CLEARED);
+        // The events in file order: (type, absolute ns from base, track uuid).
+        let mut clock = 0u64;
+        let mut got = Vec::new();
+        for p in &ps {
+            if get(p, CLOCK_SNAPSHOT).is_some() {
+                clock = 0;
+            }
+            let Some(te) = get(p, TRACK_EVENT) else { continue };
+            clock += get(p, TIMESTAMP).unwrap().1;
+            let mut ty = 0;
+            let mut uuid = 0;
+            let mut flows = Vec::new();
+            let mut f = Fields::new(&te.2, 0);
+            while let Some(x) = f.next_field().unwrap() {
+                match x.number {
+                    EVENT_TYPE => ty = x.int,
+                    EVENT_TRACK_UUID => uuid = x.int,
+                    EVENT_FLOW_IDS => flows.push(x.int),
+                    _ => {}
+                }
+            }
+            got.push((ty, clock as i64 - base_ns, uuid, flows));
+        }
+        let (t1, t2) = (track_uuid(pid, 1), track_uuid(pid, 2));
+        let b = |ts, t| (TYPE_SLICE_BEGIN, ts, t, vec![]);
+        let e = |ts, t| (TYPE_SLICE_END, ts, t, vec![]);
+        assert_eq!(
+            got,
+            vec![b(0, t1), b(0, t1), e(0, t1), e(10, t1), b(10, t1), e(20, t1), b(5, t1), e(6, t1), (TYPE_SLICE_BEGIN, -3, t2, vec![7]), e(-1, t2)]
+        );
+        // Uuids are one-to-one over (pid, tid), the process's (tid 0) included.
+        let mut seen = std::collections::HashSet::new();
+        for pid in 0..200 {
+            for tid in 0..200 {
+                assert!(seen.insert(track_uuid(pid, tid)), "({pid}, {tid})");
+            }
+        }
+    }
+}

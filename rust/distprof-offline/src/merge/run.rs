@@ -97,6 +97,9 @@ fn write_nodes(
     run: &RunOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<MergeReport, MergeError> {
+    if opts.flows && opts.chrome.is_some() && opts.trace_format != TraceFormat::ChromeJson {
+        return Err(MergeError::FlowsNeedChromeJson);
+    }
     let g0_ns = plan.g0_ns;
     let models = &plan.models;
     let all_bases = plan.bases();
@@ -221,7 +224,7 @@ fn write_nodes(
         progress(&meter_line(total_bytes, total_bytes, started.elapsed().as_secs_f64()));
     }
     if let Some(doc) = chrome {
-        if opts.flows && run.nodes.is_none() && doc.format() == TraceFormat::ChromeJson {
+        if opts.flows && run.nodes.is_none() {
             let outputs: Vec<(u32, PathBuf)> = results.iter().flatten().map(|d| (d.summary.node, d.summary.output.clone())).collect();
             let first_pid = plan.nodes.iter().zip(&all_bases).map(|(n, b)| (n.node, b.pid)).collect();
             progress("linking the collectives across nodes (--flows): reading the merged outputs again");

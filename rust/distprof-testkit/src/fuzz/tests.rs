@@ -145,6 +145,7 @@ fn xspace_seeds_merge() {
         let opts = distprof_offline::merge::MergeOptions {
             out_dir: dir.path().join(format!("{name}.out")),
             chrome: None,
+            trace_format: Default::default(),
             allow_uncorrected: true,
             models: Vec::new(),
             models_origin: None,
