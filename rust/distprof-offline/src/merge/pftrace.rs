@@ -37,10 +37,10 @@
 //! track. And no packet sets `SEQ_NEEDS_INCREMENTAL_STATE`: the state is valid from the
 //! sequence's first packet on, and v20.1 reads the packets as well without the flag.
 
-use super::chrome_args::{map_entry, IdTable, ARGS_CAP_BYTES, STR_CAP_BYTES};
+use super::chrome_args::{common_event_stats, event_metadata, event_stats, stat_fields, stat_metadata, IdTable, ARGS_CAP_BYTES, STR_CAP_BYTES};
 use super::cursor::Cursor;
 use super::direct_io::{DirectWriter, Part, ALIGN};
-use super::protobuf::{self, read_varint, varint_len, write_varint, Field, Fields, WireError};
+use super::protobuf::{self, read_varint, varint_len, write_varint, Field, WireError};
 use super::rewrite::RewriteError;
 use super::xspace_fields::*;
 use std::io;
@@ -230,35 +230,14 @@ impl ProtoPlane {
             put_bytes_field(c, INTERNED_NAME, name);
         };
         let mut stats = IdTable::new();
-        for x in fields.iter().filter(|x| x.number == PLANE_STAT_METADATA && x.wire_type == protobuf::LEN) {
-            let (id, value) = map_entry(x.bytes)?;
-            let mut name = &b""[..];
-            let mut f = Fields::new(value, 0);
-            while let Some(y) = f.next_field()? {
-                if y.number == STAT_META_NAME {
-                    name = y.bytes;
-                }
-            }
+        for (id, name) in stat_metadata(fields)? {
             let as_value = cut_text(name, STR_CAP_BYTES);
             let name_iid = w.next_iid();
             entry(&mut c, INTERNED_ANNOTATION_NAMES, name_iid, &as_value);
             stats.insert(id, StatMeta { name_iid, as_value });
         }
         let mut out = Self { events: IdTable::new(), stats };
-        for x in fields.iter().filter(|x| x.number == PLANE_EVENT_METADATA && x.wire_type == protobuf::LEN) {
-            let (id, value) = map_entry(x.bytes)?;
-            let (mut name, mut display) = (&b""[..], &b""[..]);
-            let mut meta_stats = Vec::new();
-            let mut f = Fields::new(value, 0);
-            while let Some(y) = f.next_field()? {
-                match y.number {
-                    EVENT_META_NAME => name = y.bytes,
-                    EVENT_META_DISPLAY_NAME => display = y.bytes,
-                    EVENT_META_STATS if y.wire_type == protobuf::LEN => meta_stats.push(y.bytes),
-                    _ => {}
-                }
-            }
-            let n = if display.is_empty() { name } else { display };
+        for (id, n, meta_stats) in event_metadata(fields)? {
             let name_iid = w.next_iid();
             entry(&mut c, INTERNED_EVENT_NAMES, name_iid, &cut_text(n, usize::MAX));
             let mut annotations = Vec::new();
@@ -320,16 +299,7 @@ impl ProtoPlane {
 
     #[inline(never)]
     fn render_stat_general(&self, stat: &[u8], out: &mut Cursor<'_>) -> Result<(), WireError> {
-        let mut id = 0i64;
-        let mut value: Option<Field<'_>> = None;
-        let mut f = Fields::new(stat, 0);
-        while let Some(y) = f.next_field()? {
-            if y.number == STAT_METADATA_ID {
-                id = y.int as i64;
-            } else {
-                value = Some(y);
-            }
-        }
+        let (id, value) = stat_fields(stat)?;
         let inline_name;
         let name = match self.stats.get(id) {
             Some(m) => Name::Iid(m.name_iid),
@@ -373,38 +343,15 @@ impl ProtoPlane {
             out.put(&m.annotations);
             m.dropped
         });
-        let mut pos = 0;
-        while pos < ev.len() {
-            let key = ev[pos];
-            pos += 1;
-            match key {
-                0x08 | 0x10 | 0x18 | 0x28 => {
-                    if read_varint(ev, &mut pos).is_none() {
-                        break;
-                    }
-                }
-                0x22 => {
-                    let Some(end) = read_varint(ev, &mut pos).and_then(|l| pos.checked_add(l as usize)).filter(|&e| e <= ev.len()) else {
-                        break;
-                    };
-                    dropped += self.push_stat(&ev[pos..end], out, body);
-                    pos = end;
-                }
-                _ => {
-                    // An unusual shape: every field the slow way.
-                    out.truncate(body);
-                    dropped = self.events.get(meta).map_or(0, |m| {
-                        out.put(&m.annotations);
-                        m.dropped
-                    });
-                    let mut f = Fields::new(ev, 0);
-                    while let Ok(Some(x)) = f.next_field() {
-                        if x.number == EVENT_STATS && x.wire_type == protobuf::LEN {
-                            dropped += self.push_stat(x.bytes, out, body);
-                        }
-                    }
-                    break;
-                }
+        if !common_event_stats(ev, |stat| dropped += self.push_stat(stat, out, body)) {
+            // An unusual shape: every field the slow way.
+            out.truncate(body);
+            dropped = self.events.get(meta).map_or(0, |m| {
+                out.put(&m.annotations);
+                m.dropped
+            });
+            for stat in event_stats(ev) {
+                dropped += self.push_stat(stat, out, body);
             }
         }
         if dropped > 0 {
@@ -509,17 +456,22 @@ impl ProtoWriter {
     pub fn begin_process(&mut self, name: &str) -> io::Result<u64> {
         let pid = self.next_pid;
         self.next_pid += 1;
-        let process_len = varint_field_len(PROCESS_PID, pid) + protobuf::len_field_len(PROCESS_NAME, name.len());
-        let uuid = track_uuid(pid, 0);
-        self.packet(|c| {
-            let track_len = varint_field_len(TRACK_UUID, uuid) + protobuf::len_field_len(TRACK_PROCESS, process_len);
-            protobuf::write_len_header(c, TRACK_DESCRIPTOR, track_len);
-            put_varint_field(c, TRACK_UUID, uuid);
-            protobuf::write_len_header(c, TRACK_PROCESS, process_len);
-            put_varint_field(c, PROCESS_PID, pid);
-            put_bytes_field(c, PROCESS_NAME, name.as_bytes());
-        })?;
+        let mut process = Vec::new();
+        let mut c = Cursor::new(&mut process);
+        put_varint_field(&mut c, PROCESS_PID, pid);
+        put_bytes_field(&mut c, PROCESS_NAME, name.as_bytes());
+        drop(c);
+        self.track_descriptor(track_uuid(pid, 0), TRACK_PROCESS, &process)?;
         Ok(pid)
+    }
+
+    /// A TrackDescriptor packet: `uuid`, and `descriptor` as its field `kind`.
+    fn track_descriptor(&mut self, uuid: u64, kind: u32, descriptor: &[u8]) -> io::Result<()> {
+        self.packet(|c| {
+            protobuf::write_len_header(c, TRACK_DESCRIPTOR, varint_field_len(TRACK_UUID, uuid) + protobuf::len_field_len(kind, descriptor.len()));
+            put_varint_field(c, TRACK_UUID, uuid);
+            put_bytes_field(c, kind, descriptor);
+        })
     }
 
     /// Declares thread track `tid` of process `pid` (a line) and makes it the track of the
@@ -527,16 +479,13 @@ impl ProtoWriter {
     pub fn thread(&mut self, pid: u64, tid: u32, name: &str) -> io::Result<()> {
         self.end_thread()?;
         let uuid = track_uuid(pid, tid);
-        let thread_len = varint_field_len(THREAD_PID, pid) + varint_field_len(THREAD_TID, u64::from(tid)) + protobuf::len_field_len(THREAD_NAME, name.len());
-        self.packet(|c| {
-            let track_len = varint_field_len(TRACK_UUID, uuid) + protobuf::len_field_len(TRACK_THREAD, thread_len);
-            protobuf::write_len_header(c, TRACK_DESCRIPTOR, track_len);
-            put_varint_field(c, TRACK_UUID, uuid);
-            protobuf::write_len_header(c, TRACK_THREAD, thread_len);
-            put_varint_field(c, THREAD_PID, pid);
-            put_varint_field(c, THREAD_TID, u64::from(tid));
-            put_bytes_field(c, THREAD_NAME, name.as_bytes());
-        })?;
+        let mut thread = Vec::new();
+        let mut c = Cursor::new(&mut thread);
+        put_varint_field(&mut c, THREAD_PID, pid);
+        put_varint_field(&mut c, THREAD_TID, u64::from(tid));
+        put_bytes_field(&mut c, THREAD_NAME, name.as_bytes());
+        drop(c);
+        self.track_descriptor(uuid, TRACK_THREAD, &thread)?;
         self.track = uuid;
         self.last_start = i64::MIN;
         self.reset_clock()
@@ -695,6 +644,7 @@ pub fn pad(out: &mut Vec<u8>, len: usize) {
 mod tests {
     use super::*;
     use crate::merge::chrome_doc::ChromeDoc;
+    use crate::merge::protobuf::Fields;
     use crate::merge::trace_out::TraceFormat;
 
     /// The packets of `bytes`, each as its fields (number, value: varint or bytes).
