@@ -34,7 +34,9 @@ With --self-test it checks the checker against the same parser on small document
 as merge writes them passes; the layouts merge avoids fail, each for its reason (raw
 64-bit XLine ids as tids fold two lines onto one track, `displayTimeUnit` "ns" puts every
 event 1000 times early, a key before `traceEvents` hides every event, a flow end without
-`"bp":"e"` binds to no slice).
+`"bp":"e"` binds to no slice); and a small protobuf trace as merge writes it passes, while
+the same with the packet defaults set again at every line fails (v20.1 then resolves no
+interned name).
 """
 import argparse
 import bisect
@@ -168,13 +170,13 @@ def problems(engine, path):
         want = sorted(want_slices.get(key, []), key=lambda s: (s[0], s[2]))
         got = sorted(slices.get(key, []), key=lambda s: (s[0], s[2]))
         if len(want) != len(got):
-            found.append(f"thread {key}: {len(got)} slices in Perfetto, {len(want)} X events in the JSON")
+            found.append(f"thread {key}: {len(got)} slices in Perfetto, {len(want)} in the trace")
             continue
         for w, g in zip(want, got):
             # ts is exact (v20 parses its decimal text); dur goes through a double and is
             # truncated there, so 4.028 µs can read as 4027 ns.
             if w[0] != g[0] or w[2] != g[2] or not 0 <= w[1] - g[1] <= dur_slack:
-                found.append(f"thread {key}: JSON {w[:3]} is {g[:3]} in Perfetto")
+                found.append(f"thread {key}: {w[:3]} in the trace is {g[:3]} in Perfetto")
                 break
             if w[3].keys() != g[3].keys() or not all(same_value(w[3][k], g[3][k]) for k in w[3]):
                 found.append(f"thread {key}: args {w[3]} are {g[3]} in Perfetto")
@@ -232,6 +234,47 @@ def same(engine, json_path, proto_path):
           f"threads, {sum(len(v) for v in ps.values())} slices with their args, {sum(pl.values())} flow links")
 
 
+def proto_doc(defaults_per_line=False):
+    """A small protobuf trace as merge writes it (one sequence, names interned, times on the
+    incremental clock 64 reset per line, each event naming its track), or with the packet
+    defaults set again at every line (which v20.1 answers by resolving no interned name)."""
+    def varint(v):
+        out = bytearray()
+        while True:
+            b, v = v & 0x7F, v >> 7
+            out.append(b | (0x80 if v else 0))
+            if not v:
+                return bytes(out)
+
+    def num(n, v):
+        return varint(n << 3) + varint(v)
+
+    def msg(n, *parts):
+        body = b"".join(parts)
+        return varint(n << 3 | 2) + varint(len(body)) + body
+
+    seq = num(10, 3)
+    defaults = msg(59, num(58, 64))
+    snapshot = msg(6, msg(1, num(1, 64), num(2, 0), num(3, 1)), msg(1, num(1, 6), num(2, 0)))
+    base = 1_763_000_000_000_000_000
+    out = [msg(1, seq, num(13, 1), defaults),
+           msg(1, seq, msg(60, num(1, 100), msg(3, num(1, 1), msg(6, b"node 0")))),
+           msg(1, seq, msg(12, msg(2, num(1, 1), msg(2, b"all-reduce")), msg(3, num(1, 2), msg(2, b"hlo_op"))))]
+    for tid, slices in ((1, [(10, 20), (20, 30)]), (2, [(15, 18)])):
+        uuid = 100 + tid
+        out.append(msg(1, seq, msg(60, num(1, uuid), msg(4, num(1, 1), num(2, tid), msg(5, b"stream %d" % tid)))))
+        out.append(msg(1, seq, snapshot, defaults if defaults_per_line else b""))
+        clock = 0
+        points = sorted([(e, 0, 2, None) for b, e in slices] + [(b, 1, 1, e) for b, e in slices])
+        for ts, _, kind, _ in points:
+            event = num(9, kind) + num(11, uuid)
+            if kind == 1:
+                event += num(10, 1) + msg(4, num(1, 2), msg(6, b"all-reduce.1"))
+            out.append(msg(1, seq, num(8, base + ts - clock), msg(11, event)))
+            clock = base + ts
+    return b"".join(out)
+
+
 def self_test(engine):
     """The checker passes merge's layout and fails each layout merge avoids, for its reason."""
     # Two lines of one plane; the XLine ids are those of the JAX fixtures' host threads.
@@ -265,6 +308,19 @@ def self_test(engine):
             path = os.path.join(tmp, "doc.json")
             with open(path, "w") as f:
                 f.write(text)
+            found, _ = problems(engine, path)
+            if expect is None and found:
+                sys.exit(f"self-test: {what}: the checker refuses it: {found}")
+            if expect is not None and not any(expect in p for p in found):
+                sys.exit(f"self-test: {what}: the checker lets it pass ({found})")
+            print(f"Perfetto trace processor, self-test: {what}: "
+                  + ("passes" if expect is None else "refused: " + next(p for p in found if expect in p)))
+        for what, data, expect in [
+                ("protobuf trace as merge writes it", proto_doc(), None),
+                ("protobuf trace with the packet defaults set again per line", proto_doc(True), "in Perfetto")]:
+            path = os.path.join(tmp, "doc.pftrace")
+            with open(path, "wb") as f:
+                f.write(data)
             found, _ = problems(engine, path)
             if expect is None and found:
                 sys.exit(f"self-test: {what}: the checker refuses it: {found}")

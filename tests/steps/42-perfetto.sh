@@ -7,7 +7,8 @@
 # Perfetto's protobuf format, by Python's json module for the Chrome JSON):
 # 1. its self-test: merge's layout passes, and the layouts merge avoids fail for their
 #    reasons (64-bit tids fold lines, displayTimeUnit "ns" shifts times, a key before
-#    traceEvents hides every event, a flow end without "bp":"e" binds to no slice);
+#    traceEvents hides every event, a flow end without "bp":"e" binds to no slice; packet
+#    defaults set again per line lose every interned name in v20.1);
 # 2. the three real JAX traces (their XLine ids are 64-bit hashes), merged into
 #    merged.pftrace (the default) and into the Chrome JSON (--chrome), each checked, and the
 #    two compared through Perfetto's tables (--same: the same slices, args and flows);
