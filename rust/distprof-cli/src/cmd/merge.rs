@@ -47,7 +47,8 @@ pub struct Args {
     pftrace: Option<PathBuf>,
     /// Write the Perfetto output as Chrome Trace Event JSON instead (for chrome://tracing and
     /// tools that read only JSON), to PATH (default `<out>/merged.trace.json`). With
-    /// --nodes: give no PATH (the shard's fragment is in its --out).
+    /// --nodes: give no PATH (the shard's fragment is in its --out). A bare --chrome takes
+    /// the next word as its PATH unless it is a flag: put it after the inputs.
     #[arg(long, value_name = "PATH", num_args = 0..=1, conflicts_with = "pftrace")]
     chrome: Option<Option<PathBuf>>,
     /// Do not write the Perfetto output (only the XProf run directory).

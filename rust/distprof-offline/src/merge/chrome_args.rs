@@ -336,8 +336,11 @@ pub(super) fn stat_metadata<'a>(fields: &[Field<'a>]) -> Result<Vec<(i64, &'a [u
     Ok(out)
 }
 
-/// The event metadata of a plane: (id, display name or else name, its stats).
-pub(super) fn event_metadata<'a>(fields: &[Field<'a>]) -> Result<Vec<(i64, &'a [u8], Vec<&'a [u8]>)>, WireError> {
+/// One event metadata: id, display name or else name, its stats.
+pub(super) type EventMetadata<'a> = (i64, &'a [u8], Vec<&'a [u8]>);
+
+/// The event metadata of a plane.
+pub(super) fn event_metadata<'a>(fields: &[Field<'a>]) -> Result<Vec<EventMetadata<'a>>, WireError> {
     let mut out = Vec::new();
     for x in fields.iter().filter(|x| x.number == PLANE_EVENT_METADATA && x.wire_type == protobuf::LEN) {
         let (key, value) = map_entry(x.bytes)?;
