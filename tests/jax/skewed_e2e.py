@@ -328,7 +328,7 @@ def main():
     assert v["after"]["violations"] == 0, v["after"]
 
     merged = os.path.join(a.out_dir, "merged")
-    out = subprocess.run([a.distprof, "merge", *inputs, "--out", merged], capture_output=True, text=True)
+    out = subprocess.run([a.distprof, "merge", *inputs, "--out", merged, "--chrome"], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"distprof merge failed: {out.stderr}")
     # The merged planes are on one timeline already: checked as they are.

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Checks a merged Chrome JSON (`distprof merge`) against what Perfetto's own trace
-processor makes of it: the tracks, slices, times, args and flows that the UI would draw.
+"""Checks a merged trace (`distprof merge`: Perfetto's protobuf `merged.pftrace`, or the
+Chrome JSON of `--chrome`) against what Perfetto's own trace processor makes of it: the
+tracks, slices, times, args and flows that the UI would draw.
 
-    check_merged.py ENGINE_DIR MERGED_JSON
+    check_merged.py ENGINE_DIR MERGED.pftrace|MERGED.json
+    check_merged.py ENGINE_DIR --same JSON PFTRACE
     check_merged.py ENGINE_DIR --self-test
 
 ENGINE_DIR holds Perfetto's WebAssembly trace processor (tests/setup/55-perfetto-ui.sh),
-driven by tests/perfetto/trace_processor.js. Every expectation is read from the JSON
-itself with Python's json module, independently of distprof:
+driven by tests/perfetto/trace_processor.js. Every expectation is read from the trace
+itself, independently of distprof: a protobuf trace by pftrace.py (its packets, tracks,
+interned names, incremental clock, slice begins and ends, annotations and flow ids, as the
+format defines them), a JSON one with Python's json module. For a JSON trace:
 
 - every pid named by `process_name` is one process of Perfetto's with that name, every
   (pid, tid) named by `thread_name` one thread with that name, and every `X` event one
@@ -19,11 +23,20 @@ itself with Python's json module, independently of distprof:
   from the slice enclosing one point to the slice enclosing the next;
 - Perfetto counted no import error.
 
+For a protobuf trace the same holds of its process and thread tracks, its slices (begin
+and end, at their ns exactly), their debug annotations and the slices of each flow id.
+
+With --same, the two outputs of one input (merged once with --chrome, once without) must
+give Perfetto the same processes, threads, slices (JSON times plus its
+baseTimeNanoseconds), args and flow links, compared table to table.
+
 With --self-test it checks the checker against the same parser on small documents: one
 as merge writes them passes; the layouts merge avoids fail, each for its reason (raw
 64-bit XLine ids as tids fold two lines onto one track, `displayTimeUnit` "ns" puts every
 event 1000 times early, a key before `traceEvents` hides every event, a flow end without
-`"bp":"e"` binds to no slice).
+`"bp":"e"` binds to no slice); and a small protobuf trace as merge writes it passes, while
+the same with the packet defaults set again at every line fails (v20.1 then resolves no
+interned name).
 """
 import argparse
 import bisect
@@ -33,6 +46,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+import pftrace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -95,20 +110,20 @@ def flow_links(events, slices):
     return links
 
 
-def perfetto_view(engine, trace):
+def perfetto_view(engine, trace, arg_prefix="args."):
     threads, processes, slices, args, flows, errors = query(
         engine, trace,
         "select p.pid, t.tid, t.name from thread t join process p using(upid) where p.pid is not null",
         "select pid, name from process",
         "select p.pid, t.tid, s.ts, s.dur, s.name, s.arg_set_id, s.id from slice s "
         "join thread_track tt on s.track_id = tt.id join thread t using(utid) join process p using(upid)",
-        "select arg_set_id, key, int_value, string_value, real_value from args where key glob 'args.*'",
+        f"select arg_set_id, key, int_value, string_value, real_value from args where key glob '{arg_prefix}*'",
         "select slice_out, slice_in from flow",
         "select name, idx, value from stats where severity in ('error', 'data_losses') and value > 0")
     by_set = collections.defaultdict(dict)
     for set_id, key, i, s, r in args:
         values = [v for v in (i, s, r) if v is not None]
-        by_set[set_id][key[len("args."):]] = values[0] if values else None
+        by_set[set_id][key[len(arg_prefix):]] = values[0] if values else None
     tp_slices = collections.defaultdict(list)
     # A flow's ends as flow_links gives them: (pid, tid, ts) of the slice, by slice id.
     where = {}
@@ -126,12 +141,25 @@ def same_value(a, b):
     return a == b
 
 
+def expected_pftrace(path):
+    names, slices, flows = pftrace.read(path)
+    links = collections.Counter()
+    for _, points in flows:
+        links.update(zip(points, points[1:]))
+    return names, slices, links
+
+
 def problems(engine, path):
-    """What Perfetto's trace processor draws differently from what the JSON at `path` says."""
-    with open(path) as f:
-        doc = json.load(f)
-    want_names, want_slices, want_links = expected(doc)
-    names, slices, links, errors = perfetto_view(engine, path)
+    """What Perfetto's trace processor draws differently from what the trace at `path` says."""
+    proto = path.endswith(".pftrace")
+    if proto:
+        want_names, want_slices, want_links = expected_pftrace(path)
+    else:
+        with open(path) as f:
+            want_names, want_slices, want_links = expected(json.load(f))
+    names, slices, links, errors = perfetto_view(engine, path, "debug." if proto else "args.")
+    # A JSON dur goes through a double and can lose its last ns; a protobuf time cannot.
+    dur_slack = 0 if proto else 1
     found = []
     if errors:
         found.append(f"Perfetto counted import errors: {errors}")
@@ -142,13 +170,13 @@ def problems(engine, path):
         want = sorted(want_slices.get(key, []), key=lambda s: (s[0], s[2]))
         got = sorted(slices.get(key, []), key=lambda s: (s[0], s[2]))
         if len(want) != len(got):
-            found.append(f"thread {key}: {len(got)} slices in Perfetto, {len(want)} X events in the JSON")
+            found.append(f"thread {key}: {len(got)} slices in Perfetto, {len(want)} in the trace")
             continue
         for w, g in zip(want, got):
             # ts is exact (v20 parses its decimal text); dur goes through a double and is
             # truncated there, so 4.028 µs can read as 4027 ns.
-            if w[0] != g[0] or w[2] != g[2] or not 0 <= w[1] - g[1] <= 1:
-                found.append(f"thread {key}: JSON {w[:3]} is {g[:3]} in Perfetto")
+            if w[0] != g[0] or w[2] != g[2] or not 0 <= w[1] - g[1] <= dur_slack:
+                found.append(f"thread {key}: {w[:3]} in the trace is {g[:3]} in Perfetto")
                 break
             if w[3].keys() != g[3].keys() or not all(same_value(w[3][k], g[3][k]) for k in w[3]):
                 found.append(f"thread {key}: args {w[3]} are {g[3]} in Perfetto")
@@ -156,8 +184,8 @@ def problems(engine, path):
     if links != want_links:
         wrong = list((links - want_links).elements())[:3]
         missing = list((want_links - links).elements())[:3]
-        found.append(f"{sum(links.values())} flow links in Perfetto, {sum(want_links.values())} in the JSON; "
-                     f"links not in the JSON {wrong}, links Perfetto lacks {missing}")
+        found.append(f"{sum(links.values())} flow links in Perfetto, {sum(want_links.values())} in the trace; "
+                     f"links not in the trace {wrong}, links Perfetto lacks {missing}")
     return found, (len(want_names), sum(len(v) for v in want_slices.values()), len(want_slices),
                    sum(1 for v in want_slices.values() for s in v if s[3]), sum(links.values()))
 
@@ -165,9 +193,86 @@ def problems(engine, path):
 def check(engine, path):
     found, (named, n, tracks, with_args, links) = problems(engine, path)
     if found:
-        sys.exit(f"{path}: Perfetto does not draw what the JSON says:\n  " + "\n  ".join(found[:20]))
+        sys.exit(f"{path}: Perfetto does not draw what the trace says:\n  " + "\n  ".join(found[:20]))
     print(f"Perfetto trace processor: {path}: {named} named processes and threads, {n} slices on {tracks} "
           f"tracks at their times, {with_args} with their args, {links} flow links")
+
+
+def same(engine, json_path, proto_path):
+    """The Chrome JSON and the protobuf trace of one input, as Perfetto reads each."""
+    with open(json_path) as f:
+        base = json.load(f)["metadata"]["baseTimeNanoseconds"]
+    jn, js, jl, je = perfetto_view(engine, json_path, "args.")
+    pn, ps, pl, pe = perfetto_view(engine, proto_path, "debug.")
+    found = [f"{p}: Perfetto counted import errors: {e}" for p, e in ((json_path, je), (proto_path, pe)) if e]
+    shift = lambda where: where and (where[0], where[1], where[2] + base)
+    js = {k: sorted((ts + base, dur, name, args) for ts, dur, name, args in v) for k, v in js.items()}
+    ps = {k: sorted(v) for k, v in ps.items()}
+    jl = collections.Counter({(shift(a), shift(b)): n for (a, b), n in jl.items()})
+    # Perfetto names the threads and processes it creates for the pids of the JSON alone.
+    jn = {k: v for k, v in jn.items() if v is not None}
+    pn = {k: v for k, v in pn.items() if v is not None}
+    if jn != pn:
+        found.append(f"names differ: JSON only {sorted(set(jn.items()) - set(pn.items()))[:5]}, "
+                     f"protobuf only {sorted(set(pn.items()) - set(jn.items()))[:5]}")
+    for key in sorted(set(js) | set(ps)):
+        a, b = js.get(key, []), ps.get(key, [])
+        if len(a) != len(b):
+            found.append(f"thread {key}: {len(a)} slices from the JSON, {len(b)} from the protobuf trace")
+            continue
+        for x, y in zip(a, b):
+            # The JSON's dur may lose its last ns in a double (see problems()).
+            if x[0] != y[0] or x[2] != y[2] or not 0 <= y[1] - x[1] <= 1 or x[3].keys() != y[3].keys() \
+                    or not all(same_value(x[3][k], y[3][k]) for k in x[3]):
+                found.append(f"thread {key}: JSON {x} is {y} in the protobuf trace")
+                break
+    if jl != pl:
+        found.append(f"flow links: {sum(jl.values())} from the JSON, {sum(pl.values())} from the protobuf trace")
+    if found:
+        sys.exit(f"{json_path} and {proto_path} differ in Perfetto:\n  " + "\n  ".join(found[:20]))
+    print(f"Perfetto trace processor: {json_path} and {proto_path}: the same {len(pn)} named processes and "
+          f"threads, {sum(len(v) for v in ps.values())} slices with their args, {sum(pl.values())} flow links")
+
+
+def proto_doc(defaults_per_line=False):
+    """A small protobuf trace as merge writes it (one sequence, names interned, times on the
+    incremental clock 64 reset per line, each event naming its track), or with the packet
+    defaults set again at every line (which v20.1 answers by resolving no interned name)."""
+    def varint(v):
+        out = bytearray()
+        while True:
+            b, v = v & 0x7F, v >> 7
+            out.append(b | (0x80 if v else 0))
+            if not v:
+                return bytes(out)
+
+    def num(n, v):
+        return varint(n << 3) + varint(v)
+
+    def msg(n, *parts):
+        body = b"".join(parts)
+        return varint(n << 3 | 2) + varint(len(body)) + body
+
+    seq = num(10, 3)
+    defaults = msg(59, num(58, 64))
+    snapshot = msg(6, msg(1, num(1, 64), num(2, 0), num(3, 1)), msg(1, num(1, 6), num(2, 0)))
+    base = 1_763_000_000_000_000_000
+    out = [msg(1, seq, num(13, 1), defaults),
+           msg(1, seq, msg(60, num(1, 100), msg(3, num(1, 1), msg(6, b"node 0")))),
+           msg(1, seq, msg(12, msg(2, num(1, 1), msg(2, b"all-reduce")), msg(3, num(1, 2), msg(2, b"hlo_op"))))]
+    for tid, slices in ((1, [(10, 20), (20, 30)]), (2, [(15, 18)])):
+        uuid = 100 + tid
+        out.append(msg(1, seq, msg(60, num(1, uuid), msg(4, num(1, 1), num(2, tid), msg(5, b"stream %d" % tid)))))
+        out.append(msg(1, seq, snapshot, defaults if defaults_per_line else b""))
+        clock = 0
+        points = sorted([(e, 0, 2, None) for b, e in slices] + [(b, 1, 1, e) for b, e in slices])
+        for ts, _, kind, _ in points:
+            event = num(9, kind) + num(11, uuid)
+            if kind == 1:
+                event += num(10, 1) + msg(4, num(1, 2), msg(6, b"all-reduce.1"))
+            out.append(msg(1, seq, num(8, base + ts - clock), msg(11, event)))
+            clock = base + ts
+    return b"".join(out)
 
 
 def self_test(engine):
@@ -198,11 +303,15 @@ def self_test(engine):
         ("metadata before traceEvents", doc(lambda s, r: s, head='"metadata":{"a":1},'), "slices in Perfetto"),
         ('a flow end without "bp":"e"', doc(lambda s, r: s, end_binding={}), "flow links"),
     ]
+    cases = [(what, "doc.json", text.encode(), expect) for what, text, expect in cases] + [
+        ("protobuf trace as merge writes it", "doc.pftrace", proto_doc(), None),
+        ("protobuf trace with the packet defaults set again per line", "doc.pftrace", proto_doc(True), "in Perfetto"),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
-        for what, text, expect in cases:
-            path = os.path.join(tmp, "doc.json")
-            with open(path, "w") as f:
-                f.write(text)
+        for what, name, data, expect in cases:
+            path = os.path.join(tmp, name)
+            with open(path, "wb") as f:
+                f.write(data)
             found, _ = problems(engine, path)
             if expect is None and found:
                 sys.exit(f"self-test: {what}: the checker refuses it: {found}")
@@ -211,19 +320,21 @@ def self_test(engine):
             print(f"Perfetto trace processor, self-test: {what}: "
                   + ("passes" if expect is None else "refused: " + next(p for p in found if expect in p)))
 
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("engine", help="directory of engine_bundle.js and trace_processor.wasm")
-    ap.add_argument("merged", nargs="?", help="a merged.trace.json written by distprof merge")
+    ap.add_argument("merged", nargs="?", help="a merged.pftrace or merged.trace.json written by distprof merge")
     ap.add_argument("--self-test", action="store_true", help="check the checker on small documents")
+    ap.add_argument("--same", nargs=2, metavar=("JSON", "PFTRACE"), help="compare the two outputs of one input")
     a = ap.parse_args()
-    if a.self_test:
+    if a.same:
+        same(a.engine, *a.same)
+    elif a.self_test:
         self_test(a.engine)
     elif a.merged:
         check(a.engine, a.merged)
     else:
-        ap.error("give a merged.trace.json, or --self-test")
+        ap.error("give a merged.pftrace or merged.trace.json, --same JSON PFTRACE, or --self-test")
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ function query(sql) {
           let v = null;
           if (c === 2) {
             const i = ints[ni++];
-            v = Number.isSafeInteger(Number(i)) ? Number(i) : i.toString();
+            v = Number.isSafeInteger(Number(i)) ? Number(i) : i;
           } else if (c === 3) v = floats[nf++];
           else if (c === 4) v = strs[ns++];
           row.push(v);
@@ -167,7 +167,10 @@ setImmediate(() => {
   for (const sql of queries) {
     const r = query(sql);
     failed ||= 'error' in r;
-    out(JSON.stringify(r));
+    // Integers past 2^53 (epoch ns) are printed exactly, as JSON numbers: a BigInt goes
+    // through a marked string that is unquoted afterwards.
+    const text = JSON.stringify(r, (_, v) => (typeof v === 'bigint' ? `\u0000big${v}` : v));
+    out(text.replace(/"\\u0000big(-?\d+)"/g, '$1'));
   }
   // Not process.exit(): it would cut the output short where stdout is a pipe.
   process.exitCode = failed ? 1 : 0;

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# The merged Chrome JSON as Perfetto's own trace processor reads it (a WebAssembly build of
-# Perfetto v20.1 from the npm registry, fetched by tests/setup/55-perfetto-ui.sh, driven by
-# tests/perfetto/trace_processor.js). tests/perfetto/check_merged.py compares what it draws
-# (processes, threads, slices with times and args, flow links between slices, import
-# errors) with the JSON:
+# The merged Perfetto outputs as Perfetto's own trace processor reads them (a WebAssembly
+# build of Perfetto v20.1 from the npm registry, fetched by tests/setup/55-perfetto-ui.sh,
+# driven by tests/perfetto/trace_processor.js). tests/perfetto/check_merged.py compares what
+# it draws (processes, threads, slices with times and args, flow links between slices,
+# import errors) with what the trace itself says (read by tests/perfetto/pftrace.py for
+# Perfetto's protobuf format, by Python's json module for the Chrome JSON):
 # 1. its self-test: merge's layout passes, and the layouts merge avoids fail for their
 #    reasons (64-bit tids fold lines, displayTimeUnit "ns" shifts times, a key before
-#    traceEvents hides every event, a flow end without "bp":"e" binds to no slice);
-# 2. the three real JAX traces merged with --flows;
-# 3. a GPU-like trace of two nodes (several lines per plane, args on every event) merged
-#    with --flows.
+#    traceEvents hides every event, a flow end without "bp":"e" binds to no slice; packet
+#    defaults set again per line lose every interned name in v20.1);
+# 2. the three real JAX traces (their XLine ids are 64-bit hashes), merged into
+#    merged.pftrace (the default) and into the Chrome JSON (--chrome), each checked, and the
+#    two compared through Perfetto's tables (--same: the same slices, args and flows);
+# 3. a GPU-like trace of two nodes (several lines per plane, args on every event), the same.
+# Flows (--flows) are in the Chrome JSON only (see docs/merge.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 engine=.cache/perfetto-ui
@@ -18,9 +22,18 @@ cargo build --quiet -p distprof-cli
 distprof=target/debug/distprof
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 tests/perfetto/check_merged.py "$engine" --self-test
-"$distprof" merge tests/fixtures/jax --allow-uncorrected --flows --out "$work/jax" >/dev/null
-python3 tests/perfetto/check_merged.py "$engine" "$work/jax/merged.trace.json"
+check=tests/perfetto/check_merged.py
+python3 "$check" "$engine" --self-test
+both() { # input dir, output dir, merge flags...
+    local in=$1 out=$2
+    shift 2
+    "$distprof" merge "$in" "$@" --out "$out/pftrace" >/dev/null 2>&1
+    "$distprof" merge "$in" "$@" --chrome --out "$out/json" >/dev/null 2>&1
+    "$distprof" merge "$in" "$@" --chrome --flows --out "$out/flows" >/dev/null 2>&1
+    python3 "$check" "$engine" "$out/pftrace/merged.pftrace"
+    python3 "$check" "$engine" "$out/flows/merged.trace.json"
+    python3 "$check" "$engine" --same "$out/json/merged.trace.json" "$out/pftrace/merged.pftrace"
+}
+both tests/fixtures/jax "$work/jax" --allow-uncorrected
 "$distprof" bench merge --size-mb 8 --nodes 2 --dir "$work/gpu" --skip-baseline --repeat 1 --jobs 1 >/dev/null 2>&1
-"$distprof" merge "$work/gpu/in" --flows --out "$work/gpu/merged" >/dev/null
-python3 tests/perfetto/check_merged.py "$engine" "$work/gpu/merged/merged.trace.json"
+both "$work/gpu/in" "$work/gpu"

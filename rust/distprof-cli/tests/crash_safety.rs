@@ -197,8 +197,36 @@ fn kill9_of_probing_nodes_never_loses_a_closed_window() {
     assert!(counts.windows_announced >= 100, "no node announced its windows (log filter?): {counts:?}");
 }
 
+/// Whether `bytes` are a Perfetto `Trace`: packets (field 1, length-delimited) that end
+/// exactly at its end.
+fn whole_packets(bytes: &[u8]) -> bool {
+    let varint = |pos: &mut usize| -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *bytes.get(*pos)?;
+            *pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    };
+    let mut pos = 0;
+    while pos < bytes.len() {
+        if varint(&mut pos) != Some(0x0a) {
+            return false;
+        }
+        match varint(&mut pos) {
+            Some(len) if pos as u64 + len <= bytes.len() as u64 => pos += len as usize,
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// Every visible output of a merge is whole: each `.xplane.pb` decodes, the Chrome JSON
-/// parses. Returns (whole files, hidden temporary files left by the kill).
+/// parses, merged.pftrace is whole packets. Returns (whole files, hidden temporary files left by the kill).
 fn check_merge_output(out: &Path) -> (u32, u32) {
     let (mut whole, mut temps) = (0, 0);
     let mut files: Vec<PathBuf> = Vec::new();
@@ -223,6 +251,10 @@ fn check_merge_output(out: &Path) -> (u32, u32) {
             let text = std::fs::read_to_string(&p).unwrap();
             serde_json::from_str::<serde_json::Value>(&text)
                 .unwrap_or_else(|e| panic!("{} is not whole JSON after kill -9: {e}", p.display()));
+            whole += 1;
+        } else if name.ends_with(".pftrace") {
+            let bytes = std::fs::read(&p).unwrap();
+            assert!(whole_packets(&bytes), "{} is not whole TracePackets after kill -9", p.display());
             whole += 1;
         } else {
             panic!("unexpected file in the merge output: {}", p.display());

@@ -50,7 +50,7 @@ fn merge_without_models_needs_the_flag_and_then_writes_an_xprof_run() {
         String::from_utf8_lossy(&ok.stderr).contains("distprof merge: node 2:"),
         "progress on stderr"
     );
-    assert!(out.join("merged.trace.json").exists());
+    assert!(out.join("merged.pftrace").exists());
 
     // The fixtures share one real clock: no violations, and exit status 0.
     let v = distprof()
@@ -383,5 +383,5 @@ fn a_models_file_of_another_run_is_refused_and_leaves_no_output() {
     assert!(!out.exists(), "a refused merge leaves nothing");
     let ok = merge("this_run.json");
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    assert!(out.join("merged.trace.json").exists());
+    assert!(out.join("merged.pftrace").exists());
 }

@@ -50,8 +50,8 @@ fn parallel_and_sharded_merges_give_the_bytes_of_the_serial_merge() {
     let report = run(&[inputs.as_os_str(), os("--out"), parallel.as_os_str(), os("--jobs"), os("4")]);
     assert_eq!(report["nodes"].as_array().unwrap().len(), 4);
     let a = files(&serial);
-    assert_eq!(a.len(), 5, "four traces and the Chrome JSON: {:?}", a.keys().collect::<Vec<_>>());
-    assert!(a.keys().any(|k| k.ends_with("merged.trace.json")));
+    assert_eq!(a.len(), 5, "four traces and merged.pftrace: {:?}", a.keys().collect::<Vec<_>>());
+    assert!(a.keys().any(|k| k.ends_with("merged.pftrace")));
     let b = files(&parallel);
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     for (k, v) in &a {
@@ -127,9 +127,9 @@ fn flows_link_every_collective_occurrence_across_nodes_in_start_order() {
     let tmp = tempfile::tempdir().unwrap();
     let fx = jax_fixtures();
     let (a, b, plain) = (tmp.path().join("a"), tmp.path().join("b"), tmp.path().join("plain"));
-    run(&[fx.as_os_str(), os("--out"), a.as_os_str(), os("--allow-uncorrected"), os("--flows"), os("--jobs"), os("1")]);
-    run(&[fx.as_os_str(), os("--out"), b.as_os_str(), os("--allow-uncorrected"), os("--flows"), os("--jobs"), os("3")]);
-    let report = run(&[fx.as_os_str(), os("--out"), plain.as_os_str(), os("--allow-uncorrected")]);
+    run(&[fx.as_os_str(), os("--out"), a.as_os_str(), os("--allow-uncorrected"), os("--flows"), os("--jobs"), os("1"), os("--chrome")]);
+    run(&[fx.as_os_str(), os("--out"), b.as_os_str(), os("--allow-uncorrected"), os("--flows"), os("--jobs"), os("3"), os("--chrome")]);
+    let report = run(&[fx.as_os_str(), os("--out"), plain.as_os_str(), os("--allow-uncorrected"), os("--chrome")]);
     assert_eq!(files(&a), files(&b), "--flows gives the same bytes on every thread count");
     let text = std::fs::read_to_string(a.join("merged.trace.json")).unwrap();
     let checked = check_chrome_json(&text).unwrap();
@@ -160,7 +160,7 @@ fn flows_link_every_collective_occurrence_across_nodes_in_start_order() {
     // The synthetic GPU-like traces (models, host and device planes, 4 nodes) too.
     let inputs = synthetic(tmp.path(), 4);
     let c = tmp.path().join("synthetic");
-    run(&[inputs.as_os_str(), os("--out"), c.as_os_str(), os("--flows")]);
+    run(&[inputs.as_os_str(), os("--out"), c.as_os_str(), os("--flows"), os("--chrome")]);
     let checked = check_chrome_json(&std::fs::read_to_string(c.join("merged.trace.json")).unwrap()).unwrap();
     assert!(checked.flows > 100, "{} flows", checked.flows);
 
@@ -400,7 +400,7 @@ fn chrome_json_has_32_bit_distinct_tids_per_line_and_the_events_stats_as_args() 
         ("synthetic", synthetic_in, &[][..]),
     ] {
         let out = tmp.path().join(name);
-        let mut args: Vec<&std::ffi::OsStr> = vec![inputs.as_os_str(), os("--out"), out.as_os_str()];
+        let mut args: Vec<&std::ffi::OsStr> = vec![inputs.as_os_str(), os("--out"), out.as_os_str(), os("--chrome")];
         args.extend(extra.iter().map(|s| os(s)));
         let report = run(&args);
         let text = std::fs::read_to_string(out.join("merged.trace.json")).unwrap();

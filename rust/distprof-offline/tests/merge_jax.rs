@@ -270,6 +270,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     let opts = MergeOptions {
         out_dir: out.clone(),
         chrome: Some(chrome.clone()),
+        trace_format: distprof_offline::merge::trace_out::TraceFormat::ChromeJson,
         allow_uncorrected: false,
         models: vec![],
         models_origin: None,
@@ -427,6 +428,7 @@ fn merge_refuses_traces_without_a_model_and_names_the_fix() {
     let opts = MergeOptions {
         out_dir: tmp.path().into(),
         chrome: None,
+        trace_format: Default::default(),
         allow_uncorrected: false,
         models: vec![],
         models_origin: None,

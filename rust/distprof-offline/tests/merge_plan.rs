@@ -51,6 +51,7 @@ fn options(out: &Path) -> MergeOptions {
     MergeOptions {
         out_dir: out.to_path_buf(),
         chrome: Some(out.join("merged.trace.json")),
+        trace_format: distprof_offline::merge::trace_out::TraceFormat::ChromeJson,
         allow_uncorrected: false,
         models: Vec::new(),
         models_origin: None,
@@ -92,7 +93,7 @@ fn shards_of_a_plan_join_to_the_bytes_of_one_merge_and_read_only_their_traces() 
     merge_planned(&plan, &plan_path, &options(&s0), &shard_run("0-1"), &mut |_| {}).unwrap();
     std::fs::rename(&aside, &paths[2]).unwrap();
     merge_planned(&plan, &plan_path, &options(&s1), &shard_run("2"), &mut |_| {}).unwrap();
-    shard::join(&[s0, s1], &joined, Some(&joined.join("merged.trace.json"))).unwrap();
+    shard::join(&[s0, s1], &joined, Some(&joined.join("merged.trace.json")), distprof_offline::merge::trace_out::TraceFormat::ChromeJson).unwrap();
     let (a, b) = (files(&whole), files(&joined));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     assert!(a.len() == 4, "{:?}", a.keys());

@@ -253,6 +253,7 @@ pub fn xspace(data: &[u8]) {
     let opts = |out: &str| distprof_offline::merge::MergeOptions {
         out_dir: dir.join(out),
         chrome: Some(dir.join(format!("{out}.trace.json"))),
+        trace_format: distprof_offline::merge::trace_out::TraceFormat::ChromeJson,
         allow_uncorrected: true,
         models: Vec::new(),
         models_origin: None,

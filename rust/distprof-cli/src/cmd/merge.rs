@@ -1,6 +1,7 @@
 //! `distprof merge`: every node's trace onto one timeline (see docs/merge.md).
 
 use distprof_offline::merge::shard::NodeSet;
+use distprof_offline::merge::trace_out::TraceFormat;
 use distprof_offline::merge::{merge_planned, merge_with, plan, shard, MergeOptions, Plan, RunOptions};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -28,7 +29,7 @@ pub struct Args {
     /// Only solve: scan every input's small planes (not its events), solve the clock models
     /// and fix the origin and every node's ids, and write that plan to --out (a JSON file)
     /// for `--plan`. Takes the model flags (--models, --run-dir, --allow-uncorrected, --force).
-    #[arg(long, conflicts_with_all = ["join", "nodes", "plan", "chrome", "no_chrome", "flows", "jobs"])]
+    #[arg(long, conflicts_with_all = ["join", "nodes", "plan", "chrome", "pftrace", "no_perfetto", "flows", "jobs"])]
     solve_only: bool,
     /// Merge from a plan that `--solve-only` wrote (with --nodes: a shard) instead of
     /// scanning every input: reads the traces of its nodes and no other.
@@ -40,16 +41,24 @@ pub struct Args {
     /// Output directory; the XProf run goes to `<out>/plugins/profile/<run>/`.
     #[arg(short, long)]
     out: PathBuf,
-    /// Chrome Trace Event JSON for Perfetto (default `<out>/merged.trace.json`).
-    #[arg(long)]
-    chrome: Option<PathBuf>,
-    /// Do not write the Chrome JSON.
-    #[arg(long, conflicts_with = "chrome")]
-    no_chrome: bool,
-    /// Link each collective's participants across nodes with flow arrows in the Chrome
-    /// JSON, in the order they started (Perfetto draws them). Reads the merged outputs once
-    /// more; a whole merge only (not with --nodes or --join).
-    #[arg(long, conflicts_with_all = ["no_chrome", "nodes", "join"])]
+    /// Where the Perfetto output goes, in Perfetto's own protobuf format (default
+    /// `<out>/merged.pftrace`).
+    #[arg(long, value_name = "PATH")]
+    pftrace: Option<PathBuf>,
+    /// Write the Perfetto output as Chrome Trace Event JSON instead (for chrome://tracing and
+    /// tools that read only JSON), to PATH (default `<out>/merged.trace.json`). With
+    /// --nodes: give no PATH (the shard's fragment is in its --out). A bare --chrome takes
+    /// the next word as its PATH unless it is a flag: put it after the inputs.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, conflicts_with = "pftrace")]
+    chrome: Option<Option<PathBuf>>,
+    /// Do not write the Perfetto output (only the XProf run directory).
+    #[arg(long, alias = "no-chrome", conflicts_with_all = ["chrome", "pftrace"])]
+    no_perfetto: bool,
+    /// Link each collective's participants across nodes with flow arrows in the Chrome JSON
+    /// (with --chrome; merged.pftrace has none yet), in the order they started (Perfetto
+    /// draws them). Reads the merged outputs once more; a whole merge only (not with
+    /// --nodes or --join).
+    #[arg(long, conflicts_with_all = ["no_perfetto", "nodes", "join"])]
     flows: bool,
     /// Merge nodes without a usable clock model (no distprof plane, unreachable) as they are.
     #[arg(long)]
@@ -71,8 +80,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.jobs == Some(0) {
         anyhow::bail!("--jobs 0: give at least 1 (or leave it out for every core)");
     }
-    if args.nodes.is_some() && args.chrome.is_some() {
-        anyhow::bail!("--chrome with --nodes: a shard writes its Chrome JSON records into its --out as {}; give --chrome to the --join step", shard::FRAGMENT_FILE);
+    if args.nodes.is_some() && (matches!(args.chrome, Some(Some(_))) || args.pftrace.is_some()) {
+        anyhow::bail!("--chrome PATH or --pftrace with --nodes: a shard writes its Perfetto records into its --out as {}; give the path to the --join step (and --chrome without a path to every shard and the join for JSON)", shard::FRAGMENT_FILE);
+    }
+    if args.flows && args.chrome.is_none() {
+        anyhow::bail!("--flows: the flow arrows are drawn in the Chrome JSON only (merged.pftrace has none yet); add --chrome to draw them");
     }
     if args.plan.is_some() && !args.inputs.is_empty() {
         anyhow::bail!("--plan lists the inputs its solve step was given; give no inputs with --plan (or leave out --plan)");
@@ -83,14 +95,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.solve_only {
         return solve_only(args);
     }
-    let chrome = if args.no_chrome {
+    let format = if args.chrome.is_some() { TraceFormat::ChromeJson } else { TraceFormat::Pftrace };
+    let chrome = if args.no_perfetto {
         None
     } else {
-        Some(
-            args.chrome
-                .clone()
-                .unwrap_or_else(|| args.out.join("merged.trace.json")),
-        )
+        let given = args.chrome.clone().flatten().or_else(|| args.pftrace.clone());
+        Some(given.unwrap_or_else(|| args.out.join(format.default_file_name())))
     };
     // Nothing is created here: merge writes its output directory whole or not at all.
     let start = std::time::Instant::now();
@@ -98,10 +108,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if args.models.given() {
             anyhow::bail!("--join takes the shards as they were merged; give --models/--run-dir to every shard's merge instead");
         }
-        let report = shard::join(&args.inputs, &args.out, chrome.as_deref())?;
+        let report = shard::join(&args.inputs, &args.out, chrome.as_deref(), format)?;
         return print_report(&report, start.elapsed().as_secs_f64(), args.json);
     }
-    let opts = merge_options(&args, chrome)?;
+    let opts = merge_options(&args, chrome, format)?;
     let run = RunOptions {
         jobs: args.jobs.unwrap_or(0),
         nodes: args.nodes,
@@ -115,10 +125,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     print_report(&report, start.elapsed().as_secs_f64(), args.json)
 }
 
-fn merge_options(args: &Args, chrome: Option<PathBuf>) -> anyhow::Result<MergeOptions> {
+fn merge_options(args: &Args, chrome: Option<PathBuf>, trace_format: TraceFormat) -> anyhow::Result<MergeOptions> {
     Ok(MergeOptions {
         out_dir: args.out.clone(),
         chrome,
+        trace_format,
         allow_uncorrected: args.allow_uncorrected,
         models: args.models.load()?,
         models_origin: args.models.origin()?,
@@ -133,7 +144,7 @@ fn solve_only(args: Args) -> anyhow::Result<ExitCode> {
     if args.out.is_dir() {
         anyhow::bail!("--out {} is a directory; with --solve-only, --out names the plan file to write (e.g. --out plan.json)", args.out.display());
     }
-    let opts = merge_options(&args, None)?;
+    let opts = merge_options(&args, None, TraceFormat::default())?;
     let (plan, _, stats) = plan::solve(&args.inputs, &opts, &mut |line| eprintln!("distprof merge: {line}"))?;
     plan.write(&args.out)?;
     let secs = start.elapsed().as_secs_f64();
@@ -192,7 +203,7 @@ fn print_report(report: &distprof_offline::merge::MergeReport, secs: f64, json: 
         }
         println!("XProf run: {}", report.run_dir.display());
         if let Some(c) = &report.chrome {
-            println!("Perfetto/Chrome JSON: {}", c.display());
+            println!("Perfetto: {}", c.display());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -365,7 +365,7 @@ mod tests {
     fn writes_valid_json_with_relative_ns_timestamps_and_args() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("doc.json");
-        let doc = super::super::chrome_doc::ChromeDoc::create(&path, Some(1_763_000_000_000_000_000)).unwrap();
+        let doc = super::super::chrome_doc::ChromeDoc::create(&path, Some(1_763_000_000_000_000_000), super::super::trace_out::TraceFormat::ChromeJson).unwrap();
         let region = doc.next_job(1, |_| 1_000).unwrap();
         let mut w = ChromeWriter::new(region.writer, 1);
         let pid = w.begin_process("node 1 \"h\" /host:CPU").unwrap();

@@ -25,24 +25,24 @@ pub const STR_CAP_BYTES: usize = 256;
 const DENSE_IDS: i64 = 1 << 16;
 
 /// Metadata by id: a vector for small ids, a map for the rest.
-struct IdTable<T> {
+pub(super) struct IdTable<T> {
     dense: Vec<Option<T>>,
     sparse: HashMap<i64, T>,
 }
 
 impl<T> IdTable<T> {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self { dense: Vec::new(), sparse: HashMap::new() }
     }
     #[inline]
-    fn get(&self, id: i64) -> Option<&T> {
+    pub(super) fn get(&self, id: i64) -> Option<&T> {
         if (0..DENSE_IDS).contains(&id) {
             self.dense.get(id as usize).and_then(Option::as_ref)
         } else {
             self.sparse.get(&id)
         }
     }
-    fn insert(&mut self, id: i64, v: T) {
+    pub(super) fn insert(&mut self, id: i64, v: T) {
         if (0..DENSE_IDS).contains(&id) {
             let i = id as usize;
             if self.dense.len() <= i {
@@ -82,16 +82,7 @@ impl PlaneArgs {
     /// From the plane's fields other than lines.
     pub fn new(fields: &[Field<'_>]) -> Result<Self, WireError> {
         let mut stats = IdTable::new();
-        for x in fields.iter().filter(|x| x.number == PLANE_STAT_METADATA && x.wire_type == protobuf::LEN) {
-            // The map key is the id that XStat.metadata_id refers to.
-            let (key, value) = map_entry(x.bytes)?;
-            let mut name = &b""[..];
-            let mut f = Fields::new(value, 0);
-            while let Some(y) = f.next_field()? {
-                if y.number == STAT_META_NAME {
-                    name = y.bytes;
-                }
-            }
+        for (key, name) in stat_metadata(fields)? {
             let as_value = written(|c| {
                 c.push(b'"');
                 escape_lossy(name, STR_CAP_BYTES, c);
@@ -102,20 +93,7 @@ impl PlaneArgs {
             stats.insert(key, StatMeta { key: key_bytes, as_value });
         }
         let mut out = Self { events: IdTable::new(), stats };
-        for x in fields.iter().filter(|x| x.number == PLANE_EVENT_METADATA && x.wire_type == protobuf::LEN) {
-            let (key, value) = map_entry(x.bytes)?;
-            let (mut name, mut display) = (&b""[..], &b""[..]);
-            let mut meta_stats = Vec::new();
-            let mut f = Fields::new(value, 0);
-            while let Some(y) = f.next_field()? {
-                match y.number {
-                    EVENT_META_NAME => name = y.bytes,
-                    EVENT_META_DISPLAY_NAME => display = y.bytes,
-                    EVENT_META_STATS if y.wire_type == protobuf::LEN => meta_stats.push(y.bytes),
-                    _ => {}
-                }
-            }
-            let n = if display.is_empty() { name } else { display };
+        for (key, n, meta_stats) in event_metadata(fields)? {
             let name_field = written(|c| {
                 c.put(b",\"name\":\"");
                 escape_lossy(n, usize::MAX, c);
@@ -201,16 +179,7 @@ impl PlaneArgs {
 
     #[inline(never)]
     fn render_stat_general(&self, stat: &[u8], out: &mut Cursor<'_>) -> Result<(), WireError> {
-        let mut id = 0i64;
-        let mut value: Option<Field<'_>> = None;
-        let mut f = Fields::new(stat, 0);
-        while let Some(y) = f.next_field()? {
-            if y.number == STAT_METADATA_ID {
-                id = y.int as i64;
-            } else {
-                value = Some(y);
-            }
-        }
+        let (id, value) = stat_fields(stat)?;
         match self.stats.get(id) {
             Some(m) => out.put(&m.key),
             None => {
@@ -265,34 +234,7 @@ impl PlaneArgs {
             }
             dropped += m.dropped;
         }
-        // The event's fields in one tight loop (metadata id, offset, duration as varints,
-        // stats as length-delimited); anything else goes the general way.
-        let mut pos = 0;
-        let mut general = false;
-        while pos < ev.len() {
-            let key = ev[pos];
-            pos += 1;
-            match key {
-                0x08 | 0x10 | 0x18 | 0x28 => {
-                    if read_varint(ev, &mut pos).is_none() {
-                        general = true;
-                        break;
-                    }
-                }
-                0x22 => {
-                    let Some(end) = read_varint(ev, &mut pos).and_then(|l| pos.checked_add(l as usize)).filter(|&e| e <= ev.len()) else {
-                        general = true;
-                        break;
-                    };
-                    dropped += self.push_stat(&ev[pos..end], out, body);
-                    pos = end;
-                }
-                _ => {
-                    general = true;
-                    break;
-                }
-            }
-        }
+        let general = !common_event_stats(ev, |stat| dropped += self.push_stat(stat, out, body));
         if general {
             dropped = self.write_args_general(meta, ev, out, body);
         }
@@ -320,18 +262,106 @@ impl PlaneArgs {
             out.put(&m.args);
             m.dropped
         });
-        let mut f = Fields::new(ev, 0);
-        while let Ok(Some(x)) = f.next_field() {
-            if x.number == EVENT_STATS && x.wire_type == protobuf::LEN {
-                dropped += self.push_stat(x.bytes, out, body);
-            }
+        for stat in event_stats(ev) {
+            dropped += self.push_stat(stat, out, body);
         }
         dropped
     }
 }
 
+/// An XStat's metadata id and its value field (None when it has none).
+pub(super) fn stat_fields(stat: &[u8]) -> Result<(i64, Option<Field<'_>>), WireError> {
+    let (mut id, mut value) = (0i64, None);
+    let mut f = Fields::new(stat, 0);
+    while let Some(y) = f.next_field()? {
+        if y.number == STAT_METADATA_ID {
+            id = y.int as i64;
+        } else {
+            value = Some(y);
+        }
+    }
+    Ok((id, value))
+}
+
+/// Hands each stat of an XEvent of the common shape to `f`, in one tight loop (metadata id,
+/// offset, duration, occurrences as varints, stats as length-delimited); false at the first
+/// field of any other shape (or a malformed one), which its caller then reads the general
+/// way ([`event_stats`]), from the start.
+#[inline(always)]
+pub(super) fn common_event_stats(ev: &[u8], mut f: impl FnMut(&[u8])) -> bool {
+    let mut pos = 0;
+    while pos < ev.len() {
+        let key = ev[pos];
+        pos += 1;
+        match key {
+            0x08 | 0x10 | 0x18 | 0x28 => {
+                if read_varint(ev, &mut pos).is_none() {
+                    return false;
+                }
+            }
+            0x22 => {
+                let Some(end) = read_varint(ev, &mut pos).and_then(|l| pos.checked_add(l as usize)).filter(|&e| e <= ev.len()) else {
+                    return false;
+                };
+                f(&ev[pos..end]);
+                pos = end;
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The stats of an encoded XEvent, up to the first field that does not parse.
+pub(super) fn event_stats(ev: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut f = Fields::new(ev, 0);
+    std::iter::from_fn(move || f.next_field().ok().flatten()).filter(|x| x.number == EVENT_STATS && x.wire_type == protobuf::LEN).map(|x| x.bytes)
+}
+
+/// The stat metadata of a plane (its fields other than lines): (id, name).
+pub(super) fn stat_metadata<'a>(fields: &[Field<'a>]) -> Result<Vec<(i64, &'a [u8])>, WireError> {
+    let mut out = Vec::new();
+    for x in fields.iter().filter(|x| x.number == PLANE_STAT_METADATA && x.wire_type == protobuf::LEN) {
+        // The map key is the id that XStat.metadata_id refers to.
+        let (key, value) = map_entry(x.bytes)?;
+        let mut name = &b""[..];
+        let mut f = Fields::new(value, 0);
+        while let Some(y) = f.next_field()? {
+            if y.number == STAT_META_NAME {
+                name = y.bytes;
+            }
+        }
+        out.push((key, name));
+    }
+    Ok(out)
+}
+
+/// One event metadata: id, display name or else name, its stats.
+pub(super) type EventMetadata<'a> = (i64, &'a [u8], Vec<&'a [u8]>);
+
+/// The event metadata of a plane.
+pub(super) fn event_metadata<'a>(fields: &[Field<'a>]) -> Result<Vec<EventMetadata<'a>>, WireError> {
+    let mut out = Vec::new();
+    for x in fields.iter().filter(|x| x.number == PLANE_EVENT_METADATA && x.wire_type == protobuf::LEN) {
+        let (key, value) = map_entry(x.bytes)?;
+        let (mut name, mut display) = (&b""[..], &b""[..]);
+        let mut meta_stats = Vec::new();
+        let mut f = Fields::new(value, 0);
+        while let Some(y) = f.next_field()? {
+            match y.number {
+                EVENT_META_NAME => name = y.bytes,
+                EVENT_META_DISPLAY_NAME => display = y.bytes,
+                EVENT_META_STATS if y.wire_type == protobuf::LEN => meta_stats.push(y.bytes),
+                _ => {}
+            }
+        }
+        out.push((key, if display.is_empty() { name } else { display }, meta_stats));
+    }
+    Ok(out)
+}
+
 /// Key and value of a map entry (an int64 key, a message value).
-fn map_entry(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
+pub(super) fn map_entry(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
     let (mut key, mut value) = (0i64, &b""[..]);
     let mut f = Fields::new(entry, 0);
     while let Some(y) = f.next_field()? {

@@ -1,5 +1,5 @@
-//! The Chrome JSON document, assembled in node order from fragments that the nodes'
-//! workers write at the same time.
+//! The Perfetto output document (Chrome JSON or Perfetto's protobuf trace), assembled in
+//! node order from fragments that the nodes' workers write at the same time.
 //!
 //! A node's fragment (its records) has a size known only once it is written, and the
 //! document is one file in node order. So each node writes straight into a region of the
@@ -20,9 +20,12 @@
 //!   becomes a space.
 //!
 //! JSON allows any whitespace between tokens, so parsers do not see the padding; it adds
-//! less than 4 KiB per node.
+//! less than 4 KiB per node. The protobuf trace has no header or footer (a `Trace` is its
+//! packets, and fragments of packets concatenate), and pads each fragment with packets
+//! that readers skip (`pftrace::pad`).
 
 use super::chrome;
+use super::trace_out::TraceFormat;
 use super::direct_io::{self, DirectWriter, Part, ALIGN};
 use distprof::atomic_file::AtomicFile;
 use std::fs::File;
@@ -51,6 +54,7 @@ pub struct ChromeDoc {
     head_len: u64,
     /// The base time of a whole document (header and footer), None for a shard's fragment.
     base_ns: Option<i64>,
+    format: TraceFormat,
     layout: Mutex<Layout>,
 }
 
@@ -76,8 +80,8 @@ pub struct Region {
 
 /// The opening of a whole document (`base_ns` given) padded to a whole number of blocks;
 /// nothing for a shard's fragment file.
-fn padded_header(base_ns: Option<i64>) -> Vec<u8> {
-    if base_ns.is_none() {
+fn padded_header(base_ns: Option<i64>, format: TraceFormat) -> Vec<u8> {
+    if base_ns.is_none() || format == TraceFormat::Pftrace {
         return Vec::new();
     }
     let mut h = chrome::HEADER.to_vec();
@@ -88,10 +92,10 @@ fn padded_header(base_ns: Option<i64>) -> Vec<u8> {
 impl ChromeDoc {
     /// Starts writing `path`: a whole document with origin `base_ns`, or, without it, a
     /// shard's fragment file (records only, for [`write_pieces`] to join).
-    pub fn create(path: &Path, base_ns: Option<i64>) -> io::Result<Self> {
+    pub fn create(path: &Path, base_ns: Option<i64>, format: TraceFormat) -> io::Result<Self> {
         let atomic = AtomicFile::create(path)?;
         let file = atomic.handle()?;
-        let header = padded_header(base_ns);
+        let header = padded_header(base_ns, format);
         file.write_all_at(&header, 0)?;
         let head_len = header.len() as u64;
         Ok(Self {
@@ -100,6 +104,7 @@ impl ChromeDoc {
             path: path.to_path_buf(),
             head_len,
             base_ns,
+            format,
             layout: Mutex::new(Layout { cursor: head_len, fragments: Vec::new() }),
         })
     }
@@ -139,6 +144,11 @@ impl ChromeDoc {
         (k < jobs).then(|| self.reserve(&mut l, input_bytes(k)))
     }
 
+    /// The document's format.
+    pub fn format(&self) -> TraceFormat {
+        self.format
+    }
+
     /// The document's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -166,12 +176,12 @@ impl ChromeDoc {
             let end = self.head_len + pieces.iter().map(|p| p.len).sum::<u64>();
             direct_io::set_direct(&self.file, false);
             self.file.set_len(end)?;
-            end_document(&self.file, self.head_len, end, self.base_ns)?;
+            end_document(&self.file, self.head_len, end, self.base_ns, self.format)?;
             drop(self.file);
             return self.atomic.commit();
         }
         // Written again in order (the first document's temporary file goes with `self`).
-        write_pieces(&self.path, self.base_ns, &pieces)
+        write_pieces(&self.path, self.base_ns, self.format, &pieces)
     }
 }
 
@@ -204,8 +214,8 @@ fn collapse_gaps(file: &File, head_len: u64, pieces: &mut [Part]) -> bool {
 
 /// Ends a document whose records end at `end`: the footer with the origin `base_ns` (a
 /// whole document only), and the first record's separator turned into whitespace.
-fn end_document(file: &File, head_len: u64, end: u64, base_ns: Option<i64>) -> io::Result<()> {
-    if let Some(base_ns) = base_ns {
+fn end_document(file: &File, head_len: u64, end: u64, base_ns: Option<i64>, format: TraceFormat) -> io::Result<()> {
+    if let (Some(base_ns), TraceFormat::ChromeJson) = (base_ns, format) {
         file.write_all_at(&chrome::footer(base_ns), end)?;
         if end > head_len {
             file.write_all_at(b" ", head_len)?;
@@ -217,17 +227,17 @@ fn end_document(file: &File, head_len: u64, end: u64, base_ns: Option<i64>) -> i
 /// Writes `dest` from `pieces` in order: a whole document with origin `base_ns` (header,
 /// the pieces, footer), or a shard's fragment file without it. The join of shards, and
 /// the fallback of [`ChromeDoc::commit`].
-pub fn write_pieces(dest: &Path, base_ns: Option<i64>, pieces: &[Part]) -> io::Result<()> {
+pub fn write_pieces(dest: &Path, base_ns: Option<i64>, format: TraceFormat, pieces: &[Part]) -> io::Result<()> {
     let atomic = AtomicFile::create(dest)?;
     let mut out = DirectWriter::new(atomic.handle()?);
-    let header = padded_header(base_ns);
+    let header = padded_header(base_ns, format);
     out.buf().extend_from_slice(&header);
     let mut scratch = Vec::new();
     for p in pieces {
         out.append(p, 0, &mut scratch)?;
     }
     let (file, end) = out.finish()?;
-    end_document(&file, header.len() as u64, end, base_ns)?;
+    end_document(&file, header.len() as u64, end, base_ns, format)?;
     drop(file);
     atomic.commit()
 }
@@ -256,7 +266,7 @@ mod tests {
     /// The document of `nodes` (input sizes, record counts) written by `workers` threads.
     fn document(dir: &Path, nodes: &[(u64, usize, usize)], workers: usize, collapse: bool) -> Vec<u8> {
         let path = dir.join(format!("doc-{workers}-{collapse}.json"));
-        let doc = ChromeDoc::create(&path, Some(1_763_000_000_000_000_000)).unwrap();
+        let doc = ChromeDoc::create(&path, Some(1_763_000_000_000_000_000), TraceFormat::ChromeJson).unwrap();
         std::thread::scope(|s| {
             for _ in 0..workers {
                 s.spawn(|| loop {
@@ -281,7 +291,7 @@ mod tests {
                     std::iter::once(r).chain(o)
                 })
                 .collect();
-            write_pieces(&path, Some(1_763_000_000_000_000_000), &pieces).unwrap();
+            write_pieces(&path, Some(1_763_000_000_000_000_000), TraceFormat::ChromeJson, &pieces).unwrap();
         }
         std::fs::read(&path).unwrap()
     }

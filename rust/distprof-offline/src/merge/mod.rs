@@ -9,8 +9,9 @@
 //!
 //! Outputs: an XProf run directory `<out>/plugins/profile/<run>/node<k>.<host>.xplane.pb`
 //! (one file per node, distinct host names, globally unique plane ids, line timestamps
-//! relative to the global origin recorded as every node's `profile_start_time`), and a
-//! Chrome Trace Event JSON `<out>/<run>.trace.json` for Perfetto.
+//! relative to the global origin recorded as every node's `profile_start_time`), and the
+//! Perfetto output `<out>/merged.pftrace` in Perfetto's own protobuf format (`pftrace`), or
+//! on request a Chrome Trace Event JSON `<out>/merged.trace.json` (`chrome`).
 
 pub mod belong;
 pub mod chrome;
@@ -18,6 +19,7 @@ pub mod chrome_args;
 pub mod chrome_doc;
 pub mod cursor;
 pub mod flows;
+pub mod pftrace;
 pub mod direct_io;
 mod line_map;
 pub mod plan;
@@ -28,6 +30,7 @@ mod run;
 pub mod shard;
 pub mod sink;
 pub mod timemap;
+pub mod trace_out;
 pub mod protobuf;
 pub mod xspace_fields;
 
@@ -86,6 +89,8 @@ pub enum MergeError {
     MixedOutputs { merged: PathBuf, raw: PathBuf },
     #[error("{0}")]
     Shard(String),
+    #[error("--flows: the flow arrows are drawn in the Chrome JSON only (merged.pftrace has none yet); add --chrome to draw them")]
+    FlowsNeedChromeJson,
     #[error("{origin}: node {node}'s clock model has {problem} in window {window}; the file is damaged or not a clock model")]
     AbsurdModel { origin: PathBuf, node: u32, window: u64, problem: String },
 }
@@ -130,8 +135,10 @@ fn check_paths(inputs: &[PathBuf], out_dir: &Path) -> Result<(), MergeError> {
 #[derive(Debug, Clone, Default)]
 pub struct MergeOptions {
     pub out_dir: PathBuf,
-    /// Where to write the Chrome JSON; None disables it.
+    /// Where to write the Perfetto output (in `trace_format`); None disables it.
     pub chrome: Option<PathBuf>,
+    /// The Perfetto output's format: Perfetto's protobuf trace, or Chrome JSON.
+    pub trace_format: trace_out::TraceFormat,
     /// Merge nodes without a usable clock model with their clocks as they are.
     pub allow_uncorrected: bool,
     /// Clock models given outside the traces (e.g. from the estimator's output); for their

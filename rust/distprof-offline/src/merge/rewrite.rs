@@ -6,8 +6,7 @@
 //! line lengths are patched afterwards (see `sink`), so memory stays at the input buffer plus
 //! the output buffer.
 
-use super::chrome::ChromeWriter;
-use super::chrome_args::PlaneArgs;
+use super::trace_out::{LineTrack, PlaneNames, TraceWriter};
 use super::cursor::Cursor;
 use super::line_map::{LineMapper, Mapper};
 use super::sink::PatchWriter;
@@ -52,7 +51,8 @@ pub struct NodeOutput<'a> {
     pub next_plane_id: &'a mut i64,
     /// Next free device plane id (device ids become trace pids, keep them small).
     pub next_device_id: &'a mut i64,
-    pub chrome: Option<&'a mut ChromeWriter>,
+    /// The Perfetto output's writer (protobuf or Chrome JSON).
+    pub chrome: Option<&'a mut TraceWriter>,
     /// Called with the input bytes done, about every [`PROGRESS_BYTES`].
     pub progress: &'a mut dyn FnMut(usize),
 }
@@ -204,13 +204,8 @@ fn rewrite_plane(
     let mut chrome = None;
     if kind != Kind::Verbatim {
         if let Some(ch) = o.chrome.as_deref_mut() {
-            let names = PlaneArgs::new(&fields)?;
-            let pid = ch.begin_process(&format!(
-                "node {} {} {}",
-                o.node,
-                o.hostname,
-                String::from_utf8_lossy(name)
-            ))?;
+            let process = format!("node {} {} {}", o.node, o.hostname, String::from_utf8_lossy(name));
+            let (pid, names) = ch.begin_plane(&process, &fields)?;
             chrome = Some((pid, ch, names));
         }
     }
@@ -263,7 +258,7 @@ fn write_line(
     m: &Mapper<'_>,
     g0_ns: i64,
     out: &mut PatchWriter,
-    chrome: Option<(u64, u32, &mut ChromeWriter, &PlaneArgs)>,
+    chrome: Option<(u64, u32, &mut TraceWriter, &PlaneNames)>,
 ) -> Result<(u64, u64), RewriteError> {
     let (mut ts, mut dur, mut line_id, mut line_name, mut display) =
         (0i64, 0i64, 0i64, &b""[..], &b""[..]);
@@ -284,8 +279,8 @@ fn write_line(
     let mut chrome = match chrome {
         Some((pid, tid, ch, args)) => {
             let n = if display.is_empty() { line_name } else { display };
-            ch.thread(pid, tid, line_id, &String::from_utf8_lossy(n))?;
-            Some((ChromeWriter::event_prefix(pid, tid), ch, args))
+            let track = ch.thread(pid, tid, line_id, &String::from_utf8_lossy(n))?;
+            Some((track, ch, args))
         }
         None => None,
     };
@@ -308,7 +303,7 @@ fn write_line(
     let mut f = Fields::new(line, base);
     let mut write = |ev: &[u8], out: &mut PatchWriter| -> Result<(), RewriteError> {
         events += 1;
-        write_event(ev, &lm, out.buf(), chrome.as_mut().map(|(p, c, a)| (p.as_slice(), &mut **c, &**a)), new_ts_ns)?;
+        write_event(ev, &lm, out.buf(), chrome.as_mut().map(|(t, c, a)| (&*t, &mut **c, &**a)), new_ts_ns)?;
         Ok(out.maybe_flush()?)
     };
     loop {
@@ -324,6 +319,9 @@ fn write_line(
         }
     }
     out.patch_len(at)?;
+    if let Some((_, ch, _)) = chrome {
+        ch.end_thread()?;
+    }
     Ok((events, events))
 }
 
@@ -436,14 +434,14 @@ fn write_event(
     ev: &[u8],
     lm: &LineMapper<'_, '_>,
     out: &mut Vec<u8>,
-    chrome: Option<(&[u8], &mut ChromeWriter, &PlaneArgs)>,
+    chrome: Option<(&LineTrack, &mut TraceWriter, &PlaneNames)>,
     new_ts_ns: i64,
 ) -> Result<(), RewriteError> {
     let mark = out.len();
     if let Some(e) = write_event_fast(ev, lm, out) {
-        if let Some((prefix, ch, args)) = chrome {
+        if let Some((track, ch, names)) = chrome {
             let stats = &ev[e.stats.0..e.stats.1];
-            ch.complete(prefix, ns_plus_ps(new_ts_ns, e.new_off), e.new_dur, args.name_field(e.meta), |b| args.write_args(e.meta, stats, b))?;
+            ch.slice(track, names, ns_plus_ps(new_ts_ns, e.new_off), e.new_dur, e.meta, stats)?;
         }
         return Ok(());
     }
@@ -500,8 +498,8 @@ fn write_event(
     put_event_header(&mut Cursor::new(out), kept_len, new_off, new_dur);
     put_kept(out)?;
     put_event_times(&mut Cursor::new(out), new_off, new_dur);
-    if let Some((prefix, ch, args)) = chrome {
-        ch.complete(prefix, ns_plus_ps(new_ts_ns, new_off), new_dur, args.name_field(meta), |b| args.write_args(meta, ev, b))?;
+    if let Some((track, ch, names)) = chrome {
+        ch.slice(track, names, ns_plus_ps(new_ts_ns, new_off), new_dur, meta, ev)?;
     }
     Ok(())
 }

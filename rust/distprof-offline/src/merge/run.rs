@@ -3,6 +3,7 @@
 //! whatever the thread count, and the first error (in node order) reported.
 
 use super::*;
+use trace_out::{TraceFormat, TraceWriter};
 
 /// How a merge runs: worker threads, which nodes (a shard), a progress meter.
 #[derive(Debug, Clone, Default)]
@@ -96,6 +97,9 @@ fn write_nodes(
     run: &RunOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<MergeReport, MergeError> {
+    if opts.flows && opts.chrome.is_some() && opts.trace_format != TraceFormat::ChromeJson {
+        return Err(MergeError::FlowsNeedChromeJson);
+    }
     let g0_ns = plan.g0_ns;
     let models = &plan.models;
     let all_bases = plan.bases();
@@ -131,7 +135,7 @@ fn write_nodes(
     let chrome = match &chrome_path {
         Some(p) => {
             let base_ns = run.nodes.is_none().then_some(g0_ns);
-            Some(chrome_doc::ChromeDoc::create(p, base_ns).map_err(io_err(p))?)
+            Some(chrome_doc::ChromeDoc::create(p, base_ns, opts.trace_format).map_err(io_err(p))?)
         }
         None => None,
     };
@@ -246,7 +250,7 @@ fn write_nodes(
         nodes: summaries,
     };
     if let Some(set) = &run.nodes {
-        shard::write_manifest(staged.path(), &run_name, set, &all_nodes, &report, chrome_path.is_some())?;
+        shard::write_manifest(staged.path(), &run_name, set, &all_nodes, &report, chrome_path.is_some(), opts.trace_format)?;
     }
     staged.commit().map_err(io_err(&opts.out_dir))?;
     Ok(report)
@@ -289,7 +293,17 @@ fn merge_node(
     let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
     // The Chrome writer, and where its finished fragment goes back to.
     let (mut writer, done_to) = match fragment {
-        Some((r, doc)) => (Some(chrome::ChromeWriter::new(r.writer, bases.pid)), Some((doc, r.order))),
+        Some((r, doc)) => {
+            let w = match doc.format() {
+                TraceFormat::ChromeJson => TraceWriter::Json(chrome::ChromeWriter::new(r.writer, bases.pid)),
+                // One packet sequence per node: its first pid, the same in every shard.
+                TraceFormat::Pftrace => {
+                    let sequence = u32::try_from(bases.pid).map_err(|_| MergeError::Io { path: doc.path().to_path_buf(), err: std::io::Error::other("more than 2^32 processes") })?;
+                    TraceWriter::Proto(pftrace::ProtoWriter::new(r.writer, bases.pid, sequence, g0_ns))
+                }
+            };
+            (Some(w), Some((doc, r.order)))
+        }
         None => (None, None),
     };
     buf.clear();

@@ -12,6 +12,7 @@
 //! files into one run directory, and writes the Chrome JSON's header, the fragments in node
 //! order and its footer.
 
+use super::trace_out::TraceFormat;
 use super::{MergeError, MergeReport, MergedNode};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 pub const FRAGMENT_FILE: &str = "shard.trace.part";
 /// A shard's description, in its `--out`.
 pub const MANIFEST_FILE: &str = "shard.json";
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// A set of node ids: `0-127`, `5`, `0-3,8,10-12`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,8 +80,10 @@ struct Manifest {
     g0_ns: i64,
     /// The run directory's name under `plugins/profile/`.
     run: String,
-    /// Its Chrome fragment is in [`FRAGMENT_FILE`].
+    /// Its Perfetto fragment is in [`FRAGMENT_FILE`].
     chrome: bool,
+    /// The fragment's format.
+    trace_format: TraceFormat,
     bytes_in: u64,
     bytes_out: u64,
     nodes: Vec<MergedNode>,
@@ -93,6 +96,7 @@ pub(super) fn write_manifest(
     all_nodes: &[u32],
     report: &MergeReport,
     chrome: bool,
+    trace_format: TraceFormat,
 ) -> Result<(), MergeError> {
     let m = Manifest {
         distprof_merge_shard: FORMAT,
@@ -101,6 +105,7 @@ pub(super) fn write_manifest(
         g0_ns: report.g0_ns,
         run: run.to_string(),
         chrome,
+        trace_format,
         bytes_in: report.bytes_in,
         bytes_out: report.bytes_out,
         nodes: report.nodes.clone(),
@@ -129,8 +134,9 @@ fn read_manifest(dir: &Path) -> Result<Manifest, MergeError> {
 }
 
 /// Joins shard directories into `out_dir` (the node files into one run directory, the
-/// Chrome JSON to `chrome` when given): the outputs of one merge of every node.
-pub fn join(shards: &[PathBuf], out_dir: &Path, chrome: Option<&Path>) -> Result<MergeReport, MergeError> {
+/// Perfetto output to `chrome` in `format` when given): the outputs of one merge of every
+/// node.
+pub fn join(shards: &[PathBuf], out_dir: &Path, chrome: Option<&Path>, format: TraceFormat) -> Result<MergeReport, MergeError> {
     let mut list = Vec::new();
     for d in shards {
         list.push((d.clone(), read_manifest(d)?));
@@ -152,8 +158,18 @@ pub fn join(shards: &[PathBuf], out_dir: &Path, chrome: Option<&Path>) -> Result
         }
         if chrome.is_some() && !m.chrome {
             return Err(MergeError::Shard(format!(
-                "{}: this shard was merged without its Chrome JSON (--no-chrome); merge it again with it, or join with --no-chrome",
+                "{}: this shard was merged without its Perfetto output (--no-perfetto); merge it again with it, or join with --no-perfetto",
                 d.display()
+            )));
+        }
+        if chrome.is_some() && m.trace_format != format {
+            let flag = |f: TraceFormat| if f == TraceFormat::ChromeJson { "with --chrome" } else { "without --chrome" };
+            return Err(MergeError::Shard(format!(
+                "{}: this shard wrote its Perfetto output {} and the join is {}; join {} too, or merge the shard again",
+                d.display(),
+                flag(m.trace_format),
+                flag(format),
+                flag(m.trace_format)
             )));
         }
     }
@@ -213,7 +229,7 @@ pub fn join(shards: &[PathBuf], out_dir: &Path, chrome: Option<&Path>) -> Result
             pieces.push(piece.map_err(|err| MergeError::Io { path: part.clone(), err })?);
         }
         let staged_chrome = staged.staged_path(p);
-        super::chrome_doc::write_pieces(&staged_chrome, Some(first.g0_ns), &pieces).map_err(|err| MergeError::Io { path: p.to_path_buf(), err })?;
+        super::chrome_doc::write_pieces(&staged_chrome, Some(first.g0_ns), format, &pieces).map_err(|err| MergeError::Io { path: p.to_path_buf(), err })?;
     }
     let run_dir = staged.final_path(&run_dir);
     staged.commit().map_err(|err| MergeError::Io { path: out_dir.to_path_buf(), err })?;

@@ -128,7 +128,7 @@ def merge(
     ``address``: the cluster, as for ``ray.init`` (``"auto"``, ``"ray://host:10001"``;
     None: ``RAY_ADDRESS`` or a local Ray); ignored when Ray is already initialised here.
     ``shard_size``: nodes per task. ``distprof``: the CLI, by path or by name on every
-    host's PATH. ``chrome``: also write the Perfetto JSON (``out/merged.trace.json``).
+    host's PATH. ``chrome``: also write the Perfetto output (``out/merged.pftrace``, Perfetto's protobuf format).
     ``models``, ``run_dir``, ``allow_uncorrected``, ``force``: as ``distprof merge``'s
     flags, given to the solve step. ``num_cpus``: CPUs per task, also its ``--jobs``.
     ``ray_options``: more options for each task (``.options(**ray_options)``; the default

@@ -145,6 +145,7 @@ fn xspace_seeds_merge() {
         let opts = distprof_offline::merge::MergeOptions {
             out_dir: dir.path().join(format!("{name}.out")),
             chrome: None,
+            trace_format: Default::default(),
             allow_uncorrected: true,
             models: Vec::new(),
             models_origin: None,
@@ -286,6 +287,7 @@ fn merge_once(
     let opts = distprof_offline::merge::MergeOptions {
         out_dir: dir.join(name),
         chrome: Some(dir.join(format!("{name}.trace.json"))),
+        trace_format: distprof_offline::merge::trace_out::TraceFormat::ChromeJson,
         allow_uncorrected: true,
         models: Vec::new(),
         models_origin: None,

@@ -17,6 +17,7 @@
 //! so both the S -> G and the R -> S -> G paths are exercised.
 
 use distprof::xplane::XSpace;
+use distprof_offline::merge::trace_out::TraceFormat;
 use distprof_offline::merge::{merge_with, MergeOptions, RunOptions};
 use distprof_testkit::synthetic_xspace::write_gpu_profile;
 use prost::Message;
@@ -30,13 +31,13 @@ pub struct Args {
     size_mb: u64,
     #[arg(long, default_value_t = 4)]
     nodes: u32,
-    /// Write the Chrome JSON, as `distprof merge` does by default (the default here too;
-    /// kept for older scripts).
-    #[arg(long, conflicts_with = "no_chrome")]
+    /// Internal (children): write the Chrome JSON instead of merged.pftrace. The bench
+    /// measures both: the default outputs, then the Chrome JSON's beside them.
+    #[arg(long, hide = true, conflicts_with = "no_perfetto")]
     chrome: bool,
-    /// Do not write the Chrome JSON (the XSpace output alone).
-    #[arg(long)]
-    no_chrome: bool,
+    /// Write no Perfetto output (the XProf run directory alone).
+    #[arg(long, alias = "no-chrome")]
+    no_perfetto: bool,
     /// Worker threads of the parallel run (default: the available cores).
     #[arg(long)]
     jobs: Option<usize>,
@@ -65,7 +66,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .dir
             .clone()
             .ok_or_else(|| anyhow::anyhow!("--child needs --dir"))?;
-        return child(side, &dir, !args.no_chrome, args.jobs.unwrap_or(1));
+        let output = match (args.no_perfetto, args.chrome) {
+            (true, _) => Output::None,
+            (false, true) => Output::ChromeJson,
+            (false, false) => Output::Pftrace,
+        };
+        return child(side, &dir, output, args.jobs.unwrap_or(1));
     }
     let tmp;
     let dir = match &args.dir {
@@ -96,14 +102,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // What the parallel run holds at once: the inputs of as many nodes as it has workers.
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     let at_once: u64 = sizes.iter().take(workers).sum();
-    let side = |name: &str, jobs: usize| -> anyhow::Result<(f64, f64, u64, u64)> {
+    let side = |name: &str, jobs: usize, output: Output| -> anyhow::Result<Run> {
         let mut cmd = crate::self_command()?;
         cmd.args(["bench", "merge", "--child", name, "--dir"])
             .arg(&dir)
             .args(["--jobs", &jobs.to_string()]);
-        if args.no_chrome {
-            cmd.arg("--no-chrome");
-        }
+        match output {
+            Output::None => cmd.arg("--no-perfetto"),
+            Output::ChromeJson => cmd.arg("--chrome"),
+            Output::Pftrace => &mut cmd,
+        };
         let out = cmd.output()?;
         if !out.status.success() {
             anyhow::bail!(
@@ -112,110 +120,210 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-        Ok((
-            v["cpu_secs"].as_f64().unwrap_or(f64::NAN),
-            v["wall_secs"].as_f64().unwrap_or(f64::NAN),
-            v["peak_rss_bytes"].as_u64().unwrap_or(0),
-            v["bytes_out"].as_u64().unwrap_or(0),
-        ))
+        Ok(Run {
+            cpu_s: v["cpu_secs"].as_f64().unwrap_or(f64::NAN),
+            wall_s: v["wall_secs"].as_f64().unwrap_or(f64::NAN),
+            rss: v["peak_rss_bytes"].as_u64().unwrap_or(0),
+            bytes_out: v["bytes_out"].as_u64().unwrap_or(0),
+            perfetto_bytes: v["perfetto_bytes"].as_u64().unwrap_or(0),
+        })
     };
     let load_before = load_average();
-    let (base_s, base_wall, base_rss, _) = if args.skip_baseline {
-        (f64::NAN, f64::NAN, 0, 0)
+    let base = if args.skip_baseline {
+        Run { cpu_s: f64::NAN, wall_s: f64::NAN, rss: 0, bytes_out: 0, perfetto_bytes: 0 }
     } else {
-        side("baseline", 1)?
+        side("baseline", 1, Output::None)?
     };
-    let (mut serial_runs, mut parallel_runs) = (Vec::new(), Vec::new());
-    for k in 0..args.repeat {
-        eprintln!("bench merge: run {} of {}: serial, then {cores} workers", k + 1, args.repeat);
-        serial_runs.push(side("merge", 1)?);
-        parallel_runs.push(side("merge", cores)?);
+    // The default outputs, then (unless --no-perfetto) the same with the Chrome JSON instead
+    // of merged.pftrace, beside them.
+    let mut outputs = vec![if args.no_perfetto { Output::None } else { Output::Pftrace }];
+    if !args.no_perfetto {
+        outputs.push(Output::ChromeJson);
     }
-    // Each side's best: the least CPU serial (the per-core figure), the least wall in
-    // parallel; peak memory is the most any run took.
-    let best = |runs: &[(f64, f64, u64, u64)], by: fn(&(f64, f64, u64, u64)) -> f64| {
-        let mut b = *runs.iter().min_by(|x, y| by(x).total_cmp(&by(y))).expect("at least one run");
-        b.2 = runs.iter().map(|r| r.2).max().unwrap_or(0);
-        b
-    };
-    let (merge_s, _, merge_rss, bytes_out) = best(&serial_runs, |r| r.0);
-    let merge_wall = best(&serial_runs, |r| r.1).1;
-    let (par_s, par_wall, par_rss, _) = best(&parallel_runs, |r| r.1);
-    let per_core_runs: Vec<f64> = serial_runs.iter().map(|r| round2(total as f64 / 1e6 / r.0)).collect();
-    let all_cores_runs: Vec<f64> = parallel_runs.iter().map(|r| round2(total as f64 / 1e6 / r.1)).collect();
-    // The merge returns once its outputs are on the disk: it cannot take less than the
-    // disk needs for them, which bounds the speed-up however many cores render them.
-    let disk_mb_per_s = disk_write_mb_per_s(&dir, bytes_out, workers)?;
-    let disk_floor_s = bytes_out as f64 / 1e6 / disk_mb_per_s;
-    let speedup_bound = (cores as f64).min(merge_wall / disk_floor_s);
+    let mut figures = Vec::new();
+    for &output in &outputs {
+        let (mut serial_runs, mut parallel_runs) = (Vec::new(), Vec::new());
+        for k in 0..args.repeat {
+            eprintln!("bench merge ({}): run {} of {}: serial, then {cores} workers", output.name(), k + 1, args.repeat);
+            serial_runs.push(side("merge", 1, output)?);
+            parallel_runs.push(side("merge", cores, output)?);
+        }
+        figures.push(Figures::of(output, &serial_runs, &parallel_runs, total, largest, at_once, cores, workers, &dir)?);
+    }
     let load_after = load_average();
     let mb = total as f64 / 1e6;
-    let merge_mbps = mb / merge_s;
-    let base_mbps = mb / base_s;
-    let ratio = merge_rss as f64 / largest as f64;
-    let par_ratio = par_rss as f64 / at_once as f64;
-    let speedup = merge_wall / par_wall;
+    let base_mbps = mb / base.cpu_s;
+    let f = &figures[0];
     if args.json {
         println!(
             "{}",
-            serde_json::json!({"side": "baseline", "cpu_secs": base_s, "wall_secs": base_wall, "mb_per_s": base_mbps, "wall_mb_per_s": mb / base_wall, "peak_rss_bytes": base_rss, "peak_rss_ratio": base_rss as f64 / largest as f64})
+            serde_json::json!({"side": "baseline", "cpu_secs": base.cpu_s, "wall_secs": base.wall_s, "mb_per_s": base_mbps, "wall_mb_per_s": mb / base.wall_s, "peak_rss_bytes": base.rss, "peak_rss_ratio": base.rss as f64 / largest as f64})
         );
-        println!(
-            "{}",
-            serde_json::json!({"side": "merge", "jobs": 1, "cpu_secs": merge_s, "wall_secs": merge_wall, "mb_per_s": merge_mbps, "wall_mb_per_s": mb / merge_wall, "peak_rss_bytes": merge_rss, "input_bytes": total, "largest_input_bytes": largest, "chrome": !args.no_chrome})
-        );
-        println!(
-            "{}",
-            serde_json::json!({"side": "merge", "jobs": cores, "cpu_secs": par_s, "wall_secs": par_wall, "mb_per_s": mb / par_s, "wall_mb_per_s": mb / par_wall, "peak_rss_bytes": par_rss, "inputs_at_once_bytes": at_once, "chrome": !args.no_chrome})
-        );
-        println!(
-            "{}",
-            serde_json::json!({
-                "mb_per_s_per_core": round2(merge_mbps),
-                "mb_per_s_all_cores": round2(mb / par_wall),
-                "repeat": args.repeat,
-                "mb_per_s_per_core_runs": per_core_runs,
-                "mb_per_s_all_cores_runs": all_cores_runs,
-                "cores": cores,
-                "speedup": round2(speedup),
-                "speedup_per_core": round2(speedup / cores as f64),
-                // What the disk allows: the serial wall time over the time the disk takes
-                // for the outputs (written as the merge writes them), at most `cores`.
-                "speedup_bound": round2(speedup_bound),
-                "disk_write_mb_per_s": round2(disk_mb_per_s),
-                "output_mb": round2(bytes_out as f64 / 1e6),
-                // Serial CPU over parallel CPU: what running on every core costs in extra
-                // work (threads, the gaps cut out of the Chrome JSON), which the load of
-                // other jobs does not change.
-                "cpu_efficiency": round2(merge_s / par_s),
-                "peak_rss_ratio": round2(ratio),
-                "parallel_peak_rss_ratio": round2(par_ratio),
-                "baseline_mb_per_s": round2(base_mbps),
-                "chrome": !args.no_chrome,
-                "load_average_1m": [load_before, load_after],
-            })
-        );
+        for g in &figures {
+            for row in g.rows(mb, total, largest, at_once, cores) {
+                println!("{row}");
+            }
+        }
+        let mut summary = f.summary(args.repeat, cores);
+        summary["baseline_mb_per_s"] = serde_json::json!(round2(base_mbps));
+        summary["load_average_1m"] = serde_json::json!([load_before, load_after]);
+        if let Some(j) = figures.get(1) {
+            // The Chrome JSON's figures, beside the default's: the gain of the protobuf trace.
+            summary["chrome_json"] = j.summary(args.repeat, cores);
+        }
+        println!("{summary}");
     } else {
         println!(
             "input: {} nodes, {mb:.1} MB (largest {:.1} MB)",
             args.nodes,
             largest as f64 / 1e6
         );
-        println!("merge:    {merge_mbps:>8.1} MB/s per core (CPU time; {:.1} MB/s wall), peak RSS {:.1} MB ({ratio:.2} x largest input); best of {} runs: {per_core_runs:?}", mb / merge_wall, merge_rss as f64 / 1e6, args.repeat);
-        println!("parallel: {:>8.1} MB/s on {cores} cores (wall), speed-up {speedup:.2} x ({:.2} x cores), peak RSS {:.1} MB ({par_ratio:.2} x the {workers} inputs at once)", mb / par_wall, speedup / cores as f64, par_rss as f64 / 1e6);
-        println!("parallel CPU efficiency (serial CPU / parallel CPU): {:.2}", merge_s / par_s);
-        println!(
-            "disk: {disk_mb_per_s:.0} MB/s for the {:.0} MB of output ({workers} writers): at least {disk_floor_s:.2} s, a speed-up of at most {speedup_bound:.2}",
-            bytes_out as f64 / 1e6
-        );
+        for g in &figures {
+            println!("-- outputs: XProf run directory + {}", g.output.name());
+            println!("merge:    {:>8.1} MB/s per core (CPU time; {:.1} MB/s wall), peak RSS {:.1} MB ({:.2} x largest input); best of {} runs: {:?}", g.mbps, mb / g.serial.wall_s, g.serial.rss as f64 / 1e6, g.rss_ratio, args.repeat, g.per_core_runs);
+            println!("parallel: {:>8.1} MB/s on {cores} cores (wall), speed-up {:.2} x ({:.2} x cores), peak RSS {:.1} MB ({:.2} x the {workers} inputs at once)", mb / g.parallel.wall_s, g.speedup, g.speedup / cores as f64, g.parallel.rss as f64 / 1e6, g.par_rss_ratio);
+            println!("parallel CPU efficiency (serial CPU / parallel CPU): {:.2}", g.serial.cpu_s / g.parallel.cpu_s);
+            println!(
+                "output: {:.1} MB, {:.2} x the input (the Perfetto output {:.1} MB, {:.2} x)",
+                g.serial.bytes_out as f64 / 1e6,
+                g.serial.bytes_out as f64 / total as f64,
+                g.serial.perfetto_bytes as f64 / 1e6,
+                g.serial.perfetto_bytes as f64 / total as f64
+            );
+            println!(
+                "disk: {:.0} MB/s for the {:.0} MB of output ({workers} writers): at least {:.2} s, a speed-up of at most {:.2}",
+                g.disk_mb_per_s,
+                g.serial.bytes_out as f64 / 1e6,
+                g.serial.bytes_out as f64 / 1e6 / g.disk_mb_per_s,
+                g.speedup_bound
+            );
+        }
         println!("load average (1 min) before and after: {load_before:.2}, {load_after:.2}");
         println!(
             "baseline: {base_mbps:>8.1} MB/s (decode all + re-encode), peak RSS {:.1} MB ({:.2} x)",
-            base_rss as f64 / 1e6,
-            base_rss as f64 / largest as f64
+            base.rss as f64 / 1e6,
+            base.rss as f64 / largest as f64
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Perfetto output a merge side writes beside the XProf run directory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Output {
+    Pftrace,
+    ChromeJson,
+    None,
+}
+
+impl Output {
+    fn name(self) -> &'static str {
+        match self {
+            Output::Pftrace => "merged.pftrace",
+            Output::ChromeJson => "merged.trace.json",
+            Output::None => "no Perfetto output",
+        }
+    }
+}
+
+/// One child's measurements.
+#[derive(Clone, Copy)]
+struct Run {
+    cpu_s: f64,
+    wall_s: f64,
+    rss: u64,
+    /// Every output file.
+    bytes_out: u64,
+    /// The Perfetto output alone.
+    perfetto_bytes: u64,
+}
+
+/// The figures of one kind of output, from its serial and parallel runs.
+struct Figures {
+    output: Output,
+    /// The serial side's best: least CPU (and its least wall time, most memory).
+    serial: Run,
+    /// The parallel side's best: least wall time (and its most memory).
+    parallel: Run,
+    mbps: f64,
+    per_core_runs: Vec<f64>,
+    all_cores_runs: Vec<f64>,
+    speedup: f64,
+    speedup_bound: f64,
+    disk_mb_per_s: f64,
+    rss_ratio: f64,
+    par_rss_ratio: f64,
+}
+
+impl Figures {
+    #[allow(clippy::too_many_arguments)]
+    fn of(output: Output, serial_runs: &[Run], parallel_runs: &[Run], total: u64, largest: u64, at_once: u64, cores: usize, workers: usize, dir: &Path) -> anyhow::Result<Self> {
+        let least = |runs: &[Run], by: fn(&Run) -> f64| *runs.iter().min_by(|x, y| by(x).total_cmp(&by(y))).expect("at least one run");
+        let most_rss = |runs: &[Run]| runs.iter().map(|r| r.rss).max().unwrap_or(0);
+        let mut serial = least(serial_runs, |r| r.cpu_s);
+        serial.wall_s = least(serial_runs, |r| r.wall_s).wall_s;
+        serial.rss = most_rss(serial_runs);
+        let mut parallel = least(parallel_runs, |r| r.wall_s);
+        parallel.rss = most_rss(parallel_runs);
+        let mb = total as f64 / 1e6;
+        // The merge returns once its outputs are on the disk: it cannot take less than the
+        // disk needs for them, which bounds the speed-up however many cores render them.
+        let disk_mb_per_s = disk_write_mb_per_s(dir, serial.bytes_out, workers)?;
+        let disk_floor_s = serial.bytes_out as f64 / 1e6 / disk_mb_per_s;
+        Ok(Self {
+            output,
+            mbps: mb / serial.cpu_s,
+            per_core_runs: serial_runs.iter().map(|r| round2(mb / r.cpu_s)).collect(),
+            all_cores_runs: parallel_runs.iter().map(|r| round2(mb / r.wall_s)).collect(),
+            speedup: serial.wall_s / parallel.wall_s,
+            speedup_bound: (cores as f64).min(serial.wall_s / disk_floor_s),
+            disk_mb_per_s,
+            rss_ratio: serial.rss as f64 / largest as f64,
+            par_rss_ratio: parallel.rss as f64 / at_once as f64,
+            serial,
+            parallel,
+        })
+    }
+
+    /// The JSON rows of its two sides.
+    fn rows(&self, mb: f64, total: u64, largest: u64, at_once: u64, cores: usize) -> [serde_json::Value; 2] {
+        let (s, p, output) = (&self.serial, &self.parallel, self.output.name());
+        [
+            serde_json::json!({"side": "merge", "output": output, "jobs": 1, "cpu_secs": s.cpu_s, "wall_secs": s.wall_s, "mb_per_s": mb / s.cpu_s, "wall_mb_per_s": mb / s.wall_s, "peak_rss_bytes": s.rss, "input_bytes": total, "largest_input_bytes": largest, "output_bytes": s.bytes_out, "perfetto_bytes": s.perfetto_bytes}),
+            serde_json::json!({"side": "merge", "output": output, "jobs": cores, "cpu_secs": p.cpu_s, "wall_secs": p.wall_s, "mb_per_s": mb / p.cpu_s, "wall_mb_per_s": mb / p.wall_s, "peak_rss_bytes": p.rss, "inputs_at_once_bytes": at_once}),
+        ]
+    }
+
+    fn summary(&self, repeat: u32, cores: usize) -> serde_json::Value {
+        let mb = |b: u64| b as f64 / 1e6;
+        let input_mb = self.mbps * self.serial.cpu_s;
+        serde_json::json!({
+            "output": self.output.name(),
+            "mb_per_s_per_core": round2(self.mbps),
+            "mb_per_s_all_cores": round2(input_mb / self.parallel.wall_s),
+            "repeat": repeat,
+            "mb_per_s_per_core_runs": self.per_core_runs,
+            "mb_per_s_all_cores_runs": self.all_cores_runs,
+            "cores": cores,
+            "speedup": round2(self.speedup),
+            "speedup_per_core": round2(self.speedup / cores as f64),
+            // What the disk allows: the serial wall time over the time the disk takes
+            // for the outputs (written as the merge writes them), at most `cores`.
+            "speedup_bound": round2(self.speedup_bound),
+            "disk_write_mb_per_s": round2(self.disk_mb_per_s),
+            "output_mb": round2(mb(self.serial.bytes_out)),
+            // Every output (XProf run directory and Perfetto output) over the input, and
+            // the Perfetto output alone over the input.
+            "output_input_ratio": round2(mb(self.serial.bytes_out) / input_mb),
+            "perfetto_input_ratio": round2(mb(self.serial.perfetto_bytes) / input_mb),
+            // Serial CPU over parallel CPU: what running on every core costs in extra
+            // work (threads, the gaps cut out of the Perfetto output), which the load of
+            // other jobs does not change.
+            "cpu_efficiency": round2(self.serial.cpu_s / self.parallel.cpu_s),
+            "peak_rss_ratio": round2(self.rss_ratio),
+            "parallel_peak_rss_ratio": round2(self.par_rss_ratio),
+        })
+    }
 }
 
 fn round2(x: f64) -> f64 {
@@ -230,16 +338,18 @@ fn load_average() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn child(side: &str, dir: &Path, chrome: bool, jobs: usize) -> anyhow::Result<ExitCode> {
+fn child(side: &str, dir: &Path, output: Output, jobs: usize) -> anyhow::Result<ExitCode> {
     let inputs = dir.join("in");
     let out = dir.join(format!("out-{side}-{jobs}"));
     std::fs::create_dir_all(&out)?;
     let start = std::time::Instant::now();
+    let perfetto = out.join(output.name());
     match side {
         "merge" => {
             let opts = MergeOptions {
                 out_dir: out.clone(),
-                chrome: chrome.then(|| out.join("merged.trace.json")),
+                chrome: (output != Output::None).then(|| perfetto.clone()),
+                trace_format: if output == Output::ChromeJson { TraceFormat::ChromeJson } else { TraceFormat::Pftrace },
                 allow_uncorrected: false,
                 models: vec![],
                 models_origin: None,
@@ -269,9 +379,9 @@ fn child(side: &str, dir: &Path, chrome: bool, jobs: usize) -> anyhow::Result<Ex
     let wall_secs = start.elapsed().as_secs_f64();
     println!(
         "{}",
-        serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes(), "bytes_out": tree_bytes(&out)})
+        serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes(), "bytes_out": tree_bytes(&out), "perfetto_bytes": std::fs::metadata(&perfetto).map_or(0, |m| m.len())})
     );
-    // The outputs are big (the Chrome JSON several times the input): removed once measured,
+    // The outputs are big (the Chrome JSON five times the input): removed once measured,
     // so that repeated runs do not fill the disk of a reused --dir.
     let _ = std::fs::remove_dir_all(&out);
     Ok(ExitCode::SUCCESS)
