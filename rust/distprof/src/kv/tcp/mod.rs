@@ -10,7 +10,7 @@ mod server;
 
 pub use client::{TcpStore, TcpStoreOptions};
 pub use frame::MAX_SECRET_BYTES;
-pub use server::{ServerOptions, ServerStats, TcpStoreServer};
+pub use server::{ServerOptions, ServerStats, TcpStoreServer, MAX_CONNECTIONS, REFUSAL_LOG_INTERVAL};
 
 #[cfg(test)]
 mod tests {

@@ -54,6 +54,10 @@ pub const MAX_GREETED_PER_ADDRESS: usize = 1024;
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
 /// Peer addresses remembered per summary (the count of distinct ones stops growing there).
 const SUMMARY_ADDRESSES: usize = 256;
+/// Descriptors per connection: its socket and the clone that closes it at shutdown (one
+/// more while it has not said HELLO), and those the hosting process needs besides.
+const FDS_PER_CONNECTION: u64 = 2;
+const SPARE_FDS: u64 = MAX_PENDING as u64 + 256;
 /// Longest a reply may take to leave: a genuine client reads at once.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A server-side blocking GET wakes this often to notice a shutdown.
@@ -124,7 +128,7 @@ struct Shared {
     /// Connections without a completed HELLO, oldest first (clones, for eviction).
     pending: Mutex<VecDeque<(u64, IpAddr, TcpStream)>>,
     /// Greeted connections by peer address, oldest first (for the fair share of a full server).
-    greeted: Mutex<HashMap<IpAddr, VecDeque<(u64, TcpStream)>>>,
+    greeted: Mutex<HashMap<IpAddr, VecDeque<u64>>>,
     counters: Counters,
     refusals: Mutex<Refusals>,
 }
@@ -165,7 +169,7 @@ impl TcpStoreServer {
             store: MemoryStore::new(),
             stopping: AtomicBool::new(false),
             secret: options.secret.filter(|s| !s.is_empty()),
-            max_connections: options.max_connections.max(1),
+            max_connections: connection_limit(options.max_connections.max(1)),
             connections: Mutex::new(Vec::new()),
             pending: Mutex::new(VecDeque::new()),
             greeted: Mutex::new(HashMap::new()),
@@ -264,6 +268,33 @@ impl Drop for TcpStoreServer {
     }
 }
 
+/// The connections the descriptor limit allows, up to `wanted`: the soft limit is raised
+/// toward the hard one first. A server that ran out of descriptors could accept nobody, not
+/// even a rank; one that stays under the limit reaches "full" and its fair share instead.
+fn connection_limit(wanted: usize) -> usize {
+    let needed = wanted as u64 * FDS_PER_CONNECTION + SPARE_FDS;
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return wanted;
+    }
+    if (lim.rlim_cur as u64) < needed {
+        let raised = libc::rlimit { rlim_cur: (needed as libc::rlim_t).min(lim.rlim_max), rlim_max: lim.rlim_max };
+        // SAFETY: a valid rlimit within the hard limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim = raised;
+        }
+    }
+    let allowed = ((lim.rlim_cur as u64).saturating_sub(SPARE_FDS) / FDS_PER_CONNECTION).max(1) as usize;
+    if allowed < wanted {
+        tracing::warn!(
+            "key-value store: the descriptor limit ({} open files) allows {allowed} connections, not {wanted}; raise `ulimit -n` to {needed} on the store's host for runs of more ranks",
+            lim.rlim_cur
+        );
+    }
+    allowed.min(wanted)
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -350,17 +381,21 @@ fn evict_for_fair_share(shared: &Shared, conns: &mut Vec<(u64, TcpStream)>, ip: 
     let mut greeted = lock(&shared.greeted);
     let mine = greeted.get(&ip).map_or(0, VecDeque::len);
     let Some((&heaviest, held)) = greeted.iter().max_by_key(|(_, q)| q.len()) else { return false };
-    if mine + 1 >= held.len() {
+    let held_len = held.len();
+    if mine + 1 >= held_len {
         return false;
     }
-    let Some((id, conn)) = greeted.get_mut(&heaviest).and_then(VecDeque::pop_front) else { return false };
+    let Some(id) = greeted.get_mut(&heaviest).and_then(VecDeque::pop_front) else { return false };
     if greeted.get(&heaviest).is_some_and(VecDeque::is_empty) {
         greeted.remove(&heaviest);
     }
     // Its thread's read fails at once and the thread ends; its slot is free now.
-    let _ = conn.shutdown(Shutdown::Both);
-    conns.retain(|(i, _)| *i != id);
+    if let Some(at) = conns.iter().position(|(i, _)| *i == id) {
+        let (_, conn) = conns.swap_remove(at);
+        let _ = conn.shutdown(Shutdown::Both);
+    }
     shared.counters.evicted_greeted.fetch_add(1, Ordering::Relaxed);
+    note_refusal(shared, "evicted for a lighter address", SocketAddr::new(heaviest, 0), &format!("server full; closed the oldest of the {} connections from {heaviest} for one from {ip}", held_len));
     true
 }
 
@@ -433,7 +468,7 @@ fn forget(shared: &Shared, id: u64, ip: IpAddr) {
     lock(&shared.pending).retain(|(i, _, _)| *i != id);
     let mut greeted = lock(&shared.greeted);
     if let Some(q) = greeted.get_mut(&ip) {
-        q.retain(|(i, _)| *i != id);
+        q.retain(|i| *i != id);
         if q.is_empty() {
             greeted.remove(&ip);
         }
@@ -521,8 +556,7 @@ fn handshake(
             refuse_busy(shared, writer.get_ref(), peer, "busy (address full)", why);
             return Err(());
         }
-        let Ok(clone) = writer.get_ref().try_clone() else { return Err(()) };
-        mine.push_back((id, clone));
+        mine.push_back(id);
     }
     counters.greeted.fetch_add(1, Ordering::Relaxed);
     // A failed write shows on the next read; the caller's `forget` undoes the count.
