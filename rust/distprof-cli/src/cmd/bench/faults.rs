@@ -275,14 +275,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     print_store_table(store_flood.iter().chain(greeted_flood.iter().map(|g| &g.scenario)).chain(&late_rank));
     if let Some(g) = &greeted_flood {
         println!(
-            "store_greeted_flood: {} connections from {} addresses; agreed {} ms after the last start (unflooded {} ms); flood held {}, refused busy {}, evicted for the ranks {}; rank 0 logged {} lines in {:.1} s ({:.2}/s), its last summary counted {} refusals",
+            "store_greeted_flood: {} connections from {} addresses; agreed {} ms after the last start (unflooded {} ms); flood held {}, refused busy {}, evicted for a lighter address {}; rank 0 logged {} lines in {:.1} s ({:.2}/s), its last summary counted {} refusals",
             g.connections,
             g.addresses,
             g.flooded_all_agreed_ms.map_or("-".into(), |v| v.to_string()),
             g.unflooded_all_agreed_ms.map_or("-".into(), |v| v.to_string()),
             g.held_at_start,
             g.refused_busy,
-            g.store_evicted_for_ranks,
+            g.store_evicted_for_lighter,
             g.rank0_log_lines,
             g.rank0_lifetime_s,
             g.rank0_log_lines_per_s,

@@ -374,9 +374,9 @@ pub struct GreetedFlood {
     pub held_at_start: u64,
     pub opened: u64,
     pub refused_busy: u64,
-    /// The flood's connections the store closed to admit the ranks' (its summary lines'
+    /// Greeted connections the store closed for one from a lighter address (its summary lines'
     /// "evicted for a lighter address", summed).
-    pub store_evicted_for_ranks: u64,
+    pub store_evicted_for_lighter: u64,
     /// The store's last summary line, as logged.
     pub rank0_last_log_line: Option<String>,
     /// Rank 0's (the store's) stderr: lines, over its lifetime, and the refusals its last
@@ -563,7 +563,7 @@ pub fn store_greeted_flood(ranks: u32, connections: usize, addresses: u8, timeou
         held_at_start: held,
         opened: counts.opened.load(Ordering::Relaxed),
         refused_busy: counts.busy.load(Ordering::Relaxed),
-        store_evicted_for_ranks: evicted,
+        store_evicted_for_lighter: evicted,
         rank0_last_log_line: summaries.last().map(|l| l.to_string()),
         rank0_log_lines: lines,
         rank0_lifetime_s: lifetime_s,
