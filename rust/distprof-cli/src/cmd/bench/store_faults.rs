@@ -210,6 +210,22 @@ fn judge(name: &'static str, what: String, mut ranks: Vec<Rank>, timeout_ms: u64
     }
 }
 
+/// Starts rank 0 on a free loopback port and waits until its store listens, as an attacker
+/// would: returns the port, the store's address and the rank.
+fn start_store_host(ranks: u32, timeout_ms: u64) -> anyhow::Result<(u16, SocketAddr, Rank)> {
+    let port = free_port()?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    let rank0 = spawn_rank(0, ranks, port, timeout_ms)?;
+    let listening = Instant::now();
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+        if listening.elapsed() > Duration::from_secs(10) {
+            anyhow::bail!("rank 0's store did not listen on {addr} within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((port, addr, rank0))
+}
+
 /// Raises the soft descriptor limit to what `needed` requires (up to the hard limit).
 fn raise_fd_limit(needed: u64) -> anyhow::Result<()> {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
@@ -287,17 +303,8 @@ fn slow_loris(addr: SocketAddr, stop: Arc<AtomicBool>, connections: Arc<AtomicU6
 pub fn store_flood(ranks: u32, connections: usize, timeout_ms: u64) -> anyhow::Result<StoreScenario> {
     raise_fd_limit(connections as u64 + SPARE_FDS + 4 * ranks as u64)?;
     let t0 = Instant::now();
-    let port = free_port()?;
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-    let mut procs = vec![spawn_rank(0, ranks, port, timeout_ms)?];
-    // Wait for the store to listen, as an attacker would.
-    let listening = Instant::now();
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-        if listening.elapsed() > Duration::from_secs(10) {
-            anyhow::bail!("rank 0's store did not listen on {addr} within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (port, addr, rank0) = start_store_host(ranks, timeout_ms)?;
+    let mut procs = vec![rank0];
     let stop = Arc::new(AtomicBool::new(false));
     let (opened, loris_conns, loris_bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let per_thread_held: Vec<Arc<AtomicU64>> = (0..FLOOD_THREADS).map(|_| Arc::new(AtomicU64::new(0))).collect();
@@ -471,16 +478,8 @@ fn greeted_flood(addr: SocketAddr, target: usize, first: usize, addresses: u8, s
 /// scenario and rank 0's stderr lines, its lifetime and the refusals its last line counted.
 fn ranks_under(ranks: u32, timeout_ms: u64, flood: Option<(usize, u8, &Arc<FloodCounts>)>) -> anyhow::Result<(StoreScenario, String, f64, u64)> {
     let t0 = Instant::now();
-    let port = free_port()?;
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-    let mut procs = vec![spawn_rank(0, ranks, port, timeout_ms)?];
-    let listening = Instant::now();
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-        if listening.elapsed() > Duration::from_secs(10) {
-            anyhow::bail!("rank 0's store did not listen on {addr} within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (port, addr, rank0) = start_store_host(ranks, timeout_ms)?;
+    let mut procs = vec![rank0];
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     let mut held_at_start = 0;
