@@ -129,8 +129,8 @@ fn greeted_flood(addr: SocketAddr, target: usize, stop: &std::sync::atomic::Atom
 /// Issue 28's store flood at a smaller scale: a store of 400 connections (8,192 in
 /// `distprof run`) held full by 1,000 greeted connections from 40 loopback addresses (10,000
 /// against 8,192 in `distprof bench faults`' store_greeted_flood). Three ranks still agree
-/// within 2 s of their unflooded time (the documented figure; the bench measured 0.4 s
-/// flooded against 0.02 s), the store counts what it refused and evicted, and logs it as at
+/// within 2 s of their unflooded time (the documented figure; the bench measured 0.37 to
+/// 1.56 s flooded against 0.02 s, this test well under 1 s), the store counts what it refused and evicted, and logs it as at
 /// most one summary line per 5 s interval (plus the one at shutdown), not one per refusal.
 #[test]
 fn a_greeted_flood_from_forty_addresses_does_not_lock_out_three_ranks() {
