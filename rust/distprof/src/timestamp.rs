@@ -166,7 +166,8 @@ pub struct StampedSocket {
     /// Buffers of `recv_batch` and `drain_tx_stamps`: one `recvmmsg` reads many datagrams.
     batch: RecvBatch,
     pub stats: StampStats,
-    /// Why hardware stamping was not used (for the meta line), if it was tried.
+    /// Why a better mode was not used (hardware stamping tried and failed, or a faked clock
+    /// chose user-space stamps), or a warning about the mode in force: for the meta line.
     pub hardware_note: String,
     /// Hardware mode: the NIC clock and its mapping.
     hw: Option<HardwareStamps>,
@@ -185,6 +186,23 @@ impl StampedSocket {
         let mut hardware_note = String::new();
         let mut mode = StampMode::User;
         let mut hw = None;
+        // Kernel and NIC stamps are taken on the real clock: under a faked clock they
+        // would measure the real clocks' offsets, not the ones the trace was taken on.
+        let faked = fake_clock();
+        if let Some(why) = &faked {
+            if requested == TimestampMode::Auto {
+                hardware_note = format!("user-space stamps chosen: {why}, and kernel and NIC stamps cannot see a faked clock");
+                tracing::info!("{hardware_note}");
+                return Ok(StampedSocket::with_mode(sock, StampMode::User, hardware_note));
+            }
+            if requested != TimestampMode::User {
+                let asked = if requested == TimestampMode::Kernel { "kernel" } else { "hardware" };
+                hardware_note = format!(
+                    "{asked} stamps as configured, but {why}: they see the real clock, not the faked one, so the offsets measured are the real clocks'; set `timestamping` to `user` (or `auto`) to measure the faked clock"
+                );
+                tracing::warn!("{hardware_note}");
+            }
+        }
         if matches!(requested, TimestampMode::Auto | TimestampMode::Hardware) {
             match enable_hardware(&sock) {
                 // The NIC stamps; its clock must be readable too, or the stamps cannot be
@@ -203,7 +221,11 @@ impl StampedSocket {
                     }
                 },
                 Err(e) => {
+                    let under = std::mem::take(&mut hardware_note);
                     hardware_note = format!("hardware timestamping unavailable: {e}");
+                    if !under.is_empty() {
+                        hardware_note = format!("{under}; {hardware_note}");
+                    }
                     if requested == TimestampMode::Hardware {
                         return Err(io::Error::new(
                             e.kind(),
@@ -555,6 +577,27 @@ impl StampedSocket {
     }
 }
 
+/// Why this process's clock is faked, if it is: libfaketime loaded (in `/proc/self/maps`),
+/// named in `LD_PRELOAD`, or `FAKETIME` set (the variable the library reads). libfaketime
+/// wraps libc's `clock_gettime`, which user-space stamps read; the kernel's stamps never see it.
+pub fn fake_clock() -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let preload = std::env::var("LD_PRELOAD").unwrap_or_default();
+    let faketime = std::env::var_os("FAKETIME").map(|v| v.to_string_lossy().into_owned());
+    fake_clock_from(&maps, &preload, faketime.as_deref())
+}
+
+/// [`fake_clock`] on given inputs (for tests).
+fn fake_clock_from(maps: &str, preload: &str, faketime: Option<&str>) -> Option<String> {
+    if let Some(path) = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains("libfaketime")) {
+        return Some(format!("libfaketime is loaded in this process (`{path}`)"));
+    }
+    if let Some(lib) = preload.split([':', ' ']).find(|p| p.contains("libfaketime")) {
+        return Some(format!("LD_PRELOAD names libfaketime (`{lib}`)"));
+    }
+    faketime.map(|v| format!("FAKETIME is set (`{v}`)"))
+}
+
 /// Sleeps until the monotonic instant `deadline` with the thread's timer slack made small
 /// (see `precise_timer_slack`), so that a pair gap of tens of microseconds is kept
 /// without spinning.
@@ -702,5 +745,17 @@ mod tests {
     #[test]
     fn user_stamps_work_the_same_way() {
         exchange(TimestampMode::User, StampMode::User);
+    }
+
+    #[test]
+    fn a_faked_clock_is_found_in_maps_preload_or_faketime_and_named() {
+        let maps = "7f00-7f01 r-xp 00000000 08:01 123 /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1\n7f02-7f03 r--p 0 0:0 0 [vdso]";
+        let why = fake_clock_from(maps, "", None).unwrap();
+        assert!(why.contains("libfaketimeMT.so.1") && why.contains("loaded"), "{why}");
+        let why = fake_clock_from("", "/lib/libother.so:/usr/lib/faketime/libfaketime.so.1", None).unwrap();
+        assert!(why.contains("LD_PRELOAD") && why.contains("/usr/lib/faketime/libfaketime.so.1"), "{why}");
+        let why = fake_clock_from("", "", Some("+2s")).unwrap();
+        assert!(why.contains("FAKETIME") && why.contains("+2s"), "{why}");
+        assert_eq!(fake_clock_from("7f00-7f01 r-xp 0 0:0 0 /usr/lib/libc.so.6", "/usr/lib/libjemalloc.so", None), None);
     }
 }

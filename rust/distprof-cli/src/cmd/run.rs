@@ -277,7 +277,7 @@ fn store_secret() -> anyhow::Result<Option<String>> {
 /// private); otherwise (a NAT address, or a name that resolves to an address this host
 /// does not have) the address of the probe interface, the one the job uses.
 fn serve_store(addr: SocketAddr, probe_ip: IpAddr, secret: Option<String>) -> anyhow::Result<TcpStoreServer> {
-    let options = ServerOptions { secret };
+    let options = ServerOptions { secret, ..ServerOptions::default() };
     let server = match TcpStoreServer::bind_with(addr, options.clone()) {
         Ok(server) => server,
         Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable && !addr.ip().is_loopback() => {

@@ -2,7 +2,7 @@
 //! the error bound as a band, and a heatmap of every node's bound per window.
 
 use super::analysis::Analysis;
-use super::svg::{fmt_ns, AxisSpec, Frame, PathData, Scale, Svg};
+use super::svg::{fmt_ns, unit_for_ns, AxisSpec, Frame, PathData, Scale, Svg};
 use distprof::model::{ClockSegment, NodeClockModel};
 use std::collections::BTreeMap;
 
@@ -12,15 +12,35 @@ const HEATMAP_MAX_COLUMNS: usize = 90;
 /// And at most this many rows (worst nodes first beyond it); a row is never under 3 px.
 pub const HEATMAP_MAX_ROWS: usize = 400;
 
+/// A segment's calibrated uncertainty, 0 when unknown (older files: `f64::MAX`).
+fn uncertainty(s: &ClockSegment) -> f64 {
+    if s.uncertainty_ns.is_finite() && s.uncertainty_ns < s.bound_ns.max(0.0) * 1e3 && s.uncertainty_ns < 1e15 {
+        s.uncertainty_ns.max(0.0)
+    } else {
+        0.0
+    }
+}
+
 fn finite_segment(s: &ClockSegment) -> bool {
     [s.offset_ns, s.drift_ppb, s.bound_ns]
         .iter()
         .all(|v| v.is_finite())
 }
 
+/// The offset plot is scaled to the estimate and its calibrated uncertainty; a worst-case
+/// bound band wider than this many times that span is clipped at the plot's edges (and
+/// the plot says so). Drawn whole, a bound of ~100 µs (half a round trip: path asymmetry
+/// cannot be seen) flattens estimates that move by tens of ns into one line.
+const BOUND_CLIP_FACTOR: f64 = 4.0;
+/// The offset plot spans at least this much, ns: below it the ticks would show noise of
+/// the float format, not of the estimate.
+const MIN_OFFSET_SPAN_NS: f64 = 10.0;
+
 /// A node plot and the trend taken out of its offset.
 pub struct NodePlot {
     pub svg: String,
+    /// The largest worst-case bound when it was clipped at the plot's edges, ns.
+    pub bound_clipped_ns: Option<f64>,
     /// The run-wide straight line removed from the offsets: value at the run start and slope.
     pub trend_start_ns: f64,
     pub trend_ppb: f64,
@@ -77,20 +97,30 @@ pub fn node_plot(
 
     let mut x_lo = f64::INFINITY;
     let mut x_hi = f64::NEG_INFINITY;
-    let mut y_lo = f64::INFINITY;
-    let mut y_hi = f64::NEG_INFINITY;
+    // The estimate ± its calibrated uncertainty, and ± its worst-case bound.
+    let (mut u_lo, mut u_hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    let (mut b_lo, mut b_hi) = (f64::INFINITY, f64::NEG_INFINITY);
     let mut d_lo = f64::INFINITY;
     let mut d_hi = f64::NEG_INFINITY;
     for s in &segs {
         for t in [s.start_local_ns, s.end_local_ns] {
             x_lo = x_lo.min(x_of(s, t));
             x_hi = x_hi.max(x_of(s, t));
-            y_lo = y_lo.min(offset_at(s, t) - s.bound_ns);
-            y_hi = y_hi.max(offset_at(s, t) + s.bound_ns);
+            u_lo = u_lo.min(offset_at(s, t) - uncertainty(s));
+            u_hi = u_hi.max(offset_at(s, t) + uncertainty(s));
+            b_lo = b_lo.min(offset_at(s, t) - s.bound_ns);
+            b_hi = b_hi.max(offset_at(s, t) + s.bound_ns);
         }
         d_lo = d_lo.min(s.drift_ppb);
         d_hi = d_hi.max(s.drift_ppb);
     }
+    if u_hi - u_lo < MIN_OFFSET_SPAN_NS {
+        let mid = (u_lo + u_hi) / 2.0;
+        (u_lo, u_hi) = (mid - MIN_OFFSET_SPAN_NS / 2.0, mid + MIN_OFFSET_SPAN_NS / 2.0);
+    }
+    let clip = b_hi - b_lo > BOUND_CLIP_FACTOR * (u_hi - u_lo);
+    let (y_lo, y_hi) = if clip { (u_lo, u_hi) } else { (b_lo, b_hi) };
+    let bound_clipped_ns = clip.then(|| segs.iter().map(|s| s.bound_ns).fold(0.0, f64::max));
     let pad = ((y_hi - y_lo) * 0.08).max(1.0);
     let dpad = ((d_hi - d_lo) * 0.15).max(1.0);
 
@@ -103,10 +133,20 @@ pub fn node_plot(
             model.node
         ),
     );
-    let off = Frame::new(width, h_off, (x_lo, x_hi), (y_lo - pad, y_hi + pad));
+    let mut off = Frame::new(width, h_off, (x_lo, x_hi), (y_lo - pad, y_hi + pad));
     let mut drift = Frame::new(width, h_drift, (x_lo, x_hi), (d_lo - dpad, d_hi + dpad));
     drift.top += h_off;
     drift.y = Scale::new(drift.y.d0, drift.y.d1, drift.top + drift.height, drift.top);
+    let (dtitle, ddiv) = if (d_hi - d_lo).abs().max(d_hi.abs()) >= 10_000.0 {
+        ("drift (ppm)", 1e3)
+    } else {
+        ("drift (ppb)", 1.0)
+    };
+    // Room for the longer tick labels of the two plots (drift in ppm: `19.7682`) beside
+    // their titles; both plots keep one time axis.
+    let left = off.left_for_y_labels(unit_for_ns(y_hi - y_lo).1).max(drift.left_for_y_labels(ddiv));
+    off.set_left(left);
+    drift.set_left(left);
 
     if segs.is_empty() {
         svg.text(
@@ -117,6 +157,7 @@ pub fn node_plot(
         );
         return NodePlot {
             svg: svg.finish(),
+            bound_clipped_ns: None,
             trend_start_ns: f64::NAN,
             trend_ppb: f64::NAN,
         };
@@ -131,11 +172,6 @@ pub fn node_plot(
         drift.band(&mut svg, a, b, "class=\"bad\"");
     }
     off.draw_time_axes(&mut svg, "", "offset − trend", y_hi - y_lo);
-    let (dtitle, ddiv) = if (d_hi - d_lo).abs().max(d_hi.abs()) >= 10_000.0 {
-        ("drift (ppm)", 1e3)
-    } else {
-        ("drift (ppb)", 1.0)
-    };
     drift.draw_axes(
         &mut svg,
         &AxisSpec {
@@ -170,28 +206,27 @@ pub fn node_plot(
     for s in &segs {
         let (a, b) = (s.start_local_ns, s.end_local_ns);
         let (xa, xb) = (off.x.map(x_of(s, a)), off.x.map(x_of(s, b)));
-        let mut band = PathData::new();
-        band.move_to(xa, off.y.map(offset_at(s, a) + s.bound_ns));
-        band.line_to(xb, off.y.map(offset_at(s, b) + s.bound_ns));
-        band.line_to(xb, off.y.map(offset_at(s, b) - s.bound_ns));
-        band.line_to(xa, off.y.map(offset_at(s, a) - s.bound_ns));
-        band.close();
-        svg.path(
-            &band,
-            if s.flagged {
-                "class=\"band-bad\""
-            } else {
-                "class=\"band\""
-            },
-            None,
-        );
+        // The bound (clamped: it may run past the plot) and the uncertainty inside it.
+        for (half, class) in [(s.bound_ns, if s.flagged { "class=\"band-bad\"" } else { "class=\"band\"" }), (uncertainty(s), "class=\"band-unc\"")] {
+            if half <= 0.0 {
+                continue;
+            }
+            let mut band = PathData::new();
+            band.move_to(xa, off.y.map_clamped(offset_at(s, a) + half));
+            band.line_to(xb, off.y.map_clamped(offset_at(s, b) + half));
+            band.line_to(xb, off.y.map_clamped(offset_at(s, b) - half));
+            band.line_to(xa, off.y.map_clamped(offset_at(s, a) - half));
+            band.close();
+            svg.path(&band, class, None);
+        }
         let mut line = PathData::new();
         line.move_to(xa, off.y.map(offset_at(s, a)));
         line.line_to(xb, off.y.map(offset_at(s, b)));
         let tip = format!(
-            "window {}: offset {} ± {} at its midpoint, drift {:.0} ppb{}",
+            "window {}: offset {} at its midpoint, uncertainty {}, bound ± {}, drift {:.0} ppb{}",
             s.window_id,
             fmt_ns(s.offset_ns),
+            fmt_ns(uncertainty(s)),
             fmt_ns(s.bound_ns),
             s.drift_ppb,
             if s.flagged { ", FLAGGED" } else { "" }
@@ -202,8 +237,17 @@ pub fn node_plot(
         step.line_to(xb, drift.y.map(s.drift_ppb));
         svg.path(&step, "class=\"drift\"", None);
     }
+    if let Some(b) = bound_clipped_ns {
+        svg.text(
+            off.right() - 4.0,
+            off.top + 12.0,
+            &format!("bound ± {} runs past this scale (clipped at the edges)", fmt_ns(b)),
+            "class=\"tick\" text-anchor=\"end\"",
+        );
+    }
     NodePlot {
         svg: svg.finish(),
+        bound_clipped_ns,
         trend_start_ns: ta,
         trend_ppb: tb * 1e9,
     }
@@ -400,7 +444,80 @@ pub fn heatmap(
 
 #[cfg(test)]
 mod tests {
-    use super::trend;
+    use super::*;
+
+    /// Ten 1-s windows of a node 19.77 ppm fast whose estimates wander by ±40 ns, each with
+    /// an uncertainty of 30 ns and a worst-case bound of `bound_ns`.
+    fn model(bound_ns: f64) -> NodeClockModel {
+        let segments = (0..10)
+            .map(|i: i64| {
+                let start = 1_000_000_000_000 + i * 1_000_000_000;
+                ClockSegment {
+                    window_id: i as u64,
+                    start_local_ns: start,
+                    end_local_ns: start + 1_000_000_000,
+                    mid_local_ns: start + 500_000_000,
+                    offset_ns: 5e6 + 19_770.0 * i as f64 + if i % 2 == 0 { 40.0 } else { -40.0 },
+                    drift_ppb: 19_770.0 + (i % 3) as f64 * 0.4,
+                    bound_ns,
+                    uncertainty_ns: 30.0,
+                    flagged: false,
+                }
+            })
+            .collect();
+        NodeClockModel { node: 1, reachable: true, segments }
+    }
+
+    /// The pixel y of every `fit` line's ends: how much of the plot the estimate uses.
+    fn fit_extent(svg: &str) -> f64 {
+        let ys: Vec<f64> = svg
+            .split("<path d=\"")
+            .skip(1)
+            .filter(|p| p.split('"').nth(2).is_some_and(|c| c == "fit"))
+            .flat_map(|p| p.split('"').next().unwrap().split(['M', 'L']).filter_map(|xy| xy.trim().split(' ').nth(1).and_then(|y| y.trim().parse::<f64>().ok())).collect::<Vec<_>>())
+            .collect();
+        ys.iter().copied().fold(f64::NEG_INFINITY, f64::max) - ys.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    /// Issue 28: a 106 µs bound against estimates that move by 80 ns drew every offset plot
+    /// as a flat line. Now the scale follows the estimate and its uncertainty (ns), the
+    /// bound is clipped at the edges and the plot says so; a bound that fits is drawn whole.
+    #[test]
+    fn a_wide_bound_is_clipped_and_the_estimate_keeps_the_plot() {
+        let plot = node_plot(&model(106_000.0), 1e12, 600.0, None);
+        assert_eq!(plot.bound_clipped_ns, Some(106_000.0));
+        assert!(plot.svg.contains("offset − trend (ns)"), "{}", plot.svg);
+        assert!(plot.svg.contains("bound ± 106 µs runs past this scale"), "{}", plot.svg);
+        // The 80 ns wander spans most of the 180 px plot's 136 px (it was under 1 px).
+        assert!(fit_extent(&plot.svg) > 60.0, "{}", fit_extent(&plot.svg));
+        let fits = node_plot(&model(60.0), 1e12, 600.0, None);
+        assert_eq!(fits.bound_clipped_ns, None);
+        assert!(!fits.svg.contains("runs past"));
+    }
+
+    /// Issue 28: the drift axis's tick labels (ppm with four decimals) ran into its title.
+    /// Every right-aligned y tick label must end before the frame and start right of the
+    /// rotated title (12 px text centred at x = 12, so its right edge is at most 19 px), at
+    /// 6.5 px per character of 11 px text.
+    #[test]
+    fn y_tick_labels_clear_the_axis_titles() {
+        let plot = node_plot(&model(106_000.0), 1e12, 600.0, None);
+        let left: f64 = plot.svg.split("<rect x=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+        let labels: Vec<(f64, String)> = plot
+            .svg
+            .split("<text x=\"")
+            .skip(1)
+            // Right-aligned tick labels; the clipping note (right-aligned at the plot's right) is not one.
+            .filter(|t| t.contains("text-anchor=\"end\"") && t.contains("class=\"tick\"") && !t.contains("runs past"))
+            .map(|t| (t.split('"').next().unwrap().parse().unwrap(), t.split('>').nth(1).unwrap().split('<').next().unwrap().to_string()))
+            .collect();
+        assert!(labels.iter().any(|(_, l)| l.starts_with("19.77")), "drift in ppm: {labels:?}");
+        for (x, label) in &labels {
+            assert!(*x <= left, "{label} at {x}, frame at {left}");
+            let start = x - 6.5 * label.chars().count() as f64;
+            assert!(start >= 19.0, "`{label}` starts at {start:.1} px, under the title");
+        }
+    }
 
     #[test]
     fn trend_ignores_a_step_and_a_broken_window() {

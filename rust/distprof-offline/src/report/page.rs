@@ -30,7 +30,7 @@ pre{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px}
 svg{display:block}svg text{font:11px system-ui,sans-serif;fill:#333}
 svg .frame{fill:none;stroke:#999}svg .grid{stroke:#eee}svg .axis{font-size:12px;fill:#444}
 svg .bad{fill:#c0392b;fill-opacity:.12}svg .warn{fill:#c0392b;font-size:13px}
-svg .band{fill:#777;fill-opacity:.18}svg .band-bad{fill:#c0392b;fill-opacity:.25}
+svg .band{fill:#777;fill-opacity:.18}svg .band-unc{fill:#333;fill-opacity:.28}svg .band-bad{fill:#c0392b;fill-opacity:.25}
 svg .fit{stroke:#111;stroke-width:1.5;fill:none}svg .drift{stroke:#2c7a3f;stroke-width:2;fill:none}
 svg .limit{stroke:#c0392b;stroke-dasharray:4 3;fill:none;stroke-width:1}
 svg .pts{fill:none;stroke-linecap:round}svg .fwd{stroke:#1f5fbf;stroke-width:3.2}svg .rev{stroke:#d35400;stroke-width:3.2}
@@ -298,7 +298,7 @@ fn nodes(out: &mut String, input: &ReportInput, a: &Analysis, limits: &Limits) {
     let k = limits.node_plots.min(a.nodes.len());
     let _ = write!(
         out,
-        "<h3>Offset and drift against the reference: {}</h3><p class=\"cap\">Black: the offset estimate of each window (node clock minus reference, minus the run-wide straight-line trend given below each plot, so that µs bounds stay visible next to ms of drift), grey band: ± its error bound, red tint: flagged window, dashed red: the bound limit around the estimate. Green steps: drift. Hover a line for its numbers.</p><div class=\"grid\">",
+        "<h3>Offset and drift against the reference: {}</h3><p class=\"cap\">Black: the offset estimate of each window (node clock minus reference, minus the run-wide straight-line trend given below each plot, so that µs bounds stay visible next to ms of drift), dark grey band: ± its calibrated uncertainty (symmetric paths), light grey band: ± its worst-case bound (any path asymmetry); the scale follows the estimate and its uncertainty, and a bound more than 4 times wider is clipped at the plot's edges, as the plot then notes. Red tint: flagged window, dashed red: the bound limit around the estimate. Green steps: drift. Hover a line for its numbers.</p><div class=\"grid\">",
         if k < a.nodes.len() { format!("the {k} worst of {} nodes", a.nodes.len()) } else { "every reachable node".to_string() }
     );
     let by_id: std::collections::BTreeMap<_, _> = input.nodes.iter().map(|n| (n.node, n)).collect();

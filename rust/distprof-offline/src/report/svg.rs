@@ -337,6 +337,15 @@ pub fn fmt_ns(v: f64) -> String {
     format!("{x:.decimals$} {unit}")
 }
 
+/// Width of one character of a tick label (11 px system-ui, digits and signs), px.
+const TICK_CHAR_PX: f64 = 6.5;
+/// The rotated y title's column (12 px text centred at x = 12) and its gap to the labels, px.
+const Y_TITLE_PX: f64 = 22.0;
+/// Between a tick label's end and the plot's left edge (labels end 4 px before it), px.
+const Y_LABEL_GAP_PX: f64 = 4.0;
+/// Tick count asked of `nice_ticks` on y.
+const Y_TICKS: usize = 5;
+
 /// A frame with axes: the plot area and the two scales.
 pub struct Frame {
     pub left: f64,
@@ -382,6 +391,22 @@ impl Frame {
         svg.rect(x0, self.top, x1 - x0, self.height, class);
     }
 
+    /// The left margin that fits the y tick labels of this frame's domain shown divided by
+    /// `divisor` between the rotated y title and the plot, and never less than now.
+    pub fn left_for_y_labels(&self, divisor: f64) -> f64 {
+        let (yt, step) = nice_ticks(self.y.d0 / divisor, self.y.d1 / divisor, Y_TICKS);
+        let widest = yt.iter().map(|t| fmt_tick(*t, step).chars().count()).max().unwrap_or(0);
+        (Y_TITLE_PX + widest as f64 * TICK_CHAR_PX + Y_LABEL_GAP_PX).max(self.left)
+    }
+
+    /// Moves the plot's left edge to `left` (keeping its right edge), as room for tick labels.
+    pub fn set_left(&mut self, left: f64) {
+        let right = self.right();
+        self.left = left;
+        self.width = (right - left).max(10.0);
+        self.x = Scale::new(self.x.d0, self.x.d1, left, left + self.width);
+    }
+
     /// The axes of a quantity in ns (titled `y_what` and shown in the unit that suits
     /// `y_span_ns`) against time in seconds (titled `x_title`).
     pub fn draw_time_axes(&self, svg: &mut Svg, x_title: &str, y_what: &str, y_span_ns: f64) {
@@ -410,7 +435,7 @@ impl Frame {
                 "class=\"tick\" text-anchor=\"middle\"",
             );
         }
-        let (yt, ystep) = nice_ticks(self.y.d0 / ys.divisor, self.y.d1 / ys.divisor, 5);
+        let (yt, ystep) = nice_ticks(self.y.d0 / ys.divisor, self.y.d1 / ys.divisor, Y_TICKS);
         for t in yt {
             let py = self.y.map(t * ys.divisor);
             svg.line(self.left, py, self.right(), py, "class=\"grid\"");

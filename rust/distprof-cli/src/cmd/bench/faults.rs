@@ -76,6 +76,15 @@ pub struct Args {
     /// store_flood: the ranks' rendezvous timeout, ms.
     #[arg(long, default_value_t = 120_000)]
     store_flood_timeout_ms: u64,
+    /// store_greeted_flood: connections that say the public HELLO, held against the store.
+    #[arg(long, default_value_t = 10_000)]
+    store_greeted_flood_connections: usize,
+    /// store_greeted_flood: loopback addresses they come from (127.0.0.10 and up).
+    #[arg(long, default_value_t = 40)]
+    store_greeted_flood_addresses: u8,
+    /// store_greeted_flood: the 3 ranks' rendezvous timeout, ms.
+    #[arg(long, default_value_t = 60_000)]
+    store_greeted_flood_timeout_ms: u64,
     /// late_rank: how long after the others rank 0 starts, seconds.
     #[arg(long, default_value_t = 90.0)]
     late_rank_delay_s: f64,
@@ -239,6 +248,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    let greeted_flood = if wanted("store_greeted_flood") {
+        eprintln!("bench faults: store_greeted_flood");
+        Some(super::store_faults::store_greeted_flood(
+            3,
+            args.store_greeted_flood_connections,
+            args.store_greeted_flood_addresses,
+            args.store_greeted_flood_timeout_ms,
+        )?)
+    } else {
+        None
+    };
     let late_rank = if wanted("late_rank") {
         eprintln!("bench faults: late_rank");
         Some(super::store_faults::late_rank(4, Duration::from_secs_f64(args.late_rank_delay_s), args.late_rank_timeout_ms)?)
@@ -248,8 +268,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for s in store_flood.iter().chain(&late_rank) {
         violations.extend(s.violations());
     }
+    if let Some(g) = &greeted_flood {
+        violations.extend(g.violations());
+    }
     print_table(&results);
-    print_store_table(store_flood.iter().chain(&late_rank));
+    print_store_table(store_flood.iter().chain(greeted_flood.iter().map(|g| &g.scenario)).chain(&late_rank));
+    if let Some(g) = &greeted_flood {
+        println!(
+            "store_greeted_flood: {} connections from {} addresses; agreed {} ms after the last start (unflooded {} ms); flood held {}, refused busy {}, evicted for a lighter address {}; rank 0 logged {} lines in {:.1} s ({:.2}/s), its last summary counted {} refusals",
+            g.connections,
+            g.addresses,
+            g.flooded_all_agreed_ms.map_or("-".into(), |v| v.to_string()),
+            g.unflooded_all_agreed_ms.map_or("-".into(), |v| v.to_string()),
+            g.held_at_start,
+            g.refused_busy,
+            g.store_evicted_for_lighter,
+            g.rank0_log_lines,
+            g.rank0_lifetime_s,
+            g.rank0_log_lines_per_s,
+            g.store_refusals_logged.map_or("-".into(), |v| v.to_string()),
+        );
+    }
     for v in &violations {
         println!("VIOLATION: {v}");
     }
@@ -264,6 +303,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "flood_rate_per_s": args.flood_rate_per_s,
                 "scenarios": results,
                 "store_flood": store_flood,
+                "store_greeted_flood": greeted_flood,
                 "late_rank": late_rank,
                 "violations": violations,
             })

@@ -209,6 +209,22 @@ fn judge(name: &'static str, what: String, mut ranks: Vec<Rank>, timeout_ms: u64
     }
 }
 
+/// Starts rank 0 on a free loopback port and waits until its store listens, as an attacker
+/// would: returns the port, the store's address and the rank.
+fn start_store_host(ranks: u32, timeout_ms: u64) -> anyhow::Result<(u16, SocketAddr, Rank)> {
+    let port = free_port()?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    let rank0 = spawn_rank(0, ranks, port, timeout_ms)?;
+    let listening = Instant::now();
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+        if listening.elapsed() > Duration::from_secs(10) {
+            anyhow::bail!("rank 0's store did not listen on {addr} within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((port, addr, rank0))
+}
+
 /// Raises the soft descriptor limit to what `needed` requires (up to the hard limit).
 fn raise_fd_limit(needed: u64) -> anyhow::Result<()> {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
@@ -286,17 +302,8 @@ fn slow_loris(addr: SocketAddr, stop: Arc<AtomicBool>, connections: Arc<AtomicU6
 pub fn store_flood(ranks: u32, connections: usize, timeout_ms: u64) -> anyhow::Result<StoreScenario> {
     raise_fd_limit(connections as u64 + SPARE_FDS + 4 * ranks as u64)?;
     let t0 = Instant::now();
-    let port = free_port()?;
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-    let mut procs = vec![spawn_rank(0, ranks, port, timeout_ms)?];
-    // Wait for the store to listen, as an attacker would.
-    let listening = Instant::now();
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-        if listening.elapsed() > Duration::from_secs(10) {
-            anyhow::bail!("rank 0's store did not listen on {addr} within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (port, addr, rank0) = start_store_host(ranks, timeout_ms)?;
+    let mut procs = vec![rank0];
     let stop = Arc::new(AtomicBool::new(false));
     let (opened, loris_conns, loris_bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let per_thread_held: Vec<Arc<AtomicU64>> = (0..FLOOD_THREADS).map(|_| Arc::new(AtomicU64::new(0))).collect();
@@ -349,4 +356,217 @@ pub fn late_rank(ranks: u32, delay: Duration, timeout_ms: u64) -> anyhow::Result
     procs.push(spawn_rank(0, ranks, port, timeout_ms)?);
     let what = format!("rank 0 (the store's host) starts {} s after the other {} ranks", delay.as_secs_f64(), ranks - 1);
     Ok(judge("late_rank", what, procs, timeout_ms, Some(0), t0))
+}
+
+/// Loopback addresses of the greeted flood: 127.0.0.10 and up (any of 127.0.0.0/8 is this
+/// host), apart from the ranks' 127.0.0.1.
+const GREETED_FLOOD_FIRST_ADDRESS: u8 = 10;
+/// The ranks of `store_greeted_flood` must agree within this of the unflooded run
+/// (the figure of issue 28).
+pub const GREETED_FLOOD_MAX_SLOWDOWN_MS: u64 = 2_000;
+/// Rank 0's log during the greeted flood: at most this many lines per second.
+pub const GREETED_FLOOD_MAX_LOG_LINES_PER_S: f64 = 1.0;
+
+/// What `store_greeted_flood` measured besides the rank outcomes.
+#[derive(Debug, Clone, Serialize)]
+pub struct GreetedFlood {
+    pub connections: usize,
+    pub addresses: u8,
+    /// The same ranks without a flood: from the last rank's start until all agreed, ms.
+    pub unflooded_all_agreed_ms: Option<u64>,
+    pub flooded_all_agreed_ms: Option<u64>,
+    /// Greeted flood connections open when the ranks started (the store holds at most its
+    /// connection limit), opened in all, and refused with BUSY.
+    pub held_at_start: u64,
+    pub opened: u64,
+    pub refused_busy: u64,
+    /// Greeted connections the store closed for one from a lighter address (its summary lines'
+    /// "evicted for a lighter address", summed).
+    pub store_evicted_for_lighter: u64,
+    /// The store's last summary line, as logged.
+    pub rank0_last_log_line: Option<String>,
+    /// Rank 0's (the store's) stderr: lines, over its lifetime, and the refusals its last
+    /// summary line counted since start.
+    pub rank0_log_lines: u64,
+    pub rank0_lifetime_s: f64,
+    pub rank0_log_lines_per_s: f64,
+    pub store_refusals_logged: Option<u64>,
+    pub scenario: StoreScenario,
+}
+
+impl GreetedFlood {
+    pub fn violations(&self) -> Vec<String> {
+        let mut v = self.scenario.violations();
+        match (self.unflooded_all_agreed_ms, self.flooded_all_agreed_ms) {
+            (Some(clean), Some(flooded)) if flooded > clean + GREETED_FLOOD_MAX_SLOWDOWN_MS => v.push(format!(
+                "store_greeted_flood: the ranks agreed {flooded} ms after the last start, over the unflooded {clean} ms + {GREETED_FLOOD_MAX_SLOWDOWN_MS} ms"
+            )),
+            (Some(_), Some(_)) => {}
+            _ => v.push("store_greeted_flood: the flooded or the unflooded ranks did not all agree".into()),
+        }
+        if self.rank0_log_lines_per_s > GREETED_FLOOD_MAX_LOG_LINES_PER_S {
+            v.push(format!(
+                "store_greeted_flood: rank 0 logged {} lines in {:.1} s ({:.2}/s, limit {GREETED_FLOOD_MAX_LOG_LINES_PER_S}/s)",
+                self.rank0_log_lines, self.rank0_lifetime_s, self.rank0_log_lines_per_s
+            ));
+        }
+        v
+    }
+}
+
+/// Counters of the greeted flood's threads.
+#[derive(Default)]
+struct FloodCounts {
+    held: AtomicU64,
+    opened: AtomicU64,
+    busy: AtomicU64,
+}
+
+/// One flood connection from `from`: connects, says the public HELLO (no secret) and
+/// returns the connection when the store admitted it.
+fn greet(addr: SocketAddr, from: [u8; 4], counts: &FloodCounts) -> Option<TcpStream> {
+    use distprof::kv::tcp::frame::{self, Request, Response};
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    sock.bind(&SocketAddr::from((from, 0)).into()).ok()?;
+    sock.connect_timeout(&addr.into(), Duration::from_millis(500)).ok()?;
+    let mut c: TcpStream = sock.into();
+    counts.opened.fetch_add(1, Ordering::Relaxed);
+    c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    frame::write_request(&mut c, &Request::Hello { version: frame::VERSION, secret: String::new() }).ok()?;
+    match frame::read_response(&mut c) {
+        Ok(Response::Ok) => {
+            c.set_nonblocking(true).ok()?;
+            Some(c)
+        }
+        Ok(Response::Busy(_)) => {
+            counts.busy.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Holds `target` greeted connections from the addresses `first..first + addresses` (in
+/// turn) until `stop`, reopening those the store closes; a refusal ends the round (the
+/// next starts after [`FLOOD_RECHECK`]), so a full store is asked a few times per second.
+fn greeted_flood(addr: SocketAddr, target: usize, first: usize, addresses: u8, stop: Arc<AtomicBool>, counts: Arc<FloodCounts>) {
+    let mut conns: Vec<TcpStream> = Vec::with_capacity(target);
+    let mut buf = [0u8; 64];
+    let mut next = first;
+    while !stop.load(Ordering::Relaxed) {
+        let before = conns.len();
+        conns.retain(|c| matches!((&*c).read(&mut buf), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock));
+        while conns.len() < target && !stop.load(Ordering::Relaxed) {
+            let from = [127, 0, 0, GREETED_FLOOD_FIRST_ADDRESS + (next % addresses as usize) as u8];
+            next += 1;
+            match greet(addr, from, &counts) {
+                Some(c) => {
+                    conns.push(c);
+                    counts.held.fetch_add(1, Ordering::Relaxed);
+                }
+                None => break,
+            }
+        }
+        counts.held.fetch_sub((before.max(conns.len()) - conns.len()) as u64, Ordering::Relaxed);
+        std::thread::sleep(FLOOD_RECHECK);
+    }
+    counts.held.fetch_sub(conns.len() as u64, Ordering::Relaxed);
+}
+
+/// Rank 0 and the other ranks started after `flood` (if any) filled; returns the judged
+/// scenario and rank 0's stderr lines, its lifetime and the refusals its last line counted.
+fn ranks_under(ranks: u32, timeout_ms: u64, flood: Option<(usize, u8, &Arc<FloodCounts>)>) -> anyhow::Result<(StoreScenario, String, f64, u64)> {
+    let t0 = Instant::now();
+    let (port, addr, rank0) = start_store_host(ranks, timeout_ms)?;
+    let mut procs = vec![rank0];
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    let mut held_at_start = 0;
+    if let Some((connections, addresses, counts)) = flood {
+        threads = (0..FLOOD_THREADS)
+            .map(|i| {
+                let (stop, counts) = (stop.clone(), counts.clone());
+                let share = connections / FLOOD_THREADS + usize::from(i < connections % FLOOD_THREADS);
+                std::thread::spawn(move || greeted_flood(addr, share, i, addresses, stop, counts))
+            })
+            .collect();
+        // Until the flood has tried every connection (the store refuses those past its
+        // limit) and held the store full for a moment, bounded in time.
+        let filling = Instant::now();
+        while counts.opened.load(Ordering::Relaxed) < connections as u64 && filling.elapsed() < Duration::from_secs(120) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        held_at_start = counts.held.load(Ordering::Relaxed);
+    }
+    for rank in 1..ranks {
+        procs.push(spawn_rank(rank, ranks, port, timeout_ms)?);
+    }
+    let what = match flood {
+        Some((c, a, _)) => format!("{c} connections that say the public HELLO, from {a} loopback addresses, while {ranks} ranks rendezvous"),
+        None => format!("{ranks} ranks rendezvous without a flood (the baseline of store_greeted_flood)"),
+    };
+    let rank0_started = procs[0].started;
+    let mut stderr0 = procs[0].child.stderr.take();
+    // Rank 0 may log a lot in the failure this scenario guards against: read its stderr
+    // on a thread so that it never blocks on a full pipe.
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(s) = stderr0.as_mut() {
+            let _ = s.read_to_string(&mut text);
+        }
+        (text, Instant::now())
+    });
+    let result = judge("store_greeted_flood", what, procs, timeout_ms, None, t0);
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    let (text, eof) = reader.join().map_err(|_| anyhow::anyhow!("rank 0's stderr reader panicked"))?;
+    Ok((result, text, (eof - rank0_started).as_secs_f64(), held_at_start))
+}
+
+/// The number just before `marker` in `line` ("… 1234 since start").
+fn number_before(line: &str, marker: &str) -> Option<u64> {
+    let (head, _) = line.split_once(marker)?;
+    head.rsplit([' ', '(']).next()?.parse().ok()
+}
+
+/// `store_greeted_flood`: `ranks` ranks rendezvous unflooded, then again while this process
+/// holds `connections` greeted connections (the public HELLO) from `addresses` loopback
+/// addresses against rank 0's store. Goal: the flooded ranks agree within
+/// [`GREETED_FLOOD_MAX_SLOWDOWN_MS`] of the unflooded, and rank 0 logs at most
+/// [`GREETED_FLOOD_MAX_LOG_LINES_PER_S`] lines a second.
+pub fn store_greeted_flood(ranks: u32, connections: usize, addresses: u8, timeout_ms: u64) -> anyhow::Result<GreetedFlood> {
+    if !(1..=200).contains(&addresses) {
+        anyhow::bail!("--store-greeted-flood-addresses {addresses}: use 1 to 200 (127.0.0.10 and up)");
+    }
+    raise_fd_limit(connections as u64 + SPARE_FDS + 4 * ranks as u64)?;
+    let t0 = Instant::now();
+    let (clean, ..) = ranks_under(ranks, timeout_ms, None)?;
+    let counts = Arc::new(FloodCounts::default());
+    let (mut flooded, log, lifetime_s, held) = ranks_under(ranks, timeout_ms, Some((connections, addresses, &counts)))?;
+    let lines = log.lines().count() as u64;
+    let summaries: Vec<&str> = log.lines().filter(|l| l.contains("key-value store: refused or closed")).collect();
+    let refusals = summaries.last().and_then(|l| number_before(l, " since start"));
+    let evicted = summaries.iter().filter_map(|l| number_before(l, " evicted for a lighter address")).sum();
+    flooded.flood_connections_held = Some(held);
+    flooded.flood_connections_opened = Some(counts.opened.load(Ordering::Relaxed));
+    flooded.wall_s = t0.elapsed().as_secs_f64();
+    Ok(GreetedFlood {
+        connections,
+        addresses,
+        unflooded_all_agreed_ms: clean.all_agreed_after_last_start_ms,
+        flooded_all_agreed_ms: flooded.all_agreed_after_last_start_ms,
+        held_at_start: held,
+        opened: counts.opened.load(Ordering::Relaxed),
+        refused_busy: counts.busy.load(Ordering::Relaxed),
+        store_evicted_for_lighter: evicted,
+        rank0_last_log_line: summaries.last().map(|l| l.to_string()),
+        rank0_log_lines: lines,
+        rank0_lifetime_s: lifetime_s,
+        rank0_log_lines_per_s: if lifetime_s > 0.0 { lines as f64 / lifetime_s } else { lines as f64 },
+        store_refusals_logged: refusals,
+        scenario: flooded,
+    })
 }

@@ -10,7 +10,7 @@ mod server;
 
 pub use client::{TcpStore, TcpStoreOptions};
 pub use frame::MAX_SECRET_BYTES;
-pub use server::{ServerOptions, ServerStats, TcpStoreServer};
+pub use server::{ServerOptions, ServerStats, TcpStoreServer, MAX_CONNECTIONS, REFUSAL_LOG_INTERVAL};
 
 #[cfg(test)]
 mod tests {
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn a_secret_is_required_when_the_server_has_one() {
-        let server = TcpStoreServer::bind_with(loopback(), ServerOptions { secret: Some("s3cret".into()) }).unwrap();
+        let server = TcpStoreServer::bind_with(loopback(), ServerOptions { secret: Some("s3cret".into()), ..ServerOptions::default() }).unwrap();
         let good = TcpStore::with_secret(server.local_addr(), quick(), "s3cret".into());
         good.set("k", "v").unwrap();
         for wrong in ["", "s3creT", "s3cret-longer"] {

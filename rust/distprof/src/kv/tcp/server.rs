@@ -11,7 +11,13 @@
 //! - connections that have not said HELLO are few ([`MAX_PENDING`], [`MAX_PENDING_PER_ADDRESS`]):
 //!   a new one evicts the oldest, so a flood cannot keep a genuine client out, only delay
 //!   its connect, which the client retries until its own deadline;
-//! - greeted connections are limited per peer address ([`MAX_GREETED_PER_ADDRESS`]);
+//! - greeted connections are limited per peer address ([`MAX_GREETED_PER_ADDRESS`]), and
+//!   when the server is full a connection from an address that holds fewer than the
+//!   heaviest address (less one) evicts that address's oldest greeted connection (fair
+//!   share): a flood of greeted connections, even from many addresses, cannot keep out the
+//!   ranks of a host that opens a few;
+//! - every refusal and eviction is counted ([`ServerStats`]) and logged as one summary line
+//!   per [`REFUSAL_LOG_INTERVAL`], never one line per connection;
 //! - with a secret (`ServerOptions::secret`), a HELLO without it is refused before the
 //!   connection is counted as greeted; before the HELLO nothing but the socket is kept.
 
@@ -27,7 +33,7 @@ use std::time::{Duration, Instant};
 
 /// More simultaneous clients than any run has nodes times a few; past it a connection is
 /// refused with a BUSY reply (after evicting one that has not said HELLO, if any).
-const MAX_CONNECTIONS: usize = 8192;
+pub const MAX_CONNECTIONS: usize = 8192;
 /// A genuine client sends its HELLO right after connecting; a second is ample on a loaded
 /// host, and a peer that has not finished it by then is not a distprof client.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -43,6 +49,15 @@ pub const MAX_PENDING_PER_ADDRESS: usize = 256;
 /// Greeted connections from one address: a host runs one client per rank (8 or 16 GPUs),
 /// a one-machine test up to a few hundred.
 pub const MAX_GREETED_PER_ADDRESS: usize = 1024;
+/// Refusals and evictions are summed over this interval into one WARN line, so a flood of
+/// rejected connections costs the log at most one line per interval.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
+/// Peer addresses remembered per summary (the count of distinct ones stops growing there).
+const SUMMARY_ADDRESSES: usize = 256;
+/// Descriptors per connection: its socket and the clone that closes it at shutdown (one
+/// more while it has not said HELLO), and those the hosting process needs besides.
+const FDS_PER_CONNECTION: u64 = 2;
+const SPARE_FDS: u64 = MAX_PENDING as u64 + 256;
 /// Longest a reply may take to leave: a genuine client reads at once.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A server-side blocking GET wakes this often to notice a shutdown.
@@ -51,11 +66,19 @@ const SHUTDOWN_POLL: Duration = Duration::from_millis(200);
 const CONNECTION_STACK_BYTES: usize = 256 * 1024;
 
 /// How a [`TcpStoreServer`] admits clients.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ServerOptions {
     /// When set, a HELLO must carry exactly this secret (the cluster's
     /// `DISTPROF_STORE_SECRET`); others are refused before being counted.
     pub secret: Option<String>,
+    /// Connections held at once, greeted or not ([`MAX_CONNECTIONS`]; lower in tests).
+    pub max_connections: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self { secret: None, max_connections: MAX_CONNECTIONS }
+    }
 }
 
 /// What the defences did, for logs and `distprof bench faults`.
@@ -73,6 +96,13 @@ pub struct ServerStats {
     pub idle_closed: u64,
     /// Connections that completed the HELLO.
     pub greeted: u64,
+    /// Greeted connections closed to make room for one from an address that held fewer
+    /// (the fair share of a full server).
+    pub evicted_greeted: u64,
+    /// Greeted connections closed for a bad frame.
+    pub bad_frames: u64,
+    /// Summary lines logged about refusals and evictions.
+    pub summary_lines: u64,
 }
 
 #[derive(Default)]
@@ -83,18 +113,37 @@ struct Counters {
     refused_hello: AtomicU64,
     idle_closed: AtomicU64,
     greeted: AtomicU64,
+    evicted_greeted: AtomicU64,
+    bad_frames: AtomicU64,
+    summary_lines: AtomicU64,
 }
 
 struct Shared {
     store: MemoryStore,
     stopping: AtomicBool,
     secret: Option<String>,
+    max_connections: usize,
     /// Clones of live connections, so `shutdown` can close them and wake their readers.
     connections: Mutex<Vec<(u64, TcpStream)>>,
     /// Connections without a completed HELLO, oldest first (clones, for eviction).
     pending: Mutex<VecDeque<(u64, IpAddr, TcpStream)>>,
-    greeted_per_address: Mutex<HashMap<IpAddr, usize>>,
+    /// Greeted connections by peer address, oldest first (for the fair share of a full server).
+    greeted: Mutex<HashMap<IpAddr, VecDeque<u64>>>,
     counters: Counters,
+    refusals: Mutex<Refusals>,
+}
+
+/// Refusals since the last summary line.
+#[derive(Default)]
+struct Refusals {
+    /// Count by reason (a short fixed phrase).
+    by_reason: Vec<(&'static str, u64)>,
+    addresses: std::collections::HashSet<IpAddr>,
+    /// One example: the peer and the full message it was given.
+    example: Option<(String, String)>,
+    since: Option<Instant>,
+    last_line: Option<Instant>,
+    total: u64,
 }
 
 /// A running store server; stops when dropped.
@@ -102,6 +151,7 @@ pub struct TcpStoreServer {
     local_addr: SocketAddr,
     shared: Arc<Shared>,
     acceptor: Option<thread::JoinHandle<()>>,
+    reporter: Option<thread::JoinHandle<()>>,
 }
 
 impl TcpStoreServer {
@@ -119,10 +169,12 @@ impl TcpStoreServer {
             store: MemoryStore::new(),
             stopping: AtomicBool::new(false),
             secret: options.secret.filter(|s| !s.is_empty()),
+            max_connections: connection_limit(options.max_connections.max(1)),
             connections: Mutex::new(Vec::new()),
             pending: Mutex::new(VecDeque::new()),
-            greeted_per_address: Mutex::new(HashMap::new()),
+            greeted: Mutex::new(HashMap::new()),
             counters: Counters::default(),
+            refusals: Mutex::new(Refusals::default()),
         });
         let acceptor = {
             let shared = shared.clone();
@@ -130,11 +182,18 @@ impl TcpStoreServer {
                 .name("distprof-kv-accept".into())
                 .spawn(move || accept_loop(listener, shared))?
         };
+        let reporter = {
+            let shared = shared.clone();
+            thread::Builder::new()
+                .name("distprof-kv-log".into())
+                .spawn(move || report_loop(&shared))?
+        };
         tracing::debug!(%local_addr, "key-value store serving");
         Ok(Self {
             local_addr,
             shared,
             acceptor: Some(acceptor),
+            reporter: Some(reporter),
         })
     }
 
@@ -149,6 +208,9 @@ impl TcpStoreServer {
             refused_hello: get(&c.refused_hello),
             idle_closed: get(&c.idle_closed),
             greeted: get(&c.greeted),
+            evicted_greeted: get(&c.evicted_greeted),
+            bad_frames: get(&c.bad_frames),
+            summary_lines: get(&c.summary_lines),
         }
     }
     /// The bound address (with the actual port when bound to port 0).
@@ -165,7 +227,7 @@ impl TcpStoreServer {
     /// clients). A master that failed keeps serving until this drops to zero (every node
     /// has read the abort and gone) or a grace period ends.
     pub fn connection_count(&self) -> usize {
-        lock(&self.shared.greeted_per_address).values().sum()
+        lock(&self.shared.greeted).values().map(VecDeque::len).sum()
     }
 
     /// Stops accepting and closes every connection; clients see the store go away.
@@ -191,6 +253,12 @@ impl TcpStoreServer {
             let _ = conn.shutdown(Shutdown::Both);
         }
         lock(&self.shared.pending).clear();
+        if let Some(reporter) = self.reporter.take() {
+            reporter.thread().unpark();
+            let _ = reporter.join();
+        }
+        // What the last interval refused, so no count is lost.
+        summarize(&self.shared, true);
     }
 }
 
@@ -198,6 +266,33 @@ impl Drop for TcpStoreServer {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// The connections the descriptor limit allows, up to `wanted`: the soft limit is raised
+/// toward the hard one first. A server that ran out of descriptors could accept nobody, not
+/// even a rank; one that stays under the limit reaches "full" and its fair share instead.
+fn connection_limit(wanted: usize) -> usize {
+    let needed = wanted as u64 * FDS_PER_CONNECTION + SPARE_FDS;
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return wanted;
+    }
+    if (lim.rlim_cur as u64) < needed {
+        let raised = libc::rlimit { rlim_cur: (needed as libc::rlim_t).min(lim.rlim_max), rlim_max: lim.rlim_max };
+        // SAFETY: a valid rlimit within the hard limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim = raised;
+        }
+    }
+    let allowed = ((lim.rlim_cur as u64).saturating_sub(SPARE_FDS) / FDS_PER_CONNECTION).max(1) as usize;
+    if allowed < wanted {
+        tracing::warn!(
+            "key-value store: the descriptor limit ({} open files) allows {allowed} connections, not {wanted}; raise `ulimit -n` to {needed} on the store's host for runs of more ranks",
+            lim.rlim_cur
+        );
+    }
+    allowed.min(wanted)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -219,15 +314,94 @@ fn evict_oldest_pending(shared: &Shared, pending: &mut VecDeque<(u64, IpAddr, Tc
     true
 }
 
-fn refuse_busy(shared: &Shared, conn: &TcpStream, peer: &str, why: String) {
+fn refuse_busy(shared: &Shared, conn: &TcpStream, peer: SocketAddr, reason: &'static str, why: String) {
     shared.counters.refused_busy.fetch_add(1, Ordering::Relaxed);
-    tracing::debug!("key-value store: refusing {peer}: {why}");
+    note_refusal(shared, reason, peer, &why);
     let _ = conn.set_write_timeout(Some(Duration::from_millis(100)));
     let _ = frame::write_response(&mut &*conn, &Response::Busy(why));
 }
 
+/// Counts one refusal (or eviction) of `peer` for the next summary line; logs that line now
+/// when none was logged for a whole interval, so a lone misconfigured rank is seen at once.
+fn note_refusal(shared: &Shared, reason: &'static str, peer: SocketAddr, message: &str) {
+    {
+        let mut r = lock(&shared.refusals);
+        match r.by_reason.iter_mut().find(|(why, _)| *why == reason) {
+            Some((_, n)) => *n += 1,
+            None => r.by_reason.push((reason, 1)),
+        }
+        if r.addresses.len() < SUMMARY_ADDRESSES {
+            r.addresses.insert(peer.ip());
+        }
+        if r.example.is_none() {
+            r.example = Some((peer.to_string(), message.to_string()));
+        }
+        r.since.get_or_insert_with(Instant::now);
+        r.total += 1;
+    }
+    summarize(shared, false);
+}
+
+/// Logs one WARN line for the refusals noted since the last one, when there are any and the
+/// last line is at least [`REFUSAL_LOG_INTERVAL`] old (or `now`).
+fn summarize(shared: &Shared, now: bool) {
+    let mut r = lock(&shared.refusals);
+    let count: u64 = r.by_reason.iter().map(|(_, n)| n).sum();
+    if count == 0 || !(now || r.last_line.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_INTERVAL)) {
+        return;
+    }
+    let reasons: Vec<String> = r.by_reason.iter().map(|(why, n)| format!("{n} {why}")).collect();
+    let addresses = r.addresses.len();
+    let more = if addresses >= SUMMARY_ADDRESSES { "+" } else { "" };
+    let (peer, message) = r.example.clone().unwrap_or_default();
+    let over = r.since.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    tracing::warn!(
+        "key-value store: refused or closed {count} connections in {over:.1} s ({}) from {addresses}{more} addresses, e.g. {peer}: {message}; {} since start{}",
+        reasons.join(", "),
+        r.total,
+        if count > 1 { format!("; one line per {} s at most", REFUSAL_LOG_INTERVAL.as_secs()) } else { String::new() }
+    );
+    shared.counters.summary_lines.fetch_add(1, Ordering::Relaxed);
+    let total = r.total;
+    *r = Refusals { last_line: Some(Instant::now()), total, ..Refusals::default() };
+}
+
+/// Logs the pending summary when its interval is over, until the server stops.
+fn report_loop(shared: &Shared) {
+    while !shared.stopping.load(Ordering::SeqCst) {
+        thread::park_timeout(Duration::from_millis(500));
+        summarize(shared, false);
+    }
+}
+
+/// On a full server, makes room for a connection from `ip` by closing the oldest greeted
+/// connection of the address that holds the most, when `ip` holds fewer than that less one
+/// (so two equal addresses never trade places). Returns whether it made room.
+fn evict_for_fair_share(shared: &Shared, conns: &mut Vec<(u64, TcpStream)>, ip: IpAddr) -> bool {
+    let mut greeted = lock(&shared.greeted);
+    let mine = greeted.get(&ip).map_or(0, VecDeque::len);
+    let Some((&heaviest, held)) = greeted.iter().max_by_key(|(_, q)| q.len()) else { return false };
+    let held_len = held.len();
+    if mine + 1 >= held_len {
+        return false;
+    }
+    let Some(id) = greeted.get_mut(&heaviest).and_then(VecDeque::pop_front) else { return false };
+    if greeted.get(&heaviest).is_some_and(VecDeque::is_empty) {
+        greeted.remove(&heaviest);
+    }
+    // Its thread's read fails at once and the thread ends; its slot is free now.
+    if let Some(at) = conns.iter().position(|(i, _)| *i == id) {
+        let (_, conn) = conns.swap_remove(at);
+        let _ = conn.shutdown(Shutdown::Both);
+    }
+    shared.counters.evicted_greeted.fetch_add(1, Ordering::Relaxed);
+    note_refusal(shared, "evicted for a lighter address", SocketAddr::new(heaviest, 0), &format!("server full; closed the oldest of the {} connections from {heaviest} for one from {ip}", held_len));
+    true
+}
+
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut next_id = 0u64;
+    let unknown: SocketAddr = ([0, 0, 0, 0], 0).into();
     for conn in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
             break;
@@ -235,7 +409,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let conn = match conn {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!("key-value store: accept failed: {e}");
+                note_refusal(&shared, "accept failures", unknown, &format!("accept failed: {e}"));
                 // Out of descriptors or similar: do not spin.
                 thread::sleep(Duration::from_millis(50));
                 continue;
@@ -250,9 +424,13 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         {
             let mut conns = lock(&shared.connections);
             let mut pending = lock(&shared.pending);
-            if conns.len() >= MAX_CONNECTIONS && !evict_oldest_pending(&shared, &mut pending, None) {
+            if conns.len() >= shared.max_connections
+                && !evict_oldest_pending(&shared, &mut pending, None)
+                && !evict_for_fair_share(&shared, &mut conns, ip)
+            {
                 drop((conns, pending));
-                refuse_busy(&shared, &conn, &peer, format!("server full ({MAX_CONNECTIONS} connections)"));
+                let why = format!("server full ({} connections, {ip} holds its share)", shared.max_connections);
+                refuse_busy(&shared, &conn, peer_addr, "busy (server full)", why);
                 continue;
             }
             if pending.iter().filter(|(_, a, _)| *a == ip).count() >= MAX_PENDING_PER_ADDRESS {
@@ -262,7 +440,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 evict_oldest_pending(&shared, &mut pending, None);
             }
             let (Ok(clone), Ok(pending_clone)) = (conn.try_clone(), conn.try_clone()) else {
-                tracing::warn!("key-value store: cannot track connection from {peer}");
+                drop((conns, pending));
+                note_refusal(&shared, "untracked", peer_addr, "cannot clone the connection's socket");
                 continue;
             };
             conns.push((id, clone));
@@ -273,27 +452,25 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             .name("distprof-kv-conn".into())
             .stack_size(CONNECTION_STACK_BYTES)
             .spawn(move || {
-                let greeted = serve_connection(conn, &peer, ip, id, &shared2);
-                forget(&shared2, id, ip, greeted);
+                serve_connection(conn, &peer, peer_addr, id, &shared2);
+                forget(&shared2, id, ip);
             });
         if let Err(e) = spawned {
-            tracing::warn!("key-value store: cannot start a connection thread: {e}");
-            forget(&shared, id, ip, false);
+            note_refusal(&shared, "no thread", peer_addr, &format!("cannot start a connection thread: {e}"));
+            forget(&shared, id, ip);
         }
     }
 }
 
 /// Drops every trace of connection `id`.
-fn forget(shared: &Shared, id: u64, ip: IpAddr, greeted: bool) {
+fn forget(shared: &Shared, id: u64, ip: IpAddr) {
     lock(&shared.connections).retain(|(i, _)| *i != id);
     lock(&shared.pending).retain(|(i, _, _)| *i != id);
-    if greeted {
-        let mut per = lock(&shared.greeted_per_address);
-        if let Some(n) = per.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                per.remove(&ip);
-            }
+    let mut greeted = lock(&shared.greeted);
+    if let Some(q) = greeted.get_mut(&ip) {
+        q.retain(|i| *i != id);
+        if q.is_empty() {
+            greeted.remove(&ip);
         }
     }
 }
@@ -329,32 +506,31 @@ fn same_secret(a: &str, b: &str) -> bool {
 fn handshake(
     reader: &mut BufReader<DeadlineReader<'_>>,
     writer: &mut BufWriter<&TcpStream>,
-    peer: &str,
-    ip: IpAddr,
+    peer: SocketAddr,
     id: u64,
     shared: &Shared,
 ) -> Result<(), ()> {
     let counters = &shared.counters;
-    let refuse = |writer: &mut BufWriter<&TcpStream>, why: String| {
+    let refuse = |writer: &mut BufWriter<&TcpStream>, reason: &'static str, why: String| {
         counters.refused_hello.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!("key-value store: closing connection from {peer}: {why}");
+        note_refusal(shared, reason, peer, &why);
         let _ = frame::write_response(writer, &Response::Error(why));
     };
     match frame::read_request_limited(reader, frame::MAX_HELLO_FRAME_BYTES) {
         Ok(Some(Request::Hello { version, secret })) => {
             if version != frame::VERSION {
-                refuse(writer, format!("protocol version {version} unsupported; server speaks {}", frame::VERSION));
+                refuse(writer, "wrong version", format!("protocol version {version} unsupported; server speaks {}", frame::VERSION));
                 return Err(());
             }
             if let Some(want) = &shared.secret {
                 if !same_secret(want, &secret) {
-                    refuse(writer, "wrong store secret; give every rank the same DISTPROF_STORE_SECRET".into());
+                    refuse(writer, "wrong secret", "wrong store secret; give every rank the same DISTPROF_STORE_SECRET".into());
                     return Err(());
                 }
             }
         }
         Ok(Some(_)) => {
-            refuse(writer, "request before handshake".into());
+            refuse(writer, "no hello", "request before handshake".into());
             return Err(());
         }
         Ok(None) => return Err(()),
@@ -366,31 +542,30 @@ fn handshake(
             return Err(());
         }
         Err(FrameError::Malformed(m)) => {
-            refuse(writer, format!("bad frame: {m}"));
+            refuse(writer, "bad hello", format!("bad frame: {m}"));
             return Err(());
         }
     }
     lock(&shared.pending).retain(|(i, _, _)| *i != id);
     {
-        let mut per = lock(&shared.greeted_per_address);
-        let n = per.entry(ip).or_insert(0);
-        if *n >= MAX_GREETED_PER_ADDRESS {
-            drop(per);
-            refuse_busy(shared, writer.get_ref(), peer, format!("{MAX_GREETED_PER_ADDRESS} connections from {ip} already"));
+        let mut greeted = lock(&shared.greeted);
+        let mine = greeted.entry(peer.ip()).or_default();
+        if mine.len() >= MAX_GREETED_PER_ADDRESS {
+            drop(greeted);
+            let why = format!("{MAX_GREETED_PER_ADDRESS} connections from {} already", peer.ip());
+            refuse_busy(shared, writer.get_ref(), peer, "busy (address full)", why);
             return Err(());
         }
-        *n += 1;
+        mine.push_back(id);
     }
     counters.greeted.fetch_add(1, Ordering::Relaxed);
-    if frame::write_response(writer, &Response::Ok).is_err() {
-        // Counted as greeted: the caller's `forget` undoes it.
-        return Ok(());
-    }
+    // A failed write shows on the next read; the caller's `forget` undoes the count.
+    let _ = frame::write_response(writer, &Response::Ok);
     Ok(())
 }
 
-/// Serves one connection; returns whether it was greeted (counted per address).
-fn serve_connection(conn: TcpStream, peer: &str, ip: IpAddr, id: u64, shared: &Shared) -> bool {
+/// Serves one connection until it ends.
+fn serve_connection(conn: TcpStream, peer: &str, peer_addr: SocketAddr, id: u64, shared: &Shared) {
     // A peer that never reads its replies must not hold this thread in a write forever.
     let _ = conn.set_write_timeout(Some(WRITE_TIMEOUT));
     let mut reader = BufReader::new(DeadlineReader {
@@ -398,14 +573,14 @@ fn serve_connection(conn: TcpStream, peer: &str, ip: IpAddr, id: u64, shared: &S
         deadline: Instant::now() + HANDSHAKE_TIMEOUT,
     });
     let mut writer = BufWriter::new(&conn);
-    if handshake(&mut reader, &mut writer, peer, ip, id, shared).is_err() {
-        return false;
+    if handshake(&mut reader, &mut writer, peer_addr, id, shared).is_err() {
+        return;
     }
     loop {
         reader.get_mut().deadline = Instant::now() + IDLE_TIMEOUT;
         let req = match frame::read_request(&mut reader) {
             Ok(Some(req)) => req,
-            Ok(None) => return true,
+            Ok(None) => return,
             Err(FrameError::Io(e)) => {
                 if timed_out(&e) {
                     shared.counters.idle_closed.fetch_add(1, Ordering::Relaxed);
@@ -413,13 +588,14 @@ fn serve_connection(conn: TcpStream, peer: &str, ip: IpAddr, id: u64, shared: &S
                 } else if !shared.stopping.load(Ordering::SeqCst) {
                     tracing::debug!("key-value store: connection from {peer} ended: {e}");
                 }
-                return true;
+                return;
             }
             Err(FrameError::Malformed(m)) => {
-                tracing::warn!("key-value store: closing connection from {peer}: bad frame: {m}");
-                let _ =
-                    frame::write_response(&mut writer, &Response::Error(format!("bad frame: {m}")));
-                return true;
+                shared.counters.bad_frames.fetch_add(1, Ordering::Relaxed);
+                let why = format!("bad frame: {m}");
+                note_refusal(shared, "bad frames", peer_addr, &why);
+                let _ = frame::write_response(&mut writer, &Response::Error(why));
+                return;
             }
         };
         let resp = match req {
@@ -436,7 +612,7 @@ fn serve_connection(conn: TcpStream, peer: &str, ip: IpAddr, id: u64, shared: &S
             },
         };
         if frame::write_response(&mut writer, &resp).is_err() {
-            return true;
+            return;
         }
     }
 }
@@ -487,7 +663,7 @@ mod tests {
     }
 
     fn server(secret: Option<&str>) -> TcpStoreServer {
-        TcpStoreServer::bind_with("127.0.0.1:0".parse().unwrap(), ServerOptions { secret: secret.map(str::to_string) }).unwrap()
+        TcpStoreServer::bind_with("127.0.0.1:0".parse().unwrap(), ServerOptions { secret: secret.map(str::to_string), ..ServerOptions::default() }).unwrap()
     }
 
     fn error_text(r: Response) -> String {
@@ -594,6 +770,76 @@ mod tests {
             Err(e) => panic!("{e}"),
         }
         assert!(TcpStream::connect(s.local_addr()).and_then(|mut c| c.read(&mut [0u8; 1])).map_or(true, |n| n == 0));
+    }
+
+    /// A raw connection from a chosen loopback address (any of 127.0.0.0/8 is this host).
+    fn connect_from(server: &TcpStoreServer, from: [u8; 4]) -> TcpStream {
+        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.bind(&SocketAddr::from((from, 0)).into()).unwrap();
+        sock.connect(&server.local_addr().into()).unwrap();
+        let c: TcpStream = sock.into();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c
+    }
+
+    fn small_server(max_connections: usize, secret: Option<&str>) -> TcpStoreServer {
+        let options = ServerOptions { secret: secret.map(str::to_string), max_connections };
+        TcpStoreServer::bind_with("127.0.0.1:0".parse().unwrap(), options).unwrap()
+    }
+
+    /// A full server of greeted connections from two flooding addresses still admits a
+    /// host that holds fewer: it closes the heaviest address's oldest, and the flood's own
+    /// new connections are refused, since they hold no less than the heaviest.
+    #[test]
+    fn a_full_server_admits_an_address_that_holds_less_than_its_share() {
+        let s = small_server(20, None);
+        let mut flood = Vec::new();
+        for i in 0..20 {
+            let mut c = connect_from(&s, [127, 0, 0, 2 + (i % 2) as u8]);
+            assert_eq!(ask(&mut c, hello("")), Response::Ok, "flood connection {i}");
+            flood.push(c);
+        }
+        assert_eq!(s.connection_count(), 20);
+        // The flood's next connection finds the server full and its address at its share.
+        let mut more = connect_from(&s, [127, 0, 0, 2]);
+        assert!(matches!(frame::read_response(&mut more), Ok(Response::Busy(ref m)) if m.contains("server full")));
+        // A rank's host with none gets in, three times: each takes one of the flood's.
+        let mut ranks = Vec::new();
+        for _ in 0..3 {
+            let mut c = connect_from(&s, [127, 0, 0, 1]);
+            assert_eq!(ask(&mut c, hello("")), Response::Ok);
+            assert_eq!(ask(&mut c, Request::Set { key: "k".into(), value: "v".into() }), Response::Ok);
+            ranks.push(c);
+        }
+        assert_eq!(s.stats().evicted_greeted, 3, "{:?}", s.stats());
+        assert_eq!(s.stats().refused_busy, 1, "{:?}", s.stats());
+        assert_eq!(flood[0].read(&mut [0u8; 1]).unwrap_or(0), 0, "the oldest of the flood was closed");
+        // The ranks are never the heaviest address, so the flood cannot take their places.
+        let mut again = connect_from(&s, [127, 0, 0, 3]);
+        assert!(matches!(frame::read_response(&mut again), Ok(Response::Busy(_))));
+        for c in &mut ranks {
+            assert_eq!(ask(c, Request::TryGet { key: "k".into() }), Response::Value("v".into()));
+        }
+    }
+
+    /// 300 HELLOs with a wrong secret within a second are all refused and counted, and
+    /// logged as at most two summary lines (one at once, one for the rest), not 300.
+    #[test]
+    fn refusals_are_counted_and_summarized_not_logged_one_by_one() {
+        let mut s = small_server(MAX_CONNECTIONS, Some("s3cret"));
+        let start = Instant::now();
+        for _ in 0..300 {
+            let m = error_text(ask(&mut connect(&s), hello("guess")));
+            assert!(m.contains("wrong store secret"), "{m}");
+        }
+        let took = start.elapsed();
+        assert_eq!(s.stats().refused_hello, 300);
+        // One line at the first refusal, then at most one per interval while it lasted.
+        let allowed = 1 + (took.as_secs_f64() / REFUSAL_LOG_INTERVAL.as_secs_f64()).ceil() as u64;
+        assert!(s.stats().summary_lines <= allowed, "{} lines in {took:?}", s.stats().summary_lines);
+        // The rest is logged when the server stops: no refusal goes unreported.
+        s.shutdown();
+        assert!(s.stats().summary_lines >= 1 && s.stats().summary_lines <= allowed + 1, "{:?}", s.stats());
     }
 
     #[test]
