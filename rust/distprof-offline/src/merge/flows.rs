@@ -11,15 +11,93 @@
 //! each point 1 ns after its slice's start (inside it whatever the rounding of `ts` to ns,
 //! and in the same order as the starts, which Perfetto needs). A merge without `--flows`
 //! pays nothing.
+//!
+//! `merged.pftrace` needs no second pass: there a flow's points are flow ids on the begin
+//! packets of its slices, and Perfetto links the slices carrying one id in the order of
+//! their times (the first begins the flow, each later one steps it from the one before).
+//! So a node needs only an id that every participant of an occurrence derives alike, the
+//! same for the i-th occurrence of one key on every participant: [`flow_id`] of (key, i).
+//! Each node finds its own occurrences before its rewrite ([`NodeFlows::scan`], `validate`'s
+//! scan of its input, mapped onto G) and the encoder puts the ids on the right begins.
 
 use super::chrome::ChromeWriter;
 use super::chrome_doc::ChromeDoc;
 use super::timemap::NodeTimeMap;
 use super::MergeError;
 use crate::validate::{scan, sort_occurrences, Collectives};
-use std::collections::BTreeMap;
+use crate::merge::protobuf::WireError;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::PathBuf;
+
+/// The flow id of the `i`-th occurrence (from 0) of collective `(module, op)`: FNV-1a 64
+/// of the three, spelled out here so that it is the same in every build and on every node
+/// (std's hasher promises neither). Never 0. Two occurrences share an id with probability
+/// about n²/2^65 for n occurrences (1e-8 for a million), and then Perfetto joins their
+/// flows.
+pub fn flow_id(module: &str, op: &str, i: u64) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    // Each string ends in a 0xff byte, which UTF-8 never holds: ("ab", "c") and ("a", "bc")
+    // differ.
+    for b in module.bytes().chain([0xff]).chain(op.bytes()).chain([0xff]).chain(i.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(PRIME);
+    }
+    h.max(1)
+}
+
+/// The flow ids of one node's collective occurrences, by where the rewrite meets them:
+/// (the plane's place among the node's event planes, the line's place in its plane from 1,
+/// the event's place in its line from 0).
+#[derive(Debug, Default)]
+pub struct NodeFlows {
+    ids: HashMap<(u32, u32, u32), Vec<u64>>,
+}
+
+impl NodeFlows {
+    /// The occurrences of node `node`'s input `buf` (profile start `profile_start_ns`),
+    /// each participant's in time order on G (`map`), as [`collect`] finds them in the
+    /// merged outputs.
+    pub fn scan(buf: &[u8], node: u32, profile_start_ns: i64, map: &NodeTimeMap) -> Result<Self, WireError> {
+        let mut c = Collectives::new();
+        scan(buf, node, profile_start_ns, map, &mut c)?;
+        sort_occurrences(&mut c);
+        let mut ids: HashMap<(u32, u32, u32), Vec<u64>> = HashMap::new();
+        for ((module, op), parts) in &c {
+            for spans in parts.values() {
+                for (i, s) in (0u64..).zip(spans) {
+                    ids.entry((s.plane, s.line, s.event)).or_default().push(flow_id(module, op, i));
+                }
+            }
+        }
+        Ok(Self { ids })
+    }
+
+    #[cfg(test)]
+    pub fn from_ids(ids: HashMap<(u32, u32, u32), Vec<u64>>) -> Self {
+        Self { ids }
+    }
+
+    /// The flow ids of event `event` of line `line` of event plane `plane` (empty for most).
+    #[inline]
+    pub fn of(&self, plane: u32, line: u32, event: u32) -> &[u64] {
+        if self.ids.is_empty() {
+            return &[];
+        }
+        self.ids.get(&(plane, line, event)).map_or(&[], Vec::as_slice)
+    }
+
+    /// Occurrences found.
+    pub fn len(&self) -> usize {
+        self.ids.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
 
 /// The collectives of merged outputs `(node, path)`, on the merged timeline in ps from the
 /// origin (as the Chrome JSON's `ts`), each participant's occurrences in time order.
