@@ -26,7 +26,7 @@ use super::timemap::NodeTimeMap;
 use super::MergeError;
 use crate::validate::{scan, sort_occurrences, Collectives};
 use crate::merge::protobuf::WireError;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
 
@@ -48,12 +48,14 @@ pub fn flow_id(module: &str, op: &str, i: u64) -> u64 {
     h.max(1)
 }
 
-/// The flow ids of one node's collective occurrences, by where the rewrite meets them:
-/// (the plane's place among the node's event planes, the line's place in its plane from 1,
-/// the event's place in its line from 0).
+/// The flow ids of one node's collective occurrences, in the order the rewrite meets them:
+/// by (the plane's place among the node's event planes, the line's place in its plane from
+/// 1, the event's place in its line from 0). The encoder walks them with a cursor
+/// ([`FlowCursor`]) as it walks the events, so an event costs one comparison, not a lookup.
 #[derive(Debug, Default)]
 pub struct NodeFlows {
-    ids: HashMap<(u32, u32, u32), Vec<u64>>,
+    /// (plane, line, event, flow id), sorted.
+    ids: Vec<(u32, u32, u32, u64)>,
 }
 
 impl NodeFlows {
@@ -64,39 +66,55 @@ impl NodeFlows {
         let mut c = Collectives::new();
         scan(buf, node, profile_start_ns, map, &mut c)?;
         sort_occurrences(&mut c);
-        let mut ids: HashMap<(u32, u32, u32), Vec<u64>> = HashMap::new();
+        let mut ids = Vec::new();
         for ((module, op), parts) in &c {
             for spans in parts.values() {
-                for (i, s) in (0u64..).zip(spans) {
-                    ids.entry((s.plane, s.line, s.event)).or_default().push(flow_id(module, op, i));
-                }
+                ids.extend((0u64..).zip(spans).map(|(i, s)| (s.plane, s.line, s.event, flow_id(module, op, i))));
             }
         }
+        ids.sort_unstable();
         Ok(Self { ids })
     }
 
     #[cfg(test)]
-    pub fn from_ids(ids: HashMap<(u32, u32, u32), Vec<u64>>) -> Self {
+    pub fn from_ids(mut ids: Vec<(u32, u32, u32, u64)>) -> Self {
+        ids.sort_unstable();
         Self { ids }
     }
 
-    /// The flow ids of event `event` of line `line` of event plane `plane` (empty for most).
+    /// A cursor at the first event of line `line` of event plane `plane`.
+    pub fn line(&self, plane: u32, line: u32) -> FlowCursor {
+        FlowCursor { at: self.ids.partition_point(|&(p, l, _, _)| (p, l) < (plane, line)), plane, line }
+    }
+
+    /// The flow ids of the event that `cursor` has reached, its `index`-th in its line;
+    /// events must come in order of `index`.
     #[inline]
-    pub fn of(&self, plane: u32, line: u32, event: u32) -> &[u64] {
-        if self.ids.is_empty() {
-            return &[];
-        }
-        self.ids.get(&(plane, line, event)).map_or(&[], Vec::as_slice)
+    pub fn of(&self, cursor: &mut FlowCursor, index: u32) -> &[(u32, u32, u32, u64)] {
+        let key = (cursor.plane, cursor.line, index);
+        let rest = &self.ids[cursor.at.min(self.ids.len())..];
+        let skip = rest.iter().take_while(|&&(p, l, e, _)| (p, l, e) < key).count();
+        let n = rest[skip..].iter().take_while(|&&(p, l, e, _)| (p, l, e) == key).count();
+        cursor.at += skip + n;
+        &rest[skip..skip + n]
     }
 
     /// Occurrences found.
     pub fn len(&self) -> usize {
-        self.ids.values().map(Vec::len).sum()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
+}
+
+/// Where the encoder is among a node's flow ids: the current line's next occurrence.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FlowCursor {
+    at: usize,
+    plane: u32,
+    line: u32,
 }
 
 /// The collectives of merged outputs `(node, path)`, on the merged timeline in ps from the

@@ -44,7 +44,7 @@
 
 use super::chrome_args::{common_event_stats, event_metadata, event_stats, stat_fields, stat_metadata, IdTable, ARGS_CAP_BYTES, STR_CAP_BYTES};
 use super::cursor::Cursor;
-use super::flows::NodeFlows;
+use super::flows::{FlowCursor, NodeFlows};
 use super::direct_io::{DirectWriter, Part, ALIGN};
 use super::protobuf::{self, read_varint, varint_len, write_varint, Field, WireError};
 use super::rewrite::RewriteError;
@@ -382,7 +382,7 @@ pub struct ProtoWriter {
     /// The collectives' flow ids (`--flows`), and where the current track is among them:
     /// (plane, line).
     flows: Option<NodeFlows>,
-    flow_track: (u32, u32),
+    flow_cursor: FlowCursor,
     /// End (ns) of every open slice of the track, innermost last.
     open: Vec<i64>,
     /// Start of the last slice begun on the track, ns.
@@ -411,7 +411,7 @@ impl ProtoWriter {
             track: 0,
             first_pid,
             flows: None,
-            flow_track: (0, 0),
+            flow_cursor: FlowCursor::default(),
             open: Vec::new(),
             last_start: i64::MIN,
             clock_ns: 0,
@@ -498,7 +498,9 @@ impl ProtoWriter {
         drop(c);
         self.track_descriptor(uuid, TRACK_THREAD, &thread)?;
         self.track = uuid;
-        self.flow_track = (u32::try_from(pid - self.first_pid).unwrap_or(u32::MAX), tid);
+        if let Some(f) = &self.flows {
+            self.flow_cursor = f.line(u32::try_from(pid - self.first_pid).unwrap_or(u32::MAX), tid);
+        }
         self.last_start = i64::MIN;
         self.reset_clock()
     }
@@ -587,8 +589,7 @@ impl ProtoWriter {
         put_varint_field(&mut c, EVENT_NAME_IID, plane.name_iid(meta));
         plane.write_annotations(meta, ev, &mut c);
         if let Some(f) = &self.flows {
-            let (plane, line) = self.flow_track;
-            for &id in f.of(plane, line, index) {
+            for &(_, _, _, id) in f.of(&mut self.flow_cursor, index) {
                 put_varint_field(&mut c, EVENT_FLOW_IDS, id);
             }
         }
@@ -698,7 +699,7 @@ mod tests {
         let region = doc.next_job(1, |_| 1_000).unwrap();
         let base_ns = 1_763_000_000_000_000_000;
         // Flow 7 on the first event of line 2 of the node's first event plane.
-        let flows = NodeFlows::from_ids([((0, 2, 0), vec![7])].into_iter().collect());
+        let flows = NodeFlows::from_ids(vec![(0, 2, 0, 7)]);
         let mut w = ProtoWriter::new(region.writer, 5, 5, base_ns).with_flows(flows);
         let pid = w.begin_process("node 0 h /device:GPU:0").unwrap();
         let plane = ProtoPlane { events: IdTable::new(), stats: IdTable::new() };
