@@ -1,5 +1,5 @@
-//! Flow arrows between the participants of each collective in the Chrome JSON
-//! (`distprof merge --flows`).
+//! Flow arrows between the participants of each collective (`distprof merge --flows`), in
+//! the Chrome JSON and in `merged.pftrace`.
 //!
 //! Perfetto draws a v1 flow (one `s`, any `t`, one `f` event of the same id, category and
 //! name) as arrows between the slices that enclose its points, and binds the flow's start
@@ -188,4 +188,32 @@ pub fn append(doc: &ChromeDoc, nodes: usize, outputs: &[(u32, PathBuf)], first_p
     let flows = write(&mut ch, &c, first_pid).map_err(io_err)?;
     doc.fragment_done(order, ch.finish().map_err(io_err)?);
     Ok(flows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_ids_are_fnv1a_of_key_and_occurrence_and_keep_the_strings_apart() {
+        // FNV-1a 64 of "jit_train_step" 0xff "all-reduce.1" 0xff and 3 as 8 bytes LE,
+        // computed independently (Python): the same id on every node, build and run.
+        assert_eq!(flow_id("jit_train_step", "all-reduce.1", 3), 0x5949_3555_d051_264e);
+        assert_ne!(flow_id("ab", "c", 0), flow_id("a", "bc", 0));
+        assert_ne!(flow_id("m", "op", 0), flow_id("m", "op", 1));
+    }
+
+    #[test]
+    fn the_cursor_finds_each_events_ids_line_by_line() {
+        let f = NodeFlows::from_ids(vec![(1, 2, 5, 50), (0, 1, 0, 10), (0, 1, 3, 30), (0, 1, 3, 31), (1, 1, 0, 40)]);
+        let ids = |c: &mut FlowCursor, i| f.of(c, i).iter().map(|e| e.3).collect::<Vec<_>>();
+        let mut c = f.line(0, 1);
+        let got: Vec<Vec<u64>> = (0..5).map(|i| ids(&mut c, i)).collect();
+        assert_eq!(got, vec![vec![10], vec![], vec![], vec![30, 31], vec![]]);
+        // A line without occurrences, then one whose first is its sixth event.
+        let mut c = f.line(0, 2);
+        assert!((0..10).all(|i| ids(&mut c, i).is_empty()));
+        let mut c = f.line(1, 2);
+        assert_eq!((0..7).map(|i| ids(&mut c, i)).collect::<Vec<_>>(), vec![vec![], vec![], vec![], vec![], vec![], vec![50], vec![]]);
+    }
 }
