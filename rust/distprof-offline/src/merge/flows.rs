@@ -99,14 +99,6 @@ impl NodeFlows {
         &rest[skip..skip + n]
     }
 
-    /// Occurrences found.
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
-    }
 }
 
 /// Where the encoder is among a node's flow ids: the current line's next occurrence.

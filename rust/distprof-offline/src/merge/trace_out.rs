@@ -94,6 +94,7 @@ impl TraceWriter {
     /// metadata `meta` and XEvent fields `ev` (at least the run of its stats); `event` is
     /// its place among its line's events (from 0).
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub fn slice(&mut self, track: &LineTrack, names: &PlaneNames, ts_ps: i64, dur_ps: i64, meta: i64, ev: &[u8], event: u32) -> io::Result<()> {
         match (self, track, names) {
             (TraceWriter::Json(w), LineTrack::Json(prefix), PlaneNames::Json(args)) => {
