@@ -142,7 +142,9 @@ def read(path):
         uuid = one(t, 11)
         name_iid = one(t, 10)
         args = dict(annotation(a, st["annotation_names"]) for n, _, a in t if n == 4)
-        flow = [v for n, _, v in t if n == 36]
+        # flow_ids: 36 (varint, the field v20.1 reads; `flow_ids_old` today) or 47 (fixed64,
+        # newer than v20.1).
+        flow = [v for n, _, v in t if n == 36] + [int.from_bytes(v, "little") for n, w, v in t if n == 47 and w == 1]
         ending = [v for n, _, v in t if n == 42]
         name = st["event_names"].get(name_iid) if name_iid is not None else None
         events[uuid].append((ts, order, kind, name, args, flow, ending))

@@ -8,12 +8,14 @@
 # 1. its self-test: merge's layout passes, and the layouts merge avoids fail for their
 #    reasons (64-bit tids fold lines, displayTimeUnit "ns" shifts times, a key before
 #    traceEvents hides every event, a flow end without "bp":"e" binds to no slice; packet
-#    defaults set again per line lose every interned name in v20.1);
+#    defaults set again per line lose every interned name in v20.1; flow ids in the newer
+#    fixed64 field 47 link nothing in v20.1, in field 36 they link);
 # 2. the three real JAX traces (their XLine ids are 64-bit hashes), merged into
 #    merged.pftrace (the default) and into the Chrome JSON (--chrome), each checked, and the
-#    two compared through Perfetto's tables (--same: the same slices, args and flows);
+#    two compared through Perfetto's tables (--same: the same slices, args and flows), once
+#    without --flows and once with it (every flow step one row of Perfetto's flow table, in
+#    both formats);
 # 3. a GPU-like trace of two nodes (several lines per plane, args on every event), the same.
-# Flows (--flows) are in the Chrome JSON only (see docs/merge.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 engine=.cache/perfetto-ui
@@ -30,9 +32,16 @@ both() { # input dir, output dir, merge flags...
     "$distprof" merge "$in" "$@" --out "$out/pftrace" >/dev/null 2>&1
     "$distprof" merge "$in" "$@" --chrome --out "$out/json" >/dev/null 2>&1
     "$distprof" merge "$in" "$@" --chrome --flows --out "$out/flows" >/dev/null 2>&1
+    "$distprof" merge "$in" "$@" --flows --out "$out/pftrace-flows" >/dev/null 2>&1
     python3 "$check" "$engine" "$out/pftrace/merged.pftrace"
     python3 "$check" "$engine" "$out/flows/merged.trace.json"
+    local linked
+    linked=$(python3 "$check" "$engine" "$out/pftrace-flows/merged.pftrace")
+    echo "$linked"
+    # The flows must be there to be compared (the JSON's are checked the same way).
+    case $linked in *" 0 flow links") echo "42-perfetto: $out/pftrace-flows/merged.pftrace has no flow links" >&2; exit 1 ;; esac
     python3 "$check" "$engine" --same "$out/json/merged.trace.json" "$out/pftrace/merged.pftrace"
+    python3 "$check" "$engine" --same "$out/flows/merged.trace.json" "$out/pftrace-flows/merged.pftrace"
 }
 both tests/fixtures/jax "$work/jax" --allow-uncorrected
 "$distprof" bench merge --size-mb 8 --nodes 2 --dir "$work/gpu" --skip-baseline --repeat 1 --jobs 1 >/dev/null 2>&1

@@ -164,10 +164,53 @@ fn flows_link_every_collective_occurrence_across_nodes_in_start_order() {
     let checked = check_chrome_json(&std::fs::read_to_string(c.join("merged.trace.json")).unwrap()).unwrap();
     assert!(checked.flows > 100, "{} flows", checked.flows);
 
+    // merged.pftrace (the default) carries the same flows, as flow ids on the begins of the
+    // slices they join: one id per flow of the Chrome JSON, on as many slices as it has
+    // points, the same bytes on every thread count, and none without --flows.
+    let (p1, p3, p0) = (tmp.path().join("p1"), tmp.path().join("p3"), tmp.path().join("p0"));
+    run(&[fx.as_os_str(), os("--out"), p1.as_os_str(), os("--allow-uncorrected"), os("--flows"), os("--jobs"), os("1")]);
+    run(&[fx.as_os_str(), os("--out"), p3.as_os_str(), os("--allow-uncorrected"), os("--flows"), os("--jobs"), os("3")]);
+    run(&[fx.as_os_str(), os("--out"), p0.as_os_str(), os("--allow-uncorrected")]);
+    assert_eq!(files(&p1), files(&p3), "--flows gives the same merged.pftrace on every thread count");
+    let proto = pftrace_flow_points(&std::fs::read(p1.join("merged.pftrace")).unwrap());
+    let mut proto_sizes: Vec<usize> = proto.values().copied().filter(|&n| n >= 2).collect();
+    let mut json_sizes: Vec<usize> = by_id.values().map(Vec::len).collect();
+    proto_sizes.sort_unstable();
+    json_sizes.sort_unstable();
+    assert_eq!(proto_sizes.len(), occurrences);
+    assert_eq!(proto_sizes, json_sizes);
+    assert!(pftrace_flow_points(&std::fs::read(p0.join("merged.pftrace")).unwrap()).is_empty());
+    // The XSpace outputs do not depend on the flows.
+    let xspace = |d: &Path| files(d).into_iter().filter(|(p, _)| p.to_string_lossy().ends_with(".xplane.pb")).collect::<Vec<_>>();
+    assert_eq!(xspace(&p1), xspace(&p0));
+
     // A shard cannot link nodes it does not hold.
     let shard = distprof().args(["merge", "--nodes", "0-1", "--flows", "--out"]).arg(tmp.path().join("s")).arg(&inputs).output().unwrap();
     assert_eq!(shard.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&shard.stderr).contains("--flows"), "{}", String::from_utf8_lossy(&shard.stderr));
+}
+
+/// Points per flow id of a merged.pftrace: the `flow_ids` (TrackEvent field 36) of its
+/// packets' track events, read as the format defines them.
+fn pftrace_flow_points(bytes: &[u8]) -> BTreeMap<u64, usize> {
+    use distprof_offline::merge::protobuf::Fields;
+    let fields = |b| {
+        let mut f = Fields::new(b, 0);
+        let mut out = Vec::new();
+        while let Some(x) = f.next_field().unwrap() {
+            out.push(x);
+        }
+        out
+    };
+    let mut points = BTreeMap::new();
+    for packet in fields(bytes).into_iter().filter(|p| p.number == 1) {
+        for event in fields(packet.bytes).into_iter().filter(|f| f.number == 11) {
+            for id in fields(event.bytes).into_iter().filter(|f| f.number == 36) {
+                *points.entry(id.int).or_insert(0) += 1;
+            }
+        }
+    }
+    points
 }
 
 /// What the checker saw.

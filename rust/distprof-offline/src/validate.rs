@@ -40,6 +40,8 @@ pub struct Span {
     /// line's place in its plane (from 1), as the merge numbers Chrome pids and tids.
     pub plane: u32,
     pub line: u32,
+    /// The event's place among its line's events (from 0), as the merge's rewrite counts them.
+    pub event: u32,
 }
 
 /// Per (key) -> per participant -> occurrences in time order.
@@ -271,7 +273,7 @@ pub fn scan(
             } else {
                 ts
             };
-            for ev in events {
+            for (event_index, ev) in (0u32..).zip(events) {
                 if device {
                     stats.device_events += 1;
                 }
@@ -337,6 +339,7 @@ pub fn scan(
                         end_ps: e,
                         plane: plane_index,
                         line: line_index,
+                        event: event_index,
                     });
             }
         }
@@ -413,6 +416,7 @@ mod tests {
             end_ps: e * 1000,
             plane: 0,
             line: 1,
+            event: 0,
         };
         c.entry(key.clone()).or_default().insert(
             (0, "p".into()),

@@ -54,10 +54,10 @@ pub struct Args {
     /// Do not write the Perfetto output (only the XProf run directory).
     #[arg(long, alias = "no-chrome", conflicts_with_all = ["chrome", "pftrace"])]
     no_perfetto: bool,
-    /// Link each collective's participants across nodes with flow arrows in the Chrome JSON
-    /// (with --chrome; merged.pftrace has none yet), in the order they started (Perfetto
-    /// draws them). Reads the merged outputs once more; a whole merge only (not with
-    /// --nodes or --join).
+    /// Link each collective's participants across nodes with flow arrows, in the order they
+    /// started (Perfetto draws them), in merged.pftrace or the Chrome JSON. Each node's
+    /// collectives are found before its rewrite (merged.pftrace), or the merged outputs are
+    /// read once more (--chrome); a whole merge only (not with --nodes or --join).
     #[arg(long, conflicts_with_all = ["no_perfetto", "nodes", "join"])]
     flows: bool,
     /// Merge nodes without a usable clock model (no distprof plane, unreachable) as they are.
@@ -82,9 +82,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.nodes.is_some() && (matches!(args.chrome, Some(Some(_))) || args.pftrace.is_some()) {
         anyhow::bail!("--chrome PATH or --pftrace with --nodes: a shard writes its Perfetto records into its --out as {}; give the path to the --join step (and --chrome without a path to every shard and the join for JSON)", shard::FRAGMENT_FILE);
-    }
-    if args.flows && args.chrome.is_none() {
-        anyhow::bail!("--flows: the flow arrows are drawn in the Chrome JSON only (merged.pftrace has none yet); add --chrome to draw them");
     }
     if args.plan.is_some() && !args.inputs.is_empty() {
         anyhow::bail!("--plan lists the inputs its solve step was given; give no inputs with --plan (or leave out --plan)");

@@ -1,5 +1,5 @@
-//! Flow arrows between the participants of each collective in the Chrome JSON
-//! (`distprof merge --flows`).
+//! Flow arrows between the participants of each collective (`distprof merge --flows`), in
+//! the Chrome JSON and in `merged.pftrace`.
 //!
 //! Perfetto draws a v1 flow (one `s`, any `t`, one `f` event of the same id, category and
 //! name) as arrows between the slices that enclose its points, and binds the flow's start
@@ -11,15 +11,103 @@
 //! each point 1 ns after its slice's start (inside it whatever the rounding of `ts` to ns,
 //! and in the same order as the starts, which Perfetto needs). A merge without `--flows`
 //! pays nothing.
+//!
+//! `merged.pftrace` needs no second pass: there a flow's points are flow ids on the begin
+//! packets of its slices, and Perfetto links the slices carrying one id in the order of
+//! their times (the first begins the flow, each later one steps it from the one before).
+//! So a node needs only an id that every participant of an occurrence derives alike, the
+//! same for the i-th occurrence of one key on every participant: [`flow_id`] of (key, i).
+//! Each node finds its own occurrences before its rewrite ([`NodeFlows::scan`], `validate`'s
+//! scan of its input, mapped onto G) and the encoder puts the ids on the right begins.
 
 use super::chrome::ChromeWriter;
 use super::chrome_doc::ChromeDoc;
 use super::timemap::NodeTimeMap;
 use super::MergeError;
 use crate::validate::{scan, sort_occurrences, Collectives};
+use crate::merge::protobuf::WireError;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
+
+/// The flow id of the `i`-th occurrence (from 0) of collective `(module, op)`: FNV-1a 64
+/// of the three, spelled out here so that it is the same in every build and on every node
+/// (std's hasher promises neither). Never 0. Two occurrences share an id with probability
+/// about n²/2^65 for n occurrences (1e-8 for a million), and then Perfetto joins their
+/// flows.
+pub fn flow_id(module: &str, op: &str, i: u64) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    // Each string ends in a 0xff byte, which UTF-8 never holds: ("ab", "c") and ("a", "bc")
+    // differ.
+    for b in module.bytes().chain([0xff]).chain(op.bytes()).chain([0xff]).chain(i.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(PRIME);
+    }
+    h.max(1)
+}
+
+/// The flow ids of one node's collective occurrences, in the order the rewrite meets them:
+/// by (the plane's place among the node's event planes, the line's place in its plane from
+/// 1, the event's place in its line from 0). The encoder walks them with a cursor
+/// ([`FlowCursor`]) as it walks the events, so an event costs one comparison, not a lookup.
+#[derive(Debug, Default)]
+pub struct NodeFlows {
+    /// (plane, line, event, flow id), sorted.
+    ids: Vec<(u32, u32, u32, u64)>,
+}
+
+impl NodeFlows {
+    /// The occurrences of node `node`'s input `buf` (profile start `profile_start_ns`),
+    /// each participant's in time order on G (`map`), as [`collect`] finds them in the
+    /// merged outputs.
+    pub fn scan(buf: &[u8], node: u32, profile_start_ns: i64, map: &NodeTimeMap) -> Result<Self, WireError> {
+        let mut c = Collectives::new();
+        scan(buf, node, profile_start_ns, map, &mut c)?;
+        sort_occurrences(&mut c);
+        let mut ids = Vec::new();
+        for ((module, op), parts) in &c {
+            for spans in parts.values() {
+                ids.extend((0u64..).zip(spans).map(|(i, s)| (s.plane, s.line, s.event, flow_id(module, op, i))));
+            }
+        }
+        ids.sort_unstable();
+        Ok(Self { ids })
+    }
+
+    #[cfg(test)]
+    pub fn from_ids(mut ids: Vec<(u32, u32, u32, u64)>) -> Self {
+        ids.sort_unstable();
+        Self { ids }
+    }
+
+    /// A cursor at the first event of line `line` of event plane `plane`.
+    pub fn line(&self, plane: u32, line: u32) -> FlowCursor {
+        FlowCursor { at: self.ids.partition_point(|&(p, l, _, _)| (p, l) < (plane, line)), plane, line }
+    }
+
+    /// The flow ids of the event that `cursor` has reached, its `index`-th in its line;
+    /// events must come in order of `index`.
+    #[inline]
+    pub fn of(&self, cursor: &mut FlowCursor, index: u32) -> &[(u32, u32, u32, u64)] {
+        let key = (cursor.plane, cursor.line, index);
+        let rest = &self.ids[cursor.at.min(self.ids.len())..];
+        let skip = rest.iter().take_while(|&&(p, l, e, _)| (p, l, e) < key).count();
+        let n = rest[skip..].iter().take_while(|&&(p, l, e, _)| (p, l, e) == key).count();
+        cursor.at += skip + n;
+        &rest[skip..skip + n]
+    }
+
+}
+
+/// Where the encoder is among a node's flow ids: the current line's next occurrence.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FlowCursor {
+    at: usize,
+    plane: u32,
+    line: u32,
+}
 
 /// The collectives of merged outputs `(node, path)`, on the merged timeline in ps from the
 /// origin (as the Chrome JSON's `ts`), each participant's occurrences in time order.
@@ -92,4 +180,32 @@ pub fn append(doc: &ChromeDoc, nodes: usize, outputs: &[(u32, PathBuf)], first_p
     let flows = write(&mut ch, &c, first_pid).map_err(io_err)?;
     doc.fragment_done(order, ch.finish().map_err(io_err)?);
     Ok(flows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_ids_are_fnv1a_of_key_and_occurrence_and_keep_the_strings_apart() {
+        // FNV-1a 64 of "jit_train_step" 0xff "all-reduce.1" 0xff and 3 as 8 bytes LE,
+        // computed independently (Python): the same id on every node, build and run.
+        assert_eq!(flow_id("jit_train_step", "all-reduce.1", 3), 0x5949_3555_d051_264e);
+        assert_ne!(flow_id("ab", "c", 0), flow_id("a", "bc", 0));
+        assert_ne!(flow_id("m", "op", 0), flow_id("m", "op", 1));
+    }
+
+    #[test]
+    fn the_cursor_finds_each_events_ids_line_by_line() {
+        let f = NodeFlows::from_ids(vec![(1, 2, 5, 50), (0, 1, 0, 10), (0, 1, 3, 30), (0, 1, 3, 31), (1, 1, 0, 40)]);
+        let ids = |c: &mut FlowCursor, i| f.of(c, i).iter().map(|e| e.3).collect::<Vec<_>>();
+        let mut c = f.line(0, 1);
+        let got: Vec<Vec<u64>> = (0..5).map(|i| ids(&mut c, i)).collect();
+        assert_eq!(got, vec![vec![10], vec![], vec![], vec![30, 31], vec![]]);
+        // A line without occurrences, then one whose first is its sixth event.
+        let mut c = f.line(0, 2);
+        assert!((0..10).all(|i| ids(&mut c, i).is_empty()));
+        let mut c = f.line(1, 2);
+        assert_eq!((0..7).map(|i| ids(&mut c, i)).collect::<Vec<_>>(), vec![vec![], vec![], vec![], vec![], vec![], vec![50], vec![]]);
+    }
 }

@@ -89,8 +89,6 @@ pub enum MergeError {
     MixedOutputs { merged: PathBuf, raw: PathBuf },
     #[error("{0}")]
     Shard(String),
-    #[error("--flows: the flow arrows are drawn in the Chrome JSON only (merged.pftrace has none yet); add --chrome to draw them")]
-    FlowsNeedChromeJson,
     #[error("{origin}: node {node}'s clock model has {problem} in window {window}; the file is damaged or not a clock model")]
     AbsurdModel { origin: PathBuf, node: u32, window: u64, problem: String },
 }
@@ -149,8 +147,8 @@ pub struct MergeOptions {
     /// Skip the checks that a trace and its model belong together (`belong`); the values
     /// are still checked.
     pub force: bool,
-    /// Link each collective's participants across nodes with flow arrows in the Chrome
-    /// JSON (`flows`); a whole merge only, not a shard.
+    /// Link each collective's participants across nodes with flow arrows in the Perfetto
+    /// output (`flows`); a whole merge only, not a shard.
     pub flows: bool,
 }
 

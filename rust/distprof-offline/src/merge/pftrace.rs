@@ -28,8 +28,13 @@
 //!   as debug annotations whose names are interned too (`debug_annotation_names`), with the
 //!   Chrome JSON's limits (strings cut at [`STR_CAP_BYTES`], at most [`ARGS_CAP_BYTES`] of
 //!   encoded annotations, the rest counted in `distprof_args_dropped`);
-//! - flows (`--flows`) as `flow_ids` and `terminating_flow_ids` on the slices they join, the
-//!   fields v20.1 reads (36 and 42; current Perfetto reads them still).
+//! - flows (`--flows`) as `flow_ids` on the begins of the slices they join (`flows`): field
+//!   36, the one v20.1 reads (`flow_ids_old` in today's proto, which reads it still; the
+//!   newer fixed64 field 47 is unknown to v20.1). The trace processor begins a flow at the
+//!   first slice of an id in time and steps it at each later one, a link from the slice
+//!   before: what the Chrome JSON's `s`, `t`..., `f` draw. No slice carries
+//!   `terminating_flow_ids` (42): which participant comes last is known only once every node
+//!   is merged, and a flow left open adds no link.
 //!
 //! Not used, because v20.1 mishandles it: `TrackEventDefaults.track_uuid` per line. The
 //! defaults can be set once per sequence only: v20.1 resolves no interned name of a packet
@@ -39,6 +44,7 @@
 
 use super::chrome_args::{common_event_stats, event_metadata, event_stats, stat_fields, stat_metadata, IdTable, ARGS_CAP_BYTES, STR_CAP_BYTES};
 use super::cursor::Cursor;
+use super::flows::{FlowCursor, NodeFlows};
 use super::direct_io::{DirectWriter, Part, ALIGN};
 use super::protobuf::{self, read_varint, varint_len, write_varint, Field, WireError};
 use super::rewrite::RewriteError;
@@ -84,7 +90,6 @@ const EVENT_TYPE: u32 = 9;
 const EVENT_NAME_IID: u32 = 10;
 const EVENT_TRACK_UUID: u32 = 11;
 const EVENT_FLOW_IDS: u32 = 36;
-const EVENT_TERMINATING_FLOW_IDS: u32 = 42;
 const TYPE_SLICE_BEGIN: u64 = 1;
 const TYPE_SLICE_END: u64 = 2;
 // InternedData, EventName, DebugAnnotationName.
@@ -360,15 +365,6 @@ impl ProtoPlane {
     }
 }
 
-/// The flows that one slice takes part in (`--flows`).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct SliceFlows {
-    /// Flows that go on from this slice (it starts them or is a step).
-    pub through: Vec<u64>,
-    /// Flows that end at it.
-    pub ending: Vec<u64>,
-}
-
 /// Writes one fragment: the packets of one node's planes, on one packet sequence.
 pub struct ProtoWriter {
     out: DirectWriter,
@@ -381,6 +377,12 @@ pub struct ProtoWriter {
     next_iid: u64,
     /// The thread track being written.
     track: u64,
+    /// The node's first pid: a pid less it is the plane's place among the node's event planes.
+    first_pid: u64,
+    /// The collectives' flow ids (`--flows`), and where the current track is among them:
+    /// (plane, line).
+    flows: Option<NodeFlows>,
+    flow_cursor: FlowCursor,
     /// End (ns) of every open slice of the track, innermost last.
     open: Vec<i64>,
     /// Start of the last slice begun on the track, ns.
@@ -407,6 +409,9 @@ impl ProtoWriter {
             base_ns,
             next_iid: 1,
             track: 0,
+            first_pid,
+            flows: None,
+            flow_cursor: FlowCursor::default(),
             open: Vec::new(),
             last_start: i64::MIN,
             clock_ns: 0,
@@ -414,6 +419,12 @@ impl ProtoWriter {
             events: 0,
             records: 0,
         }
+    }
+
+    /// Puts the flow ids of `flows` on the begins of the node's collectives (`--flows`).
+    pub fn with_flows(mut self, flows: NodeFlows) -> Self {
+        self.flows = Some(flows);
+        self
     }
 
     fn next_iid(&mut self) -> u64 {
@@ -487,6 +498,9 @@ impl ProtoWriter {
         drop(c);
         self.track_descriptor(uuid, TRACK_THREAD, &thread)?;
         self.track = uuid;
+        if let Some(f) = &self.flows {
+            self.flow_cursor = f.line(u32::try_from(pid - self.first_pid).unwrap_or(u32::MAX), tid);
+        }
         self.last_start = i64::MIN;
         self.reset_clock()
     }
@@ -544,9 +558,10 @@ impl ProtoWriter {
 
     /// One slice on the current track: `ts_ps` from the origin, floored to ns as in the
     /// Chrome JSON, lasting `dur_ps` (floored), named and annotated from `plane` (event
-    /// metadata `meta`, XEvent fields `ev`), in the `flows` given.
+    /// metadata `meta`, XEvent fields `ev`); `index` is its place among its line's events
+    /// (from 0), by which its flow ids are found.
     #[inline]
-    pub fn slice(&mut self, plane: &ProtoPlane, ts_ps: i64, dur_ps: i64, meta: i64, ev: &[u8], flows: Option<&SliceFlows>) -> io::Result<()> {
+    pub fn slice(&mut self, plane: &ProtoPlane, ts_ps: i64, dur_ps: i64, meta: i64, ev: &[u8], index: u32) -> io::Result<()> {
         self.events += 1;
         let start_ns = ts_ps.div_euclid(1000);
         let end_ns = start_ns.saturating_add(dur_ps.max(0) / 1000);
@@ -573,12 +588,9 @@ impl ProtoWriter {
         put_varint_field(&mut c, EVENT_TRACK_UUID, track);
         put_varint_field(&mut c, EVENT_NAME_IID, plane.name_iid(meta));
         plane.write_annotations(meta, ev, &mut c);
-        if let Some(f) = flows {
-            for &id in &f.through {
+        if let Some(f) = &self.flows {
+            for &(_, _, _, id) in f.of(&mut self.flow_cursor, index) {
                 put_varint_field(&mut c, EVENT_FLOW_IDS, id);
-            }
-            for &id in &f.ending {
-                put_varint_field(&mut c, EVENT_TERMINATING_FLOW_IDS, id);
             }
         }
         drop(c);
@@ -686,17 +698,19 @@ mod tests {
         let doc = ChromeDoc::create(&path, Some(0), TraceFormat::Pftrace).unwrap();
         let region = doc.next_job(1, |_| 1_000).unwrap();
         let base_ns = 1_763_000_000_000_000_000;
-        let mut w = ProtoWriter::new(region.writer, 5, 5, base_ns);
+        // Flow 7 on the first event of line 2 of the node's first event plane.
+        let flows = NodeFlows::from_ids(vec![(0, 2, 0, 7)]);
+        let mut w = ProtoWriter::new(region.writer, 5, 5, base_ns).with_flows(flows);
         let pid = w.begin_process("node 0 h /device:GPU:0").unwrap();
         let plane = ProtoPlane { events: IdTable::new(), stats: IdTable::new() };
         w.thread(pid, 1, "stream 1").unwrap();
         // A [0, 10 ns] holding C [0, 0]; B [10, 20 ns] starts where A ends; D starts
         // before B (out of order): the clock is reset and D written whole.
-        for (ts_ps, dur_ps) in [(0, 10_999), (0, 0), (10_000, 10_000), (5_000, 1_000)] {
-            w.slice(&plane, ts_ps, dur_ps, 1, &[], None).unwrap();
+        for (event, (ts_ps, dur_ps)) in (0..).zip([(0, 10_999), (0, 0), (10_000, 10_000), (5_000, 1_000)]) {
+            w.slice(&plane, ts_ps, dur_ps, 1, &[], event).unwrap();
         }
         w.thread(pid, 2, "stream 2").unwrap();
-        w.slice(&plane, -3_000, 2_000, 1, &[], Some(&SliceFlows { through: vec![7], ending: vec![] })).unwrap();
+        w.slice(&plane, -3_000, 2_000, 1, &[], 0).unwrap();
         doc.fragment_done(region.order, w.finish().unwrap());
         doc.commit().unwrap();
         let bytes = std::fs::read(&path).unwrap();

@@ -302,8 +302,10 @@ fn write_line(
     let lm = LineMapper::new(m, base_ps, ref_ps);
     let mut f = Fields::new(line, base);
     let mut write = |ev: &[u8], out: &mut PatchWriter| -> Result<(), RewriteError> {
+        // The event's place in its line, by which `--flows` finds its flow ids.
+        let index = u32::try_from(events).unwrap_or(u32::MAX);
         events += 1;
-        write_event(ev, &lm, out.buf(), chrome.as_mut().map(|(t, c, a)| (&*t, &mut **c, &**a)), new_ts_ns)?;
+        write_event(ev, &lm, out.buf(), chrome.as_mut().map(|(t, c, a)| (&*t, &mut **c, &**a)), new_ts_ns, index)?;
         Ok(out.maybe_flush()?)
     };
     loop {
@@ -436,12 +438,13 @@ fn write_event(
     out: &mut Vec<u8>,
     chrome: Option<(&LineTrack, &mut TraceWriter, &PlaneNames)>,
     new_ts_ns: i64,
+    index: u32,
 ) -> Result<(), RewriteError> {
     let mark = out.len();
     if let Some(e) = write_event_fast(ev, lm, out) {
         if let Some((track, ch, names)) = chrome {
             let stats = &ev[e.stats.0..e.stats.1];
-            ch.slice(track, names, ns_plus_ps(new_ts_ns, e.new_off), e.new_dur, e.meta, stats)?;
+            ch.slice(track, names, ns_plus_ps(new_ts_ns, e.new_off), e.new_dur, e.meta, stats, index)?;
         }
         return Ok(());
     }
@@ -499,7 +502,7 @@ fn write_event(
     put_kept(out)?;
     put_event_times(&mut Cursor::new(out), new_off, new_dur);
     if let Some((track, ch, names)) = chrome {
-        ch.slice(track, names, ns_plus_ps(new_ts_ns, new_off), new_dur, meta, ev)?;
+        ch.slice(track, names, ns_plus_ps(new_ts_ns, new_off), new_dur, meta, ev, index)?;
     }
     Ok(())
 }

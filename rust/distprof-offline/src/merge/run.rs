@@ -97,9 +97,6 @@ fn write_nodes(
     run: &RunOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<MergeReport, MergeError> {
-    if opts.flows && opts.chrome.is_some() && opts.trace_format != TraceFormat::ChromeJson {
-        return Err(MergeError::FlowsNeedChromeJson);
-    }
     let g0_ns = plan.g0_ns;
     let models = &plan.models;
     let all_bases = plan.bases();
@@ -148,6 +145,9 @@ fn write_nodes(
     let mut results: Vec<Option<NodeDone>> = (0..nodes.len()).map(|_| None).collect();
     let mut first_err: Option<(usize, MergeError)> = None;
     let started = std::time::Instant::now();
+    // merged.pftrace puts the flow ids on the begins of the slices, found per node before
+    // its rewrite; the Chrome JSON gets its flows after every node (below).
+    let node_flows = opts.flows && run.nodes.is_none() && opts.trace_format == TraceFormat::Pftrace;
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();
@@ -171,7 +171,7 @@ fn write_nodes(
                         }
                     };
                     let Some((k, fragment)) = job else { break };
-                    let r = merge_node(&nodes[k], bases[k], g0_ns, run_dir, fragment, models, done_bytes, &mut input);
+                    let r = merge_node(&nodes[k], bases[k], g0_ns, run_dir, fragment, node_flows, models, done_bytes, &mut input);
                     if r.is_err() {
                         stop.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -224,7 +224,7 @@ fn write_nodes(
         progress(&meter_line(total_bytes, total_bytes, started.elapsed().as_secs_f64()));
     }
     if let Some(doc) = chrome {
-        if opts.flows && run.nodes.is_none() {
+        if opts.flows && run.nodes.is_none() && opts.trace_format == TraceFormat::ChromeJson {
             let outputs: Vec<(u32, PathBuf)> = results.iter().flatten().map(|d| (d.summary.node, d.summary.output.clone())).collect();
             let first_pid = plan.nodes.iter().zip(&all_bases).map(|(n, b)| (n.node, b.pid)).collect();
             progress("linking the collectives across nodes (--flows): reading the merged outputs again");
@@ -279,6 +279,7 @@ fn merge_node(
     g0_ns: i64,
     run_dir: &Path,
     fragment: Option<(chrome_doc::Region, &chrome_doc::ChromeDoc)>,
+    flows: bool,
     models: &[NodeClockModel],
     done_bytes: &std::sync::atomic::AtomicU64,
     buf: &mut Vec<u8>,
@@ -292,7 +293,7 @@ fn merge_node(
     let hostname = format!("node{}.{}", n.node, distprof::file_name::component(&n.hostname));
     let out_path = run_dir.join(format!("{hostname}.xplane.pb"));
     // The Chrome writer, and where its finished fragment goes back to.
-    let (mut writer, done_to) = match fragment {
+    let (writer, done_to) = match fragment {
         Some((r, doc)) => {
             let w = match doc.format() {
                 TraceFormat::ChromeJson => TraceWriter::Json(chrome::ChromeWriter::new(r.writer, bases.pid)),
@@ -310,6 +311,14 @@ fn merge_node(
     std::fs::File::open(&n.path)
         .and_then(|mut f| std::io::Read::read_to_end(&mut f, buf))
         .map_err(|e| MergeError::Io { path: n.path.clone(), err: e })?;
+    let mut writer = match writer {
+        Some(TraceWriter::Proto(w)) if flows => {
+            let start_ns = n.info.profile_start_ns.unwrap_or(0);
+            let found = super::flows::NodeFlows::scan(buf, n.node, start_ns, &n.map).map_err(|err| MergeError::Wire { path: n.path.clone(), err })?;
+            Some(TraceWriter::Proto(w.with_flows(found)))
+        }
+        w => w,
+    };
     let atomic = AtomicFile::create(&out_path).map_err(io_err(&out_path))?;
     let mut w = sink::PatchWriter::new(atomic.handle().map_err(io_err(&out_path))?);
     let (mut next_plane_id, mut next_device_id) = (bases.plane_id, bases.device_id);

@@ -91,14 +91,16 @@ impl TraceWriter {
     }
 
     /// One event of the line: at `ts_ps` from the origin, lasting `dur_ps`, with event
-    /// metadata `meta` and XEvent fields `ev` (at least the run of its stats).
+    /// metadata `meta` and XEvent fields `ev` (at least the run of its stats); `event` is
+    /// its place among its line's events (from 0).
     #[inline(always)]
-    pub fn slice(&mut self, track: &LineTrack, names: &PlaneNames, ts_ps: i64, dur_ps: i64, meta: i64, ev: &[u8]) -> io::Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn slice(&mut self, track: &LineTrack, names: &PlaneNames, ts_ps: i64, dur_ps: i64, meta: i64, ev: &[u8], event: u32) -> io::Result<()> {
         match (self, track, names) {
             (TraceWriter::Json(w), LineTrack::Json(prefix), PlaneNames::Json(args)) => {
                 w.complete(prefix, ts_ps, dur_ps, args.name_field(meta), |b| args.write_args(meta, ev, b))
             }
-            (TraceWriter::Proto(w), LineTrack::Proto, PlaneNames::Proto(plane)) => w.slice(plane, ts_ps, dur_ps, meta, ev, None),
+            (TraceWriter::Proto(w), LineTrack::Proto, PlaneNames::Proto(plane)) => w.slice(plane, ts_ps, dur_ps, meta, ev, event),
             _ => Err(io::Error::other("a plane's names were rendered for the other trace format")),
         }
     }
