@@ -45,15 +45,30 @@ absl::StatusOr<std::string> Answer(absl::string_view key) {
   return std::string("value-of-") + std::string(key);
 }
 
-// jax >= 0.5: Get, TryGet, Set.
-class StoreWithTryGet {
+// What both store shapes record; each shape exposes only the methods XLA's has.
+class Recorder {
  public:
   Calls calls;
-  absl::StatusOr<std::string> Get(absl::string_view key, absl::Duration timeout) {
+
+ protected:
+  absl::StatusOr<std::string> RecordGet(absl::string_view key, int64_t timeout_ms) {
     ++calls.get;
     calls.last_key = std::string(key);
-    calls.last_timeout_ms = absl::ToInt64Milliseconds(timeout);
+    calls.last_timeout_ms = timeout_ms;
     return Answer(key);
+  }
+  void RecordSet(absl::string_view key, absl::string_view value) {
+    ++calls.set;
+    calls.last_key = std::string(key);
+    calls.last_value = std::string(value);
+  }
+};
+
+// jax >= 0.5: Get, TryGet, Set.
+class StoreWithTryGet : public Recorder {
+ public:
+  absl::StatusOr<std::string> Get(absl::string_view key, absl::Duration timeout) {
+    return RecordGet(key, absl::ToInt64Milliseconds(timeout));
   }
   absl::StatusOr<std::string> TryGet(absl::string_view key) {
     ++calls.try_get;
@@ -61,27 +76,19 @@ class StoreWithTryGet {
     return Answer(key);
   }
   absl::Status Set(absl::string_view key, absl::string_view value) {
-    ++calls.set;
-    calls.last_key = std::string(key);
-    calls.last_value = std::string(value);
+    RecordSet(key, value);
     return absl::OkStatus();
   }
 };
 
 // jax 0.4.38 / rocm-jaxlib 0.4.35: Get and Set only.
-class StoreWithoutTryGet {
+class StoreWithoutTryGet : public Recorder {
  public:
-  Calls calls;
   absl::StatusOr<std::string> Get(absl::string_view key, absl::Duration timeout) {
-    ++calls.get;
-    calls.last_key = std::string(key);
-    calls.last_timeout_ms = absl::ToInt64Milliseconds(timeout);
-    return Answer(key);
+    return RecordGet(key, absl::ToInt64Milliseconds(timeout));
   }
   absl::Status Set(absl::string_view key, absl::string_view value) {
-    ++calls.set;
-    calls.last_key = std::string(key);
-    calls.last_value = std::string(value);
+    RecordSet(key, value);
     return absl::UnavailableError("read-only store");
   }
 };
