@@ -168,6 +168,19 @@ def main():
     eigens = sorted({(r.get("compile") or {}).get("eigen", "?") for r in results if r.get("compile")})
     text += "\n" + METHOD.replace("{eigen}", " / ".join(eigens) or "?")
     text += """
+The survey starts at 0.5.3. For the versions before `KeyValueStoreInterface::TryGet` (jax 0.4.38,
+rocm-jaxlib 0.4.35; the store has only `Get` and `Set`, and 0.4.35 takes `std::string_view`),
+`patches/xla/kv_adapter_check.sh --git-dir <git dir> REF...` compiles `cc_hooks/kv_adapter.cc`
+against each ref's own `key_value_store_interface.h` and the closure the compiler asks for,
+extracted into a temporary directory. Run here (2026-11-27): `upstream-jax-v0.4.38`,
+`rocm-jaxlib-v0.4.35` (no TryGet: `try_get` asks `Get` with a zero timeout) and
+`upstream-jax-v0.7.2` compile with Debian's absl; `upstream-jax-v0.9.2` and `main` (183fa00cb5)
+with the wheel's absl 20260526 and Eigen and ml_dtypes 0.5.4 (the three older ones also with
+those). The TryGet/Get choice is overload resolution on the store type
+(`cc_hooks/kv_adapter.h`); `tests/cpp/kv_adapter_test.cc` (`//:kv_adapter_test`, compiled in)
+drives it through the bridge with a store of each shape. Only the KV adapter is compiled for
+0.4.38 and 0.4.35; the other units and the call sites are not.
+
 `main` moves: its row and `main/` series are for the commit shown; rerun the survey for a newer one.
 `patches/xla/verify.sh <git dir>` additionally checks that each shipped series applies with
 `git apply` and equals the tool's result.

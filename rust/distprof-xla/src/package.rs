@@ -27,12 +27,13 @@ pub const ABSL_TARGETS: [&str; 4] = [
 pub const STATICLIB: &str = "lib/libdistprof.a";
 
 /// The C++ sources and headers, as compiled into this tool.
-const CC_HOOKS: [(&str, &str); 6] = [
+const CC_HOOKS: [(&str, &str); 7] = [
     ("cc_hooks/distprof_hooks.h", include_str!("../../../cc_hooks/distprof_hooks.h")),
     ("cc_hooks/distprof_test_hooks.h", include_str!("../../../cc_hooks/distprof_test_hooks.h")),
     ("cc_hooks/bridge_types.h", include_str!("../../../cc_hooks/bridge_types.h")),
     ("cc_hooks/plugin_hooks.cc", include_str!("../../../cc_hooks/plugin_hooks.cc")),
     ("cc_hooks/kv_adapter.cc", include_str!("../../../cc_hooks/kv_adapter.cc")),
+    ("cc_hooks/kv_adapter.h", include_str!("../../../cc_hooks/kv_adapter.h")),
     ("cc_hooks/xspace_adapter.cc", include_str!("../../../cc_hooks/xspace_adapter.cc")),
 ];
 
@@ -104,7 +105,10 @@ cc_library(
 # Hook 1 (se_gpu_pjrt_client.cc): XLA's key-value store behind the bridge.
 cc_library(
     name = "pjrt_hooks",
-    srcs = ["cc_hooks/kv_adapter.cc"],
+    srcs = [
+        "cc_hooks/kv_adapter.cc",
+        "cc_hooks/kv_adapter.h",
+    ],
     hdrs = ["cc_hooks/distprof_hooks.h"],
     deps = [
         ":bridge",
