@@ -42,11 +42,17 @@ impl NodeEdgeEstimator {
     pub fn window_fitted(&mut self, w: &ClosedWindow, mut fits: WindowFits) -> WindowModel {
         // The edge lines do not depend on the reference; the solve does.
         fits.spec = self.spec(w);
+        // Solved on this node and its peers only (`WindowFits::renumbered`); the peers are
+        // the window's whole edge list, so the numbering is the same in every window and
+        // the history's edges keep their keys.
+        let peers: Vec<NodeId> = w.edges.iter().map(|e| e.dst).chain([self.node]).collect();
+        let (fits, ids) = fits.renumbered(&peers);
+        let id = |i: NodeId| ids.get(i as usize).copied();
         let est = estimate_fits_with_history(fits, &self.settings, &mut self.history);
         let edges = w
             .edges
             .iter()
-            .map(|e| match est.edges.iter().find(|r| r.src == self.node && r.dst == e.dst) {
+            .map(|e| match est.edges.iter().find(|r| id(r.src) == Some(self.node) && id(r.dst) == Some(e.dst)) {
                 Some(r) => fit_of(r),
                 None => EdgeFit {
                     dst: e.dst,

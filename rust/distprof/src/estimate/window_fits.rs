@@ -94,6 +94,30 @@ impl WindowFits {
         WindowBounds { start_ns: self.spec.start_local_ns, end_ns: self.spec.end_local_ns.max(self.spec.start_local_ns) }
     }
 
+    /// These fits on just the nodes they name, renumbered: the ids, ascending, are `also`,
+    /// the reference and every edge's endpoints; node `ids[i]` becomes `i`. A node's own
+    /// windows name its k peers of an N-node run, and the network solve sizes its arrays
+    /// by the node count, so solved as they are they would cost O(N) per window; renumbered,
+    /// the same at any N. The order of the edges (by (src, dst)) is kept.
+    pub fn renumbered(&self, also: &[NodeId]) -> (WindowFits, Vec<NodeId>) {
+        let mut ids: Vec<NodeId> = also.iter().copied().chain([self.spec.reference]).collect();
+        ids.extend(self.edges.iter().flat_map(|e| [e.src, e.dst]));
+        ids.extend(self.fitted.iter().flat_map(|f| [f.key.0, f.key.1]));
+        ids.sort_unstable();
+        ids.dedup();
+        let at = |n: NodeId| ids.binary_search(&n).unwrap_or(0) as NodeId;
+        let mut out = self.clone();
+        out.spec.num_nodes = ids.len() as u32;
+        out.spec.reference = at(self.spec.reference);
+        for e in &mut out.edges {
+            (e.src, e.dst) = (at(e.src), at(e.dst));
+        }
+        for f in &mut out.fitted {
+            f.key = (at(f.key.0), at(f.key.1));
+        }
+        (out, ids)
+    }
+
     /// Replaces the lines that `lines` (in edge order, as `drift::long_lines` gives them)
     /// has a new one for.
     pub fn set_lines(&mut self, lines: Vec<Option<Line>>) {

@@ -86,7 +86,11 @@ impl NodeWindows {
     fn finalise(&self, done: Vec<WindowFits>) -> Vec<(NodeWindowFits, Option<ClockSegment>)> {
         done.into_iter()
             .map(|f| {
-                let segment = solve(&f, &self.settings).segments.get(self.node as usize).copied().flatten();
+                // On this node, its peers and the reference only (`WindowFits::renumbered`):
+                // the same cost at any node count.
+                let (own, ids) = f.renumbered(&[self.node]);
+                let at = ids.binary_search(&self.node).ok();
+                let segment = at.and_then(|i| solve(&own, &self.settings).segments.get(i).copied().flatten());
                 (f.share(self.node), segment)
             })
             .collect()
