@@ -6,11 +6,13 @@ mod client;
 // Public for the fuzz entry points (`distprof_testkit::fuzz::kv_frame`); not an API.
 #[doc(hidden)]
 pub mod frame;
+mod refusals;
 mod server;
 
 pub use client::{TcpStore, TcpStoreOptions};
 pub use frame::MAX_SECRET_BYTES;
-pub use server::{ServerOptions, ServerStats, TcpStoreServer, MAX_CONNECTIONS, REFUSAL_LOG_INTERVAL};
+pub use refusals::REFUSAL_LOG_INTERVAL;
+pub use server::{ServerOptions, ServerStats, TcpStoreServer, MAX_CONNECTIONS};
 
 #[cfg(test)]
 mod tests {

@@ -17,10 +17,11 @@
 //!   share): a flood of greeted connections, even from many addresses, cannot keep out the
 //!   ranks of a host that opens a few;
 //! - every refusal and eviction is counted ([`ServerStats`]) and logged as one summary line
-//!   per [`REFUSAL_LOG_INTERVAL`], never one line per connection;
+//!   per [`super::REFUSAL_LOG_INTERVAL`], never one line per connection;
 //! - with a secret (`ServerOptions::secret`), a HELLO without it is refused before the
 //!   connection is counted as greeted; before the HELLO nothing but the socket is kept.
 
+use super::refusals::Refusals;
 use super::frame::{self, FrameError, Request, Response};
 use crate::kv::{KvError, KvStore, MemoryStore};
 use std::collections::{HashMap, VecDeque};
@@ -49,11 +50,6 @@ pub const MAX_PENDING_PER_ADDRESS: usize = 256;
 /// Greeted connections from one address: a host runs one client per rank (8 or 16 GPUs),
 /// a one-machine test up to a few hundred.
 pub const MAX_GREETED_PER_ADDRESS: usize = 1024;
-/// Refusals and evictions are summed over this interval into one WARN line, so a flood of
-/// rejected connections costs the log at most one line per interval.
-pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
-/// Peer addresses remembered per summary (the count of distinct ones stops growing there).
-const SUMMARY_ADDRESSES: usize = 256;
 /// Descriptors per connection: its socket and the clone that closes it at shutdown (one
 /// more while it has not said HELLO), and those the hosting process needs besides.
 const FDS_PER_CONNECTION: u64 = 2;
@@ -131,19 +127,6 @@ struct Shared {
     greeted: Mutex<HashMap<IpAddr, VecDeque<u64>>>,
     counters: Counters,
     refusals: Mutex<Refusals>,
-}
-
-/// Refusals since the last summary line.
-#[derive(Default)]
-struct Refusals {
-    /// Count by reason (a short fixed phrase).
-    by_reason: Vec<(&'static str, u64)>,
-    addresses: std::collections::HashSet<IpAddr>,
-    /// One example: the peer and the full message it was given.
-    example: Option<(String, String)>,
-    since: Option<Instant>,
-    last_line: Option<Instant>,
-    total: u64,
 }
 
 /// A running store server; stops when dropped.
@@ -324,46 +307,16 @@ fn refuse_busy(shared: &Shared, conn: &TcpStream, peer: SocketAddr, reason: &'st
 /// Counts one refusal (or eviction) of `peer` for the next summary line; logs that line now
 /// when none was logged for a whole interval, so a lone misconfigured rank is seen at once.
 fn note_refusal(shared: &Shared, reason: &'static str, peer: SocketAddr, message: &str) {
-    {
-        let mut r = lock(&shared.refusals);
-        match r.by_reason.iter_mut().find(|(why, _)| *why == reason) {
-            Some((_, n)) => *n += 1,
-            None => r.by_reason.push((reason, 1)),
-        }
-        if r.addresses.len() < SUMMARY_ADDRESSES {
-            r.addresses.insert(peer.ip());
-        }
-        if r.example.is_none() {
-            r.example = Some((peer.to_string(), message.to_string()));
-        }
-        r.since.get_or_insert_with(Instant::now);
-        r.total += 1;
-    }
+    lock(&shared.refusals).note(reason, peer, message);
     summarize(shared, false);
 }
 
-/// Logs one WARN line for the refusals noted since the last one, when there are any and the
-/// last line is at least [`REFUSAL_LOG_INTERVAL`] old (or `now`).
+/// Logs the summary line of the refusals noted since the last one, when it is due (or `now`).
 fn summarize(shared: &Shared, now: bool) {
-    let mut r = lock(&shared.refusals);
-    let count: u64 = r.by_reason.iter().map(|(_, n)| n).sum();
-    if count == 0 || !(now || r.last_line.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_INTERVAL)) {
-        return;
+    if let Some(line) = lock(&shared.refusals).take_summary(now) {
+        tracing::warn!("{line}");
+        shared.counters.summary_lines.fetch_add(1, Ordering::Relaxed);
     }
-    let reasons: Vec<String> = r.by_reason.iter().map(|(why, n)| format!("{n} {why}")).collect();
-    let addresses = r.addresses.len();
-    let more = if addresses >= SUMMARY_ADDRESSES { "+" } else { "" };
-    let (peer, message) = r.example.clone().unwrap_or_default();
-    let over = r.since.map_or(0.0, |t| t.elapsed().as_secs_f64());
-    tracing::warn!(
-        "key-value store: refused or closed {count} connections in {over:.1} s ({}) from {addresses}{more} addresses, e.g. {peer}: {message}; {} since start{}",
-        reasons.join(", "),
-        r.total,
-        if count > 1 { format!("; one line per {} s at most", REFUSAL_LOG_INTERVAL.as_secs()) } else { String::new() }
-    );
-    shared.counters.summary_lines.fetch_add(1, Ordering::Relaxed);
-    let total = r.total;
-    *r = Refusals { last_line: Some(Instant::now()), total, ..Refusals::default() };
 }
 
 /// Logs the pending summary when its interval is over, until the server stops.
@@ -644,6 +597,7 @@ mod tests {
     //! retries: what it admits, what it refuses and counts, what it answers, and that one bad
     //! peer touches no other. (Rendezvous over the store: rust/distprof/tests/rendezvous_tcp.rs.)
     use super::*;
+    use crate::kv::tcp::REFUSAL_LOG_INTERVAL;
 
     /// A raw connection with a generous read timeout: a test that waits on a reply that
     /// never comes fails instead of hanging.
