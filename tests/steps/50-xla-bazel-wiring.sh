@@ -64,7 +64,7 @@ expected_off="client=21"
 bz run --define enable_distributed_profiling=true \
   --override_repository=distributed_profiling="$work/hooks" //:main >"$work/on.txt" 2>"$work/on.log" \
   || { cat "$work/on.log" >&2; fail "build with the define failed"; }
-expected_on="hook: OnGpuClientCreated node_id=2 num_nodes=1 kv_store=null
+expected_on="hook: OnGpuClientCreated platform=rocm mock_nccl=0 node_id=2 num_nodes=1 kv_store=null
 client=21
 hook: OnTraceClockPair host_ns=1000 tracer_ns=42
 hook: OnTraceStart clock=42
