@@ -451,6 +451,20 @@ fn release_values_land_in_the_repository_declaration() {
 }
 
 #[test]
+fn without_a_release_the_declaration_names_no_source_and_the_rule_says_what_to_pass() {
+    // A shipped series is made this way: no archive is published, so no placeholder URL or
+    // all-zero SHA-256 that --repo_env=DISTRIBUTED_PROFILING=1 would try to download.
+    let dir = tree();
+    let root = dir.path();
+    apply(root, &Release::default()).unwrap();
+    let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
+    assert!(ws.contains("\n_SOURCE = struct(path = None, url = None, sha256 = None, strip_prefix = None)\n"), "{ws}");
+    assert!(!ws.contains("0000000000") && !ws.contains("releases/download"), "{ws}");
+    assert!(ws.contains("        else:\n            _standin(ctx, _NO_SOURCE)\n"), "{ws}");
+    assert!(ws.contains("pass --repo_env=DISTRIBUTED_PROFILING_PATH=<the directory distprof xla package wrote>"), "{ws}");
+}
+
+#[test]
 fn diff_series_applied_by_git_equals_the_tool_result() {
     let by_tool = tree();
     apply(by_tool.path(), &Release::default()).unwrap();
@@ -563,5 +577,5 @@ fn a_local_directory_is_the_source_the_repository_rule_reads() {
     assert!(ws.contains(&format!("_SOURCE = struct(path = \"{}\", url = None", hooks.path().display())), "{ws}");
     // Nothing is fetched by declaring it: no http rule, and the stand-in is the default.
     assert!(!ws.contains("tf_http_archive"), "{ws}");
-    assert!(ws.contains("_UNCONFIGURED"), "{ws}");
+    assert!(ws.contains("    else:\n        _standin(ctx, _NOT_CONFIGURED)\n"), "{ws}");
 }
