@@ -28,9 +28,15 @@ namespace distprof {
 // Reads the GPU tracer's clock R in nanoseconds (e.g. the rocprofiler timestamp).
 using TracerClockFn = uint64_t (*)();
 
-// Hook 1, se_gpu_pjrt_client.cc, after BuildDistributedDevices(...) succeeded.
-// `kv_store` may be null when num_nodes == 1. Starts the rendezvous on a background thread.
-void OnGpuClientCreated(int node_id, int num_nodes,
+// Hook 1, se_gpu_pjrt_client.cc GetStreamExecutorGpuClient, right before it returns the
+// client: every step that can fail has succeeded. `platform_name` is the platform XLA built
+// the client for (`pjrt_platform_name`: xla::RocmName(), CudaName() or SyclName(), as XLA
+// was compiled), `mock_nccl` is GpuClientOptions::enable_mock_nccl. Only a ROCm client with
+// real collectives starts the rendezvous, on a background thread; any other turns an enabled
+// distprof off with one log line (cc_hooks/client_guard.h). `kv_store` may be null when
+// num_nodes == 1; distprof stops using it when the rendezvous ends.
+void OnGpuClientCreated(const char* platform_name, bool mock_nccl, int node_id,
+                        int num_nodes,
                         std::shared_ptr<xla::KeyValueStoreInterface> kv_store);
 
 // Hook 3, device_tracer_rocm.cc GpuTracer::DoStart(), right after the ROCm collector was

@@ -4,7 +4,8 @@
 
 namespace distprof {
 
-void OnGpuClientCreated(int, int, std::shared_ptr<xla::KeyValueStoreInterface>) {}
+void OnGpuClientCreated(const char*, bool, int, int,
+                        std::shared_ptr<xla::KeyValueStoreInterface>) {}
 void OnTraceStart(TracerClockFn) {}
 void OnTraceStop() {}
 void OnTraceExport(tensorflow::profiler::XSpace*) {}

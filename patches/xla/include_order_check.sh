@@ -2,9 +2,11 @@
 # Where the shipped series put distprof's include in the two core files, read as XLA's style
 # reads it. For each series patches/xla/<ref>/ it extracts the two core files of <ref> from an
 # XLA git directory into a temporary directory, applies 0001-distprof-hooks.patch, and checks:
-#   sorting    `clang-format --style=Google --sort-includes` moves no include of the patched
-#              file that it does not move in the clean file (our lines add no sorting change;
-#              XLA's own order, e.g. tsl/ after xla/ per its .clang-format, is left as found);
+#   sorting    `clang-format --sort-includes` with the include settings of <ref>'s own
+#              .clang-format (BasedOnStyle Google; IncludeBlocks and IncludeCategories as that
+#              tree sets them: Regroup with xla/ before tsl/ from jax 0.9, Google's defaults
+#              before) moves no include of the patched file that it does not move in the clean
+#              file (our lines add no sorting change; XLA's own order is left as found);
 #   placement  the guarded include comes after every unconditional #include of the file
 #              (Google style: conditional includes go after the other includes), not between the
 #              file's own header and <cstddef> or inside the absl block.
@@ -45,11 +47,22 @@ for s in "${series[@]}"; do
     mkdir -p "$dir/clean/$(dirname "$f")"
     git --git-dir="$gitdir" show "$ref:$f" >"$dir/clean/$f"
   done
+  # The tree's include settings only: clang-format 14 (Debian 12) refuses keys of newer
+  # versions that XLA's file also sets (`AlignTrailingComments: Kind:`), none of them about
+  # includes.
+  git --git-dir="$gitdir" show "$ref:.clang-format" 2>/dev/null >"$dir/tree.clang-format" || echo "BasedOnStyle: Google" >"$dir/tree.clang-format"
+  python3 - "$dir/tree.clang-format" >"$dir/clean/.clang-format" <<'PY'
+import sys, yaml
+tree = yaml.safe_load(open(sys.argv[1])) or {}
+keep = {k: tree[k] for k in ("BasedOnStyle", "Language", "IncludeBlocks", "IncludeCategories", "IncludeIsMainRegex") if k in tree}
+keep.setdefault("BasedOnStyle", "Google")
+print(yaml.safe_dump(keep, sort_keys=False), end="")
+PY
   cp -r "$dir/clean" "$dir/patched"
   (cd "$dir/patched" && git apply "$s/0001-distprof-hooks.patch") || { echo "$ref: the series does not apply"; status=1; continue; }
   for f in $files; do
-    clang-format --style=Google --sort-includes "$dir/clean/$f" >"$dir/clean.fmt"
-    clang-format --style=Google --sort-includes "$dir/patched/$f" >"$dir/patched.fmt"
+    clang-format --style=file --sort-includes "$dir/clean/$f" >"$dir/clean.fmt"
+    clang-format --style=file --sort-includes "$dir/patched/$f" >"$dir/patched.fmt"
     python3 - "$ref" "$f" "$dir/clean/$f" "$dir/clean.fmt" "$dir/patched/$f" "$dir/patched.fmt" <<'PY' || status=1
 import re, sys
 ref, name, clean, clean_fmt, patched, patched_fmt = sys.argv[1:]
@@ -58,7 +71,7 @@ OURS = {GUARD, '#include "cc_hooks/distprof_hooks.h"', "#endif  // XLA_ENABLE_DI
 
 def preamble(path):
     """The preprocessor lines before the first line of code."""
-    out, in_comment = [], False
+    out, in_comment, continued = [], False, False
     for line in open(path):
         s = line.strip()
         if in_comment:
@@ -69,9 +82,15 @@ def preamble(path):
             continue
         if not s or s.startswith("//"):
             continue
+        if continued:
+            # The next line of a directive ending in a backslash: part of that directive.
+            out[-1] += " " + s
+            continued = s.endswith("\\")
+            continue
         if not s.startswith("#"):
             break
         out.append(s)
+        continued = s.endswith("\\")
     return out
 
 problems = []
@@ -80,7 +99,11 @@ problems = []
 if [l for l in preamble(patched_fmt) if l not in OURS] != preamble(clean_fmt):
     problems.append("sorting: clang-format --sort-includes orders the patched file's includes "
                     "differently from the clean file's")
-if [i for i, l in enumerate(preamble(patched)) if l in OURS] != [i for i, l in enumerate(preamble(patched_fmt)) if l in OURS]:
+# Our three lines together and nothing moved across them: what follows the guard is the same
+# (clang-format may drop a duplicated include before it, so positions are not compared).
+def from_guard(lines):
+    return lines[lines.index(GUARD):] if GUARD in lines else []
+if from_guard(preamble(patched)) != from_guard(preamble(patched_fmt)):
     problems.append("sorting: clang-format --sort-includes moves distprof's include")
 # placement: the guard after every unconditional include.
 pre = preamble(patched)

@@ -14,7 +14,7 @@ symbols=$(nm "$binary" | awk '{print $NF}' | sort -u)
 # runtime and the cxx bridge have recognisable names.
 rust=$(grep -E '17h[0-9a-f]{16}E$|^_R[A-Za-z0-9_]|rust_begin_unwind|rust_eh_personality|__rust_|cxxbridge1' <<<"$symbols" || true)
 distprof=$(nm -C "$binary" | grep -i distprof | sed -E 's/^[0-9a-f]* *[A-Za-z] //' | sort -u || true)
-allowed='^distprof::(OnGpuClientCreated\(int, int, std::shared_ptr<xla::KeyValueStoreInterface>\)|OnTraceStart\(unsigned long \(\*\)\(\)\)|OnTraceStop\(\)|OnTraceExport\(tensorflow::profiler::XSpace\*\)|OnTraceClockPair\(unsigned long, unsigned long\)|IsEnabled\(\))$'
+allowed='^distprof::(OnGpuClientCreated\(char const\*, bool, int, int, std::shared_ptr<xla::KeyValueStoreInterface>\)|OnTraceStart\(unsigned long \(\*\)\(\)\)|OnTraceStop\(\)|OnTraceExport\(tensorflow::profiler::XSpace\*\)|OnTraceClockPair\(unsigned long, unsigned long\)|IsEnabled\(\))$'
 # The test program's own symbols name neither distprof nor Rust, apart from calling the
 # hooks; anything else mentioning distprof comes from the plugin.
 extra=$(grep -vE "$allowed" <<<"$distprof" || true)

@@ -402,9 +402,12 @@ auto Timed(const char* hook, F&& f) {
                summary.c_str());
 }
 
+// A ROCm client with real collectives, as hook 1 sees one (`pjrt_platform_name` is
+// xla::RocmName(); tests/cpp/hook1_asan_test.cc covers the clients it leaves alone).
 void CreateClient(int node, int num_nodes, std::shared_ptr<xla::KeyValueStoreInterface> kv) {
-  Timed("OnGpuClientCreated",
-        [&] { distprof::OnGpuClientCreated(node, num_nodes, std::move(kv)); });
+  Timed("OnGpuClientCreated", [&] {
+    distprof::OnGpuClientCreated("rocm", /*mock_nccl=*/false, node, num_nodes, std::move(kv));
+  });
 }
 
 // The first call pages the plugin in and reads the configuration (timed on its own), then

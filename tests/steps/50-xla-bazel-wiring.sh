@@ -6,6 +6,8 @@
 #   2. with the define and @distributed_profiling overridden by a local stand-in: every hook runs,
 #      with the arguments the call sites pass;
 #   3. with the define and no source named: the build fails saying which --repo_env to pass;
+#      likewise with --repo_env=DISTRIBUTED_PROFILING=1 on a tree patched without a source
+#      (every shipped series), where it says that none was given and what to pass instead;
 #   4. without the define, `bazel query 'deps(//...)'` and `bazel fetch //...` work offline and
 #      fetch nothing of distprof (its repository is a configure-style stand-in until named);
 #   5. `apply --local-dir` + --repo_env=DISTRIBUTED_PROFILING=1, and --repo_env=
@@ -64,7 +66,7 @@ expected_off="client=21"
 bz run --define enable_distributed_profiling=true \
   --override_repository=distributed_profiling="$work/hooks" //:main >"$work/on.txt" 2>"$work/on.log" \
   || { cat "$work/on.log" >&2; fail "build with the define failed"; }
-expected_on="hook: OnGpuClientCreated node_id=2 num_nodes=1 kv_store=null
+expected_on="hook: OnGpuClientCreated platform=rocm mock_nccl=0 node_id=2 num_nodes=1 kv_store=null
 client=21
 hook: OnTraceClockPair host_ns=1000 tracer_ns=42
 hook: OnTraceStart clock=42
@@ -79,6 +81,15 @@ if bz build --keep_going --define enable_distributed_profiling=true //:main >"$w
   fail "with the define and no source named, the build should fail"
 fi
 grep -q "@distributed_profiling is not configured" "$work/fetch.log" || { cat "$work/fetch.log" >&2; fail "the failure does not say how to name @distributed_profiling"; }
+# A tree patched without a source (as every shipped series is) and built with
+# --repo_env=DISTRIBUTED_PROFILING=1, as docs/upgrading-xla.md's step 6 reads after `git apply`:
+# the stand-in fails the build saying what to pass, nothing is downloaded.
+"$distprof" xla apply --xla-dir "$work/xla" >/dev/null
+if bz build --keep_going --define enable_distributed_profiling=true --repo_env=DISTRIBUTED_PROFILING=1 //:main >"$work/nosource.log" 2>&1; then
+  fail "with DISTRIBUTED_PROFILING=1 and no source given to apply, the build should fail"
+fi
+grep -q "@distributed_profiling has no source" "$work/nosource.log" || { cat "$work/nosource.log" >&2; fail "the no-source failure does not say what to pass"; }
+if grep -qi "download" "$work/nosource.log"; then cat "$work/nosource.log" >&2; fail "the no-source build tried a download"; fi
 
 # Without the define: query and fetch follow every select() branch, so they reach
 # @distributed_profiling; it must resolve to the stand-in without reading or fetching anything.

@@ -51,6 +51,9 @@ mod ffi {
     extern "Rust" {
         /// Hook 1. `kv` may be null when `num_nodes == 1`.
         fn on_client_created(node_id: i32, num_nodes: i32, kv: UniquePtr<KvHandle>);
+        /// Hook 1 on a client distprof leaves alone (cc_hooks/client_guard.h): an enabled
+        /// plugin turns off with one log line naming `reason`.
+        fn on_client_refused(reason: &str);
         /// Hook 2. `tracer_clock` may be null: snapshot pairs then use the host clock.
         fn on_trace_start(tracer_clock: UniquePtr<TracerClock>);
         fn on_trace_stop();
@@ -132,6 +135,10 @@ fn on_client_created(node_id: i32, num_nodes: i32, kv: cxx::UniquePtr<ffi::KvHan
             if kv.is_null() { None } else { Some(Box::new(kv::CxxKv::new(kv))) };
         PLUGIN.on_client_created(node, nodes, kv);
     })
+}
+
+fn on_client_refused(reason: &str) {
+    entry(Hook::ClientCreated, (), || PLUGIN.on_client_refused(reason))
 }
 
 struct CxxTracerClock(cxx::UniquePtr<ffi::TracerClock>);

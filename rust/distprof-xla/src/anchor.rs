@@ -103,6 +103,62 @@ pub fn statement_end(lines: &[String], from: usize, call: usize) -> Option<usize
     None
 }
 
+/// Index of the last line of the include block that starts at `first_include`: the last
+/// preprocessor line, before the first line of code, that leaves the `#if` nesting where
+/// `first_include` sits (a file wrapped whole in `#if TENSORFLOW_USE_ROCM` has its includes
+/// one level in). Lines after it at that nesting are code, so what goes there follows every
+/// unconditional include and the conditional blocks among them, as Google style puts a
+/// conditional include. Our own lines are skipped, so a patched file ends at the same line.
+pub fn include_block_end(lines: &[String], first_include: usize) -> usize {
+    let depth_change = |directive: &str| -> i32 {
+        let word = directive.trim_start_matches('#').trim_start();
+        if word.starts_with("if") {
+            1
+        } else if word.starts_with("endif") {
+            -1
+        } else {
+            0
+        }
+    };
+    let (mut depth, mut end, mut in_comment, mut continued) = (0i32, first_include, false, false);
+    for (i, line) in lines.iter().enumerate().skip(first_include) {
+        let text = line.trim();
+        if continued {
+            // The next line of a directive ending in `\` (a long `#if ... || \`).
+            continued = text.ends_with('\\');
+            if !continued && depth == 0 {
+                end = i;
+            }
+            continue;
+        }
+        if in_comment {
+            in_comment = !text.contains("*/");
+            continue;
+        }
+        if text.is_empty() || text.starts_with("//") || is_ours(line) {
+            continue;
+        }
+        if text.starts_with("/*") {
+            in_comment = !text.contains("*/");
+            continue;
+        }
+        if !text.starts_with('#') {
+            break;
+        }
+        depth += depth_change(text);
+        continued = text.ends_with('\\');
+        if depth == 0 && !continued {
+            end = i;
+        }
+        if depth < 0 {
+            // The `#endif` of a block opened before the first include: the block holding
+            // the includes ends here, and so does the include block.
+            break;
+        }
+    }
+    end
+}
+
 /// Leading whitespace of a line.
 pub fn indentation(line: &str) -> &str {
     let trimmed = line.trim_start_matches([' ', '\t']);

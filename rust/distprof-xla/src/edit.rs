@@ -20,6 +20,11 @@ pub enum Placement {
     AfterAnchorStatement,
     /// After a `def` line and its one-line docstring, if any.
     AfterDefHeader,
+    /// After the include block that starts at the anchor (`anchor::include_block_end`).
+    AfterIncludes,
+    /// Before the `return` statement holding `call`, which must start within `within_lines`
+    /// lines after the anchor.
+    BeforeReturn { call: &'static str, within_lines: usize },
 }
 
 /// One change to one file.
@@ -94,16 +99,77 @@ fn same(lines: &[String], at: usize, text: &[String]) -> bool {
     at + text.len() <= lines.len() && lines[at..at + text.len()] == *text
 }
 
+/// XLA's column limit (Google style, its `.clang-format`).
+pub const COLUMN_LIMIT: usize = 80;
+
+/// A call line longer than [`COLUMN_LIMIT`] broken as clang-format breaks it: as many
+/// arguments per line as fit, continuation lines aligned just after the opening parenthesis.
+/// A line without `(` or with an argument too long to fit stays as it is.
+pub fn wrap_call(line: &str) -> Vec<String> {
+    let Some(open) = line.find('(') else {
+        return vec![line.to_owned()];
+    };
+    if line.len() <= COLUMN_LIMIT {
+        return vec![line.to_owned()];
+    }
+    let (head, args) = line.split_at(open + 1);
+    let align = " ".repeat(head.len());
+    let parts: Vec<&str> = args.split(", ").collect();
+    let mut out = vec![head.to_owned()];
+    for (i, part) in parts.iter().enumerate() {
+        let piece = if i + 1 < parts.len() { format!("{part},") } else { (*part).to_owned() };
+        let current = out.last_mut().expect("out starts with the head");
+        let fresh = current.len() == head.len() && i == 0 || current.trim().is_empty();
+        if fresh {
+            current.push_str(&piece);
+        } else if current.len() + 1 + piece.len() <= COLUMN_LIMIT {
+            current.push(' ');
+            current.push_str(&piece);
+        } else {
+            out.push(format!("{align}{piece}"));
+        }
+    }
+    out
+}
+
+/// The lines an insert writes: each ending in a newline, code lines indented by `pad`, and a
+/// C++ hook call (`distprof::...(`) wrapped at XLA's column limit; preprocessor, blank and
+/// Starlark lines as given (Buildifier, not clang-format, formats XLA's BUILD files).
+fn render(text: &[String], pad: &str) -> Vec<String> {
+    text.iter()
+        .flat_map(|t| {
+            if t.starts_with('#') || t.is_empty() {
+                vec![format!("{t}\n")]
+            } else if t.starts_with("distprof::") {
+                wrap_call(&format!("{pad}{t}")).into_iter().map(|l| format!("{l}\n")).collect()
+            } else {
+                vec![format!("{pad}{t}\n")]
+            }
+        })
+        .collect()
+}
+
+/// How many lines `edit` adds to the file read as `lines` (0 for a replacement).
+pub fn added_line_count(lines: &[String], edit: &Edit) -> usize {
+    match edit {
+        Edit::Insert { anchor, text, indent, .. } => {
+            let pad = match anchor::find(lines, *anchor, 0, lines.len()) {
+                Found::At(a) if *indent => anchor::indentation(&lines[a]),
+                _ => "",
+            };
+            render(text, pad).len()
+        }
+        Edit::ReplaceInRule { .. } => 0,
+    }
+}
+
 /// Plans one edit against `lines`.
 pub fn plan(lines: &[String], edit: &Edit, file: &Path) -> Result<Planned, PatchError> {
     match edit {
         Edit::Insert { anchor, placement, text, indent, purpose } => {
             let a = locate(lines, *anchor, file, purpose)?;
             let pad = if *indent { anchor::indentation(&lines[a]) } else { "" };
-            let text: Vec<String> = text
-                .iter()
-                .map(|t| if t.starts_with('#') || t.is_empty() { format!("{t}\n") } else { format!("{pad}{t}\n") })
-                .collect();
+            let text = render(text, pad);
             let at = match placement {
                 Placement::Before => {
                     if a >= text.len() && same(lines, a - text.len(), &text) {
@@ -111,6 +177,16 @@ pub fn plan(lines: &[String], edit: &Edit, file: &Path) -> Result<Planned, Patch
                     }
                     a
                 }
+                Placement::BeforeReturn { call, within_lines } => {
+                    let at = (a + 1..(a + 1 + within_lines).min(lines.len()))
+                        .find(|&i| lines[i].trim_start().starts_with("return ") && lines[i].contains(call))
+                        .ok_or_else(|| missing(file, &format!("return ...{call}"), purpose))?;
+                    if at >= text.len() && same(lines, at - text.len(), &text) {
+                        return Ok(Planned::Present);
+                    }
+                    at
+                }
+                Placement::AfterIncludes => anchor::include_block_end(lines, a) + 1,
                 Placement::After => a + 1,
                 Placement::AfterStatement { call, within_lines } => {
                     let call_at = (a + 1..(a + 1 + within_lines).min(lines.len()))
@@ -131,7 +207,7 @@ pub fn plan(lines: &[String], edit: &Edit, file: &Path) -> Result<Planned, Patch
                     }
                 }
             };
-            if !matches!(placement, Placement::Before) && same(lines, at, &text) {
+            if !matches!(placement, Placement::Before | Placement::BeforeReturn { .. }) && same(lines, at, &text) {
                 return Ok(Planned::Present);
             }
             Ok(Planned::Pending(Change { at, remove: 0, insert: text }))
@@ -179,4 +255,26 @@ pub fn apply_changes(lines: &[String], changes: &[Change]) -> String {
         out.push_str(line);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_call_is_wrapped_at_the_column_limit_aligned_after_its_parenthesis() {
+        let call = "  distprof::OnGpuClientCreated(pjrt_platform_name, options.enable_mock_nccl, options.node_id, options.num_nodes, kv_store);";
+        let lines = wrap_call(call);
+        assert_eq!(
+            lines,
+            [
+                "  distprof::OnGpuClientCreated(pjrt_platform_name, options.enable_mock_nccl,",
+                "                               options.node_id, options.num_nodes, kv_store);",
+            ]
+        );
+        assert!(lines.iter().all(|l| l.len() <= COLUMN_LIMIT));
+        assert_eq!(lines.join(" ").split_whitespace().collect::<String>(), call.split_whitespace().collect::<String>());
+        let short = "  distprof::OnTraceStop();";
+        assert_eq!(wrap_call(short), [short]);
+    }
 }

@@ -60,23 +60,31 @@ fn guarded(call: &str) -> Vec<String> {
     vec![format!("#ifdef {DEFINE}"), call.to_owned(), format!("#endif  // {DEFINE}")]
 }
 
-/// The header include, after the first quoted `#include` of the file (the file's own header
-/// where it has one): at file scope and, unlike the last include, never inside a platform `#if`.
+/// The header include, after the file's include block (`Placement::AfterIncludes`) and set
+/// off by a blank line: Google style puts a conditional include after the unconditional ones,
+/// and there clang-format's include sorting (XLA's `.clang-format`, IncludeBlocks Regroup)
+/// leaves every block as it was (patches/xla/include_order_check.sh). After the file's own
+/// header or inside the absl block it would split a sorted block in two.
 fn include_edit() -> Edit {
+    let mut text = vec![String::new()];
+    text.extend(guarded(HEADER_INCLUDE));
     Edit::Insert {
-        anchor: Anchor::first("#include \""),
-        placement: Placement::After,
-        text: guarded(HEADER_INCLUDE),
+        anchor: Anchor::first("#include"),
+        placement: Placement::AfterIncludes,
+        text,
         indent: false,
         purpose: "include of the distprof hooks header",
     }
 }
 
-/// Hook 1, `GetStreamExecutorGpuClient`: after `BuildDistributedDevices(...)` succeeded, so all
-/// nodes are known alive and a failed client creation never leaves distprof holding the KV
-/// store. The anchor is byte-identical from XLA 0.4.35 to main; the statement after it is found
-/// by its call, whatever macro wraps it (`TF_ASSIGN_OR_RETURN`, `ASSIGN_OR_RETURN`,
-/// `ABSL_ASSIGN_OR_RETURN`) and whatever fallback precedes it.
+/// Hook 1, `GetStreamExecutorGpuClient`: right before the `return` that hands out the client,
+/// so every step that can fail (`BuildDistributedDevices`, from jax 0.10 `GpuTopology::FromProto`)
+/// has succeeded and a failed creation never starts a rendezvous or leaves distprof holding
+/// the KV store; what the `return` still runs is constructors, which cannot return an error.
+/// The hook passes the platform XLA built this client for (`pjrt_platform_name`, `RocmName()`
+/// only in a ROCm build: CUDA and SYCL share this function) and `enable_mock_nccl`, and
+/// `OnGpuClientCreated` leaves other platforms and mock-NCCL clients alone
+/// (cc_hooks/client_guard.h). The anchor is byte-identical from XLA 0.4.35 to main.
 pub fn pjrt_client_edits() -> Vec<Edit> {
     vec![include_edit()]
 }
@@ -90,10 +98,13 @@ pub fn pjrt_client_hooks() -> Vec<HookEdit> {
     let options = ClassName::Named("GpuClientOptions");
     vec![HookEdit {
         anchor: Anchor::unique("TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);"),
-        placement: Placement::AfterStatement { call: "BuildDistributedDevices(", within_lines: 12 },
+        // The `return` is 12 lines below the anchor up to jax 0.9 and 29 on main.
+        placement: Placement::BeforeReturn { call: "StreamExecutorGpuClient", within_lines: 50 },
         forms: vec![form(
-            "distprof::OnGpuClientCreated(options.node_id, options.num_nodes, kv_store);",
+            "distprof::OnGpuClientCreated(pjrt_platform_name, options.enable_mock_nccl, options.node_id, options.num_nodes, kv_store);",
             vec![
+                local("pjrt_platform_name", "auto pjrt_platform_name"),
+                member("options.enable_mock_nccl", vec!["bool enable_mock_nccl"], options.clone(), GPU_CLIENT_OPTIONS_FILES.to_vec()),
                 local("options", "GpuClientOptions& options"),
                 member("options.node_id", vec!["int node_id"], options.clone(), GPU_CLIENT_OPTIONS_FILES.to_vec()),
                 member("options.num_nodes", vec!["int num_nodes"], options, GPU_CLIENT_OPTIONS_FILES.to_vec()),

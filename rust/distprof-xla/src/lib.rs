@@ -63,13 +63,7 @@ impl Report {
 }
 
 fn added_lines(plan: &tree::FilePlan) -> usize {
-    plan.planned
-        .iter()
-        .map(|(e, _)| match e {
-            edit::Edit::Insert { text, .. } => text.len(),
-            edit::Edit::ReplaceInRule { .. } => 0,
-        })
-        .sum()
+    plan.planned.iter().map(|(e, _)| edit::added_line_count(&plan.lines, e)).sum()
 }
 
 fn report(plan: &tree::Plan, made: bool, written: Vec<String>) -> Report {

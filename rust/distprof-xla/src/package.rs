@@ -27,13 +27,14 @@ pub const ABSL_TARGETS: [&str; 4] = [
 pub const STATICLIB: &str = "lib/libdistprof.a";
 
 /// The C++ sources and headers, as compiled into this tool.
-const CC_HOOKS: [(&str, &str); 7] = [
+const CC_HOOKS: [(&str, &str); 8] = [
     ("cc_hooks/distprof_hooks.h", include_str!("../../../cc_hooks/distprof_hooks.h")),
     ("cc_hooks/distprof_test_hooks.h", include_str!("../../../cc_hooks/distprof_test_hooks.h")),
     ("cc_hooks/bridge_types.h", include_str!("../../../cc_hooks/bridge_types.h")),
     ("cc_hooks/plugin_hooks.cc", include_str!("../../../cc_hooks/plugin_hooks.cc")),
     ("cc_hooks/kv_adapter.cc", include_str!("../../../cc_hooks/kv_adapter.cc")),
     ("cc_hooks/kv_adapter.h", include_str!("../../../cc_hooks/kv_adapter.h")),
+    ("cc_hooks/client_guard.h", include_str!("../../../cc_hooks/client_guard.h")),
     ("cc_hooks/xspace_adapter.cc", include_str!("../../../cc_hooks/xspace_adapter.cc")),
 ];
 
@@ -106,6 +107,7 @@ cc_library(
 cc_library(
     name = "pjrt_hooks",
     srcs = [
+        "cc_hooks/client_guard.h",
         "cc_hooks/kv_adapter.cc",
         "cc_hooks/kv_adapter.h",
     ],

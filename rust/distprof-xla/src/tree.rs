@@ -189,7 +189,8 @@ fn plan_hook(
     let prefix = hook.call_prefix();
     for (i, line) in text.iter().enumerate() {
         let found = line.trim();
-        if found.starts_with(prefix) && found != chosen.form.call {
+        // A long call is wrapped (edit::wrap_call): its first line is a prefix of the call.
+        if found.starts_with(prefix) && !chosen.form.call.starts_with(found) {
             errors.push(PatchError::UndeclaredHookCall {
                 file: file.to_owned(),
                 line: i + 1,

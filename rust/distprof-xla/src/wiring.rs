@@ -112,16 +112,12 @@ pub fn starlark_string(value: &str) -> String {
 }
 
 impl Default for Release {
-    /// Placeholders: no distprof release is published yet. Users pass their own with
-    /// `--release-url/--release-sha256`, or override the repository with a local directory
-    /// (`--override_repository=distributed_profiling=DIR`), which ignores these values.
+    /// No source: what a shipped series and `apply` without `--local-dir`/`--release-url` write.
+    /// No distprof archive is published, so there is nothing to point at; with
+    /// `--repo_env=DISTRIBUTED_PROFILING=1` the repository is then the stand-in, whose targets
+    /// fail the build saying what to pass (a placeholder URL would fail the download instead).
     fn default() -> Self {
-        Self {
-            url: "https://github.com/distprof/distprof/releases/download/v0.1.0/distprof-xla-0.1.0.tar.gz".into(),
-            sha256: "0000000000000000000000000000000000000000000000000000000000000000".into(),
-            strip_prefix: "distprof-xla-0.1.0".into(),
-            local_dir: None,
-        }
+        Self { url: String::new(), sha256: String::new(), strip_prefix: String::new(), local_dir: None }
     }
 }
 
@@ -161,6 +157,7 @@ def distributed_profiling_deps(target):
 "#;
     let source = match &release.local_dir {
         Some(dir) => format!("_SOURCE = struct(path = {}, url = None, sha256 = None, strip_prefix = None)", starlark_string(dir)),
+        None if release.url.is_empty() => "_SOURCE = struct(path = None, url = None, sha256 = None, strip_prefix = None)".to_owned(),
         None => format!(
             "_SOURCE = struct(path = None, url = {}, sha256 = {}, strip_prefix = {})",
             starlark_string(&release.url),
@@ -182,7 +179,7 @@ def distributed_profiling_deps(target):
 /// `vendor` follow every `select()` branch, so nothing may be fetched unless the user names the
 /// repository: without a `--repo_env` below it is a stand-in whose targets fail the build with
 /// the fix in the message, which keeps those commands working offline with the feature off.
-/// `_SOURCE = None` is replaced by the source `apply` was given.
+/// `_SOURCE = None` is replaced by the source `apply` was given (all `None`: none).
 const WORKSPACE_BZL: &str = r#"# Written by distprof (`distprof xla apply`). @distributed_profiling, configured like XLA's
 # optional local dependencies: nothing is fetched or read unless the build names it with
 #   --repo_env=DISTRIBUTED_PROFILING=1                   the source below (given to `apply`)
@@ -205,17 +202,26 @@ _ENV = [
 
 _TARGETS = ["pjrt_hooks", "profiler_hooks"]
 
-_UNCONFIGURED = """
+# What the stand-in's targets say when built: no --repo_env named a source, or
+# DISTRIBUTED_PROFILING=1 did and `apply` was given none.
+_NOT_CONFIGURED = "@distributed_profiling is not configured; with --define enable_distributed_profiling=true also pass --repo_env=DISTRIBUTED_PROFILING=1, or --repo_env=DISTRIBUTED_PROFILING_PATH=<dir>, or --repo_env=DISTRIBUTED_PROFILING_URL=<https url> with --repo_env=DISTRIBUTED_PROFILING_SHA256=<hex>"
+_NO_SOURCE = "@distributed_profiling has no source: --repo_env=DISTRIBUTED_PROFILING=1 uses the one given to distprof xla apply, and this tree was patched without one (a shipped patch series, or apply without --local-dir or --release-url); pass --repo_env=DISTRIBUTED_PROFILING_PATH=<the directory distprof xla package wrote> instead, or --repo_env=DISTRIBUTED_PROFILING_URL=<https url> with --repo_env=DISTRIBUTED_PROFILING_SHA256=<hex>, or run distprof xla apply --local-dir <that directory>"
+
+_STANDIN = """
 package(default_visibility = ["//visibility:public"])
 
 [genrule(
     name = name + "_unconfigured",
     outs = [name + "_unconfigured.cc"],
-    cmd = "echo 'distprof: @distributed_profiling is not configured; with --define enable_distributed_profiling=true also pass --repo_env=DISTRIBUTED_PROFILING=1, or --repo_env=DISTRIBUTED_PROFILING_PATH=<dir>, or --repo_env=DISTRIBUTED_PROFILING_URL=<https url> with --repo_env=DISTRIBUTED_PROFILING_SHA256=<hex>' >&2; exit 1",
+    cmd = "echo 'distprof: %s' >&2; exit 1",
 ) for name in %s]
 
 [cc_library(name = name, srcs = [name + "_unconfigured.cc"]) for name in %s]
 """
+
+def _standin(ctx, message):
+    ctx.file("WORKSPACE", "workspace(name = \"distributed_profiling\")\n")
+    ctx.file("BUILD.bazel", _STANDIN % (message, _TARGETS, _TARGETS))
 
 def _env(ctx, name):
     return ctx.os.environ.get(name, "")
@@ -249,11 +255,12 @@ def _distributed_profiling_configure_impl(ctx):
     elif _env(ctx, "DISTRIBUTED_PROFILING") == "1":
         if _SOURCE.path:
             _use_dir(ctx, _SOURCE.path)
-        else:
+        elif _SOURCE.url:
             _use_archive(ctx, _SOURCE.url, _SOURCE.sha256, _SOURCE.strip_prefix)
+        else:
+            _standin(ctx, _NO_SOURCE)
     else:
-        ctx.file("WORKSPACE", "workspace(name = \"distributed_profiling\")\n")
-        ctx.file("BUILD.bazel", _UNCONFIGURED % (_TARGETS, _TARGETS))
+        _standin(ctx, _NOT_CONFIGURED)
 
 distributed_profiling_configure = repository_rule(
     implementation = _distributed_profiling_configure_impl,

@@ -13,7 +13,13 @@ const CLIENT_SRC: &str = r#"// Synthetic client: only the anchor lines matter.
 
 #include <memory>
 
+#if defined(SYNTHETIC_GPU) || \
+    defined(OTHER_GPU)
+#include "synthetic/gpu.h"
+#endif  // SYNTHETIC_GPU
+
 int MakeClient(const GpuClientOptions& options) {
+  auto pjrt_platform_name = PlatformName();
   std::shared_ptr<KeyValueStoreInterface> kv_store = options.store;
   TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);
   if (kv_store == nullptr) {
@@ -23,19 +29,28 @@ int MakeClient(const GpuClientOptions& options) {
       Pair pair,
       BuildDistributedDevices(options.node_id,
                               options.num_nodes, kv_store));
-  return Finish(pair);
+  SOME_ASSIGN_MACRO(auto topology, TopologyThatCanFail(pair));
+  return MakeStreamExecutorGpuClient(
+      pair, topology);
 }
 "#;
 
 const CLIENT_PATCHED: &str = r#"// Synthetic client: only the anchor lines matter.
 #include "synthetic/client.h"
+
+#include <memory>
+
+#if defined(SYNTHETIC_GPU) || \
+    defined(OTHER_GPU)
+#include "synthetic/gpu.h"
+#endif  // SYNTHETIC_GPU
+
 #ifdef XLA_ENABLE_DISTRIBUTED_PROFILING
 #include "cc_hooks/distprof_hooks.h"
 #endif  // XLA_ENABLE_DISTRIBUTED_PROFILING
 
-#include <memory>
-
 int MakeClient(const GpuClientOptions& options) {
+  auto pjrt_platform_name = PlatformName();
   std::shared_ptr<KeyValueStoreInterface> kv_store = options.store;
   TF_RET_CHECK(options.num_nodes == 1 || kv_store != nullptr);
   if (kv_store == nullptr) {
@@ -45,10 +60,13 @@ int MakeClient(const GpuClientOptions& options) {
       Pair pair,
       BuildDistributedDevices(options.node_id,
                               options.num_nodes, kv_store));
+  SOME_ASSIGN_MACRO(auto topology, TopologyThatCanFail(pair));
 #ifdef XLA_ENABLE_DISTRIBUTED_PROFILING
-  distprof::OnGpuClientCreated(options.node_id, options.num_nodes, kv_store);
+  distprof::OnGpuClientCreated(pjrt_platform_name, options.enable_mock_nccl,
+                               options.node_id, options.num_nodes, kv_store);
 #endif  // XLA_ENABLE_DISTRIBUTED_PROFILING
-  return Finish(pair);
+  return MakeStreamExecutorGpuClient(
+      pair, topology);
 }
 "#;
 
@@ -78,7 +96,7 @@ void Tracer::Collect(XSpace* space) {
 
 /// Synthetic declarations of what the hooks pass (checked by the tool before it writes a call).
 const OPTIONS_H: (&str, &str) =
-    ("xla/pjrt/plugin/xla_gpu/xla_gpu_client_options.h", "struct GpuClientOptions {\n  int node_id = 0;\n  int num_nodes = 1;\n};\n");
+    ("xla/pjrt/plugin/xla_gpu/xla_gpu_client_options.h", "struct GpuClientOptions {\n  int node_id = 0;\n  int num_nodes = 1;\n  bool enable_mock_nccl = false;\n};\n");
 const TRACER_H: (&str, &str) =
     ("xla/backends/profiler/gpu/rocm_tracer.h", "class RocmTracer {\n public:\n  static uint64_t GetTimestamp();\n};\n");
 
@@ -170,9 +188,12 @@ fn apply_inserts_each_hook_at_its_anchor() {
     assert_eq!(after("kStartedOk;"), "    distprof::OnTraceStart(&RocmTracer::GetTimestamp);");
     assert_eq!(after("->Disable();"), "  distprof::OnTraceStop();");
     assert_eq!(after("->Export(space);"), "  distprof::OnTraceExport(space);");
-    // The include follows the first quoted include, not the <cstdint> one.
-    assert_eq!(lines[3], "#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING");
-    assert_eq!(lines[4], "#include \"cc_hooks/distprof_hooks.h\"");
+    // The include follows the include block, set off by a blank line, before the code.
+    assert_eq!(lines[3], "");
+    assert_eq!(lines[4], "#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING");
+    assert_eq!(lines[5], "#include \"cc_hooks/distprof_hooks.h\"");
+    assert_eq!(lines[6], "#endif  // XLA_ENABLE_DISTRIBUTED_PROFILING");
+    assert_eq!(lines[7], "");
     // Hook 3 after the whole collector statement (its arguments on the next line), passing the
     // two locals the tool found declared before it in the same function.
     assert!(tracer.contains(
@@ -182,10 +203,10 @@ fn apply_inserts_each_hook_at_its_anchor() {
     let at: Vec<(&str, usize)> = site.declared.iter().map(|d| (d.passes, d.line)).collect();
     assert_eq!(at, vec![("start_walltime_ns", 7), ("start_gputime_ns", 6)]);
 
-    // Budget: 6 + 15 lines in the two core files.
+    // Budget: 8 + 16 lines in the two core files.
     let core: Vec<usize> = report.files.iter().filter(|f| f.core).map(|f| f.added_lines).collect();
-    assert_eq!(core, vec![6, 15]);
-    assert_eq!(report.core_added_lines(), 21);
+    assert_eq!(core, vec![8, 16]);
+    assert_eq!(report.core_added_lines(), 24);
     assert!(report.core_added_lines() <= distprof_xla::CORE_ADDED_LINES_BUDGET);
 
     // BUILD wiring: the load first, local_defines after srcs, deps of the owning rule only.
@@ -213,7 +234,7 @@ fn apply_twice_equals_apply_once_and_check_passes() {
     assert!(!again.changed(), "second apply made changes: {again:?}");
     assert_eq!(snapshot(root), once);
     let checked = check(root, &Release::default()).unwrap();
-    assert_eq!(checked.core_added_lines(), 21);
+    assert_eq!(checked.core_added_lines(), 24);
 }
 
 #[test]
@@ -262,14 +283,41 @@ fn missing_anchor_is_named_with_its_file_and_nothing_is_written() {
 }
 
 #[test]
-fn missing_call_after_the_anchor_is_named() {
+fn missing_return_after_the_anchor_is_named() {
     let dir = tree();
     let root = dir.path();
-    write(root, CLIENT, &CLIENT_SRC.replace("BuildDistributedDevices(", "BuildLocalDevices("));
+    // A client handed out some other way: hook 1 has no place after every fallible step.
+    write(root, CLIENT, &CLIENT_SRC.replace("return MakeStreamExecutorGpuClient(", "auto client = MakeStreamExecutorGpuClient("));
     let errors = apply(root, &Release::default()).unwrap_err().0;
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(matches!(&errors[0], PatchError::AnchorMissing { file, anchor, .. }
-        if file == Path::new(CLIENT) && anchor == "BuildDistributedDevices("));
+        if file == Path::new(CLIENT) && anchor == "return ...StreamExecutorGpuClient"), "{errors:?}");
+}
+
+#[test]
+fn the_include_goes_after_a_file_wrapped_whole_in_a_platform_if() {
+    // XLA up to 0.4.38 wraps the whole tracer file in `#if TENSORFLOW_USE_ROCM`: the include
+    // block is one level in, and the include goes at its end, inside the `#if`.
+    let dir = tree();
+    let root = dir.path();
+    let wrapped = format!("#if SYNTHETIC_ROCM\n\n{TRACER_SRC}\n#endif  // SYNTHETIC_ROCM\n");
+    write(root, TRACER, &wrapped);
+    apply(root, &Release::default()).unwrap();
+    let lines: Vec<String> = read(root, TRACER).lines().map(str::to_owned).collect();
+    assert_eq!(
+        lines[..9],
+        [
+            "#if SYNTHETIC_ROCM",
+            "",
+            "#include <cstdint>",
+            "",
+            "#include \"synthetic/tracer.h\"",
+            "",
+            "#ifdef XLA_ENABLE_DISTRIBUTED_PROFILING",
+            "#include \"cc_hooks/distprof_hooks.h\"",
+            "#endif  // XLA_ENABLE_DISTRIBUTED_PROFILING",
+        ]
+    );
 }
 
 #[test]
@@ -403,6 +451,20 @@ fn release_values_land_in_the_repository_declaration() {
 }
 
 #[test]
+fn without_a_release_the_declaration_names_no_source_and_the_rule_says_what_to_pass() {
+    // A shipped series is made this way: no archive is published, so no placeholder URL or
+    // all-zero SHA-256 that --repo_env=DISTRIBUTED_PROFILING=1 would try to download.
+    let dir = tree();
+    let root = dir.path();
+    apply(root, &Release::default()).unwrap();
+    let ws = read(root, "third_party/distributed_profiling/workspace.bzl");
+    assert!(ws.contains("\n_SOURCE = struct(path = None, url = None, sha256 = None, strip_prefix = None)\n"), "{ws}");
+    assert!(!ws.contains("0000000000") && !ws.contains("releases/download"), "{ws}");
+    assert!(ws.contains("        else:\n            _standin(ctx, _NO_SOURCE)\n"), "{ws}");
+    assert!(ws.contains("pass --repo_env=DISTRIBUTED_PROFILING_PATH=<the directory distprof xla package wrote>"), "{ws}");
+}
+
+#[test]
 fn diff_series_applied_by_git_equals_the_tool_result() {
     let by_tool = tree();
     apply(by_tool.path(), &Release::default()).unwrap();
@@ -410,7 +472,7 @@ fn diff_series_applied_by_git_equals_the_tool_result() {
     let by_git = tree();
     let series = diff(by_git.path(), &Release::default()).unwrap();
     let core: Vec<usize> = series.core_added.iter().map(|(_, n)| *n).collect();
-    assert_eq!(core, vec![6, 15]);
+    assert_eq!(core, vec![8, 16]);
     let out = tempfile::tempdir().unwrap();
     distprof_xla::write_series(&series, out.path()).unwrap();
     let patches: Vec<PathBuf> = series.patches.iter().map(|p| out.path().join(&p.name)).collect();
@@ -515,5 +577,5 @@ fn a_local_directory_is_the_source_the_repository_rule_reads() {
     assert!(ws.contains(&format!("_SOURCE = struct(path = \"{}\", url = None", hooks.path().display())), "{ws}");
     // Nothing is fetched by declaring it: no http rule, and the stand-in is the default.
     assert!(!ws.contains("tf_http_archive"), "{ws}");
-    assert!(ws.contains("_UNCONFIGURED"), "{ws}");
+    assert!(ws.contains("    else:\n        _standin(ctx, _NOT_CONFIGURED)\n"), "{ws}");
 }

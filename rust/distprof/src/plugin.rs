@@ -159,6 +159,14 @@ impl Plugin {
         self.with_backend("client created", |b| b.client_created(node, num_nodes, kv));
     }
 
+    /// Hook 1 on a client distprof does not take (a CUDA or SYCL client, a mock-NCCL one:
+    /// cc_hooks/client_guard.h says which and why): an enabled plugin turns off with one log
+    /// line naming `reason`, so no rendezvous or probe starts and the trace hooks do nothing;
+    /// a disabled one stays silent.
+    pub fn on_client_refused(&'static self, reason: &str) {
+        self.with_backend("client created", |_| Err::<(), _>(PluginError::new(reason)));
+    }
+
     pub fn on_trace_start(&'static self, tracer_clock: Option<Box<dyn TracerClock>>) {
         self.with_backend("trace start", |b| b.trace_start(tracer_clock));
     }
@@ -343,6 +351,25 @@ mod tests {
         assert!(plugin.is_off());
         assert!(!plugin.is_enabled());
         assert!(plugin.on_trace_export().is_empty());
+    }
+
+    #[test]
+    fn a_refused_client_turns_an_enabled_plugin_off_with_the_reason_and_a_disabled_one_stays_silent() {
+        static STATE: AtomicU8 = AtomicU8::new(STATE_UNINIT);
+        static PLUGIN: Plugin = Plugin::new(&STATE, enabled_config);
+        PLUGIN.on_client_refused("not a ROCm GPU client (platform `cuda`)");
+        assert!(PLUGIN.is_off());
+        assert_eq!(
+            PLUGIN.disabled_reason().as_deref(),
+            Some("client created: not a ROCm GPU client (platform `cuda`)")
+        );
+        assert!(PLUGIN.on_trace_export().is_empty());
+
+        static OFF_STATE: AtomicU8 = AtomicU8::new(STATE_UNINIT);
+        static OFF: Plugin = Plugin::new(&OFF_STATE, disabled_config);
+        OFF.on_client_refused("mock-NCCL client");
+        assert!(OFF.is_off());
+        assert_eq!(OFF.disabled_reason(), None, "a plugin the configuration disables says nothing");
     }
 
     /// A store where node 0 never shows up.

@@ -78,7 +78,8 @@ struct TreeArgs {
 
 impl TreeArgs {
     /// The release to write: a local directory, an https archive with its SHA-256, or (nothing
-    /// given) the placeholder for a later `--override_repository`.
+    /// given) none: the build then names it with `--repo_env=DISTRIBUTED_PROFILING_PATH` (or
+    /// URL + SHA256) or `--override_repository`.
     fn release(&self) -> anyhow::Result<Release> {
         if let Some(dir) = &self.local_dir {
             return Ok(Release::local(dir)?);

@@ -33,6 +33,8 @@ pub struct EngineBackend {
     trace: Option<TraceSession>,
     /// XLA's collector clock pair (hook 3), until the trace start that follows takes it.
     collector_pair: Option<TracerStart>,
+    /// Whether the one warning about a trace without a hooked GPU client was given.
+    warned_no_client: bool,
 }
 
 impl EngineBackend {
@@ -43,6 +45,7 @@ impl EngineBackend {
             nodes: Vec::new(),
             trace: None,
             collector_pair: None,
+            warned_no_client: false,
         }
     }
 
@@ -77,9 +80,17 @@ impl Backend for EngineBackend {
         &mut self,
         tracer_clock: Option<Box<dyn TracerClock>>,
     ) -> Result<(), PluginError> {
-        if self.nodes.is_empty() {
-            tracing::debug!(
-                "distprof: trace started before any GPU client was created; nothing to probe"
+        if self.nodes.is_empty() && !self.warned_no_client {
+            // The GPU tracer runs whatever client jax created; hook 1 sits only in the
+            // StreamExecutor client. From jax 0.7.2 on, XLA_PYTHON_CLIENT_USE_TFRT_GPU_CLIENT=1
+            // makes the PJRT plugin create a TFRT GPU client instead (use_tfrt_gpu_client in
+            // pjrt_c_api_gpu_internal.cc), which distprof does not hook: say so once.
+            self.warned_no_client = true;
+            tracing::warn!(
+                "distprof: a trace started but no GPU client reached distprof's hook 1 in this \
+                 process, so this trace has no clock data; jax's TFRT GPU client \
+                 (XLA_PYTHON_CLIENT_USE_TFRT_GPU_CLIENT=1, jax 0.7.2 on) is not supported: \
+                 unset that variable"
             );
         }
         // A start without a stop: end the previous session first.
