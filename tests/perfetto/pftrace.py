@@ -97,11 +97,12 @@ def read(path):
         seq = one(p, 10)
         flags = one(p, 13, 0)
         if seq is not None and (flags & 1 or seq not in seq_state):
-            seq_state[seq] = {"event_names": {}, "annotation_names": {}, "clock": None, "inc": {}}
+            seq_state[seq] = {"event_names": {}, "annotation_names": {}, "clock": None, "inc": {}, "track": None}
         st = seq_state.get(seq)
         for n, w, v in p:
-            if n == 59:  # TracePacketDefaults
+            if n == 59:  # TracePacketDefaults: timestamp_clock_id, TrackEventDefaults.track_uuid
                 st["clock"] = one(v, 58)
+                st["track"] = one(one(v, 11, b""), 11)
             elif n == 12:  # InternedData
                 for m, _, entry in fields(v):
                     table = {2: "event_names", 3: "annotation_names"}.get(m)
@@ -139,7 +140,7 @@ def read(path):
             continue
         t = fields(te)
         kind = one(t, 9)
-        uuid = one(t, 11)
+        uuid = one(t, 11, st["track"])
         name_iid = one(t, 10)
         args = dict(annotation(a, st["annotation_names"]) for n, _, a in t if n == 4)
         # flow_ids: 36 (varint, the field v20.1 reads; `flow_ids_old` today) or 47 (fixed64,
