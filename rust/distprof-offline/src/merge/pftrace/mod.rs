@@ -7,13 +7,14 @@
 //! What a merged trace holds, kept within what Perfetto's trace processor of 2021 (v20.1,
 //! `tests/perfetto`) reads, in as few bytes as that format allows (a slice costs two
 //! packets, since v20.1 knows no complete event with a duration in ns):
-//! - one packet sequence per node (`trusted_packet_sequence_id` = the node's first pid, the
-//!   same in one merge and in a join of shards), started afresh at every line: the line's
-//!   first packet clears the sequence's incremental state and sets its defaults, the
-//!   incremental clock ([`INCREMENTAL_CLOCK`]) for every timestamp and the line's track for
-//!   every event (`TrackEventDefaults.track_uuid`), so that no event names its track. (A
-//!   sequence per line would do the same with longer ids; v20.1 loses the names interned
-//!   before defaults that change without a clear, which a clear per line avoids.)
+//! - one packet sequence ([`SEQUENCE`]) for the whole trace, started afresh at every line:
+//!   the line's first packet clears the sequence's incremental state and sets its defaults,
+//!   the incremental clock ([`INCREMENTAL_CLOCK`]) for every timestamp and the line's track
+//!   for every event (`TrackEventDefaults.track_uuid`), so that no event names its track.
+//!   The trace processor reads the state in file order, so lines never share it, whichever
+//!   node or shard wrote them, and the id is the shortest varint. (A sequence per line would
+//!   do the same with longer ids; v20.1 loses the names interned before defaults that
+//!   change without a clear, which a clear per line avoids.)
 //! - a process track per (node, plane), pid as in the Chrome JSON, and a thread track per
 //!   XLine, tid its place in the plane (1, 2, ...), with the names of the Chrome JSON. Track
 //!   uuids are 64-bit, the Cantor pairing of (pid, tid) ([`track_uuid`]), one-to-one;
@@ -46,7 +47,7 @@ mod plane;
 use super::cursor::Cursor;
 use super::direct_io::{DirectWriter, Part, ALIGN};
 use super::flows::{FlowCursor, NodeFlows};
-use super::protobuf;
+use super::protobuf::{self, varint_len, write_varint};
 use fields::*;
 use intern::LineNames;
 pub use fields::INCREMENTAL_CLOCK;
@@ -61,13 +62,15 @@ pub fn track_uuid(pid: u64, tid: u32) -> u64 {
     (s.wrapping_mul(s.wrapping_add(1)) / 2).wrapping_add(u64::from(tid))
 }
 
-/// Writes one fragment: the packets of one node's planes, on one packet sequence.
+/// The `trusted_packet_sequence_id` of every packet: one byte.
+pub const SEQUENCE: u64 = 1;
+
+/// Writes one fragment: the packets of one node's planes.
 pub struct ProtoWriter {
     out: DirectWriter,
     /// Where the fragment starts in its file.
     start: u64,
     next_pid: u64,
-    sequence: u64,
     /// The origin (epoch ns on G) that event times are relative to.
     base_ns: i64,
     /// The node's first pid: a pid less it is the plane's place among the node's event planes.
@@ -94,15 +97,13 @@ pub struct ProtoWriter {
 }
 
 impl ProtoWriter {
-    /// A fragment, written from `out`'s position on, on packet sequence `sequence` (> 0;
-    /// distinct per fragment), whose first process gets pid `first_pid`; event times are
-    /// relative to `base_ns`.
-    pub fn new(out: DirectWriter, first_pid: u64, sequence: u32, base_ns: i64) -> Self {
+    /// A fragment, written from `out`'s position on, whose first process gets pid
+    /// `first_pid`; event times are relative to `base_ns`.
+    pub fn new(out: DirectWriter, first_pid: u64, base_ns: i64) -> Self {
         Self {
             start: out.pos(),
             out,
             next_pid: first_pid,
-            sequence: u64::from(sequence.max(1)),
             base_ns,
             first_pid,
             flows: None,
@@ -130,7 +131,7 @@ impl ProtoWriter {
         let mut inner = std::mem::take(&mut self.scratch);
         inner.clear();
         let mut c = Cursor::new(&mut inner);
-        put_varint_field(&mut c, SEQUENCE_ID, self.sequence);
+        put_varint_field(&mut c, SEQUENCE_ID, SEQUENCE);
         body(&mut c);
         drop(c);
         let mut c = Cursor::new(self.out.buf());
@@ -226,21 +227,21 @@ impl ProtoWriter {
         Ok(())
     }
 
-    /// The end of a slice: a time and a type; the track is the sequence's default.
+    /// The end of a slice: a time and a type; the track is the sequence's default. Written
+    /// as three moves (the bytes before the time, the time, the bytes after it): an end is
+    /// every other packet of the trace.
     #[inline]
     fn slice_end(&mut self, end_ns: i64) -> io::Result<()> {
         let ts = self.delta(end_ns)?;
-        let seq = self.sequence;
-        // TrackEvent { type = 2 }: 2 bytes.
-        const EVENT_LEN: usize = 2;
-        let packet_len = varint_field_len(SEQUENCE_ID, seq) + varint_field_len(TIMESTAMP, ts) + 2 + EVENT_LEN;
+        // Packet { sequence id, timestamp, TrackEvent { type } }: under 128 bytes, and every
+        // key, the sequence id and the type one byte each.
+        let packet_len = 2 + 1 + varint_len(ts) + 4;
+        const { assert!(key(TRACK_EVENT, protobuf::LEN) < 0x80 && SEQUENCE < 0x80 && TYPE_SLICE_END < 0x80) };
         self.records += 1;
         let mut c = Cursor::new(self.out.buf());
-        protobuf::write_len_header(&mut c, PACKET, packet_len);
-        put_varint_field(&mut c, SEQUENCE_ID, seq);
-        put_varint_field(&mut c, TIMESTAMP, ts);
-        protobuf::write_len_header(&mut c, TRACK_EVENT, EVENT_LEN);
-        put_varint_field(&mut c, EVENT_TYPE, TYPE_SLICE_END);
+        c.put_fixed([key(PACKET, protobuf::LEN) as u8, packet_len as u8, key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TIMESTAMP, protobuf::VARINT) as u8], 5);
+        write_varint(&mut c, ts);
+        c.put_fixed([key(TRACK_EVENT, protobuf::LEN) as u8, 2, key(EVENT_TYPE, protobuf::VARINT) as u8, TYPE_SLICE_END as u8], 4);
         drop(c);
         self.out.maybe_flush()
     }
@@ -271,12 +272,12 @@ impl ProtoWriter {
         let mut event = std::mem::take(&mut self.scratch);
         event.clear();
         let mut c = Cursor::new(&mut event);
-        put_varint_field(&mut c, EVENT_TYPE, TYPE_SLICE_BEGIN);
         let name_iid = plane.name_iid(meta);
         if name_iid != 0 {
             intern::NameUse::uses(&mut self.names, name_iid, plane.entries());
         }
-        put_varint_field(&mut c, EVENT_NAME_IID, name_iid);
+        c.put_fixed([key(EVENT_TYPE, protobuf::VARINT) as u8, TYPE_SLICE_BEGIN as u8, key(EVENT_NAME_IID, protobuf::VARINT) as u8], 3);
+        write_varint(&mut c, name_iid);
         plane.write_annotations(meta, ev, &mut c, &mut self.names);
         if let Some(f) = &self.flows {
             for &(_, _, _, id) in f.of(&mut self.flow_cursor, index) {
@@ -286,16 +287,15 @@ impl ProtoWriter {
         drop(c);
         self.names.take_pending(&mut self.interned);
         self.records += 1;
-        let seq = self.sequence;
         let interned_len = if self.interned.is_empty() { 0 } else { protobuf::len_field_len(INTERNED_DATA, self.interned.len()) };
-        let packet_len = varint_field_len(SEQUENCE_ID, seq)
+        let packet_len = varint_field_len(SEQUENCE_ID, SEQUENCE)
             + varint_field_len(TIMESTAMP, ts)
             + protobuf::len_field_len(TRACK_EVENT, event.len())
             + interned_len;
         let mut c = Cursor::new(self.out.buf());
         protobuf::write_len_header(&mut c, PACKET, packet_len);
-        put_varint_field(&mut c, SEQUENCE_ID, seq);
-        put_varint_field(&mut c, TIMESTAMP, ts);
+        c.put_fixed([key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TIMESTAMP, protobuf::VARINT) as u8], 3);
+        write_varint(&mut c, ts);
         protobuf::write_len_header(&mut c, TRACK_EVENT, event.len());
         c.put(&event);
         if !self.interned.is_empty() {
@@ -399,7 +399,7 @@ mod tests {
     }
 
     #[test]
-    fn slices_nest_end_first_on_ties_with_times_as_deltas_on_one_sequence() {
+    fn slices_nest_end_first_on_ties_with_times_as_deltas_on_each_line_s_default_track() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("t.pftrace");
         let doc = ChromeDoc::create(&path, Some(0), TraceFormat::Pftrace).unwrap();
@@ -407,7 +407,7 @@ mod tests {
         let base_ns = 1_763_000_000_000_000_000;
         // Flow 7 on the first event of line 2 of the node's first event plane.
         let flows = NodeFlows::from_ids(vec![(0, 2, 0, 7)]);
-        let mut w = ProtoWriter::new(region.writer, 5, 5, base_ns).with_flows(flows);
+        let mut w = ProtoWriter::new(region.writer, 5, base_ns).with_flows(flows);
         let pid = w.begin_process("node 0 h /device:GPU:0").unwrap();
         let plane = ProtoPlane::new(&[]).unwrap();
         w.thread(pid, 1, "stream 1").unwrap();
@@ -423,8 +423,8 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len() % ALIGN, 0);
         let ps = packets(&bytes);
-        // Every packet but the padding is on sequence 5.
-        assert!(ps.iter().filter(|p| p[0].0 != PADDING).all(|p| p[0] == (SEQUENCE_ID, 5, vec![])));
+        // Every packet but the padding is on the one sequence.
+        assert!(ps.iter().filter(|p| p[0].0 != PADDING).all(|p| p[0] == (SEQUENCE_ID, SEQUENCE, vec![])));
         // The events in file order: (type, absolute ns from base, track uuid: the default
         // that the line's first packet sets as it clears the sequence's state).
         let mut clock = 0u64;
@@ -506,7 +506,7 @@ mod tests {
         let path = tmp.path().join("t.pftrace");
         let doc = ChromeDoc::create(&path, Some(0), TraceFormat::Pftrace).unwrap();
         let region = doc.next_job(1, |_| 1_000).unwrap();
-        let mut w = ProtoWriter::new(region.writer, 1, 1, 0);
+        let mut w = ProtoWriter::new(region.writer, 1, 0);
         let pid = w.begin_process("p").unwrap();
         for tid in 1..=2 {
             w.thread(pid, tid, "line").unwrap();

@@ -96,8 +96,8 @@ impl ProtoPlane {
         0
     }
 
-    /// One XStat as an annotation: the common shape (an id, then one varint or string
-    /// value) read directly, anything else field by field.
+    /// One XStat as an annotation: the common shape (an id, then one integer or a
+    /// reference) read directly, anything else field by field.
     #[inline]
     fn render_stat(&self, stat: &[u8], out: &mut Cursor<'_>, names: &mut impl NameUse) -> Result<(), WireError> {
         let mut pos = 1;
@@ -108,6 +108,8 @@ impl ProtoPlane {
                     let value = match k {
                         0x18 => read_varint(stat, &mut p).map(Value::Uint),
                         0x20 => read_varint(stat, &mut p).map(|v| Value::Int(v as i64)),
+                        // A reference to another stat's name (an `hlo_op`), when there is one.
+                        0x38 => read_varint(stat, &mut p).and_then(|r| self.stats.get(r as i64)).map(|r| Value::Text(&r.as_value)),
                         _ => None,
                     };
                     if let Some(v) = value.filter(|_| p == stat.len()) {
