@@ -167,13 +167,12 @@ impl ProtoPlane {
     /// Puts the precomputed annotations of event metadata `meta`; returns the stats they
     /// left out.
     fn put_meta_annotations(&self, meta: i64, out: &mut Cursor<'_>, names: &mut impl NameUse) -> u32 {
-        self.events.get(meta).map_or(0, |m| {
-            out.put(&m.annotations);
-            for &iid in &m.annotation_iids {
-                names.uses(iid, &self.entries);
-            }
-            m.dropped
-        })
+        let Some(m) = self.events.get(meta) else { return 0 };
+        out.put(&m.annotations);
+        for &iid in &m.annotation_iids {
+            names.uses(iid, &self.entries);
+        }
+        m.dropped
     }
 
     /// Appends the annotations of an event with metadata `meta` and XEvent fields `ev`
