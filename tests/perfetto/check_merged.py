@@ -36,8 +36,9 @@ as merge writes them passes; the layouts merge avoids fail, each for its reason 
 64-bit XLine ids as tids fold two lines onto one track, `displayTimeUnit` "ns" puts every
 event 1000 times early, a key before `traceEvents` hides every event, a flow end without
 `"bp":"e"` binds to no slice); and a small protobuf trace as merge writes it passes, while
-the same with the packet defaults set again at every line fails (v20.1 then resolves no
-interned name); a flow id on the begins of three slices gives two links, but not as the
+the same with the packet defaults set again at every line without clearing the sequence's
+state fails (v20.1 then resolves no interned name), and so does an interned string value
+(`string_value_iid`, newer than v20.1, which drops the value); a flow id on the begins of three slices gives two links, but not as the
 newer fixed64 `flow_ids` (field 47), which v20.1 does not read.
 """
 import argparse
@@ -236,11 +237,15 @@ def same(engine, json_path, proto_path):
           f"threads, {sum(len(v) for v in ps.values())} slices with their args, {sum(pl.values())} flow links")
 
 
-def proto_doc(defaults_per_line=False, flow_field=36):
-    """A small protobuf trace as merge writes it (one sequence, names interned, times on the
-    incremental clock 64 reset per line, each event naming its track, flow 9 on the begins of
-    the slices at 10, 15 and 20 ns), or with the packet defaults set again at every line
-    (which v20.1 answers by resolving no interned name), or with the flow in `flow_field`."""
+def proto_doc(layout="merge", flow_field=36):
+    """A small protobuf trace as merge writes it (one sequence, started afresh at every line
+    with the packet defaults: clock 64, incremental, reset per line, and the line's track;
+    names interned in the packet of their first use on the line; flow 9 on the begins of the
+    slices at 10, 15 and 20 ns), or with the flow in `flow_field`, or in a layout that v20.1
+    reads wrongly: `defaults_again` sets the defaults again at a line without clearing the
+    sequence's state (v20.1 then resolves no name interned before), `string_iid` interns the
+    string value of an annotation (`string_value_iid` 17, `debug_annotation_string_values`
+    29: newer than v20.1, which drops the value)."""
     def varint(v):
         out = bytearray()
         while True:
@@ -257,25 +262,35 @@ def proto_doc(defaults_per_line=False, flow_field=36):
         return varint(n << 3 | 2) + varint(len(body)) + body
 
     seq = num(10, 3)
-    defaults = msg(59, num(58, 64))
     snapshot = msg(6, msg(1, num(1, 64), num(2, 0), num(3, 1)), msg(1, num(1, 6), num(2, 0)))
     base = 1_763_000_000_000_000_000
-    out = [msg(1, seq, num(13, 1), defaults),
-           msg(1, seq, msg(60, num(1, 100), msg(3, num(1, 1), msg(6, b"node 0")))),
-           msg(1, seq, msg(12, msg(2, num(1, 1), msg(2, b"all-reduce")), msg(3, num(1, 2), msg(2, b"hlo_op"))))]
+    names = [msg(2, num(1, 1), msg(2, b"all-reduce")), msg(3, num(1, 2), msg(2, b"hlo_op"))]
+    value = msg(6, b"all-reduce.1")
+    if layout == "string_iid":
+        names.append(msg(29, num(1, 3), msg(2, b"all-reduce.1")))
+        value = num(17, 3)
+    out = [msg(1, seq, msg(60, num(1, 100), msg(3, num(1, 1), msg(6, b"node 0"))))]
+    if layout == "defaults_again":
+        out.append(msg(1, seq, num(13, 1), msg(59, num(58, 64)), msg(12, *names)))
     for tid, slices in ((1, [(10, 20), (20, 30)]), (2, [(15, 18)])):
         uuid = 100 + tid
-        out.append(msg(1, seq, msg(60, num(1, uuid), msg(4, num(1, 1), num(2, tid), msg(5, b"stream %d" % tid)))))
-        out.append(msg(1, seq, snapshot, defaults if defaults_per_line else b""))
+        line_defaults = msg(59, num(58, 64), msg(11, num(11, uuid)))
+        thread = msg(60, num(1, uuid), msg(4, num(1, 1), num(2, tid), msg(5, b"stream %d" % tid)))
+        out.append(msg(1, seq, line_defaults, thread) if layout == "defaults_again" else msg(1, seq, num(13, 1), line_defaults, thread))
+        out.append(msg(1, seq, snapshot))
         clock = 0
+        interned = layout == "defaults_again"
         points = sorted([(e, 0, 2, None) for b, e in slices] + [(b, 1, 1, e) for b, e in slices])
         for ts, _, kind, _ in points:
-            event = num(9, kind) + num(11, uuid)
+            event = num(9, kind)
+            extra = b""
             if kind == 1:
-                event += num(10, 1) + msg(4, num(1, 2), msg(6, b"all-reduce.1"))
+                event += num(10, 1) + msg(4, num(1, 2), value)
                 if ts in (10, 15, 20):
                     event += num(36, 9) if flow_field == 36 else varint(47 << 3 | 1) + (9).to_bytes(8, "little")
-            out.append(msg(1, seq, num(8, base + ts - clock), msg(11, event)))
+                if not interned:
+                    extra, interned = msg(12, *names), True
+            out.append(msg(1, seq, num(8, base + ts - clock), msg(11, event), extra))
             clock = base + ts
     return b"".join(out)
 
@@ -310,7 +325,8 @@ def self_test(engine):
     ]
     cases = [(what, "doc.json", text.encode(), expect) for what, text, expect in cases] + [
         ("protobuf trace as merge writes it", "doc.pftrace", proto_doc(), None),
-        ("protobuf trace with the packet defaults set again per line", "doc.pftrace", proto_doc(True), "in Perfetto"),
+        ("protobuf trace with the packet defaults set again per line without a clear", "doc.pftrace", proto_doc("defaults_again"), "in Perfetto"),
+        ("protobuf trace with an interned string value (string_value_iid)", "doc.pftrace", proto_doc("string_iid"), "args"),
         ("protobuf trace with its flow ids in field 47 (fixed64)", "doc.pftrace", proto_doc(flow_field=47), "flow links"),
     ]
     with tempfile.TemporaryDirectory() as tmp:

@@ -53,7 +53,7 @@ def signed(v):
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def annotation(a, names):
+def annotation(a, names, string_values):
     """(key, value) of a DebugAnnotation; value None when it has none."""
     f = fields(a)
     key = None
@@ -71,6 +71,8 @@ def annotation(a, names):
             value = struct.unpack("<d", v)[0]
         elif n == 6:
             value = bytes(v).decode()
+        elif n == 17:  # string_value_iid (newer than v20.1; merge does not write it)
+            value = string_values[v]
         elif n == 2:
             value = v
         else:
@@ -97,14 +99,16 @@ def read(path):
         seq = one(p, 10)
         flags = one(p, 13, 0)
         if seq is not None and (flags & 1 or seq not in seq_state):
-            seq_state[seq] = {"event_names": {}, "annotation_names": {}, "clock": None, "inc": {}}
+            seq_state[seq] = {"event_names": {}, "annotation_names": {}, "clock": None, "inc": {}, "track": None,
+                            "string_values": {}}
         st = seq_state.get(seq)
         for n, w, v in p:
-            if n == 59:  # TracePacketDefaults
+            if n == 59:  # TracePacketDefaults: timestamp_clock_id, TrackEventDefaults.track_uuid
                 st["clock"] = one(v, 58)
+                st["track"] = one(one(v, 11, b""), 11)
             elif n == 12:  # InternedData
                 for m, _, entry in fields(v):
-                    table = {2: "event_names", 3: "annotation_names"}.get(m)
+                    table = {2: "event_names", 3: "annotation_names", 29: "string_values"}.get(m)
                     if table is None:
                         raise ValueError(f"InternedData field {m}")
                     st[table][one(entry, 1)] = bytes(one(entry, 2, b"")).decode()
@@ -139,9 +143,9 @@ def read(path):
             continue
         t = fields(te)
         kind = one(t, 9)
-        uuid = one(t, 11)
+        uuid = one(t, 11, st["track"])
         name_iid = one(t, 10)
-        args = dict(annotation(a, st["annotation_names"]) for n, _, a in t if n == 4)
+        args = dict(annotation(a, st["annotation_names"], st["string_values"]) for n, _, a in t if n == 4)
         # flow_ids: 36 (varint, the field v20.1 reads; `flow_ids_old` today) or 47 (fixed64,
         # newer than v20.1).
         flow = [v for n, _, v in t if n == 36] + [int.from_bytes(v, "little") for n, w, v in t if n == 47 and w == 1]

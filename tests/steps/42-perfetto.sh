@@ -8,8 +8,9 @@
 # 1. its self-test: merge's layout passes, and the layouts merge avoids fail for their
 #    reasons (64-bit tids fold lines, displayTimeUnit "ns" shifts times, a key before
 #    traceEvents hides every event, a flow end without "bp":"e" binds to no slice; packet
-#    defaults set again per line lose every interned name in v20.1; flow ids in the newer
-#    fixed64 field 47 link nothing in v20.1, in field 36 they link);
+#    defaults set again per line without clearing the sequence's state lose every interned
+#    name in v20.1, an interned string value (string_value_iid) loses the value; flow ids in
+#    the newer fixed64 field 47 link nothing in v20.1, in field 36 they link);
 # 2. the three real JAX traces (their XLine ids are 64-bit hashes), merged into
 #    merged.pftrace (the default) and into the Chrome JSON (--chrome), each checked, and the
 #    two compared through Perfetto's tables (--same: the same slices, args and flows), once

@@ -297,11 +297,7 @@ fn merge_node(
         Some((r, doc)) => {
             let w = match doc.format() {
                 TraceFormat::ChromeJson => TraceWriter::Json(chrome::ChromeWriter::new(r.writer, bases.pid)),
-                // One packet sequence per node: its first pid, the same in every shard.
-                TraceFormat::Pftrace => {
-                    let sequence = u32::try_from(bases.pid).map_err(|_| MergeError::Io { path: doc.path().to_path_buf(), err: std::io::Error::other("more than 2^32 processes") })?;
-                    TraceWriter::Proto(pftrace::ProtoWriter::new(r.writer, bases.pid, sequence, g0_ns))
-                }
+                TraceFormat::Pftrace => TraceWriter::Proto(pftrace::ProtoWriter::new(r.writer, bases.pid, g0_ns)),
             };
             (Some(w), Some((doc, r.order)))
         }

@@ -63,7 +63,7 @@ impl TraceWriter {
             }
             TraceWriter::Proto(w) => {
                 let pid = w.begin_process(name)?;
-                (pid, PlaneNames::Proto(ProtoPlane::new(fields, w)?))
+                (pid, PlaneNames::Proto(ProtoPlane::new(fields)?))
             }
         })
     }

@@ -1,0 +1,577 @@
+//! Streaming writer of Perfetto's own trace format (`merged.pftrace`): a `Trace` message,
+//! that is a run of `TracePacket`s (field 1 of `Trace`), written straight from the rewrite
+//! pass as the Chrome JSON is (`chrome`), into the same document layout (`chrome_doc`).
+//! The field numbers are those of Perfetto's published protos (`fields`); the encoder is
+//! written here, field by field.
+//!
+//! What a merged trace holds, kept within what Perfetto's trace processor of 2021 (v20.1,
+//! `tests/perfetto`) reads, in as few bytes as that format allows (a slice costs two
+//! packets, since v20.1 knows no complete event with a duration in ns):
+//! - one packet sequence ([`SEQUENCE`]) for the whole trace, started afresh at every line:
+//!   the line's first packet clears the sequence's incremental state and sets its defaults,
+//!   the incremental clock ([`INCREMENTAL_CLOCK`]) for every timestamp and the line's track
+//!   for every event (`TrackEventDefaults.track_uuid`), so that no event names its track.
+//!   The trace processor reads the state in file order, so lines never share it, whichever
+//!   node or shard wrote them, and the id is the shortest varint. (A sequence per line would
+//!   do the same with longer ids; v20.1 loses the names interned before defaults that
+//!   change without a clear, which a clear per line avoids.)
+//! - a process track per (node, plane), pid as in the Chrome JSON, and a thread track per
+//!   XLine, tid its place in the plane (1, 2, ...), with the names of the Chrome JSON. Track
+//!   uuids are 64-bit, the Cantor pairing of (pid, tid) ([`track_uuid`]), one-to-one;
+//! - every XEvent as a `TYPE_SLICE_BEGIN` and a `TYPE_SLICE_END` packet, the ends emitted
+//!   innermost first so that slices that end and begin at the same ns nest as in the XLine.
+//!   Times are ns on G (epoch), exact to the ns (the Chrome JSON's `ts` plus its
+//!   `baseTimeNanoseconds`), each written as its distance from the packet before on the
+//!   incremental clock, which a `ClockSnapshot` sets to 0 = BOOTTIME 0 (the trace's clock)
+//!   at the start of every line and before any time that goes back within one;
+//! - the event's name and the names of its annotations interned on the line that uses
+//!   them, in the packet of their first use (`intern`); its stats as debug annotations
+//!   (`plane`). String values are written whole: v20.1 reads no interned string value
+//!   (`DebugAnnotation.string_value_iid` is newer), checked with its trace processor;
+//! - flows (`--flows`) as `flow_ids` on the begins of the slices they join (`flows`): field
+//!   36, the one v20.1 reads (`flow_ids_old` in today's proto, which reads it still; the
+//!   newer fixed64 field 47 is unknown to v20.1). The trace processor begins a flow at the
+//!   first slice of an id in time and steps it at each later one, a link from the slice
+//!   before: what the Chrome JSON's `s`, `t`..., `f` draw. No slice carries
+//!   `terminating_flow_ids` (42): which participant comes last is known only once every node
+//!   is merged, and a flow left open adds no link.
+//!
+//! No packet sets `SEQ_NEEDS_INCREMENTAL_STATE`: the state is valid from the line's first
+//! packet on, and v20.1 reads the packets as well without the flag.
+
+mod annotations;
+mod fields;
+mod intern;
+mod plane;
+
+use super::cursor::Cursor;
+use super::direct_io::{DirectWriter, Part, ALIGN};
+use super::flows::{FlowCursor, NodeFlows};
+use super::protobuf::{self, varint_len, write_varint};
+use fields::*;
+use intern::LineNames;
+pub use fields::INCREMENTAL_CLOCK;
+pub use plane::ProtoPlane;
+use std::io;
+
+/// The uuid of thread `tid` of process `pid`, or of the process itself with `tid` 0 (lines
+/// count from 1): the Cantor pairing `(pid + tid)(pid + tid + 1)/2 + tid`, one-to-one, so
+/// that no two tracks share a uuid. Wraps past 2^64, i.e. when pid + tid passes 2^32.
+pub fn track_uuid(pid: u64, tid: u32) -> u64 {
+    let s = pid.wrapping_add(u64::from(tid));
+    (s.wrapping_mul(s.wrapping_add(1)) / 2).wrapping_add(u64::from(tid))
+}
+
+/// The `trusted_packet_sequence_id` of every packet: one byte.
+pub const SEQUENCE: u64 = 1;
+
+/// Writes one fragment: the packets of one node's planes.
+pub struct ProtoWriter {
+    out: DirectWriter,
+    /// Where the fragment starts in its file.
+    start: u64,
+    next_pid: u64,
+    /// The origin (epoch ns on G) that event times are relative to.
+    base_ns: i64,
+    /// The node's first pid: a pid less it is the plane's place among the node's event planes.
+    first_pid: u64,
+    /// The collectives' flow ids (`--flows`), and where the current track is among them:
+    /// (plane, line).
+    flows: Option<NodeFlows>,
+    flow_cursor: FlowCursor,
+    /// End (ns) of every open slice of the track, innermost last.
+    open: Vec<i64>,
+    /// Start of the last slice begun on the track, ns.
+    last_start: i64,
+    /// The incremental clock's value: the last time written, epoch ns.
+    clock_ns: u64,
+    /// The names interned on the current line.
+    names: LineNames,
+    /// The TrackEvent being encoded (its length precedes it), and the InternedData of the
+    /// names it uses first.
+    scratch: Vec<u8>,
+    interned: Vec<u8>,
+    pub events: u64,
+    /// Packets written.
+    pub records: u64,
+}
+
+impl ProtoWriter {
+    /// A fragment, written from `out`'s position on, whose first process gets pid
+    /// `first_pid`; event times are relative to `base_ns`.
+    pub fn new(out: DirectWriter, first_pid: u64, base_ns: i64) -> Self {
+        Self {
+            start: out.pos(),
+            out,
+            next_pid: first_pid,
+            base_ns,
+            first_pid,
+            flows: None,
+            flow_cursor: FlowCursor::default(),
+            open: Vec::new(),
+            last_start: i64::MIN,
+            clock_ns: 0,
+            names: LineNames::new(),
+            scratch: Vec::new(),
+            interned: Vec::new(),
+            events: 0,
+            records: 0,
+        }
+    }
+
+    /// Puts the flow ids of `flows` on the begins of the node's collectives (`--flows`).
+    pub fn with_flows(mut self, flows: NodeFlows) -> Self {
+        self.flows = Some(flows);
+        self
+    }
+
+    /// Appends one packet: the sequence id, then what `body` writes.
+    fn packet(&mut self, body: impl FnOnce(&mut Cursor<'_>)) -> io::Result<()> {
+        self.records += 1;
+        let mut inner = std::mem::take(&mut self.scratch);
+        inner.clear();
+        let mut c = Cursor::new(&mut inner);
+        put_varint_field(&mut c, SEQUENCE_ID, SEQUENCE);
+        body(&mut c);
+        drop(c);
+        let mut c = Cursor::new(self.out.buf());
+        protobuf::write_len_header(&mut c, PACKET, inner.len());
+        c.put(&inner);
+        drop(c);
+        self.scratch = inner;
+        self.out.maybe_flush()
+    }
+
+    /// Declares a process track (one node's plane) and returns its pid.
+    pub fn begin_process(&mut self, name: &str) -> io::Result<u64> {
+        let pid = self.next_pid;
+        self.next_pid += 1;
+        let mut process = Vec::new();
+        let mut c = Cursor::new(&mut process);
+        put_varint_field(&mut c, PROCESS_PID, pid);
+        put_bytes_field(&mut c, PROCESS_NAME, name.as_bytes());
+        drop(c);
+        let descriptor = track_descriptor(track_uuid(pid, 0), TRACK_PROCESS, &process);
+        self.packet(|c| c.put(&descriptor))?;
+        Ok(pid)
+    }
+
+    /// Declares thread track `tid` of process `pid` (a line) and makes it the track of the
+    /// slices that follow, until [`Self::end_thread`]: the packet that declares it starts
+    /// the sequence afresh with the track and the incremental clock as its defaults.
+    pub fn thread(&mut self, pid: u64, tid: u32, name: &str) -> io::Result<()> {
+        self.end_thread()?;
+        let uuid = track_uuid(pid, tid);
+        let mut thread = Vec::new();
+        let mut c = Cursor::new(&mut thread);
+        put_varint_field(&mut c, THREAD_PID, pid);
+        put_varint_field(&mut c, THREAD_TID, u64::from(tid));
+        put_bytes_field(&mut c, THREAD_NAME, name.as_bytes());
+        drop(c);
+        let descriptor = track_descriptor(uuid, TRACK_THREAD, &thread);
+        let mut defaults = Vec::new();
+        let mut c = Cursor::new(&mut defaults);
+        put_varint_field(&mut c, DEFAULTS_CLOCK_ID, INCREMENTAL_CLOCK);
+        protobuf::write_len_header(&mut c, DEFAULTS_TRACK_EVENT, varint_field_len(DEFAULTS_TRACK_UUID, uuid));
+        put_varint_field(&mut c, DEFAULTS_TRACK_UUID, uuid);
+        drop(c);
+        self.packet(|c| {
+            put_varint_field(c, SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+            put_bytes_field(c, TRACE_PACKET_DEFAULTS, &defaults);
+            c.put(&descriptor);
+        })?;
+        self.names.next_line();
+        if let Some(f) = &self.flows {
+            self.flow_cursor = f.line(u32::try_from(pid - self.first_pid).unwrap_or(u32::MAX), tid);
+        }
+        self.last_start = i64::MIN;
+        self.reset_clock()
+    }
+
+    /// Sets the incremental clock to 0 (= BOOTTIME 0): the next time is written whole.
+    fn reset_clock(&mut self) -> io::Result<()> {
+        self.clock_ns = 0;
+        let mut clocks = Vec::new();
+        let mut c = Cursor::new(&mut clocks);
+        for (id, incremental) in [(INCREMENTAL_CLOCK, true), (BOOTTIME, false)] {
+            let len = varint_field_len(CLOCK_ID, id) + varint_field_len(CLOCK_TIMESTAMP, 0) + if incremental { varint_field_len(CLOCK_INCREMENTAL, 1) } else { 0 };
+            protobuf::write_len_header(&mut c, SNAPSHOT_CLOCKS, len);
+            put_varint_field(&mut c, CLOCK_ID, id);
+            put_varint_field(&mut c, CLOCK_TIMESTAMP, 0);
+            if incremental {
+                put_varint_field(&mut c, CLOCK_INCREMENTAL, 1);
+            }
+        }
+        drop(c);
+        self.packet(|c| put_bytes_field(c, CLOCK_SNAPSHOT, &clocks))
+    }
+
+    /// The value of the timestamp field for time `rel_ns` from the origin: its distance
+    /// from the time before (after a clock reset when it lies before it).
+    #[inline(always)]
+    fn delta(&mut self, rel_ns: i64) -> io::Result<u64> {
+        let at = self.base_ns.saturating_add(rel_ns).max(0) as u64;
+        if at < self.clock_ns {
+            self.reset_clock()?;
+        }
+        let d = at - self.clock_ns;
+        self.clock_ns = at;
+        Ok(d)
+    }
+
+    /// Ends the slices still open on the current track.
+    pub fn end_thread(&mut self) -> io::Result<()> {
+        while let Some(end) = self.open.pop() {
+            self.slice_end(end)?;
+        }
+        Ok(())
+    }
+
+    /// The end of a slice: a time and a type; the track is the sequence's default. Written
+    /// as three moves (the bytes before the time, the time, the bytes after it): an end is
+    /// every other packet of the trace.
+    #[inline]
+    fn slice_end(&mut self, end_ns: i64) -> io::Result<()> {
+        let ts = self.delta(end_ns)?;
+        // Packet { sequence id, timestamp, TrackEvent { type } }: under 128 bytes, and every
+        // key, the sequence id and the type one byte each.
+        let packet_len = 2 + 1 + varint_len(ts) + 4;
+        const { assert!(key(TRACK_EVENT, protobuf::LEN) < 0x80 && SEQUENCE < 0x80 && TYPE_SLICE_END < 0x80) };
+        self.records += 1;
+        let mut c = Cursor::new(self.out.buf());
+        c.put_fixed([key(PACKET, protobuf::LEN) as u8, packet_len as u8, key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TIMESTAMP, protobuf::VARINT) as u8], 5);
+        write_varint(&mut c, ts);
+        c.put_fixed([key(TRACK_EVENT, protobuf::LEN) as u8, 2, key(EVENT_TYPE, protobuf::VARINT) as u8, TYPE_SLICE_END as u8], 4);
+        drop(c);
+        self.out.maybe_flush()
+    }
+
+    /// One slice on the current track: `ts_ps` from the origin, floored to ns as in the
+    /// Chrome JSON, lasting `dur_ps` (floored), named and annotated from `plane` (event
+    /// metadata `meta`, XEvent fields `ev`); `index` is its place among its line's events
+    /// (from 0), by which its flow ids are found.
+    #[inline]
+    pub fn slice(&mut self, plane: &ProtoPlane, ts_ps: i64, dur_ps: i64, meta: i64, ev: &[u8], index: u32) -> io::Result<()> {
+        self.events += 1;
+        let start_ns = ts_ps.div_euclid(1000);
+        let end_ns = start_ns.saturating_add(dur_ps.max(0) / 1000);
+        if start_ns < self.last_start {
+            // Out of order in its line: what is open cannot enclose it in the order written.
+            self.end_thread()?;
+        }
+        self.last_start = start_ns;
+        while let Some(&end) = self.open.last() {
+            if end > start_ns {
+                break;
+            }
+            self.open.pop();
+            self.slice_end(end)?;
+        }
+        self.open.push(end_ns);
+        let ts = self.delta(start_ns)?;
+        let mut event = std::mem::take(&mut self.scratch);
+        event.clear();
+        let mut c = Cursor::new(&mut event);
+        let name_iid = plane.name_iid(meta);
+        if name_iid != 0 {
+            intern::NameUse::uses(&mut self.names, name_iid, plane.entries());
+        }
+        c.put_fixed([key(EVENT_TYPE, protobuf::VARINT) as u8, TYPE_SLICE_BEGIN as u8, key(EVENT_NAME_IID, protobuf::VARINT) as u8], 3);
+        write_varint(&mut c, name_iid);
+        plane.write_annotations(meta, ev, &mut c, &mut self.names);
+        if let Some(f) = &self.flows {
+            for &(_, _, _, id) in f.of(&mut self.flow_cursor, index) {
+                put_varint_field(&mut c, EVENT_FLOW_IDS, id);
+            }
+        }
+        drop(c);
+        self.names.take_pending(&mut self.interned);
+        self.records += 1;
+        let interned_len = if self.interned.is_empty() { 0 } else { protobuf::len_field_len(INTERNED_DATA, self.interned.len()) };
+        let packet_len = varint_field_len(SEQUENCE_ID, SEQUENCE)
+            + varint_field_len(TIMESTAMP, ts)
+            + protobuf::len_field_len(TRACK_EVENT, event.len())
+            + interned_len;
+        let mut c = Cursor::new(self.out.buf());
+        protobuf::write_len_header(&mut c, PACKET, packet_len);
+        c.put_fixed([key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TIMESTAMP, protobuf::VARINT) as u8], 3);
+        write_varint(&mut c, ts);
+        protobuf::write_len_header(&mut c, TRACK_EVENT, event.len());
+        c.put(&event);
+        if !self.interned.is_empty() {
+            put_bytes_field(&mut c, INTERNED_DATA, &self.interned);
+        }
+        drop(c);
+        self.scratch = event;
+        self.out.maybe_flush()
+    }
+
+    /// The next free pid.
+    pub fn next_pid(&self) -> u64 {
+        self.next_pid
+    }
+
+    /// Ends the fragment: pads it to a whole number of blocks with a packet that readers
+    /// skip (the layout of `chrome_doc`) and writes it; returns its bytes in its region and
+    /// what overflowed it.
+    pub fn finish(mut self) -> io::Result<(Part, Option<Part>)> {
+        self.end_thread()?;
+        let len = (self.out.pos() - self.start) as usize;
+        pad(self.out.buf(), len);
+        self.out.finish_region(self.start)
+    }
+}
+
+/// A TrackDescriptor field: `uuid`, and `descriptor` as its field `kind`.
+fn track_descriptor(uuid: u64, kind: u32, descriptor: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut c = Cursor::new(&mut out);
+    protobuf::write_len_header(&mut c, TRACK_DESCRIPTOR, varint_field_len(TRACK_UUID, uuid) + protobuf::len_field_len(kind, descriptor.len()));
+    put_varint_field(&mut c, TRACK_UUID, uuid);
+    put_bytes_field(&mut c, kind, descriptor);
+    drop(c);
+    out
+}
+
+/// Appends to `out` packets that bring `len` bytes to a multiple of [`ALIGN`]: packets
+/// holding field [`PADDING`] with zeros, each 5 to 120 bytes (a gap under 5 bytes takes a
+/// block more).
+pub fn pad(out: &mut Vec<u8>, len: usize) {
+    let mut n = len.next_multiple_of(ALIGN) - len;
+    if n == 0 {
+        return;
+    }
+    if n < 5 {
+        n += ALIGN;
+    }
+    while n > 0 {
+        // One-byte lengths throughout: packet = key, length, then the payload: the
+        // field's two-byte key, its length and its zeros.
+        let size = if n <= 120 { n } else { 60 };
+        n -= size;
+        let payload = size - 2;
+        let zeros = payload - 3;
+        let mut c = Cursor::new(out);
+        protobuf::write_len_header(&mut c, PACKET, payload);
+        protobuf::write_len_header(&mut c, PADDING, zeros);
+        drop(c);
+        out.resize(out.len() + zeros, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::chrome_doc::ChromeDoc;
+    use crate::merge::protobuf::Fields;
+    use crate::merge::trace_out::TraceFormat;
+
+    /// The packets of `bytes`, each as its fields (number, value: varint or bytes).
+    fn packets(bytes: &[u8]) -> Vec<Vec<(u32, u64, Vec<u8>)>> {
+        let mut out = Vec::new();
+        let mut f = Fields::new(bytes, 0);
+        while let Some(p) = f.next_field().unwrap() {
+            assert_eq!((p.number, p.wire_type), (PACKET, protobuf::LEN));
+            let mut fields = Vec::new();
+            let mut g = Fields::new(p.bytes, 0);
+            while let Some(x) = g.next_field().unwrap() {
+                fields.push((x.number, x.int, x.bytes.to_vec()));
+            }
+            out.push(fields);
+        }
+        out
+    }
+
+    fn get(fields: &[(u32, u64, Vec<u8>)], n: u32) -> Option<&(u32, u64, Vec<u8>)> {
+        fields.iter().find(|f| f.0 == n)
+    }
+
+    #[test]
+    fn padding_brings_every_length_to_whole_blocks_with_packets_of_one_unknown_field() {
+        for len in (0..2 * ALIGN).step_by(7).chain([1, 2, 3, 4, 5, ALIGN - 1, ALIGN + 1]) {
+            let mut out = vec![0u8; 0];
+            pad(&mut out, len);
+            assert_eq!((len + out.len()) % ALIGN, 0, "{len}");
+            for p in packets(&out) {
+                assert!(p.iter().all(|f| f.0 == PADDING), "{len}: {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn slices_nest_end_first_on_ties_with_times_as_deltas_on_each_line_s_default_track() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pftrace");
+        let doc = ChromeDoc::create(&path, Some(0), TraceFormat::Pftrace).unwrap();
+        let region = doc.next_job(1, |_| 1_000).unwrap();
+        let base_ns = 1_763_000_000_000_000_000;
+        // Flow 7 on the first event of line 2 of the node's first event plane.
+        let flows = NodeFlows::from_ids(vec![(0, 2, 0, 7)]);
+        let mut w = ProtoWriter::new(region.writer, 5, base_ns).with_flows(flows);
+        let pid = w.begin_process("node 0 h /device:GPU:0").unwrap();
+        let plane = ProtoPlane::new(&[]).unwrap();
+        w.thread(pid, 1, "stream 1").unwrap();
+        // A [0, 10 ns] holding C [0, 0]; B [10, 20 ns] starts where A ends; D starts
+        // before B (out of order): the clock is reset and D written whole.
+        for (event, (ts_ps, dur_ps)) in (0..).zip([(0, 10_999), (0, 0), (10_000, 10_000), (5_000, 1_000)]) {
+            w.slice(&plane, ts_ps, dur_ps, 1, &[], event).unwrap();
+        }
+        w.thread(pid, 2, "stream 2").unwrap();
+        w.slice(&plane, -3_000, 2_000, 1, &[], 0).unwrap();
+        doc.fragment_done(region.order, w.finish().unwrap());
+        doc.commit().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len() % ALIGN, 0);
+        let ps = packets(&bytes);
+        // Every packet but the padding is on the one sequence.
+        assert!(ps.iter().filter(|p| p[0].0 != PADDING).all(|p| p[0] == (SEQUENCE_ID, SEQUENCE, vec![])));
+        // The events in file order: (type, absolute ns from base, track uuid: the default
+        // that the line's first packet sets as it clears the sequence's state).
+        let mut clock = 0u64;
+        let mut track = 0;
+        let mut got = Vec::new();
+        for p in &ps {
+            if get(p, CLOCK_SNAPSHOT).is_some() {
+                clock = 0;
+            }
+            if let Some(defaults) = get(p, TRACE_PACKET_DEFAULTS) {
+                assert_eq!(get(p, SEQUENCE_FLAGS).unwrap().1, SEQ_INCREMENTAL_STATE_CLEARED);
+                let mut f = Fields::new(&defaults.2, 0);
+                while let Some(x) = f.next_field().unwrap() {
+                    match x.number {
+                        DEFAULTS_CLOCK_ID => assert_eq!(x.int, INCREMENTAL_CLOCK),
+                        DEFAULTS_TRACK_EVENT => {
+                            let t = Fields::new(x.bytes, 0).next_field().unwrap().unwrap();
+                            assert_eq!(t.number, DEFAULTS_TRACK_UUID);
+                            track = t.int;
+                        }
+                        n => panic!("TracePacketDefaults field {n}"),
+                    }
+                }
+            }
+            let Some(te) = get(p, TRACK_EVENT) else { continue };
+            clock += get(p, TIMESTAMP).unwrap().1;
+            let mut ty = 0;
+            let uuid = track;
+            let mut flows = Vec::new();
+            let mut f = Fields::new(&te.2, 0);
+            while let Some(x) = f.next_field().unwrap() {
+                match x.number {
+                    EVENT_TYPE => ty = x.int,
+                    EVENT_TRACK_UUID => panic!("an event names its track"),
+                    EVENT_FLOW_IDS => flows.push(x.int),
+                    _ => {}
+                }
+            }
+            got.push((ty, clock as i64 - base_ns, uuid, flows));
+        }
+        let (t1, t2) = (track_uuid(pid, 1), track_uuid(pid, 2));
+        let b = |ts, t| (TYPE_SLICE_BEGIN, ts, t, vec![]);
+        let e = |ts, t| (TYPE_SLICE_END, ts, t, vec![]);
+        assert_eq!(
+            got,
+            vec![b(0, t1), b(0, t1), e(0, t1), e(10, t1), b(10, t1), e(20, t1), b(5, t1), e(6, t1), (TYPE_SLICE_BEGIN, -3, t2, vec![7]), e(-1, t2)]
+        );
+        // Uuids are one-to-one over (pid, tid), the process's (tid 0) included.
+        let mut seen = std::collections::HashSet::new();
+        for pid in 0..200 {
+            for tid in 0..200 {
+                assert!(seen.insert(track_uuid(pid, tid)), "({pid}, {tid})");
+            }
+        }
+    }
+
+    #[test]
+    fn each_line_interns_the_names_it_uses_in_the_packet_of_their_first_use() {
+        use distprof::xplane::{XEvent, XEventData, XPlane, XStat, XStatValue};
+        use prost::Message;
+        let mut p = XPlane::default();
+        let module = p.intern_stat("hlo_module");
+        let corr = p.intern_stat("correlation_id");
+        let _unused = p.intern_stat("never_used");
+        let kernel = p.intern_event("kernel");
+        let other = p.intern_event("other");
+        p.event_metadata.get_mut(&kernel).unwrap().stats.push(XStat { metadata_id: module, value: Some(XStatValue::StrValue("jit_step".into())) });
+        let bytes = p.encode_to_vec();
+        let mut fields = Vec::new();
+        let mut f = Fields::new(&bytes, 0);
+        while let Some(x) = f.next_field().unwrap() {
+            fields.push(x);
+        }
+        let plane = ProtoPlane::new(&fields).unwrap();
+        let event = |meta, corr_value: u64| {
+            XEvent { metadata_id: meta, data: Some(XEventData::OffsetPs(0)), duration_ps: 0, stats: vec![XStat { metadata_id: corr, value: Some(XStatValue::Uint64Value(corr_value)) }] }.encode_to_vec()
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pftrace");
+        let doc = ChromeDoc::create(&path, Some(0), TraceFormat::Pftrace).unwrap();
+        let region = doc.next_job(1, |_| 1_000).unwrap();
+        let mut w = ProtoWriter::new(region.writer, 1, 0);
+        let pid = w.begin_process("p").unwrap();
+        for tid in 1..=2 {
+            w.thread(pid, tid, "line").unwrap();
+            for (k, meta) in [kernel, kernel, other].into_iter().enumerate() {
+                w.slice(&plane, 1_000 * k as i64, 0, meta, &event(meta, 10 + k as u64), k as u32).unwrap();
+            }
+        }
+        doc.fragment_done(region.order, w.finish().unwrap());
+        doc.commit().unwrap();
+        // Per begin: (names it interns, its name, its args), resolved as a reader would,
+        // on the state that the line's first packet cleared.
+        let mut interned = std::collections::HashMap::new();
+        let mut got = Vec::new();
+        for p in packets(&std::fs::read(&path).unwrap()) {
+            if get(&p, SEQUENCE_FLAGS).is_some() {
+                interned.clear();
+            }
+            let mut new = Vec::new();
+            if let Some(data) = get(&p, INTERNED_DATA) {
+                let mut f = Fields::new(&data.2, 0);
+                while let Some(entry) = f.next_field().unwrap() {
+                    let (mut iid, mut name) = (0, String::new());
+                    let mut g = Fields::new(entry.bytes, 0);
+                    while let Some(x) = g.next_field().unwrap() {
+                        match x.number {
+                            INTERNED_IID => iid = x.int,
+                            INTERNED_NAME => name = String::from_utf8(x.bytes.to_vec()).unwrap(),
+                            n => panic!("EventName field {n}"),
+                        }
+                    }
+                    assert!(interned.insert((entry.number, iid), name.clone()).is_none(), "{name} interned twice");
+                    new.push(name);
+                }
+            }
+            let Some(te) = get(&p, TRACK_EVENT) else { continue };
+            let mut f = Fields::new(&te.2, 0);
+            let (mut name, mut args) = (None, Vec::new());
+            while let Some(x) = f.next_field().unwrap() {
+                match x.number {
+                    EVENT_NAME_IID => name = Some(interned[&(INTERNED_EVENT_NAMES, x.int)].clone()),
+                    EVENT_ANNOTATIONS => {
+                        let mut g = Fields::new(x.bytes, 0);
+                        let key = g.next_field().unwrap().unwrap();
+                        assert_eq!(key.number, ANNOTATION_NAME_IID);
+                        let value = g.next_field().unwrap().unwrap();
+                        let value = if value.number == ANNOTATION_STRING { String::from_utf8(value.bytes.to_vec()).unwrap() } else { value.int.to_string() };
+                        args.push(format!("{}={value}", interned[&(INTERNED_ANNOTATION_NAMES, key.int)]));
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(name) = name {
+                got.push((new, name, args));
+            }
+        }
+        let line = vec![
+            (vec!["kernel", "hlo_module", "correlation_id"], "kernel", vec!["hlo_module=jit_step", "correlation_id=10"]),
+            (vec![], "kernel", vec!["hlo_module=jit_step", "correlation_id=11"]),
+            (vec!["other"], "other", vec!["correlation_id=12"]),
+        ];
+        let want: Vec<_> = [line.clone(), line]
+            .concat()
+            .into_iter()
+            .map(|(new, name, args)| (new.into_iter().map(String::from).collect::<Vec<_>>(), name.to_string(), args.into_iter().map(String::from).collect::<Vec<_>>()))
+            .collect();
+        assert_eq!(got, want);
+    }
+}
