@@ -11,11 +11,13 @@
 pub mod device;
 pub mod hardware_stamps;
 pub mod mapping;
+pub mod scenarios;
 pub mod simulated;
 
 pub use device::DevicePhc;
-pub use mapping::{MappingQuality, PhcMapping};
-pub use simulated::{SimulatedNicClock, SimulatedPhc};
+pub use mapping::{Converted, MappingQuality, PhcMapping, Settlement};
+pub use scenarios::{phc_scenario, PhcScenario, PHC_SCENARIOS};
+pub use simulated::{ClockFault, SimulatedNicClock, SimulatedPhc};
 
 use std::io;
 
