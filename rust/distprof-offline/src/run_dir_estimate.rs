@@ -19,7 +19,7 @@
 
 use distprof::config::Config;
 use distprof::context::NodeId;
-use distprof::estimate::{estimate_run_windows, EstimatorSettings, ModelBuilder, WindowEstimate, WindowSpec};
+use distprof::estimate::{add_stamp_mapping_errors, estimate_run_windows, EstimatorSettings, ModelBuilder, WindowEstimate, WindowSpec};
 use distprof::jsonl::{self, NodeFile};
 use distprof::model::NodeClockModel;
 use distprof::record::ProbeRecord;
@@ -183,13 +183,32 @@ pub fn estimate_run(files: &[RunFile]) -> Result<RunEstimate, RunDirError> {
         .map(|(window_id, start_local_ns, end_local_ns)| WindowSpec { window_id, start_local_ns, end_local_ns, num_nodes, reference })
         .collect();
     let estimates = estimate_run_windows(binned.iter().zip(specs.iter().copied()), &settings);
+    let mapping_errors = nic_mapping_errors(files);
     let windows = specs
         .into_iter()
         .zip(binned)
         .zip(estimates)
-        .map(|((spec, records), (estimate, estimate_cpu_ms))| EstimatedWindow { spec, records, estimate, estimate_cpu_ms })
+        .map(|((spec, records), (mut estimate, estimate_cpu_ms))| {
+            let error_of = |node: NodeId| mapping_errors.get(&(spec.window_id, node)).copied().unwrap_or(0.0);
+            add_stamp_mapping_errors(&mut estimate, reference, &settings, error_of);
+            EstimatedWindow { spec, records, estimate, estimate_cpu_ms }
+        })
         .collect();
     Ok(RunEstimate { reference, num_nodes, config, windows, records_outside })
+}
+
+/// Per (window id, node): the error the node's hardware stamp mapping states over that
+/// window (`NicClockInfo::mapping_error_max_ns`), for the nodes with hardware stamps.
+fn nic_mapping_errors(files: &[RunFile]) -> BTreeMap<(u64, NodeId), f64> {
+    let mut out = BTreeMap::new();
+    for f in files {
+        for w in &f.file.windows {
+            if let Some(nic) = &w.nic_clock {
+                out.insert((w.window_id, f.file.meta.node), nic.mapping_error_max_ns);
+            }
+        }
+    }
+    out
 }
 
 /// One past the largest id any file names (its own, its peers', the reference).

@@ -123,8 +123,9 @@ fn mapped_and_unmapped_errors(f: &jsonl::NodeFile, start: i64, nics: &[Simulated
 }
 
 /// The estimates with hardware stamps from NIC clocks 37 s and 20 ppm off are the
-/// estimates with kernel stamps: every edge's offset within its stated uncertainty plus
-/// both ends' stated mapping errors, and the NIC clocks' offsets and drifts nowhere in them.
+/// estimates with kernel stamps: every edge's offset within its stated uncertainty (which
+/// holds the prober's mapping error) plus the peer's stated mapping error, and the NIC
+/// clocks' offsets and drifts nowhere in them.
 #[test]
 fn a_simulated_nic_clock_37_s_and_20_ppm_off_leaves_the_estimates_unaffected() {
     let start = realtime_ns() + 300_000_000;
@@ -170,7 +171,9 @@ fn a_simulated_nic_clock_37_s_and_20_ppm_off_leaves_the_estimates_unaffected() {
         }
     }
     for (&(src, dst, k, ku, kr), &(_, _, h, hu, hr)) in kernel_err.iter().zip(&hw_err) {
-        let stated = hu + mapping_error(src) + mapping_error(dst);
+        // The edge's uncertainty holds its own node's mapping error; the peer's is in the
+        // peer's file.
+        let stated = hu + mapping_error(dst);
         eprintln!(
             "{src} -> {dst}: theta error kernel {k:.0} ns (uncertainty {ku:.0}), simulated NIC {h:.0} ns (stated {stated:.0}); rate error kernel {kr:.1} ppb, NIC {hr:.1} ppb"
         );
