@@ -325,6 +325,47 @@ mod tests {
         assert_eq!(run.num_nodes, 2);
     }
 
+    /// Node 1 stamps in hardware, its mapping stating 2 us over the window: its segment's
+    /// bound grows by that and its sigma covers it at two sigma (`stamp_mapping`).
+    #[test]
+    fn a_node_s_nic_mapping_error_widens_its_segment() {
+        // Node 1 is 3 us ahead; 20 us each way plus some queueing, both directions probed.
+        let stamp = |node: NodeId, real: i64| real + if node == 1 { 3_000 } else { 0 };
+        let mut records = Vec::new();
+        for k in 0..300i64 {
+            for src in [0, 1] {
+                let dst = 1 - src;
+                let t = k * 5_000_000 + src as i64 * 1_000_000;
+                let q = |i: i64| 20_000 + (i * 7919 + k * 104_729) % 3_000;
+                let back = t + 200_000;
+                records.push(ProbeRecord {
+                    src,
+                    dst,
+                    seq: k as u32,
+                    fwd_tx_ns: [stamp(src, t), stamp(src, t + 40_000)],
+                    fwd_rx_ns: [stamp(dst, t + q(1)), stamp(dst, t + 40_000 + q(1))],
+                    rev_tx_ns: [stamp(dst, back), stamp(dst, back + 40_000)],
+                    rev_rx_ns: [stamp(src, back + q(2)), stamp(src, back + 40_000 + q(2))],
+                });
+            }
+        }
+        let files = |nic: bool| {
+            let window = [(0u64, 0i64, 1_500_000_000i64)];
+            let own = |n: NodeId| records.iter().filter(|r| r.src == n).copied().collect::<Vec<_>>();
+            let mut f1 = file(1, &window, &own(1));
+            if nic {
+                f1.file.windows[0].nic_clock = Some(distprof::timestamp::NicClockInfo { mapping_error_max_ns: 2_000.0, ..Default::default() });
+            }
+            vec![file(0, &window, &own(0)), f1]
+        };
+        let seg = |nic: bool| estimate_run(&files(nic)).unwrap().windows[0].estimate.segments[1].unwrap();
+        let (kernel, hardware) = (seg(false), seg(true));
+        assert!((kernel.offset_ns - 3_000.0).abs() < 100.0, "{kernel:?}");
+        assert_eq!(hardware.offset_ns, kernel.offset_ns);
+        assert!((hardware.bound_ns - kernel.bound_ns - 2_000.0).abs() < 1e-6, "{hardware:?} vs {kernel:?}");
+        assert!(hardware.uncertainty_ns >= 1_000.0 && hardware.flagged, "{hardware:?}");
+    }
+
     #[test]
     fn windows_the_reference_lacks_take_the_span_of_the_others() {
         let f0 = file(0, &[(0, 0, 1_000)], &[]);
