@@ -291,12 +291,13 @@ fn assert_every_stamp_within_its_stated_error(name: &str) -> Vec<ReplayOutcome> 
         .collect()
 }
 
-/// A fault is seen once, and only the stamps of the sampling gap it fell in (50 ms, 10
-/// stamps; 20 for a slew, which starts and ends in the run) carry its size.
+/// A fault is seen once (twice for a slew, which starts and ends in the run), and only the
+/// stamps since the sample that last settled carry its size: at most eight sampling gaps
+/// (400 ms, 80 stamps) and the stamps converted late around them.
 fn assert_one_break_per_fault(outs: &[ReplayOutcome], faults: u64) {
     for out in outs {
         assert_eq!(out.breaks, faults, "{out:?}");
-        assert!(out.across_break >= 5 * faults && out.across_break <= 20 * faults, "{out:?}");
+        assert!(out.across_break >= 5 * faults && out.across_break <= 90 * faults, "{out:?}");
     }
 }
 

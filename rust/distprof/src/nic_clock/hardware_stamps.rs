@@ -63,6 +63,9 @@ impl NicClockInfo {
 /// the first stamps already convert with a fitted drift (100 ms, once per run).
 const WARM_UP_SAMPLES: u32 = 10;
 const WARM_UP_GAP: Duration = Duration::from_millis(10);
+/// Samples a window's close may take to settle its last stamps: a tight one (half are)
+/// states a tighter error than whatever the first gives.
+const CLOSING_SAMPLES: u32 = 3;
 /// Consecutive failed samples after which the NIC clock is given up (150 ms at the
 /// sampling rate): a mapping older than that is not trusted any more.
 const MAX_SAMPLE_FAILURES: u32 = 3;
@@ -137,11 +140,12 @@ impl HardwareStamps {
         }
     }
 
-    /// Samples the NIC clock once: the mapping refits and the stamps converted since the
-    /// last sample are settled.
-    fn sample_now(&mut self) -> io::Result<()> {
+    /// Samples the NIC clock once: the mapping refits and settles the stamps converted
+    /// since its last settling sample (`settle`: whatever this sample's bracket).
+    fn sample_now(&mut self, settle: bool) -> io::Result<()> {
         let s = self.clock.sample()?;
-        if let Some(settled) = self.map.add(s) {
+        let settled = if settle { self.map.add_settling(s) } else { self.map.add(s) };
+        if let Some(settled) = settled {
             let n = std::mem::take(&mut self.unsettled);
             if n > 0 {
                 self.note_settled(settled.error_ns, settled.across_break, n);
@@ -158,7 +162,7 @@ impl HardwareStamps {
             return Ok(());
         }
         self.next_sample = now + SAMPLE_EVERY;
-        match self.sample_now() {
+        match self.sample_now(false) {
             Ok(()) => {
                 self.failures = 0;
                 Ok(())
@@ -179,12 +183,18 @@ impl HardwareStamps {
         NicClockInfo { mapping: self.map.quality(), ..self.window.clone() }
     }
 
-    /// The open window's figures (mapping as of now); the counters start again. A sample
-    /// taken now settles the window's last stamps; if it fails they keep the mapping's
+    /// The open window's figures (mapping as of now); the counters start again. Samples
+    /// taken now settle the window's last stamps: up to `CLOSING_SAMPLES` until a tight
+    /// one does, the last whatever its bracket; if sampling fails they keep the mapping's
     /// provisional bound (the window's floor).
     pub(crate) fn take_window(&mut self) -> NicClockInfo {
-        if self.unsettled > 0 && self.sample_now().is_err() {
-            self.unsettled = 0;
+        for k in 1..=CLOSING_SAMPLES {
+            if self.unsettled == 0 {
+                break;
+            }
+            if self.sample_now(k == CLOSING_SAMPLES).is_err() {
+                self.unsettled = 0;
+            }
         }
         let mapping = self.map.quality();
         let error_now = mapping.as_ref().map_or(0.0, |q| q.error_bound_ns);

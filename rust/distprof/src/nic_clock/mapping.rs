@@ -21,14 +21,16 @@
 //! hundred ns over a sample with a tight bracket). The segment ends there and the fit
 //! starts again from that sample, keeping the old slope until a second sample gives one.
 //!
-//! **A stamp's error.** Between two consecutive samples a and b the clocks are linear (one
-//! break at most: then linear on each side of it), so the distance of the truth from the
-//! line the stamp was converted with is largest at a or b, each known to within half its
-//! bracket: `max(|mid - line| + bracket/2 at a and b)` plus the slope's uncertainty over
-//! the gap (for a break inside it). A stamp taken before the newest sample is settled at
-//! once (`Converted::error_ns`); one taken after it when the next sample comes (`add`
-//! returns the `Settlement`). Stamps converted across a break are settled with the size of
-//! the break in their error and counted.
+//! **A stamp's error.** Between two samples a and b the clocks are linear (one break at
+//! most: then linear on each side of it), so the distance of the truth from the line the
+//! stamp was converted with is largest at a or b, each known to within half its bracket:
+//! `max(|mid - line| + bracket/2 at a and b)` plus the slope's bound over the gap (for a
+//! break inside it). Only samples with a tight bracket (no wider than those the fit keeps)
+//! serve as a and b, and the line changes only at them; a sample that shows a break
+//! serves however wide. A stamp taken before the newest such sample is settled at once
+//! (`Converted::error_ns`), one taken after it when the next comes (`add` returns the
+//! `Settlement`). Stamps converted across a break are settled with the size of the break
+//! in their error and counted. The assumption: at most one break between two samples.
 
 use super::PhcSample;
 use serde::{Deserialize, Serialize};
@@ -49,9 +51,13 @@ pub const MAX_BRACKET_NS: i64 = 1_000_000;
 const UNKNOWN_DRIFT: f64 = 600e-6;
 /// Standard errors of a fitted slope taken as its bound.
 const SLOPE_SIGMAS: f64 = 3.0;
-/// Accepted samples remembered (across segments) to settle stamps converted late: a stamp
-/// older than the oldest of them is not converted (400 ms at the sampling rate; the probe
-/// engine converts a stamp within one pass, microseconds to milliseconds).
+/// The longest stamps wait for a tight sample to settle them (PHC time): eight sampling
+/// gaps, after which a wider sample settles them (with its bracket in their error). Half
+/// the samples are tight, so eight wide ones in a row come once in 256.
+const MAX_UNSETTLED_NS: i64 = 400_000_000;
+/// Settling samples remembered (across segments) to settle stamps converted late: a stamp
+/// older than the oldest of them is not converted (about 0.8 s at the sampling rate; the
+/// probe engine converts a stamp within one pass, microseconds to milliseconds).
 const RECENT_SAMPLES: usize = 8;
 
 /// How good the mapping is now: in the JSONL, the summaries, the trace plane and the report.
@@ -78,6 +84,13 @@ pub struct MappingQuality {
     /// Breaks (steps, frequency changes, slews) detected since the start: the fit restarted.
     #[serde(default)]
     pub breaks: u64,
+}
+
+/// How far the instant of a sample's PHC read may lie from its midpoint: half its bracket
+/// (wherever in it the driver latched), plus 1 ns because the reads and the midpoint are
+/// whole ns (a cross-timestamp's bracket of 0 is exact only to that).
+fn half_width_ns(s: &PhcSample) -> f64 {
+    s.bracket_ns() as f64 / 2.0 + 1.0
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +124,7 @@ impl Line {
     /// The most the truth at sample `s` can lie from the line: its miss plus half its
     /// bracket (the PHC was read somewhere inside the bracket).
     fn reach_ns(&self, s: &PhcSample) -> f64 {
-        self.miss_ns(s).abs() + s.bracket_ns() as f64 / 2.0
+        self.miss_ns(s).abs() + half_width_ns(s)
     }
 
     /// The line's own error at `phc_ns` if the clocks did not break: within the kept
@@ -133,14 +146,14 @@ pub struct Converted {
     /// CLOCK_REALTIME ns.
     pub host_ns: i64,
     /// The error it carries from the mapping, when known now (a stamp taken before the
-    /// newest sample); `None` for a stamp after it: the next `add` settles it.
+    /// newest settling sample); `None` for a stamp after it: a later `add` settles it.
     pub error_ns: Option<f64>,
     /// The samples around the stamp show a break: `error_ns` holds the break's size.
     pub across_break: bool,
 }
 
-/// What a new sample says about the stamps converted since the one before (those taken
-/// after the newest sample, whose `Converted::error_ns` was `None`).
+/// What a settling sample says about the stamps converted since the one before (those
+/// whose `Converted::error_ns` was `None`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settlement {
     /// The error each of them carries from the mapping, ns.
@@ -154,8 +167,8 @@ pub struct Settlement {
 pub struct PhcMapping {
     /// The current segment's samples, in PHC order.
     samples: VecDeque<PhcSample>,
-    /// The last accepted samples across segments, in the order taken, each with whether a
-    /// break was detected at it: the samples that settle a stamp taken before the newest.
+    /// The last samples that settled, across segments, in the order taken, each with
+    /// whether a break was detected at it: they settle a stamp taken before the newest.
     recent: VecDeque<(PhcSample, bool)>,
     line: Option<Line>,
     /// The slope of the segment before a break: the new segment's best guess until it has
@@ -176,34 +189,68 @@ impl PhcMapping {
         self.quality.breaks
     }
 
-    /// Adds one sample and refits. Returns the settlement of the stamps converted since the
-    /// previous sample was added (`None` for a refused sample, which settles nothing, and
-    /// for the first: nothing was converted before it).
+    /// Adds one sample. Returns the settlement of the stamps converted since the last
+    /// sample that settled (`None`: nothing is settled yet). A sample settles when its
+    /// bracket is no wider than those the fit keeps, or when it shows a break: a wider one
+    /// would state its whole bracket for every stamp since, so it waits for a tight one
+    /// and leaves the line as it is (the tighter half would not keep it anyway). A refused
+    /// sample settles nothing, nor does the first.
     pub fn add(&mut self, s: PhcSample) -> Option<Settlement> {
+        self.add_sample(s, false)
+    }
+
+    /// As `add`, but the sample settles however wide its bracket: when the stamps so far
+    /// must be settled now (a window closes).
+    pub fn add_settling(&mut self, s: PhcSample) -> Option<Settlement> {
+        self.add_sample(s, true)
+    }
+
+    fn add_sample(&mut self, s: PhcSample, force: bool) -> Option<Settlement> {
         self.quality.samples_taken += 1;
         if s.bracket_ns() < 0 || s.bracket_ns() > MAX_BRACKET_NS {
             self.refused += 1;
             return None;
         }
         let settlement = match (self.line, self.recent.back()) {
-            (Some(line), Some(&(newest, _))) => {
+            (Some(line), Some(&(settled_at, _))) => {
                 let miss = line.miss_ns(&s);
                 // A line whose slope is not fitted yet (one sample since the start or a
                 // break) is not tested: its assumed slope may be off by a slew, which the
                 // second sample measures instead of restarting the fit for ever.
-                let across_break = line.fitted && miss.abs() > s.bracket_ns() as f64 / 2.0 + line.error_at_ns(s.phc_ns);
+                let across_break = line.fitted && miss.abs() > half_width_ns(&s) + line.error_at_ns(s.phc_ns);
+                // Tight: no wider than the brackets the fit keeps, once it keeps a half.
+                let tight = self.samples.len() < 4 || s.bracket_ns() <= self.quality.bracket_max_ns;
+                // Waiting costs the slope's bound over the longer gap: while the slope is
+                // loose (a young segment) that exceeds what a tight sample would save.
+                let waited = s.phc_ns - settled_at.phc_ns;
+                let waiting_costs_more = line.within_gap_ns(waited + SAMPLE_EVERY.as_nanos() as i64) > half_width_ns(&s);
+                if !(tight || across_break || force || waiting_costs_more || waited >= MAX_UNSETTLED_NS) {
+                    self.push_to_segment(s);
+                    return None;
+                }
                 if across_break {
                     tracing::warn!("NIC clock mapping: a sample {miss:.0} ns off the line (a clock stepped or changed rate); the fit starts again");
                     self.quality.breaks += 1;
                     self.samples.clear();
                     self.carried_slope = Some(line.b);
                 }
-                let gap = (s.phc_ns - newest.phc_ns).abs();
-                let error_ns = line.reach_ns(&newest).max(line.reach_ns(&s)) + line.within_gap_ns(gap);
+                let gap = (s.phc_ns - settled_at.phc_ns).abs();
+                let error_ns = line.reach_ns(&settled_at).max(line.reach_ns(&s)) + line.within_gap_ns(gap);
                 Some(Settlement { error_ns, across_break })
             }
             _ => None,
         };
+        self.push_to_segment(s);
+        self.recent.push_back((s, settlement.is_some_and(|x| x.across_break)));
+        if self.recent.len() > RECENT_SAMPLES {
+            self.recent.pop_front();
+        }
+        self.refit();
+        settlement
+    }
+
+    /// `s` joins the current segment, which keeps `SPAN_NS` of PHC time.
+    fn push_to_segment(&mut self, s: PhcSample) {
         // The PHC may only run forward; a sample behind the newest is a step too (handled
         // above when it shows) or noise: keep the order by PHC time.
         self.samples.retain(|o| o.phc_ns < s.phc_ns);
@@ -211,12 +258,6 @@ impl PhcMapping {
         while self.samples.front().is_some_and(|o| s.phc_ns - o.phc_ns > SPAN_NS) {
             self.samples.pop_front();
         }
-        self.recent.push_back((s, settlement.is_some_and(|x| x.across_break)));
-        if self.recent.len() > RECENT_SAMPLES {
-            self.recent.pop_front();
-        }
-        self.refit();
-        settlement
     }
 
     fn refit(&mut self) {
@@ -231,7 +272,7 @@ impl PhcMapping {
         }
         let pts: Vec<(f64, f64, f64)> = kept
             .iter()
-            .map(|s| ((s.phc_ns - origin) as f64, (s.sys_mid_ns() - s.phc_ns - origin_diff) as f64, s.bracket_ns() as f64 / 2.0))
+            .map(|s| ((s.phc_ns - origin) as f64, (s.sys_mid_ns() - s.phc_ns - origin_diff) as f64, half_width_ns(s)))
             .collect();
         let n = pts.len() as f64;
         let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
@@ -286,12 +327,11 @@ impl PhcMapping {
         if phc_ns >= newest.phc_ns {
             return Some(Converted { host_ns, error_ns: None, across_break: false });
         }
-        // Taken before the newest sample: the two consecutive samples around it settle it
-        // now, against the line it is converted with (the newest pair first: after a step
-        // back of the PHC a reading may lie in an older gap too).
-        let recent: Vec<_> = self.recent.iter().collect();
-        recent.windows(2).rev().find_map(|w| {
-            let (&(a, _), &(b, broke)) = (w[0], w[1]);
+        // Taken before the newest settling sample: the two around it settle it now,
+        // against the line it is converted with (the newest pair first: after a step back
+        // of the PHC a reading may lie in an older gap too).
+        (1..self.recent.len()).rev().find_map(|i| {
+            let ((a, _), (b, broke)) = (self.recent[i - 1], self.recent[i]);
             (a.phc_ns <= phc_ns && phc_ns <= b.phc_ns).then(|| {
                 let error_ns = line.reach_ns(&a).max(line.reach_ns(&b)) + line.within_gap_ns(b.phc_ns - a.phc_ns);
                 Converted { host_ns, error_ns: Some(error_ns), across_break: broke }
@@ -424,7 +464,34 @@ mod tests {
         map.add(PhcSample { sys_before_ns: 1_000, phc_ns: 38_000_000_000, sys_after_ns: 1_200 });
         assert_eq!(map.to_host_ns(38_000_000_000), Some(1_100));
         let q = map.quality().unwrap();
-        assert!((q.error_bound_ns - (100.0 + UNKNOWN_DRIFT * SAMPLE_EVERY.as_nanos() as f64)).abs() < 1e-6, "{q:?}");
+        assert!((q.error_bound_ns - (101.0 + UNKNOWN_DRIFT * SAMPLE_EVERY.as_nanos() as f64)).abs() < 1e-6, "{q:?}");
         let _ = SimulatedPhc::new(SimulatedNicClock::tai_20ppm(0), 1).describe();
+    }
+
+    /// A sample wider than those the fit keeps settles nothing and leaves the line alone;
+    /// the next tight one settles every stamp since the last settling sample, and a stamp
+    /// taken between two settling samples is settled at once when converted late.
+    #[test]
+    fn wide_samples_wait_for_a_tight_one_to_settle() {
+        let nic = SimulatedNicClock::tai_20ppm(0);
+        let sample = |real: i64, half: i64| PhcSample { sys_before_ns: real - half, phc_ns: nic.phc_at(real), sys_after_ns: real + half };
+        let mut map = PhcMapping::new();
+        let gap = SAMPLE_EVERY.as_nanos() as i64;
+        for k in 0..20i64 {
+            map.add(sample(k * gap, 100));
+        }
+        let stamp = nic.phc_at(19 * gap + 10_000_000);
+        let converted = map.convert(stamp).unwrap();
+        assert_eq!(converted.error_ns, None, "taken after the newest sample: not settled yet");
+        let before = map.quality().unwrap();
+        assert_eq!(map.add(sample(20 * gap, 5_000)), None, "a 10 us bracket does not settle");
+        assert_eq!(map.quality().unwrap().offset_ns, before.offset_ns, "nor moves the line");
+        let settled = map.add(sample(21 * gap, 100)).expect("a tight one settles");
+        // Half the tight bracket and the slope's bound over 100 ms, not the 5 us of the wide one.
+        assert!(!settled.across_break && settled.error_ns < 300.0, "{settled:?}");
+        // Converted late, the same stamp is settled at once by the samples around it.
+        let late = map.convert(stamp).unwrap();
+        assert!(late.error_ns.is_some_and(|e| e < 300.0) && !late.across_break, "{late:?}");
+        assert!((late.host_ns - (19 * gap + 10_000_000)).abs() <= 2, "{late:?}");
     }
 }

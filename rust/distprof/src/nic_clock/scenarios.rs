@@ -184,7 +184,7 @@ pub fn replay(nic: SimulatedNicClock, seed: u64, stamp_every_ns: i64) -> ReplayO
         for &real in early {
             judge.convert(&map, real, &mut pending);
         }
-        // A refused sample (a bracket the host's step ran through) settles nothing.
+        // A wide or refused sample (a bracket the host's step ran through) settles nothing.
         if let Some(settled) = map.add(phc.sample_at(sample_at)) {
             for (host_ns, real) in pending.drain(..) {
                 judge.stamp(host_ns, real, settled.error_ns, settled.across_break);
@@ -194,6 +194,12 @@ pub fn replay(nic: SimulatedNicClock, seed: u64, stamp_every_ns: i64) -> ReplayO
             judge.convert(&map, real, &mut pending);
         }
         sample_at += gap;
+    }
+    // The end settles what is left, as a window's close does.
+    if let Some(settled) = map.add_settling(phc.sample_at(sample_at)) {
+        for (host_ns, real) in pending.drain(..) {
+            judge.stamp(host_ns, real, settled.error_ns, settled.across_break);
+        }
     }
     let Judge { mut out, mut stated, .. } = judge;
     out.not_converted += pending.len() as u64;
