@@ -9,7 +9,7 @@ mod support;
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::jsonl;
 use distprof::nic_clock::scenarios::{replay, ReplayOutcome};
-use distprof::nic_clock::{phc_scenario, SimulatedNicClock};
+use distprof::nic_clock::{phc_scenario, ClockFault, SimulatedNicClock};
 use distprof::standalone::{NodeOptions, NodeSummary};
 use distprof::timestamp::StampMode;
 use std::net::UdpSocket;
@@ -182,6 +182,45 @@ fn a_simulated_nic_clock_37_s_and_20_ppm_off_leaves_the_estimates_unaffected() {
         assert!(k.abs() < 5_000.0 && h.abs() < 5_000.0, "{src} -> {dst}: kernel {k} ns, NIC {h} ns");
         // The NIC clocks differ by 20-40 ppm; the drift estimate must not see that.
         assert!(hr.abs() < 2_000.0, "{src} -> {dst}: rate off by {hr} ppb");
+    }
+}
+
+/// Node 1's PHC steps by 20 us 1.2 s into the run (as ptp4l stepping it would): the
+/// socket's mapping sees the break at its next sample and restarts, the window in which it
+/// came counts the stamps converted across it and states the step's size as their error,
+/// the later windows state the usual error again, and the estimates hold.
+#[test]
+fn a_phc_step_mid_run_is_seen_stated_and_survived() {
+    let start = realtime_ns() + 300_000_000;
+    let mut nics = nic_clocks(start, 0);
+    nics[1].fault = ClockFault::PhcStep { at_real_ns: start + 1_200_000_000, step_ns: 20_000 };
+    let (sums, _d) = run(Some(nics), start);
+    assert_offsets_within_5_us(&sums, start);
+    let f = jsonl::read(&sums[1].jsonl_path).unwrap();
+    let nic = |w: &distprof::window::ClosedWindow| w.nic_clock.clone().unwrap();
+    for (k, w) in f.windows.iter().enumerate() {
+        let n = nic(w);
+        eprintln!("node 1 window {k}: mapping error {:.0} ns, {} stamps across a break, breaks {}", n.mapping_error_max_ns, n.stamps_across_break, n.mapping.as_ref().map_or(0, |m| m.breaks));
+    }
+    let at = f.windows.iter().position(|w| nic(w).stamps_across_break > 0).expect("a window counts the stamps across the step");
+    let hit = nic(&f.windows[at]);
+    assert!(hit.mapping_error_max_ns >= 19_000.0, "{hit:?}");
+    assert_eq!(hit.mapping.as_ref().unwrap().breaks, 1, "{hit:?}");
+    // The step falls 1.2 s in, in the third of the 0.5 s windows (the fourth if the
+    // break's sample came after that one closed).
+    assert!(at == 2 || at == 3, "window {at}");
+    assert!(f.windows[..at].iter().all(|w| nic(w).stamps_across_break == 0 && nic(w).mapping_error_max_ns < 5_000.0));
+    // Two windows on, the mapping states a steady clock's error again, the break still
+    // counted once.
+    let later = nic(&f.windows[at + 2]);
+    assert!(later.mapping_error_max_ns < 5_000.0 && later.stamps_across_break == 0, "{later:?}");
+    assert_eq!(later.mapping.unwrap().breaks, 1);
+    // The run's summary states the step's size too: some of its stamps carried it.
+    assert!(sums[1].timestamps.as_ref().unwrap().stamp_error_bound_ns >= 19_000);
+    // The other nodes' clocks did not break.
+    for other in [&sums[0], &sums[2]] {
+        let t = other.timestamps.as_ref().unwrap().nic_clock.as_ref().unwrap();
+        assert_eq!((t.stamps_across_break, t.mapping.as_ref().unwrap().breaks), (0, 0), "node {}", other.node);
     }
 }
 
