@@ -216,7 +216,11 @@ fn a_phc_step_mid_run_is_seen_stated_and_survived() {
     assert!(later.mapping_error_max_ns < 5_000.0 && later.stamps_across_break == 0, "{later:?}");
     assert_eq!(later.mapping.unwrap().breaks, 1);
     // The run's summary states the step's size too: some of its stamps carried it.
-    assert!(sums[1].timestamps.as_ref().unwrap().stamp_error_bound_ns >= 19_000);
+    let t = sums[1].timestamps.as_ref().unwrap();
+    assert!(t.stamp_error_bound_ns >= 19_000);
+    let said = format!("; 1 clock break(s) detected (steps, rate changes), {} stamps converted across one", hit.stamps_across_break);
+    assert!(t.describe().contains(&said), "{}", t.describe());
+    assert_eq!(t.nic_clock.as_ref().unwrap().stamps_across_break, hit.stamps_across_break);
     // The other nodes' clocks did not break.
     for other in [&sums[0], &sums[2]] {
         let t = other.timestamps.as_ref().unwrap().nic_clock.as_ref().unwrap();
