@@ -34,6 +34,17 @@ impl PhcScenario {
     /// The scenario's NIC clock for a run starting at real time `start_ns`: a PHC on TAI at
     /// 20 ppm, 500 ns mean read jitter (`SimulatedNicClock::tai_20ppm`), with the fault.
     pub fn nic(&self, start_ns: i64) -> SimulatedNicClock {
+        self.applied_to(SimulatedNicClock::tai_20ppm(start_ns), start_ns)
+    }
+
+    /// True when the fault is the host clock's: the simulated NIC can show it to the
+    /// mapping, but a real run's other stamps (kernel, the engine's clock) would not follow.
+    pub fn breaks_the_host_clock(&self) -> bool {
+        matches!(self.fault, ClockFault::HostStep { .. } | ClockFault::HostSlew { .. })
+    }
+
+    /// `nic` with the scenario's fault (`FAULT_AT_NS` after `start_ns`) and reads.
+    pub fn applied_to(&self, nic: SimulatedNicClock, start_ns: i64) -> SimulatedNicClock {
         let at = start_ns + FAULT_AT_NS;
         let fault = match self.fault {
             ClockFault::None => ClockFault::None,
@@ -42,7 +53,7 @@ impl PhcScenario {
             ClockFault::HostStep { step_ns, .. } => ClockFault::HostStep { at_real_ns: at, step_ns },
             ClockFault::HostSlew { for_ns, ppm, .. } => ClockFault::HostSlew { at_real_ns: at, for_ns, ppm },
         };
-        let mut nic = SimulatedNicClock { fault, ..SimulatedNicClock::tai_20ppm(start_ns) };
+        let mut nic = SimulatedNicClock { fault, ..nic };
         if let Some((floor, latch)) = self.biased_latch {
             nic.bracket_floor_ns = floor;
             nic.read_jitter_ns = 200.0;
