@@ -192,6 +192,49 @@ fn simulated_nic_clocks_are_mapped_and_stated_in_the_output() {
     assert!(page.contains("NIC clocks of 3 nodes mapped to host time"), "timestamps card without the NIC clocks");
 }
 
+/// `--nic-clock-fault phc-step-900us`: node 2's PHC steps by 900 us 6 s in. Its mapping
+/// sees the break, counts the stamps converted across it, and states the step in their
+/// error; the estimate carries that error into the window's sigma and bound, so the
+/// window the step hit (hundreds of us off) is still within two sigma and its bound, and
+/// is flagged. The other nodes see no break. A fault of the host clock is refused.
+#[test]
+fn a_nic_clock_fault_is_seen_and_carried_into_the_uncertainty() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = distprof()
+        .args(["local", "--nodes", "3", "--duration", "9", "--window-s", "1.5", "--json"])
+        .args(["--simulate-nic-clock", "--nic-clock-fault", "phc-step-900us"])
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = last_json_line(&out.stdout);
+    for t in v["timestamps"].as_array().unwrap() {
+        let (node, nic) = (t["node"].as_u64().unwrap(), &t["timestamps"]["nic_clock"]);
+        let (breaks, across) = (nic["mapping"]["breaks"].as_u64().unwrap(), nic["stamps_across_break"].as_u64().unwrap());
+        if node == 2 {
+            assert!(breaks == 1 && across > 0 && nic["mapping_error_max_ns"].as_f64().unwrap() >= 900_000.0, "{t}");
+        } else {
+            assert!(breaks == 0 && across == 0, "{t}");
+        }
+    }
+    // The step reached the estimate of some window of node 2 by hundreds of us, and each
+    // such window states it: within two sigma and within its bound.
+    let n2 = v["nodes"].as_array().unwrap().iter().find(|n| n["node"] == 2).unwrap();
+    assert!(n2["max_abs_error_ns"].as_f64().unwrap() > 100_000.0, "the step did reach the estimate: {n2}");
+    assert_eq!(n2["windows_within_bound"], n2["windows_estimated"], "{n2}");
+    let hit: Vec<_> = v["node_windows"].as_array().unwrap().iter().filter(|w| w["error_ns"].as_f64().unwrap().abs() > 10_000.0).collect();
+    assert!(!hit.is_empty());
+    for w in hit {
+        let (err, sigma) = (w["error_ns"].as_f64().unwrap(), w["uncertainty_ns"].as_f64().unwrap());
+        assert!(w["node"] == 2 && err.abs() <= 2.0 * sigma, "{w}");
+    }
+    assert!(v["flagged_fraction"].as_f64().unwrap() > 0.0, "{v}");
+    let refused = distprof().args(["local", "--simulate-nic-clock", "--nic-clock-fault", "leap-second"]).output().unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("cannot be played in a real run") && err.contains("bench nic-clock"), "{err}");
+}
+
 /// `local` starts from the configuration every entry point loads: the file named by
 /// `XLA_DIST_PROF_CONFIG` (estimator, window and cadence here), under the flags.
 #[test]

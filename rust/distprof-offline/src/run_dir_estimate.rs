@@ -19,7 +19,7 @@
 
 use distprof::config::Config;
 use distprof::context::NodeId;
-use distprof::estimate::{estimate_run_windows, EstimatorSettings, ModelBuilder, WindowEstimate, WindowSpec};
+use distprof::estimate::{add_stamp_mapping_errors, estimate_run_windows, EstimatorSettings, ModelBuilder, WindowEstimate, WindowSpec};
 use distprof::jsonl::{self, NodeFile};
 use distprof::model::NodeClockModel;
 use distprof::record::ProbeRecord;
@@ -183,13 +183,32 @@ pub fn estimate_run(files: &[RunFile]) -> Result<RunEstimate, RunDirError> {
         .map(|(window_id, start_local_ns, end_local_ns)| WindowSpec { window_id, start_local_ns, end_local_ns, num_nodes, reference })
         .collect();
     let estimates = estimate_run_windows(binned.iter().zip(specs.iter().copied()), &settings);
+    let mapping_errors = nic_mapping_errors(files);
     let windows = specs
         .into_iter()
         .zip(binned)
         .zip(estimates)
-        .map(|((spec, records), (estimate, estimate_cpu_ms))| EstimatedWindow { spec, records, estimate, estimate_cpu_ms })
+        .map(|((spec, records), (mut estimate, estimate_cpu_ms))| {
+            let error_of = |node: NodeId| mapping_errors.get(&(spec.window_id, node)).copied().unwrap_or(0.0);
+            add_stamp_mapping_errors(&mut estimate, reference, &settings, error_of);
+            EstimatedWindow { spec, records, estimate, estimate_cpu_ms }
+        })
         .collect();
     Ok(RunEstimate { reference, num_nodes, config, windows, records_outside })
+}
+
+/// Per (window id, node): the error the node's hardware stamp mapping states over that
+/// window (`NicClockInfo::mapping_error_max_ns`), for the nodes with hardware stamps.
+fn nic_mapping_errors(files: &[RunFile]) -> BTreeMap<(u64, NodeId), f64> {
+    let mut out = BTreeMap::new();
+    for f in files {
+        for w in &f.file.windows {
+            if let Some(nic) = &w.nic_clock {
+                out.insert((w.window_id, f.file.meta.node), nic.mapping_error_max_ns);
+            }
+        }
+    }
+    out
 }
 
 /// One past the largest id any file names (its own, its peers', the reference).
@@ -304,6 +323,47 @@ mod tests {
         assert_eq!(spans, vec![(0, 1_000, 2), (1_000, 2_000, 2)]);
         assert_eq!(run.records_outside, 1);
         assert_eq!(run.num_nodes, 2);
+    }
+
+    /// Node 1 stamps in hardware, its mapping stating 2 us over the window: its segment's
+    /// bound grows by that and its sigma covers it at two sigma (`stamp_mapping`).
+    #[test]
+    fn a_node_s_nic_mapping_error_widens_its_segment() {
+        // Node 1 is 3 us ahead; 20 us each way plus some queueing, both directions probed.
+        let stamp = |node: NodeId, real: i64| real + if node == 1 { 3_000 } else { 0 };
+        let mut records = Vec::new();
+        for k in 0..300i64 {
+            for src in [0, 1] {
+                let dst = 1 - src;
+                let t = k * 5_000_000 + src as i64 * 1_000_000;
+                let q = |i: i64| 20_000 + (i * 7919 + k * 104_729) % 3_000;
+                let back = t + 200_000;
+                records.push(ProbeRecord {
+                    src,
+                    dst,
+                    seq: k as u32,
+                    fwd_tx_ns: [stamp(src, t), stamp(src, t + 40_000)],
+                    fwd_rx_ns: [stamp(dst, t + q(1)), stamp(dst, t + 40_000 + q(1))],
+                    rev_tx_ns: [stamp(dst, back), stamp(dst, back + 40_000)],
+                    rev_rx_ns: [stamp(src, back + q(2)), stamp(src, back + 40_000 + q(2))],
+                });
+            }
+        }
+        let files = |nic: bool| {
+            let window = [(0u64, 0i64, 1_500_000_000i64)];
+            let own = |n: NodeId| records.iter().filter(|r| r.src == n).copied().collect::<Vec<_>>();
+            let mut f1 = file(1, &window, &own(1));
+            if nic {
+                f1.file.windows[0].nic_clock = Some(distprof::timestamp::NicClockInfo { mapping_error_max_ns: 2_000.0, ..Default::default() });
+            }
+            vec![file(0, &window, &own(0)), f1]
+        };
+        let seg = |nic: bool| estimate_run(&files(nic)).unwrap().windows[0].estimate.segments[1].unwrap();
+        let (kernel, hardware) = (seg(false), seg(true));
+        assert!((kernel.offset_ns - 3_000.0).abs() < 100.0, "{kernel:?}");
+        assert_eq!(hardware.offset_ns, kernel.offset_ns);
+        assert!((hardware.bound_ns - kernel.bound_ns - 2_000.0).abs() < 1e-6, "{hardware:?} vs {kernel:?}");
+        assert!(hardware.uncertainty_ns >= 1_000.0 && hardware.flagged, "{hardware:?}");
     }
 
     #[test]

@@ -105,6 +105,9 @@ impl TimestampQuality {
                     m.residual_rms_ns, m.samples_used, m.samples_taken, n.mapping_error_max_ns, m.offset_ns * 1e-9, m.drift_ppm
                 );
             }
+            if let Some(m) = n.mapping.as_ref().filter(|m| m.breaks > 0) {
+                out += &format!("; {} clock break(s) detected (steps, rate changes), {} stamps converted across one", m.breaks, n.stamps_across_break);
+            }
             if n.unstamped_dropped > 0 {
                 out += &format!("; {} packets without a hardware stamp dropped", n.unstamped_dropped);
             }

@@ -52,10 +52,12 @@ fn sample() -> DistprofPlaneData {
                 residual_max_ns: 31.0,
                 bracket_max_ns: 0,
                 error_bound_ns: 41.5,
+                breaks: 1,
             }),
             mapping_error_max_ns: 41.5,
             stamped: 48_000,
             unstamped_dropped: 3,
+            stamps_across_break: 10,
             switched_to_software: String::new(),
         }),
     });

@@ -13,7 +13,7 @@ use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::NodeId;
 use distprof::jsonl;
-use distprof::nic_clock::SimulatedNicClock;
+use distprof::nic_clock::{phc_scenario, PhcScenario, SimulatedNicClock, PHC_SCENARIOS};
 use distprof_offline::run_dir_estimate::RunFile;
 use distprof_sim::relay::{PathModel, Relay, RelayConfig, RelayEndpoint};
 use rand::{Rng, SeedableRng};
@@ -94,6 +94,12 @@ pub struct Args {
     /// 500 ns of jitter; the stamps are mapped back to the host clock as real NIC stamps are.
     #[arg(long)]
     simulate_nic_clock: bool,
+    /// With --simulate-nic-clock: the last node's NIC clock breaks as the named scenario
+    /// does, 6 s after the start: phc-step (+20 us), phc-step-200us, phc-step-900us,
+    /// phc-frequency-step (+10 ppm) or phc-latch-bias (biased 1.5 us reads from the start).
+    /// `distprof bench nic-clock` replays every scenario, the host clock's too.
+    #[arg(long, value_name = "SCENARIO", requires = "simulate_nic_clock")]
+    nic_clock_fault: Option<String>,
     /// Judge a finished run again instead of running one: read --out's JSONL and its
     /// `local_clocks.json` (the true clocks the run wrote) and estimate with this binary.
     #[arg(long, requires = "out")]
@@ -177,6 +183,20 @@ fn check_flags(config: &Config) -> anyhow::Result<()> {
         )
     })?;
     Ok(())
+}
+
+/// The scenario `--nic-clock-fault` names: one the simulated NIC clock can play in a real
+/// run (the PHC's own faults; the host clock's cannot be, this host's clock runs on).
+fn parse_nic_clock_fault(name: &str) -> anyhow::Result<PhcScenario> {
+    let playable: Vec<&str> = PHC_SCENARIOS.iter().filter(|s| !s.breaks_the_host_clock() && s.name != "phc-steady").map(|s| s.name).collect();
+    match phc_scenario(name) {
+        Some(sc) if playable.contains(&sc.name) => Ok(sc),
+        Some(_) => bail!(
+            "--nic-clock-fault {name}: a fault of the host clock cannot be played in a real run (the nodes' other stamps follow this host's clock); `distprof bench nic-clock` replays it; here use one of {}",
+            playable.join(", ")
+        ),
+        None => bail!("--nic-clock-fault {name}: no such scenario; use one of {}", playable.join(", ")),
+    }
 }
 
 /// The probe window when neither `--window-s` nor the configuration sets one: shorter than
@@ -419,6 +439,7 @@ fn run_nodes(
     out_dir: &std::path::Path,
 ) -> anyhow::Result<usize> {
     let n = args.nodes;
+    let nic_fault = args.nic_clock_fault.as_deref().map(parse_nic_clock_fault).transpose()?;
     let addrs = free_loopback_addrs(n)?;
     let path = PathModel {
         delay_us: args.delay_us,
@@ -452,7 +473,13 @@ fn run_nodes(
     );
     let nic_clocks: Option<Vec<SimulatedNicClock>> = args.simulate_nic_clock.then(|| {
         (0..n)
-            .map(|i| SimulatedNicClock { drift_ppm: if i % 2 == 0 { 20.0 } else { -20.0 }, ..SimulatedNicClock::tai_20ppm(epoch) })
+            .map(|i| {
+                let nic = SimulatedNicClock { drift_ppm: if i % 2 == 0 { 20.0 } else { -20.0 }, ..SimulatedNicClock::tai_20ppm(epoch) };
+                match nic_fault {
+                    Some(sc) if i == n - 1 => sc.applied_to(nic, epoch),
+                    _ => nic,
+                }
+            })
             .collect()
     });
     let mut cluster = spawn_cluster(n, &addrs, Some(relay.faces()), config, NodeClocks { host: clocks, nic: nic_clocks.as_deref() }, duration, out_dir)?;

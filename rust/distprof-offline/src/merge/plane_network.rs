@@ -10,7 +10,7 @@
 
 use distprof::context::NodeId;
 use distprof::distprof_plane::DistprofPlaneData;
-use distprof::estimate::{solve_shared_run, EstimatorSettings, ModelBuilder};
+use distprof::estimate::{add_stamp_mapping_errors, solve_shared_run, EstimatorSettings, ModelBuilder};
 use distprof::model::NodeClockModel;
 
 /// Every node's model solved from the planes' edge fits; empty when no plane carries any.
@@ -32,8 +32,18 @@ pub fn models_from_planes(planes: &[&DistprofPlaneData], settings: &EstimatorSet
     if num_nodes > crate::run_dir_estimate::MAX_NODE_ID {
         return Vec::new();
     }
+    // A node's hardware stamp mapping error, which no fit sees (`stamp_mapping`): the
+    // plane states the worst of the run so far, taken for every window.
+    let mapping_error_ns = |node: NodeId| {
+        planes
+            .iter()
+            .filter(|p| p.node == node)
+            .filter_map(|p| p.timestamps.as_ref()?.nic_clock.as_ref().map(|n| n.mapping_error_max_ns))
+            .fold(0.0, f64::max)
+    };
     let mut builder = ModelBuilder::new(num_nodes);
-    for w in solve_shared_run(parts, num_nodes, reference, settings) {
+    for mut w in solve_shared_run(parts, num_nodes, reference, settings) {
+        add_stamp_mapping_errors(&mut w, reference, settings, mapping_error_ns);
         builder.push(&w);
     }
     builder.finish()
@@ -91,5 +101,35 @@ mod tests {
         let alone = models_from_planes(&[&planes[2]], &EstimatorSettings::default());
         assert!(alone.iter().all(|m| m.node == 0 || !m.reachable));
         assert!(std::ptr::eq(better_model(&alone, &planes[2]), &planes[2].model));
+    }
+
+    /// Node 1 stamps in hardware and its plane states a 3 us mapping error: its segment's
+    /// bound grows by that, its sigma covers it at two sigma, and node 2, reached through
+    /// it, keeps what the data gave (its own stamps are kernel ones).
+    #[test]
+    fn a_plane_s_nic_mapping_error_widens_its_node_s_segments() {
+        use distprof::timestamp::{NicClockInfo, StampMode, TimestampQuality};
+        let planes = |nic: bool| {
+            let mut p1 = plane(1, vec![fits(1, &[(2, -2_000.0)])]);
+            if nic {
+                p1.timestamps = Some(TimestampQuality {
+                    mode: StampMode::Hardware,
+                    stamp_error_bound_ns: 3_100,
+                    note: String::new(),
+                    nic_clock: Some(NicClockInfo { mapping_error_max_ns: 3_000.0, ..Default::default() }),
+                });
+            }
+            [plane(0, vec![fits(0, &[(1, 5_000.0)])]), p1, plane(2, vec![fits(2, &[(1, 2_000.0)])])]
+        };
+        let seg = |nic: bool, node: usize| {
+            let ps = planes(nic);
+            let refs: Vec<&DistprofPlaneData> = ps.iter().collect();
+            models_from_planes(&refs, &EstimatorSettings::default())[node].segments[0]
+        };
+        let (kernel, hardware) = (seg(false, 1), seg(true, 1));
+        assert_eq!(hardware.offset_ns, kernel.offset_ns);
+        assert!((hardware.bound_ns - kernel.bound_ns - 3_000.0).abs() < 1e-6, "{hardware:?} vs {kernel:?}");
+        assert!(hardware.uncertainty_ns >= 1_500.0 && hardware.flagged, "{hardware:?}");
+        assert_eq!(seg(true, 2), seg(false, 2));
     }
 }

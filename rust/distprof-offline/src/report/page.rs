@@ -189,6 +189,11 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
             fmt_ns(worst_rms),
             fmt_ns(worst_err)
         );
+        let breaks: u64 = nics.iter().filter_map(|n| n.mapping.as_ref()).map(|m| m.breaks).sum();
+        if breaks > 0 {
+            let across: u64 = nics.iter().map(|n| n.stamps_across_break).sum();
+            mode_note += &format!("; {breaks} clock breaks (steps, rate changes) detected, {across} stamps converted across one, with the break in their error");
+        }
     }
     let switched: Vec<String> = f.timestamps.iter().filter(|(_, t)| t.nic_clock.as_ref().is_some_and(|n| !n.switched_to_software.is_empty())).map(|(n, _)| n.to_string()).collect();
     if !switched.is_empty() {

@@ -8,7 +8,8 @@
 //! offsets and drifts; `bound` turns the data into an error bound; `online` runs the whole
 //! chain for one window and produces the `model::ClockSegment`s. `drift` refits a hull
 //! line's slope over neighbouring windows: the past ones as a window closes
-//! (`online::History`), both sides for the model a run delivers (`smoother`). See
+//! (`online::History`), both sides for the model a run delivers (`smoother`);
+//! `stamp_mapping` adds what hardware stamps' mapping to the host clock may cost. See
 //! docs/estimation.md.
 
 pub mod bound;
@@ -25,6 +26,7 @@ pub mod purity;
 pub mod settings;
 pub mod shared;
 pub mod smoother;
+pub mod stamp_mapping;
 #[cfg(feature = "svm")]
 pub mod svm;
 pub mod two_point;
@@ -36,4 +38,5 @@ pub use online::{estimate_fits_with_history, estimate_window, estimate_window_wi
 pub use window_fits::{EdgeReport, WindowFits, WindowSpec};
 pub use shared::{solve_shared_run, NodeWindowFits, SharedEdge, SharedLine};
 pub use smoother::{estimate_run_windows, Smoother};
+pub use stamp_mapping::add_stamp_mapping_errors;
 pub use settings::{EstimatorSettings, NetworkMode};

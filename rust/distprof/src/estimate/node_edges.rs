@@ -49,11 +49,14 @@ impl NodeEdgeEstimator {
         let (fits, ids) = fits.renumbered(&peers);
         let id = |i: NodeId| ids.get(i as usize).copied();
         let est = estimate_fits_with_history(fits, &self.settings, &mut self.history);
+        // This node's hardware stamp mapping error shifts all its stamps alike, which no
+        // fit sees (`stamp_mapping`); the peer's is in the peer's file, added offline.
+        let own_mapping_error_ns = w.nic_clock.as_ref().map_or(0.0, |n| n.mapping_error_max_ns);
         let edges = w
             .edges
             .iter()
             .map(|e| match est.edges.iter().find(|r| id(r.src) == Some(self.node) && id(r.dst) == Some(e.dst)) {
-                Some(r) => fit_of(r),
+                Some(r) => EdgeFit { uncertainty_ns: r.uncertainty_ns.map(|u| u + own_mapping_error_ns), ..fit_of(r) },
                 None => EdgeFit {
                     dst: e.dst,
                     fwd_pure: 0,

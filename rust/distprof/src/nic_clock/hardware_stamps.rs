@@ -21,8 +21,14 @@ pub struct NicClockInfo {
     /// The mapping now (at the window's close).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mapping: Option<MappingQuality>,
-    /// The largest error bound the mapping had while stamps were converted, ns.
+    /// The largest error a stamp converted in the window carries from the mapping, ns: as
+    /// settled by the samples around it (`mapping` module comment), and never less than
+    /// the mapping's provisional bound at any sample of the window.
     pub mapping_error_max_ns: f64,
+    /// Stamps converted across a detected break of the clocks (a step, a frequency change,
+    /// a slew): used, with the break's size in `mapping_error_max_ns`.
+    #[serde(default)]
+    pub stamps_across_break: u64,
     /// Packets (and transmit stamps) with a hardware stamp, converted.
     #[serde(default)]
     pub stamped: u64,
@@ -45,6 +51,7 @@ impl NicClockInfo {
         self.mapping = later.mapping.clone().or(self.mapping.take());
         self.mapping_error_max_ns = self.mapping_error_max_ns.max(later.mapping_error_max_ns);
         self.unstamped_dropped += later.unstamped_dropped;
+        self.stamps_across_break += later.stamps_across_break;
         self.stamped += later.stamped;
         if !later.switched_to_software.is_empty() {
             self.switched_to_software = later.switched_to_software.clone();
@@ -56,6 +63,9 @@ impl NicClockInfo {
 /// the first stamps already convert with a fitted drift (100 ms, once per run).
 const WARM_UP_SAMPLES: u32 = 10;
 const WARM_UP_GAP: Duration = Duration::from_millis(10);
+/// Samples a window's close may take to settle its last stamps: a tight one (half are)
+/// states a tighter error than whatever the first gives.
+const CLOSING_SAMPLES: u32 = 3;
 /// Consecutive failed samples after which the NIC clock is given up (150 ms at the
 /// sampling rate): a mapping older than that is not trusted any more.
 const MAX_SAMPLE_FAILURES: u32 = 3;
@@ -69,6 +79,8 @@ pub(crate) struct HardwareStamps {
     map: PhcMapping,
     next_sample: Instant,
     failures: u32,
+    /// Stamps converted after the newest sample: the next sample settles their error.
+    unsettled: u64,
     /// The open window's figures, handed out and reset by `window_nic_clock`.
     window: NicClockInfo,
 }
@@ -82,6 +94,7 @@ impl HardwareStamps {
             map: PhcMapping::new(),
             next_sample: Instant::now(),
             failures: 0,
+            unsettled: 0,
         };
         for k in 0..WARM_UP_SAMPLES {
             if k > 0 {
@@ -107,12 +120,39 @@ impl HardwareStamps {
             Some(sim) => sw.and_then(|s| sim.stamp(s)),
             None => hw,
         };
-        let host = hw.and_then(|h| self.map.to_host_ns(h));
-        match host {
-            Some(_) => self.window.stamped += 1,
-            None => self.window.unstamped_dropped += 1,
+        let Some(c) = hw.and_then(|h| self.map.convert(h)) else {
+            self.window.unstamped_dropped += 1;
+            return None;
+        };
+        self.window.stamped += 1;
+        match c.error_ns {
+            Some(e) => self.note_settled(e, c.across_break, 1),
+            None => self.unsettled += 1,
         }
-        host
+        Some(c.host_ns)
+    }
+
+    /// `stamps` converted stamps carry `error_ns` from the mapping.
+    fn note_settled(&mut self, error_ns: f64, across_break: bool, stamps: u64) {
+        self.window.mapping_error_max_ns = self.window.mapping_error_max_ns.max(error_ns);
+        if across_break {
+            self.window.stamps_across_break += stamps;
+        }
+    }
+
+    /// Samples the NIC clock once: the mapping refits and settles the stamps converted
+    /// since its last settling sample (`settle`: whatever this sample's bracket).
+    fn sample_now(&mut self, settle: bool) -> io::Result<()> {
+        let s = self.clock.sample()?;
+        let settled = if settle { self.map.add_settling(s) } else { self.map.add(s) };
+        if let Some(settled) = settled {
+            let n = std::mem::take(&mut self.unsettled);
+            if n > 0 {
+                self.note_settled(settled.error_ns, settled.across_break, n);
+            }
+        }
+        self.note_error_bound();
+        Ok(())
     }
 
     /// Samples the NIC clock when due. `Err` once it failed `MAX_SAMPLE_FAILURES` times in
@@ -122,11 +162,9 @@ impl HardwareStamps {
             return Ok(());
         }
         self.next_sample = now + SAMPLE_EVERY;
-        match self.clock.sample() {
-            Ok(s) => {
+        match self.sample_now(false) {
+            Ok(()) => {
                 self.failures = 0;
-                self.map.add(s);
-                self.note_error_bound();
                 Ok(())
             }
             Err(e) => {
@@ -145,8 +183,19 @@ impl HardwareStamps {
         NicClockInfo { mapping: self.map.quality(), ..self.window.clone() }
     }
 
-    /// The open window's figures (mapping as of now); the counters start again.
+    /// The open window's figures (mapping as of now); the counters start again. Samples
+    /// taken now settle the window's last stamps: up to `CLOSING_SAMPLES` until a tight
+    /// one does, the last whatever its bracket; if sampling fails they keep the mapping's
+    /// provisional bound (the window's floor).
     pub(crate) fn take_window(&mut self) -> NicClockInfo {
+        for k in 1..=CLOSING_SAMPLES {
+            if self.unsettled == 0 {
+                break;
+            }
+            if self.sample_now(k == CLOSING_SAMPLES).is_err() {
+                self.unsettled = 0;
+            }
+        }
         let mapping = self.map.quality();
         let error_now = mapping.as_ref().map_or(0.0, |q| q.error_bound_ns);
         let fresh = NicClockInfo { source: self.window.source.clone(), phc_index: self.window.phc_index, mapping_error_max_ns: error_now, ..Default::default() };

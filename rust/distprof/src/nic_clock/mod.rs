@@ -6,16 +6,20 @@
 //! converted before use. The conversion is a line fitted to periodic samples of the PHC
 //! against CLOCK_REALTIME (`mapping`), taken through a clock source (`PhcClock`): the real
 //! device (`device`, the ioctls phc2sys uses) or, for tests, a simulated NIC clock
-//! (`simulated`) with a known offset, drift and read jitter.
+//! (`simulated`) with a known offset, drift and read jitter, and faults: steps and
+//! frequency steps of the PHC, a leap second and a slew of the host clock, biased latch
+//! reads, each a named scenario (`scenarios`) that replays through the mapping.
 
 pub mod device;
 pub mod hardware_stamps;
 pub mod mapping;
+pub mod scenarios;
 pub mod simulated;
 
 pub use device::DevicePhc;
-pub use mapping::{MappingQuality, PhcMapping};
-pub use simulated::{SimulatedNicClock, SimulatedPhc};
+pub use mapping::{Converted, MappingQuality, PhcMapping, Settlement};
+pub use scenarios::{phc_scenario, PhcScenario, PHC_SCENARIOS};
+pub use simulated::{ClockFault, SimulatedNicClock, SimulatedPhc};
 
 use std::io;
 

@@ -9,6 +9,7 @@ mod estimator;
 mod faults;
 mod hooks;
 mod merge;
+mod nic_clock;
 mod overhead;
 mod rendezvous;
 mod scale;
@@ -41,6 +42,9 @@ enum Bench {
     /// Per-node store traffic and CPU from 64 to 16,384 simulated nodes: the real
     /// rendezvous over a counting store, each node's per-window work, the merge-time solve.
     Scale(scale::Args),
+    /// Stamps outside the error the NIC clock mapping states for them, per named PHC and
+    /// host clock fault (steps, frequency steps, a leap second, a slew, biased latch reads).
+    NicClock(nic_clock::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -53,5 +57,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Bench::Merge(a) => merge::run(a),
         Bench::Faults(a) => faults::run(a),
         Bench::Scale(a) => scale::run(a),
+        Bench::NicClock(a) => nic_clock::run(a),
     }
 }
