@@ -1,0 +1,106 @@
+//! No single reference, in simulation: the reference falls silent mid-run (no probe
+//! touches it from then on, as when its process dies) and the run's windows are estimated
+//! as a run's model is, offline from every record and in merge from every node's shared
+//! fits. Every surviving node stays placed, against the dead reference's true clock, within
+//! its stated uncertainty.
+
+use distprof::estimate::{estimate_run_windows, solve_shared_run, AnchorReason, EstimatorSettings, WindowEstimate};
+use distprof::record::ProbeRecord;
+use distprof_sim::cluster::{Cluster, Scenario};
+
+/// 16 nodes, ten 4 s windows; the reference stops after window 3.
+const NODES: u32 = 16;
+const LAST_ALIVE: u64 = 3;
+
+fn cluster() -> Cluster {
+    let s = Scenario { nodes: NODES, duration_s: 40.0, window_s: 4.0, seed: 11, ..Scenario::reference() };
+    Cluster::new(s).expect("valid scenario")
+}
+
+/// Window k's records, none touching the reference after `LAST_ALIVE`.
+fn records(c: &Cluster, k: u64) -> Vec<ProbeRecord> {
+    let r = c.reference();
+    c.records(k).into_iter().filter(|p| k <= LAST_ALIVE || (p.src != r && p.dst != r)).collect()
+}
+
+/// Every surviving node in every window is placed, and its error against the dead
+/// reference's true clock is within its uncertainty: at most a tenth of the node-windows
+/// beyond 2 sigma (the calibration the uncertainty states, ~5%, with a margin for 150
+/// samples) and none beyond 4 sigma.
+fn check_against_truth(c: &Cluster, estimates: &[WindowEstimate]) {
+    let (mut samples, mut beyond_2, mut worst_ratio) = (0, 0, 0.0f64);
+    for (k, est) in estimates.iter().enumerate() {
+        let k = k as u64;
+        for i in 1..NODES {
+            let seg = est.segments[i as usize].unwrap_or_else(|| panic!("window {k}: surviving node {i} unreachable"));
+            let err = seg.offset_ns - c.truth(i, k).offset_ns;
+            let ratio = err.abs() / seg.uncertainty_ns;
+            beyond_2 += (ratio > 2.0) as usize;
+            worst_ratio = worst_ratio.max(ratio);
+            samples += 1;
+            assert!(ratio <= 4.0, "window {k} node {i}: error {err:.0} ns, sigma {:.0} ns", seg.uncertainty_ns);
+            assert!(err.abs() <= seg.bound_ns, "window {k} node {i}: error {err:.0} ns beyond bound {:.0}", seg.bound_ns);
+        }
+        // The dead reference is no longer G: it has no segment after it stopped.
+        assert_eq!(est.segments[0].is_some(), k <= LAST_ALIVE, "window {k}: reference segment");
+    }
+    assert!(beyond_2 * 10 <= samples, "{beyond_2} of {samples} node-windows beyond 2 sigma (worst {worst_ratio:.2} sigma)");
+}
+
+/// The re-anchoring recorded: none while the reference answers, then node 1 (the lowest
+/// surviving id) in every window, carried by its segment of the last window both were in.
+fn check_anchors(estimates: &[WindowEstimate]) {
+    for (k, est) in estimates.iter().enumerate() {
+        if k as u64 <= LAST_ALIVE {
+            assert!(est.anchors.is_empty(), "window {k}: {:?}", est.anchors);
+            continue;
+        }
+        assert_eq!(est.anchors.len(), 1, "window {k}: {:?}", est.anchors);
+        let a = &est.anchors[0];
+        assert_eq!((a.node, a.base_window_id, a.reason, a.nodes_placed), (1, LAST_ALIVE, AnchorReason::ReferenceSilent, NODES - 1), "window {k}");
+        assert!(a.extrapolated_ns > 0 && a.added_sigma_ns > 0.0, "{a:?}");
+    }
+}
+
+#[test]
+fn a_dead_reference_is_replaced_and_every_survivor_stays_on_its_timeline() {
+    let c = cluster();
+    let settings = EstimatorSettings::default();
+    let windows: Vec<_> = (0..c.num_windows()).map(|k| (records(&c, k), c.window_spec(k))).collect();
+    let estimates: Vec<WindowEstimate> = estimate_run_windows(windows, &settings).into_iter().map(|(e, _)| e).collect();
+    assert_eq!(estimates.len(), 10);
+    check_anchors(&estimates);
+    check_against_truth(&c, &estimates);
+    // The timeline is continuous across the switch: node 1's correction, extrapolated by
+    // its last segment before and by its first after, agrees at the boundary within their
+    // sigmas.
+    let (before, after) = (estimates[LAST_ALIVE as usize].segments[1].unwrap(), estimates[LAST_ALIVE as usize + 1].segments[1].unwrap());
+    let gap = before.correction_ns(before.end_local_ns) - after.correction_ns(after.start_local_ns);
+    assert!(gap.abs() <= 2.0 * before.uncertainty_ns.hypot(after.uncertainty_ns), "jump of {gap:.0} ns at the switch");
+}
+
+#[test]
+fn merge_from_the_nodes_shared_fits_re_anchors_alike() {
+    use distprof::estimate::{fit_window, Smoother};
+    let c = cluster();
+    let settings = EstimatorSettings::default();
+    let reference = c.reference();
+    // Each node's plane carries its own out-edges' final fits (drift fitted over the
+    // windows either side, as at profiler stop, `distprof_sim::planes`); the dead
+    // reference's plane ends with the windows it lived in.
+    let mut parts = Vec::new();
+    for node in 0..NODES {
+        let mut smoother = Smoother::new(settings, (c.scenario.window_s * 1e9) as i64);
+        let mut finals = Vec::new();
+        for k in (0..c.num_windows()).filter(|&k| k <= LAST_ALIVE || node != reference) {
+            let own: Vec<ProbeRecord> = c.records_from(node, k).into_iter().filter(|p| k <= LAST_ALIVE || p.dst != reference).collect();
+            finals.extend(smoother.push_fits(fit_window(&own, &c.window_spec(k), &settings)));
+        }
+        finals.extend(smoother.finish_fits());
+        parts.extend(finals.iter().map(|f| f.share(node)));
+    }
+    let estimates = solve_shared_run(&parts, NODES, reference, &settings);
+    assert_eq!(estimates.len(), 10);
+    check_anchors(&estimates);
+    check_against_truth(&c, &estimates);
+}
