@@ -12,6 +12,7 @@ use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::NodeId;
+use distprof::estimate::Anchor;
 use distprof::jsonl;
 use distprof::nic_clock::SimulatedNicClock;
 use distprof_offline::run_dir_estimate::RunFile;
@@ -333,6 +334,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         drops.late_or_duplicate,
         if dropped_by_reason.is_empty() { String::new() } else { format!("; by reason {dropped_by_reason:?}") }
     );
+    if verdict.unreachable_node_windows > 0 {
+        println!(
+            "unreachable node-windows: {} ({} of nodes still alive)",
+            verdict.unreachable_node_windows, verdict.unreachable_surviving_node_windows
+        );
+    }
+    if let Some(line) = anchors_line(&verdict.anchors) {
+        println!("{line}");
+    }
     if !verdict.rejected_edges.is_empty() {
         println!("edges rejected by the network solve: {:?}", verdict.rejected_edges);
     }
@@ -374,6 +384,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "uncertainty_to_error_ratio_p50": verdict.uncertainty_to_error_ratio_p50,
             "estimate_ms_p50": verdict.estimate_ms_p50,
             "unreachable_node_windows": verdict.unreachable_node_windows,
+            "unreachable_surviving_node_windows": verdict.unreachable_surviving_node_windows,
+            "anchors": verdict.anchors,
             "rejected_edges": verdict.rejected_edges,
             "worst_node_window": verdict.worst,
             "records_outside": verdict.records_outside,
@@ -389,7 +401,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(if reports_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// Runs the relay and the node processes; the number of nodes that reported.
+/// One line on the windows the reference could not place: which node stood in for it
+/// from which window on, and why (`estimate::failover`); None when there were none.
+fn anchors_line(anchors: &[Anchor]) -> Option<String> {
+    let first = anchors.first()?;
+    let nodes: std::collections::BTreeSet<NodeId> = anchors.iter().map(|a| a.node).collect();
+    let last = anchors.last().unwrap_or(first);
+    Some(format!(
+        "re-anchored {} windows ({}..={}) on node(s) {:?}: {:?}, carried from window {}; sigma added by the end {:.0} ns",
+        anchors.len(),
+        first.window_id,
+        last.window_id,
+        nodes,
+        first.reason,
+        first.base_window_id,
+        last.added_sigma_ns
+    ))
+}
+
 /// One line on the worst node-window: its error against its uncertainty, and each edge's
 /// disagreement with the network in that window (`!` marks an edge the solve rejected).
 fn worst_window_line(w: &local_truth::WorstNodeWindow) -> String {
@@ -409,6 +438,7 @@ fn worst_window_line(w: &local_truth::WorstNodeWindow) -> String {
     )
 }
 
+/// Runs the relay and the node processes; the number of nodes that reported.
 fn run_nodes(
     args: &Args,
     config: &Config,
