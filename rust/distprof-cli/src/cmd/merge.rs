@@ -180,7 +180,8 @@ fn print_report(report: &distprof_offline::merge::MergeReport, secs: f64, json: 
         for n in &report.nodes {
             let model = if n.corrected {
                 format!(
-                    "corrected, bound <= {:.0} ns, timestamps {}",
+                    "corrected, sigma <= {:.0} ns, bound <= {:.0} ns, timestamps {}",
+                    n.max_uncertainty_ns,
                     n.max_bound_ns,
                     n.timestamps.as_ref().map_or(n.timestamp_mode.clone(), |t| t.describe())
                 )
@@ -194,6 +195,14 @@ fn print_report(report: &distprof_offline::merge::MergeReport, secs: f64, json: 
                 model,
                 n.output.display()
             );
+            if n.uncertainty_exceeded {
+                println!(
+                    "    WARNING: its correction's uncertainty reaches {:.0} ns over the profile ({:.1} s outside the model's windows), beyond the {:.0} ns a clock window is trusted to: its events are placed, not to that accuracy; profile within the probing, or probe longer",
+                    n.max_uncertainty_ns,
+                    n.extrapolated_ns as f64 / 1e9,
+                    distprof_offline::merge::belong::MAX_MERGE_UNCERTAINTY_NS
+                );
+            }
             if n.device_events_without_fit > 0 {
                 println!("    {} device events had no R->S fit (no tracer start pair or snapshots); taken as host time", n.device_events_without_fit);
             }

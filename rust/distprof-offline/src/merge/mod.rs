@@ -180,11 +180,25 @@ pub struct MergedNode {
     /// How far the trace's profile lies outside the model's windows, ns: events there are
     /// mapped with the nearest window's line (extrapolated).
     pub extrapolated_ns: i64,
+    /// The largest uncertainty (one sigma) of an event's correction over the profile, ns:
+    /// the windows' own, grown by interpolation between midpoints and extrapolation beyond
+    /// them (`GlobalMap::uncertainty_ns`). NaN (null) without a model; absent in summaries
+    /// written before it existed.
+    #[serde(default = "nan", deserialize_with = "nan_from_null")]
+    pub max_uncertainty_ns: f64,
+    /// True when that uncertainty exceeds [`belong::MAX_MERGE_UNCERTAINTY_NS`]: the node's
+    /// events are placed, but not to the accuracy a model is trusted to (the merge says so).
+    #[serde(default)]
+    pub uncertainty_exceeded: bool,
     pub timestamp_mode: String,
     /// The node's timestamping in detail from its plane (stamp error, NIC clock mapping),
     /// when the plane states it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamps: Option<distprof::timestamp::TimestampQuality>,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 /// A number, or NaN where JSON has null (serde_json writes NaN as null).

@@ -9,7 +9,8 @@
 //! window), so G stays continuous across the switch: after it, G is the dead reference's
 //! clock as its last measured rate against the anchor predicts it. What that prediction
 //! can be wrong by grows with the time since the anchor's last segment (its sigma plus
-//! its drift's sigma times the time, the bound at `EXTRAPOLATION_BOUND_RATE`), and every
+//! its drift's sigma times the time, `ClockSegment::uncertainty_at_ns`; the bound at
+//! `EXTRAPOLATION_BOUND_RATE`), and every
 //! carried segment carries it, so a long outage ends in flagged segments, not silent error.
 //!
 //! **The rule** needs no talk between nodes: an anchor in use in the previous window keeps
@@ -29,12 +30,6 @@ use crate::model::{ns_between, ClockSegment};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-/// The drift sigma of a segment that states none: today's segments carry no drift
-/// uncertainty (branch `sigma` adds `ClockSegment::drift_uncertainty_ppb`; `drift_sigma_ppb`
-/// is the one place to switch). 20 ppb is the wander issue 29 measured on loaded crystals
-/// (5-20 ppb/√s) over a second, and 4x the p99 drift error of the smoothed fits on
-/// `distprof local` runs (docs/estimation.md, "No single reference").
-pub const UNSTATED_DRIFT_SIGMA_PPB: f64 = 20.0;
 /// Worst-case growth of a carried bound per ns since the anchor's last segment: 1 ppm,
 /// beyond any fitted rate error (merge extrapolates at the same rate, `merge/belong.rs`).
 pub const EXTRAPOLATION_BOUND_RATE: f64 = 1e-6;
@@ -111,7 +106,7 @@ impl Anchoring {
             let mid = fits.mid_ns();
             // The anchor's clock when it reads the midpoint: where its base is evaluated.
             let extrapolated_ns = mid.saturating_sub(base.mid_local_ns);
-            let added_sigma_ns = carried_sigma_ns(&base, extrapolated_ns);
+            let added_sigma_ns = base.uncertainty_at_ns(mid);
             let mut nodes_placed = 0;
             for i in 0..n {
                 let Some(seg) = rel.segments[i].filter(|_| !placed[i]) else { continue };
@@ -173,28 +168,13 @@ impl Anchoring {
     }
 }
 
-/// The drift sigma of `seg`, ppb (see `UNSTATED_DRIFT_SIGMA_PPB`).
-fn drift_sigma_ppb(_seg: &ClockSegment) -> f64 {
-    UNSTATED_DRIFT_SIGMA_PPB
-}
-
-/// The sigma of `base`'s correction extrapolated `dt_ns` from its midpoint: its own and
-/// its drift's over the distance (f64::MAX when its own is unknown).
-fn carried_sigma_ns(base: &ClockSegment, dt_ns: i64) -> f64 {
-    if base.uncertainty_ns == f64::MAX {
-        return f64::MAX;
-    }
-    base.uncertainty_ns.hypot(drift_sigma_ppb(base) * 1e-9 * dt_ns as f64)
-}
-
 /// Node i's segment against anchor a (`rel`: S_i - S_a) carried onto G by a's segment
 /// `base` (S_a - G): S_i - G = (S_i - S_a) + (S_a - G), with S_a read where S_i reads the
 /// midpoint. The uncertainties add in quadrature (independent), the bounds linearly.
 fn carry(rel: &ClockSegment, base: &ClockSegment, settings: &EstimatorSettings) -> ClockSegment {
     let s_a = rel.mid_local_ns.saturating_sub(rel.offset_ns.round() as i64);
     let d_rel = rel.drift_ppb * 1e-9;
-    let dt_ns = s_a.saturating_sub(base.mid_local_ns);
-    let added_sigma = carried_sigma_ns(base, dt_ns);
+    let added_sigma = base.uncertainty_at_ns(s_a);
     let sigma_ns = if rel.uncertainty_ns == f64::MAX || added_sigma == f64::MAX { f64::MAX } else { rel.uncertainty_ns.hypot(added_sigma) };
     let bound_ns = rel.bound_ns + base.bound_ns + EXTRAPOLATION_BOUND_RATE * ns_between(base.mid_local_ns, s_a).abs();
     let bound_ns = if bound_ns.is_finite() { bound_ns.min(f64::MAX) } else { f64::MAX };
