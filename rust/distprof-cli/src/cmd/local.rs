@@ -12,7 +12,6 @@ use anyhow::{bail, Context as _};
 use distprof::clock::{realtime_ns, VirtualClock};
 use distprof::config::Config;
 use distprof::context::NodeId;
-use distprof::estimate::Anchor;
 use distprof::jsonl;
 use distprof::nic_clock::SimulatedNicClock;
 use distprof_offline::run_dir_estimate::RunFile;
@@ -340,8 +339,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             verdict.unreachable_node_windows, verdict.unreachable_surviving_node_windows
         );
     }
-    if let Some(line) = anchors_line(&verdict.anchors) {
-        println!("{line}");
+    for line in distprof::estimate::failover::describe(&verdict.anchors, reference) {
+        println!("re-anchored {line}");
     }
     if !verdict.rejected_edges.is_empty() {
         println!("edges rejected by the network solve: {:?}", verdict.rejected_edges);
@@ -399,24 +398,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{obj}");
     }
     Ok(if reports_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-/// One line on the windows the reference could not place: which node stood in for it
-/// from which window on, and why (`estimate::failover`); None when there were none.
-fn anchors_line(anchors: &[Anchor]) -> Option<String> {
-    let first = anchors.first()?;
-    let nodes: std::collections::BTreeSet<NodeId> = anchors.iter().map(|a| a.node).collect();
-    let last = anchors.last().unwrap_or(first);
-    Some(format!(
-        "re-anchored {} windows ({}..={}) on node(s) {:?}: {:?}, carried from window {}; sigma added by the end {:.0} ns",
-        anchors.len(),
-        first.window_id,
-        last.window_id,
-        nodes,
-        first.reason,
-        first.base_window_id,
-        last.added_sigma_ns
-    ))
 }
 
 /// One line on the worst node-window: its error against its uncertainty, and each edge's

@@ -414,7 +414,8 @@ fn models_to_apply(
         }
     }
     let planes: Vec<&DistprofPlaneData> = with_paths.iter().map(|(_, p)| *p).collect();
-    let solved = plane_network::models_from_planes(&planes, &distprof::estimate::EstimatorSettings::default());
+    let solve = plane_network::models_from_planes(&planes, &distprof::estimate::EstimatorSettings::default());
+    let solved = solve.models;
     let mut models = opts.models.clone();
     let mut from_planes = 0;
     for p in &planes {
@@ -440,6 +441,9 @@ fn models_to_apply(
     }
     if from_planes > 0 {
         progress(&format!("clock models of {from_planes} node(s) solved network-wide from the edge fits in the traces' planes"));
+        for line in distprof::estimate::failover::describe(&solve.anchors, solve.reference) {
+            progress(&format!("re-anchored {line}"));
+        }
     }
     Ok(models)
 }

@@ -10,16 +10,25 @@
 
 use distprof::context::NodeId;
 use distprof::distprof_plane::DistprofPlaneData;
-use distprof::estimate::{solve_shared_run, EstimatorSettings, ModelBuilder};
+use distprof::estimate::{solve_shared_run, Anchor, EstimatorSettings, ModelBuilder};
 use distprof::model::NodeClockModel;
+
+/// The network-wide solve of the planes: every node's model, and the windows the
+/// reference could not place, re-anchored on another node (`estimate::failover`).
+#[derive(Debug, Clone, Default)]
+pub struct PlaneSolve {
+    pub models: Vec<NodeClockModel>,
+    pub reference: NodeId,
+    pub anchors: Vec<Anchor>,
+}
 
 /// Every node's model solved from the planes' edge fits; empty when no plane carries any.
 /// The planes must be of one run (one session, one reference): the caller checks that.
-pub fn models_from_planes(planes: &[&DistprofPlaneData], settings: &EstimatorSettings) -> Vec<NodeClockModel> {
+pub fn models_from_planes(planes: &[&DistprofPlaneData], settings: &EstimatorSettings) -> PlaneSolve {
     let parts: Vec<_> = planes.iter().flat_map(|p| p.edge_fits.iter()).collect();
-    let Some(reference) = planes.first().map(|p| p.reference_node) else { return Vec::new() };
+    let Some(reference) = planes.first().map(|p| p.reference_node) else { return PlaneSolve::default() };
     if parts.is_empty() {
-        return Vec::new();
+        return PlaneSolve::default();
     }
     // One past the largest node id any plane or edge names (bounded: `is_sane` parts only
     // reach here, and ids come from a u32 the rendezvous assigned).
@@ -30,13 +39,15 @@ pub fn models_from_planes(planes: &[&DistprofPlaneData], settings: &EstimatorSet
         .max()
         .map_or(1, |m: NodeId| m.saturating_add(1));
     if num_nodes > crate::run_dir_estimate::MAX_NODE_ID {
-        return Vec::new();
+        return PlaneSolve::default();
     }
     let mut builder = ModelBuilder::new(num_nodes);
+    let mut anchors = Vec::new();
     for w in solve_shared_run(parts, num_nodes, reference, settings) {
         builder.push(&w);
+        anchors.extend(w.anchors);
     }
-    builder.finish()
+    PlaneSolve { models: builder.finish(), reference, anchors }
 }
 
 /// The model to apply to a plane's node: the one solved from all planes where it covers
@@ -82,13 +93,13 @@ mod tests {
     fn a_node_that_does_not_probe_the_reference_is_solved_from_every_plane() {
         let planes = [plane(0, vec![fits(0, &[(1, 5_000.0)])]), plane(1, vec![fits(1, &[(2, -2_000.0)])]), plane(2, vec![fits(2, &[(1, 2_000.0)])])];
         let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
-        let solved = models_from_planes(&refs, &EstimatorSettings::default());
+        let solved = models_from_planes(&refs, &EstimatorSettings::default()).models;
         let m2 = better_model(&solved, &planes[2]);
         assert!(m2.reachable && m2.segments.len() == 1, "{m2:?}");
         assert!((m2.segments[0].offset_ns - 3_000.0).abs() < 1e-6, "{m2:?}");
         assert!((better_model(&solved, &planes[1]).segments[0].offset_ns - 5_000.0).abs() < 1e-6);
         // Node 2's plane alone knows only its own edge: its own model (none) is kept.
-        let alone = models_from_planes(&[&planes[2]], &EstimatorSettings::default());
+        let alone = models_from_planes(&[&planes[2]], &EstimatorSettings::default()).models;
         assert!(alone.iter().all(|m| m.node == 0 || !m.reachable));
         assert!(std::ptr::eq(better_model(&alone, &planes[2]), &planes[2].model));
     }

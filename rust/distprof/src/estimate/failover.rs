@@ -168,6 +168,28 @@ impl Anchoring {
     }
 }
 
+/// One line per stretch of windows that stood on the same anchor for the same reason:
+/// what `distprof local`, merge and the report print of a run's re-anchoring.
+pub fn describe(anchors: &[Anchor], reference: NodeId) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = anchors;
+    while let Some(first) = rest.first() {
+        let same = |a: &Anchor| (a.node, a.base_window_id, a.reason) == (first.node, first.base_window_id, first.reason);
+        let len = rest.iter().take_while(|a| same(a)).count();
+        let last = &rest[len - 1];
+        let why = match first.reason {
+            AnchorReason::ReferenceSilent => format!("reference node {reference} silent"),
+            AnchorReason::CutOff => format!("no path to reference node {reference}"),
+        };
+        out.push(format!(
+            "windows {}..={}: {why}; node {} stood in, carried from its window {} (sigma +{:.0} to +{:.0} ns, {} node(s) placed)",
+            first.window_id, last.window_id, first.node, first.base_window_id, first.added_sigma_ns, last.added_sigma_ns, last.nodes_placed
+        ));
+        rest = &rest[len..];
+    }
+    out
+}
+
 /// Node i's segment against anchor a (`rel`: S_i - S_a) carried onto G by a's segment
 /// `base` (S_a - G): S_i - G = (S_i - S_a) + (S_a - G), with S_a read where S_i reads the
 /// midpoint. The uncertainties add in quadrature (independent), the bounds linearly.
@@ -206,5 +228,65 @@ fn adopt_edge_verdicts(est: &mut WindowEstimate, rel: &WindowEstimate) {
     if est.network.rms_offset_residual_ns == 0.0 && est.network.rms_drift_residual_ppb == 0.0 {
         est.network.rms_offset_residual_ns = rel.network.rms_offset_residual_ns;
         est.network.rms_drift_residual_ppb = rel.network.rms_drift_residual_ppb;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(window_id: u64, mid_local_ns: i64, offset_ns: f64, drift_ppb: f64, uncertainty_ns: f64) -> ClockSegment {
+        ClockSegment {
+            window_id,
+            start_local_ns: mid_local_ns - 1_000_000_000,
+            end_local_ns: mid_local_ns + 1_000_000_000,
+            mid_local_ns,
+            offset_ns,
+            drift_ppb,
+            bound_ns: 1_000.0,
+            uncertainty_ns,
+            flagged: false,
+        }
+    }
+
+    /// S_i - G = (S_i - S_a) + (S_a - G): node i is 1 us ahead of the anchor and gains
+    /// 10 ppb on it; the anchor was 5 us ahead of G and gaining 20 ppb, 4 s before.
+    #[test]
+    fn a_carried_segment_adds_the_anchors_extrapolated_clock_and_its_uncertainty() {
+        let base = segment(3, 0, 5_000.0, 20.0, 30.0);
+        let rel = segment(5, 4_000_000_000, 1_000.0, 10.0, 40.0);
+        let c = carry(&rel, &base, &EstimatorSettings::default());
+        // The anchor reads 4 s - 1 us when node i reads the midpoint.
+        let s_a = 4_000_000_000.0 - 1_000.0;
+        assert!((c.offset_ns - (1_000.0 + 5_000.0 + 20e-9 * s_a)).abs() < 1e-6, "{c:?}");
+        assert!((c.drift_ppb - (10.0 + 20.0 * (1.0 - 10e-9))).abs() < 1e-9, "{c:?}");
+        let drift_sigma_ns = crate::model::UNSTATED_DRIFT_SIGMA_PPB * 1e-9 * s_a;
+        assert!((c.uncertainty_ns - 40f64.hypot(30f64.hypot(drift_sigma_ns))).abs() < 1e-6, "{c:?}");
+        assert!((c.bound_ns - (2_000.0 + EXTRAPOLATION_BOUND_RATE * s_a)).abs() < 1e-6, "{c:?}");
+        assert_eq!((c.window_id, c.mid_local_ns, c.flagged), (5, 4_000_000_000, false));
+        // Beyond the flag threshold (1 us by default) the carried segment is flagged.
+        let far = carry(&segment(60, 120_000_000_000, 0.0, 0.0, 40.0), &base, &EstimatorSettings::default());
+        assert!(far.flagged && far.uncertainty_ns > 1_000.0, "{far:?}");
+    }
+
+    #[test]
+    fn the_record_reads_one_line_per_stretch_of_windows() {
+        let a = |window_id, node, reason| Anchor {
+            window_id,
+            node,
+            base_window_id: 5,
+            extrapolated_ns: 0,
+            added_sigma_ns: 10.0 * window_id as f64,
+            nodes_placed: 3,
+            reason,
+        };
+        let lines = describe(&[a(6, 1, AnchorReason::ReferenceSilent), a(7, 1, AnchorReason::ReferenceSilent), a(9, 2, AnchorReason::CutOff)], 0);
+        assert_eq!(
+            lines,
+            [
+                "windows 6..=7: reference node 0 silent; node 1 stood in, carried from its window 5 (sigma +60 to +70 ns, 3 node(s) placed)",
+                "windows 9..=9: no path to reference node 0; node 2 stood in, carried from its window 5 (sigma +90 to +90 ns, 3 node(s) placed)",
+            ]
+        );
     }
 }

@@ -373,7 +373,7 @@ fn trace_only(c: &Cluster, settings: &EstimatorSettings, acc: &mut Acc) {
     let started = thread_cpu_s();
     let planes = distprof_sim::planes::node_planes(c, settings);
     let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
-    let models = distprof_offline::merge::plane_network::models_from_planes(&refs, settings);
+    let models = distprof_offline::merge::plane_network::models_from_planes(&refs, settings).models;
     let ms = (thread_cpu_s() - started) * 1e3 / c.num_windows().max(1) as f64;
     for k in 0..c.num_windows() {
         let segments: Vec<_> = (0..c.scenario.nodes as usize)
