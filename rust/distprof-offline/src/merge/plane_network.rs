@@ -103,4 +103,37 @@ mod tests {
         assert!(alone.iter().all(|m| m.node == 0 || !m.reachable));
         assert!(std::ptr::eq(better_model(&alone, &planes[2]), &planes[2].model));
     }
+
+    /// The reference's plane ends after window 0 (it died) and nobody reaches it in window
+    /// 1: node 1 stands in, carried by its window-0 segment (flat clocks, so exactly), and
+    /// node 2 stays on the same timeline through it; the merge is told which and why.
+    #[test]
+    fn a_dead_reference_is_replaced_by_the_lowest_surviving_node() {
+        let w = |src: u32, k: u64, edges: &[(u32, f64)]| {
+            let start = 15_000_000_000 * (k as i64 + 1);
+            distprof_testkit::synthetic_xspace::flat_edge_fits(src, k, start, start + 15_000_000_000, edges)
+        };
+        let planes = [
+            plane(0, vec![w(0, 0, &[(1, 5_000.0)])]),
+            plane(1, vec![w(1, 0, &[(2, -2_000.0)]), w(1, 1, &[(2, -2_000.0)])]),
+            plane(2, vec![w(2, 0, &[(1, 2_000.0)]), w(2, 1, &[(1, 2_000.0)])]),
+        ];
+        let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
+        let solve = models_from_planes(&refs, &EstimatorSettings::default());
+        for (node, offset_ns) in [(1usize, 5_000.0), (2, 3_000.0)] {
+            let m = &solve.models[node];
+            assert_eq!(m.segments.iter().map(|s| s.window_id).collect::<Vec<_>>(), [0, 1], "node {node}: {m:?}");
+            for s in &m.segments {
+                assert!((s.offset_ns - offset_ns).abs() < 1e-6, "node {node}: {s:?}");
+            }
+            // Window 1 carries window 0's uncertainty grown by 15 s of the drift's sigma.
+            assert!(m.segments[1].uncertainty_ns > m.segments[0].uncertainty_ns + 100.0, "{m:?}");
+        }
+        // The dead reference keeps only the window it lived in.
+        assert_eq!(solve.models[0].segments.len(), 1);
+        assert_eq!(solve.anchors.len(), 1, "{:?}", solve.anchors);
+        let a = solve.anchors[0];
+        assert_eq!((a.window_id, a.node, a.base_window_id, a.reason), (1, 1, 0, distprof::estimate::AnchorReason::ReferenceSilent));
+        assert_eq!(a.nodes_placed, 2);
+    }
 }
