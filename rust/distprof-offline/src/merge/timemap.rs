@@ -118,7 +118,8 @@ impl GlobalMap {
     /// The largest uncertainty over the host-time span `[lo, hi]`, ns: at its ends or
     /// halfway between two midpoints inside it (the only local maxima of `uncertainty_ns`).
     pub fn max_uncertainty_ns(&self, lo_ns: i64, hi_ns: i64) -> f64 {
-        let halfway = self.segments.windows(2).map(|p| p[0].mid_local_ns + (p[1].mid_local_ns - p[0].mid_local_ns) / 2);
+        // In i128: a corrupt model's midpoints may lie near the i64 limits.
+        let halfway = self.segments.windows(2).map(|p| ((p[0].mid_local_ns as i128 + p[1].mid_local_ns as i128) / 2) as i64);
         [lo_ns, hi_ns].into_iter().chain(halfway.filter(|&t| lo_ns <= t && t <= hi_ns)).map(|t| self.uncertainty_ns(t)).fold(0.0, f64::max)
     }
 
