@@ -160,3 +160,29 @@ fn a_nodes_own_model_survives_the_reference() {
     assert_eq!(anchored, (LAST_ALIVE + 1..c.num_windows()).collect::<Vec<_>>());
     assert!(so_far.anchors().iter().all(|a| a.reason == AnchorReason::ReferenceSilent && a.base_window_id == LAST_ALIVE));
 }
+
+/// The reference alive, but the network cut in two halves after window 3 (no probe
+/// crosses): the half without the reference is re-anchored on its lowest node, for that
+/// reason, and stays on the timeline like the half the reference still places.
+#[test]
+fn a_part_cut_off_from_the_reference_is_re_anchored_on_its_lowest_node() {
+    let c = cluster();
+    let half = |i: u32| i < NODES / 2;
+    let windows: Vec<_> = (0..c.num_windows())
+        .map(|k| {
+            let records: Vec<ProbeRecord> = c.records(k).into_iter().filter(|p| k <= LAST_ALIVE || half(p.src) == half(p.dst)).collect();
+            (records, c.window_spec(k))
+        })
+        .collect();
+    let estimates: Vec<WindowEstimate> = estimate_run_windows(windows, &EstimatorSettings::default()).into_iter().map(|(e, _)| e).collect();
+    for (k, est) in estimates.iter().enumerate().skip(LAST_ALIVE as usize + 1) {
+        let a: Vec<_> = est.anchors.iter().map(|a| (a.node, a.reason, a.nodes_placed)).collect();
+        assert_eq!(a, [(NODES / 2, AnchorReason::CutOff, NODES / 2)], "window {k}");
+        for i in 1..NODES {
+            let seg = est.segments[i as usize].unwrap_or_else(|| panic!("window {k}: node {i} unreachable"));
+            let err = seg.offset_ns - c.truth(i, k as u64).offset_ns;
+            assert!(err.abs() <= 4.0 * seg.uncertainty_ns, "window {k} node {i}: error {err:.0} ns, sigma {:.0}", seg.uncertainty_ns);
+        }
+        assert!(est.segments[0].is_some(), "the reference still places its half");
+    }
+}

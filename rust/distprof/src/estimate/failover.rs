@@ -16,7 +16,8 @@
 //! **The rule** needs no talk between nodes: an anchor in use in the previous window keeps
 //! its role while it is alive and unplaced; else the lowest-numbered node that is alive
 //! (it has a fitted edge this window), unplaced and placed before. Repeated until no such
-//! node is left, so a network cut in parts gets one anchor per part. Windows where the
+//! node is left, so a network cut in parts gets one anchor per part (at most
+//! `MAX_ANCHORS_PER_WINDOW`: each is one more solve of the window). Windows where the
 //! reference places everyone it can are solved exactly as before (`online::solve`).
 //!
 //! Every re-anchoring is recorded in the window's estimate (`WindowEstimate::anchors`):
@@ -30,6 +31,10 @@ use crate::model::{ns_between, ClockSegment};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
+/// At most this many anchors per window: each costs one more solve of the window, so a
+/// network shattered into many live parts (not a dead reference: that is one) stays
+/// bounded in CPU; the parts beyond it stay unreachable and are reported so.
+pub const MAX_ANCHORS_PER_WINDOW: usize = 8;
 /// Worst-case growth of a carried bound per ns since the anchor's last segment: 1 ppm,
 /// beyond any fitted rate error (merge extrapolates at the same rate, `merge/belong.rs`).
 pub const EXTRAPOLATION_BOUND_RATE: f64 = 1e-6;
@@ -98,7 +103,7 @@ impl Anchoring {
         let mut placed: Vec<bool> = est.segments.iter().map(Option::is_some).collect();
         let mut in_use = Vec::new();
         let mut anchors = Vec::new();
-        while let Some(a) = self.pick(&alive, &placed, &run_id) {
+        while let Some(a) = self.pick(&alive, &placed, &run_id).filter(|_| anchors.len() < MAX_ANCHORS_PER_WINDOW) {
             let (a_run, base) = (run_id(a), self.base_of(run_id(a)));
             let mut against = fits.clone();
             against.spec.reference = a as NodeId;
