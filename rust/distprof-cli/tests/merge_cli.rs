@@ -157,6 +157,11 @@ fn run_dir_models_come_from_the_network_solve_over_the_jsonl() {
     assert_eq!(nodes.len(), 3);
     assert!(nodes.iter().all(|n| n["corrected"] == true), "{report}");
     assert!(nodes.iter().all(|n| n["extrapolated_ns"].as_i64().unwrap() > 60_000_000_000), "{report}");
+    // Extrapolated that far, every event's correction is uncertain by far more than a
+    // window is trusted to (1 us): stated, flagged, and said on stderr by node.
+    assert!(nodes.iter().all(|n| n["max_uncertainty_ns"].as_f64().unwrap() > 1_000.0 && n["uncertainty_exceeded"] == true), "{report}");
+    let err = String::from_utf8_lossy(&merged.stderr);
+    assert!((0..3).all(|k| err.contains(&format!("WARNING: node {k}: its correction's uncertainty reaches"))), "{err}");
 }
 
 #[test]

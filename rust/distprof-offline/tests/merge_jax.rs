@@ -279,6 +279,11 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
     };
     let report = merge(&[inputs], &opts, &mut |l| eprintln!("{l}")).unwrap();
     assert_eq!(report.nodes.len(), 3);
+    // The profiles lie inside the windows: every event's uncertainty is the windows' own,
+    // grown at most by interpolation between their midpoints, and nothing is flagged.
+    for s in &report.nodes {
+        assert!(s.max_uncertainty_ns >= BOUND_NS / 20.0 && s.max_uncertainty_ns < BOUND_NS / 20.0 + 50.0 && !s.uncertainty_exceeded, "{s:?}");
+    }
 
     let mut ids = std::collections::HashSet::new();
     let mut hosts = std::collections::HashSet::new();

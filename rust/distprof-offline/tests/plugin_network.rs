@@ -93,7 +93,7 @@ fn sixty_four_nodes_export_their_fits_and_merge_places_every_node() {
         assert_eq!(data.model.reachable, probes_reference, "node {}: own model {:?}", data.node, data.model);
     }
     let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
-    let solved = distprof_offline::merge::plane_network::models_from_planes(&refs, &distprof::estimate::EstimatorSettings::default());
+    let solved = distprof_offline::merge::plane_network::models_from_planes(&refs, &distprof::estimate::EstimatorSettings::default()).models;
     let mut exported = Vec::new();
     for data in &planes {
         let m = distprof_offline::merge::plane_network::better_model(&solved, data);

@@ -45,6 +45,7 @@ mod page_tests {
                 dropped: None,
                 timestamps: Default::default(),
                 nodes_without_data: Vec::new(),
+                reanchored: Vec::new(),
             },
             nodes: Vec::new(),
             hostnames: Default::default(),

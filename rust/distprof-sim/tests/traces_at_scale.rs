@@ -21,7 +21,7 @@ fn merged_errors_ns(c: &Cluster) -> Vec<f64> {
     let settings = EstimatorSettings::default();
     let planes = node_planes(c, &settings);
     let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
-    let models = models_from_planes(&refs, &settings);
+    let models = models_from_planes(&refs, &settings).models;
     assert_eq!(models.len(), c.scenario.nodes as usize);
     let mut errors = Vec::new();
     for (node, m) in (0..).zip(&models) {

@@ -361,6 +361,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
             dropped: None,
             timestamps: Default::default(),
             nodes_without_data: Vec::new(),
+            reanchored: Vec::new(),
         },
         nodes,
         hostnames: (0..n).map(|i| (i, format!("node-{i:03}"))).collect(),

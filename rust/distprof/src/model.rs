@@ -35,11 +35,33 @@ fn unknown_uncertainty() -> f64 {
     f64::MAX
 }
 
+/// The drift sigma of a segment that states none. Segments carry no drift uncertainty yet
+/// (branch `sigma` adds `drift_uncertainty_ppb`; [`ClockSegment::drift_sigma_ppb`] is the one
+/// place to switch). 20 ppb: the wander issue 29 measured on loaded crystals (5-20 ppb/√s)
+/// over a second, and above the drift errors of the smoothed fits on `distprof local` runs
+/// (p99 27 ppb, typically 5-20 ppb; docs/estimation.md, "Uncertainty away from a midpoint").
+pub const UNSTATED_DRIFT_SIGMA_PPB: f64 = 20.0;
+
 impl ClockSegment {
     /// The correction `c(S) = offset + drift * (S - mid)` at host time `local_ns`: how far
     /// S_i is ahead of G there. Finite for every i64 input (no overflow on hostile models).
     pub fn correction_ns(&self, local_ns: i64) -> f64 {
         self.offset_ns + self.drift_ppb * 1e-9 * ns_between(self.mid_local_ns, local_ns)
+    }
+
+    /// One standard deviation of `drift_ppb` (see [`UNSTATED_DRIFT_SIGMA_PPB`]).
+    pub fn drift_sigma_ppb(&self) -> f64 {
+        UNSTATED_DRIFT_SIGMA_PPB
+    }
+
+    /// The uncertainty of `correction_ns(local_ns)`: the midpoint's, and the drift's over
+    /// the distance from it, in quadrature (independent). `f64::MAX` when the midpoint's
+    /// is unknown.
+    pub fn uncertainty_at_ns(&self, local_ns: i64) -> f64 {
+        if self.uncertainty_ns == f64::MAX {
+            return f64::MAX;
+        }
+        self.uncertainty_ns.hypot(self.drift_sigma_ppb() * 1e-9 * ns_between(self.mid_local_ns, local_ns))
     }
 
     /// Maps a host-clock time of this node onto the global timeline by this segment's line

@@ -9,6 +9,7 @@ use crate::stats::quantile;
 use distprof::clock::VirtualClock;
 use distprof::context::NodeId;
 use distprof::estimate::network::EdgeVerdict;
+use distprof::estimate::Anchor;
 use distprof::model::ClockSegment;
 use distprof_offline::run_dir_estimate::{estimate_run, RunDirError, RunFile};
 use serde::Serialize;
@@ -91,6 +92,12 @@ pub struct Verdict {
     pub estimate_ms_p50: f64,
     /// Node-windows (full windows) without a segment.
     pub unreachable_node_windows: usize,
+    /// Of those, the ones whose node was alive (a record of the window touches it): a
+    /// dead node has no segment by right, a surviving one must have one.
+    pub unreachable_surviving_node_windows: usize,
+    /// Every window the reference could not place, with the node that stood in for it
+    /// (`estimate::failover`).
+    pub anchors: Vec<Anchor>,
     pub rejected_edges: Vec<(NodeId, NodeId)>,
     pub worst: Option<WorstNodeWindow>,
     /// Records whose prober stamp fell outside every common window.
@@ -128,7 +135,10 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
     let mut rejected = Vec::new();
     let mut estimate_ms = Vec::new();
     let mut unreachable_node_windows = 0;
+    let mut unreachable_surviving_node_windows = 0;
+    let mut anchors = Vec::new();
     for w in &run.windows {
+        anchors.extend(w.estimate.anchors.iter().copied());
         estimate_ms.push(w.estimate_cpu_ms);
         for e in w.estimate.rejected_edges() {
             if !rejected.contains(&e) {
@@ -139,6 +149,8 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
             continue;
         }
         unreachable_node_windows += w.estimate.unreachable.len();
+        let alive = |i: NodeId| w.records.iter().any(|r| r.src == i || r.dst == i);
+        unreachable_surviving_node_windows += w.estimate.unreachable.iter().filter(|&&i| alive(i)).count();
         for (i, seg) in w.estimate.segments.iter().enumerate().take(n) {
             if let Some(s) = seg {
                 let (o, d) = truth(&clocks[i], &clocks[reference as usize], s.start_local_ns, s.end_local_ns);
@@ -230,6 +242,8 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
         uncertainty_to_error_ratio_p50: quantile(&mut ratios, 0.5),
         estimate_ms_p50: quantile(&mut estimate_ms, 0.5).unwrap_or(0.0),
         unreachable_node_windows,
+        unreachable_surviving_node_windows,
+        anchors,
         rejected_edges: rejected,
         worst,
         records_outside: run.records_outside,

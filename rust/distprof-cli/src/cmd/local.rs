@@ -353,6 +353,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         drops.late_or_duplicate,
         if dropped_by_reason.is_empty() { String::new() } else { format!("; by reason {dropped_by_reason:?}") }
     );
+    if verdict.unreachable_node_windows > 0 {
+        println!(
+            "unreachable node-windows: {} ({} of nodes still alive)",
+            verdict.unreachable_node_windows, verdict.unreachable_surviving_node_windows
+        );
+    }
+    for line in distprof::estimate::failover::describe(&verdict.anchors, reference) {
+        println!("re-anchored {line}");
+    }
     if !verdict.rejected_edges.is_empty() {
         println!("edges rejected by the network solve: {:?}", verdict.rejected_edges);
     }
@@ -394,6 +403,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "uncertainty_to_error_ratio_p50": verdict.uncertainty_to_error_ratio_p50,
             "estimate_ms_p50": verdict.estimate_ms_p50,
             "unreachable_node_windows": verdict.unreachable_node_windows,
+            "unreachable_surviving_node_windows": verdict.unreachable_surviving_node_windows,
+            "anchors": verdict.anchors,
             "rejected_edges": verdict.rejected_edges,
             "worst_node_window": verdict.worst,
             "records_outside": verdict.records_outside,
@@ -409,7 +420,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(if reports_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// Runs the relay and the node processes; the number of nodes that reported.
 /// One line on the worst node-window: its error against its uncertainty, and each edge's
 /// disagreement with the network in that window (`!` marks an edge the solve rejected).
 fn worst_window_line(w: &local_truth::WorstNodeWindow) -> String {
@@ -429,6 +439,7 @@ fn worst_window_line(w: &local_truth::WorstNodeWindow) -> String {
     )
 }
 
+/// Runs the relay and the node processes; the number of nodes that reported.
 fn run_nodes(
     args: &Args,
     config: &Config,

@@ -168,6 +168,17 @@ fn solve_only(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn print_report(report: &distprof_offline::merge::MergeReport, secs: f64, json: bool) -> anyhow::Result<ExitCode> {
+    // On stderr whatever the format: a merged node placed less surely than its model's
+    // windows are trusted to must not pass unnoticed.
+    for n in report.nodes.iter().filter(|n| n.uncertainty_exceeded) {
+        eprintln!(
+            "distprof merge: WARNING: node {}: its correction's uncertainty reaches {:.0} ns over the profile ({:.1} s outside the model's windows), beyond the {:.0} ns a clock window is trusted to: its events are placed, not to that accuracy; profile within the probing, or probe longer",
+            n.node,
+            n.max_uncertainty_ns,
+            n.extrapolated_ns as f64 / 1e9,
+            distprof_offline::merge::belong::MAX_MERGE_UNCERTAINTY_NS
+        );
+    }
     if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -180,7 +191,8 @@ fn print_report(report: &distprof_offline::merge::MergeReport, secs: f64, json: 
         for n in &report.nodes {
             let model = if n.corrected {
                 format!(
-                    "corrected, bound <= {:.0} ns, timestamps {}",
+                    "corrected, sigma <= {:.0} ns, bound <= {:.0} ns, timestamps {}",
+                    n.max_uncertainty_ns,
                     n.max_bound_ns,
                     n.timestamps.as_ref().map_or(n.timestamp_mode.clone(), |t| t.describe())
                 )

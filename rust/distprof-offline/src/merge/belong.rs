@@ -10,7 +10,10 @@
 //! - Inside the model's time: the trace's profile span lies inside the model's windows
 //!   extended by [`MAX_EXTRAPOLATION_NS`]; what lies outside the windows is extrapolated,
 //!   stated per node (`extrapolated_ns`) and grown into its bound at
-//!   [`EXTRAPOLATION_RATE`] (the estimator's own allowance beyond its points).
+//!   [`EXTRAPOLATION_RATE`] (the estimator's own allowance beyond its points) and into its
+//!   uncertainty by the drift's sigma (`max_uncertainty_ns`); a node whose profile reaches
+//!   beyond [`MAX_MERGE_UNCERTAINTY_NS`] is flagged (`uncertainty_exceeded`) and the merge
+//!   says so.
 //! - The model's own windows: a given model shares windows (id and start) with the model
 //!   in the node's own plane, since both come from the node's probe windows of one run;
 //!   `--models` files record no session, so this is what tells another run's model apart.
@@ -27,8 +30,14 @@ use std::path::{Path, PathBuf};
 /// How far beyond its windows a model may be applied: one default window each way (a
 /// profile starts a little before the first window closes and stops after the last).
 pub const MAX_EXTRAPOLATION_NS: i64 = 60_000_000_000;
-/// Growth of the bound per ns of extrapolation (1 ppm: beyond any fitted rate error).
-pub const EXTRAPOLATION_RATE: f64 = 1e-6;
+/// Growth of the bound per ns of extrapolation (1 ppm: beyond any fitted rate error; the
+/// failover's carried bound grows at the same rate).
+pub const EXTRAPOLATION_RATE: f64 = distprof::estimate::failover::EXTRAPOLATION_BOUND_RATE;
+/// An event whose correction is more uncertain than this (one sigma, ns) is placed, but
+/// its node is flagged in the merge's summary: the estimator flags a window beyond the
+/// same default (`max_uncertainty_ns`), and interpolation or extrapolation must not carry
+/// an event past what a window itself would not be trusted with.
+pub const MAX_MERGE_UNCERTAINTY_NS: f64 = distprof::config::Config::DEFAULT_MAX_UNCERTAINTY_NS as f64;
 /// Clock offsets beyond a day are not a clock model but a broken file.
 pub const MAX_ABS_OFFSET_NS: f64 = 86_400e9;
 /// Rates beyond 1000 ppm are not a crystal (the network solve rejects them too).

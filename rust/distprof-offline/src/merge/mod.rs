@@ -180,11 +180,25 @@ pub struct MergedNode {
     /// How far the trace's profile lies outside the model's windows, ns: events there are
     /// mapped with the nearest window's line (extrapolated).
     pub extrapolated_ns: i64,
+    /// The largest uncertainty (one sigma) of an event's correction over the profile, ns:
+    /// the windows' own, grown by interpolation between midpoints and extrapolation beyond
+    /// them (`GlobalMap::uncertainty_ns`). NaN (null) without a model; absent in summaries
+    /// written before it existed.
+    #[serde(default = "nan", deserialize_with = "nan_from_null")]
+    pub max_uncertainty_ns: f64,
+    /// True when that uncertainty exceeds [`belong::MAX_MERGE_UNCERTAINTY_NS`]: the node's
+    /// events are placed, but not to the accuracy a model is trusted to (the merge says so).
+    #[serde(default)]
+    pub uncertainty_exceeded: bool,
     pub timestamp_mode: String,
     /// The node's timestamping in detail from its plane (stamp error, NIC clock mapping),
     /// when the plane states it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamps: Option<distprof::timestamp::TimestampQuality>,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 /// A number, or NaN where JSON has null (serde_json writes NaN as null).
@@ -400,7 +414,8 @@ fn models_to_apply(
         }
     }
     let planes: Vec<&DistprofPlaneData> = with_paths.iter().map(|(_, p)| *p).collect();
-    let solved = plane_network::models_from_planes(&planes, &distprof::estimate::EstimatorSettings::default());
+    let solve = plane_network::models_from_planes(&planes, &distprof::estimate::EstimatorSettings::default());
+    let solved = solve.models;
     let mut models = opts.models.clone();
     let mut from_planes = 0;
     for p in &planes {
@@ -426,6 +441,9 @@ fn models_to_apply(
     }
     if from_planes > 0 {
         progress(&format!("clock models of {from_planes} node(s) solved network-wide from the edge fits in the traces' planes"));
+        for line in distprof::estimate::failover::describe(&solve.anchors, solve.reference) {
+            progress(&format!("re-anchored {line}"));
+        }
     }
     Ok(models)
 }

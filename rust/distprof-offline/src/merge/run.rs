@@ -368,9 +368,18 @@ fn merge_node(
     // Stated and grown into the bound: how far the profile lies outside the windows
     // (within the limit `belong` allows unless --force).
     let extrapolated_ns = model.map_or(0, |m| belong::outside_windows_ns((n.info.profile_start_ns, n.info.profile_stop_ns), m));
+    // Every event's correction is as uncertain as the map says where it lies; the worst
+    // of the profile is stated, and flagged beyond what a model is trusted to.
+    let max_uncertainty_ns = match (model, n.info.profile_start_ns, n.info.profile_stop_ns) {
+        (Some(m), Some(lo), Some(hi)) if m.reachable && !m.segments.is_empty() => n.map.global.max_uncertainty_ns(lo, hi),
+        (Some(m), _, _) if m.reachable && !m.segments.is_empty() => m.segments.iter().map(|s| s.uncertainty_ns).fold(0.0, f64::max),
+        _ => f64::NAN,
+    };
     let summary = MergedNode {
         node: n.node,
         extrapolated_ns,
+        max_uncertainty_ns,
+        uncertainty_exceeded: max_uncertainty_ns > belong::MAX_MERGE_UNCERTAINTY_NS,
         input: n.path.clone(),
         output: out_path,
         hostname,

@@ -86,6 +86,43 @@ impl GlobalMap {
         self.piece(s_ns).at(s_ns)
     }
 
+    /// The correction's uncertainty (one sigma) at host time `s_ns`, ns: it grows with the
+    /// distance from the nearest midpoint. Between two midpoints the interpolation is as
+    /// good as the two ends (their sigmas weighted as the line weights them) plus what the
+    /// rate can do in between (the drift's sigma over the distance to the nearer end);
+    /// outside them, the nearest window's line extrapolated (`ClockSegment::uncertainty_at_ns`).
+    /// 0 without segments (an uncorrected node states none); `f64::MAX` when a segment's is
+    /// unknown.
+    pub fn uncertainty_ns(&self, s_ns: i64) -> f64 {
+        let segs = &self.segments;
+        let (Some(first), Some(last)) = (segs.first(), segs.last()) else { return 0.0 };
+        let i = segs.partition_point(|g| g.mid_local_ns <= s_ns);
+        if i == 0 {
+            return first.uncertainty_at_ns(s_ns);
+        }
+        if i == segs.len() {
+            return last.uncertainty_at_ns(s_ns);
+        }
+        let (a, b) = (&segs[i - 1], &segs[i]);
+        if a.uncertainty_ns == f64::MAX || b.uncertainty_ns == f64::MAX {
+            return f64::MAX;
+        }
+        let span = ns_between(a.mid_local_ns, b.mid_local_ns).max(1.0);
+        let w = ns_between(a.mid_local_ns, s_ns) / span;
+        let ends = (1.0 - w) * a.uncertainty_ns + w * b.uncertainty_ns;
+        let nearer = if w <= 0.5 { a } else { b };
+        let between = nearer.drift_sigma_ppb() * 1e-9 * ns_between(a.mid_local_ns, s_ns).min(ns_between(s_ns, b.mid_local_ns));
+        ends.hypot(between)
+    }
+
+    /// The largest uncertainty over the host-time span `[lo, hi]`, ns: at its ends or
+    /// halfway between two midpoints inside it (the only local maxima of `uncertainty_ns`).
+    pub fn max_uncertainty_ns(&self, lo_ns: i64, hi_ns: i64) -> f64 {
+        // In i128: a corrupt model's midpoints may lie near the i64 limits.
+        let halfway = self.segments.windows(2).map(|p| ((p[0].mid_local_ns as i128 + p[1].mid_local_ns as i128) / 2) as i64);
+        [lo_ns, hi_ns].into_iter().chain(halfway.filter(|&t| lo_ns <= t && t <= hi_ns)).map(|t| self.uncertainty_ns(t)).fold(0.0, f64::max)
+    }
+
     /// Error bound in ns at host time `s_ns`: the larger bound of the windows it lies between.
     pub fn bound_ns(&self, s_ns: i64) -> f64 {
         let segs = &self.segments;
@@ -328,5 +365,31 @@ mod tests {
             assert!(g > prev, "not monotone at {t}");
             prev = g;
         }
+    }
+
+    /// An event's uncertainty is its window's at a midpoint, grows with the distance from
+    /// the midpoints between them (at most halfway) and without limit beyond the last, at
+    /// the drift's sigma (20 ppb unstated): 4 s windows, sigma 10 ns each.
+    #[test]
+    fn uncertainty_grows_with_interpolation_and_extrapolation() {
+        let map = GlobalMap::new(&[seg(0, 0.0, 0.0), seg(1, 0.0, 0.0), seg(2, 0.0, 0.0)]);
+        let mid = |k: i64| 1_000_000_000_000 + k * 4_000_000_000 + 2_000_000_000;
+        let drift_sigma = distprof::model::UNSTATED_DRIFT_SIGMA_PPB * 1e-9;
+        assert!((map.uncertainty_ns(mid(1)) - 10.0).abs() < 1e-9);
+        // Halfway between two midpoints: 2 s of the drift's sigma (40 ns) on top of 10 ns.
+        let halfway = map.uncertainty_ns(mid(1) + 2_000_000_000);
+        assert!((halfway - 10f64.hypot(drift_sigma * 2e9)).abs() < 1e-6, "{halfway}");
+        // 30 s past the last midpoint: 600 ns, and more the further out.
+        let out = map.uncertainty_ns(mid(2) + 30_000_000_000);
+        assert!((out - 10f64.hypot(drift_sigma * 30e9)).abs() < 1e-6, "{out}");
+        assert!(map.uncertainty_ns(mid(2) + 60_000_000_000) > 2.0 * map.uncertainty_ns(mid(2) + 20_000_000_000));
+        assert!(map.uncertainty_ns(mid(0) - 10_000_000_000) > 100.0);
+        // The span's worst: its far end outside, else halfway between midpoints inside.
+        assert_eq!(map.max_uncertainty_ns(mid(0), mid(2) + 30_000_000_000), out);
+        assert_eq!(map.max_uncertainty_ns(mid(0), mid(2)), halfway);
+        // Unknown stays unknown; no model states none.
+        let unknown = GlobalMap::new(&[ClockSegment { uncertainty_ns: f64::MAX, ..seg(0, 0.0, 0.0) }, seg(1, 0.0, 0.0)]);
+        assert_eq!(unknown.uncertainty_ns(mid(0) + 1_000), f64::MAX);
+        assert_eq!(GlobalMap::identity().uncertainty_ns(0), 0.0);
     }
 }

@@ -80,6 +80,10 @@ pub struct RunFacts {
     /// then solved from a part of its edges.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes_without_data: Vec<NodeId>,
+    /// The windows the reference could not place and the node that stood in for it, one
+    /// line per stretch (`estimate::failover::describe`): the page says so on top.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reanchored: Vec<String>,
 }
 
 /// One directed probe edge `src -> dst` over the run.

@@ -160,6 +160,10 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
             dropped: Some(distprof::probe::DropCounts::from_reasons(&dropped_by_reason)),
             timestamps: files.iter().map(|f| (f.file.meta.node, f.file.timestamps())).collect(),
             nodes_without_data: (0..run.num_nodes).filter(|n| !files.iter().any(|f| f.file.meta.node == *n)).collect(),
+            reanchored: distprof::estimate::failover::describe(
+                &run.windows.iter().flat_map(|w| w.estimate.anchors.iter().copied()).collect::<Vec<_>>(),
+                run.reference,
+            ),
         },
         nodes: run.models(),
         hostnames: BTreeMap::new(),

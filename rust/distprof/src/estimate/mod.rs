@@ -9,11 +9,13 @@
 //! chain for one window and produces the `model::ClockSegment`s. `drift` refits a hull
 //! line's slope over neighbouring windows: the past ones as a window closes
 //! (`online::History`), both sides for the model a run delivers (`smoother`);
-//! `stamp_mapping` adds what hardware stamps' mapping to the host clock may cost. See
-//! docs/estimation.md.
+//! `stamp_mapping` adds what hardware stamps' mapping to the host clock may cost.
+//! `failover` solves a run's windows in order and re-anchors those the reference cannot
+//! place on a surviving node. See docs/estimation.md.
 
 pub mod bound;
 pub mod drift;
+pub mod failover;
 pub mod fit;
 pub mod hull;
 pub mod network;
@@ -35,6 +37,7 @@ pub mod variance;
 pub mod window_fits;
 
 pub use online::{estimate_fits_with_history, estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate};
+pub use failover::{Anchor, AnchorReason, Anchoring};
 pub use window_fits::{EdgeReport, WindowFits, WindowSpec};
 pub use shared::{solve_shared_run, NodeWindowFits, SharedEdge, SharedLine};
 pub use smoother::{estimate_run_windows, Smoother};

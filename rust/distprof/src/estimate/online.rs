@@ -8,6 +8,7 @@
 
 use super::bound::{edge_uncertainty_ns, node_bounds_ns};
 use super::uncertainty::node_sigmas_ns;
+use super::failover::Anchor;
 use super::fit::fit_edge;
 use super::network::{self, EdgeObs, NetworkSolution};
 use super::points::map_edges;
@@ -37,6 +38,9 @@ pub struct WindowEstimate {
     pub segments: Vec<Option<ClockSegment>>,
     pub unreachable: Vec<NodeId>,
     pub flagged: Vec<NodeId>,
+    /// The nodes that stood in for the reference in this window, if any (`failover`):
+    /// empty where the reference placed every node it could.
+    pub anchors: Vec<Anchor>,
 }
 
 impl WindowEstimate {
@@ -187,6 +191,7 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
         network: solution,
         segments,
         flagged,
+        anchors: Vec::new(),
     }
 }
 

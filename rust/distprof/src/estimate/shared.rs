@@ -185,7 +185,8 @@ impl WindowFits {
 }
 
 /// Every window of a run from the nodes' shared fits (any order; several windows and nodes
-/// mixed), solved as one network each, in window order.
+/// mixed), solved as one network each, in window order, re-anchored where the reference
+/// cannot place a node (`failover`).
 pub fn solve_shared_run<'a>(
     parts: impl IntoIterator<Item = &'a NodeWindowFits>,
     num_nodes: u32,
@@ -196,9 +197,12 @@ pub fn solve_shared_run<'a>(
     for p in parts {
         by_window.entry(p.window_id).or_default().push(p);
     }
+    // In window order through one `Anchoring`: a window the reference cannot place is
+    // re-anchored on a node the windows before it placed.
+    let mut anchoring = super::Anchoring::default();
     by_window
         .values()
         .filter_map(|parts| WindowFits::from_shared(parts, num_nodes, reference))
-        .map(|fits| super::solve(&fits, settings))
+        .map(|fits| anchoring.solve(&fits, settings))
         .collect()
 }

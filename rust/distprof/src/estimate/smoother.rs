@@ -8,7 +8,8 @@
 //! final once the windows its span needs have arrived, so memory stays a few windows.
 
 use super::drift::long_lines;
-use super::online::{fit_window, solve, WindowEstimate};
+use super::failover::Anchoring;
+use super::online::{fit_window, WindowEstimate};
 use super::window_fits::{WindowFits, WindowSpec};
 use crate::clock::thread_cpu_s;
 use crate::record::ProbeRecord;
@@ -27,19 +28,22 @@ pub struct Smoother {
     /// Windows pushed, and the next window to finish.
     pushed: usize,
     next: usize,
+    /// The final windows are solved in order through it, re-anchored where the reference
+    /// cannot place them (`failover`).
+    anchoring: Anchoring,
 }
 
 impl Smoother {
     /// `window_ns`: the run's window length (the radius follows from `drift_span_s`).
     pub fn new(settings: EstimatorSettings, window_ns: i64) -> Self {
         let radius = settings.smoothing_radius(window_ns);
-        Self { settings, radius, buf: VecDeque::new(), first: 0, pushed: 0, next: 0 }
+        Self { settings, radius, buf: VecDeque::new(), first: 0, pushed: 0, next: 0, anchoring: Anchoring::default() }
     }
 
     /// Adds the run's next window; returns the windows that are final now, in order.
     pub fn push(&mut self, fits: WindowFits) -> Vec<WindowEstimate> {
         let done = self.push_fits(fits);
-        done.iter().map(|f| solve(f, &self.settings)).collect()
+        done.iter().map(|f| self.anchoring.solve(f, &self.settings)).collect()
     }
 
     /// As `push`, the final windows' fits before the network solve: a node's plane carries
@@ -58,8 +62,8 @@ impl Smoother {
 
     /// The remaining windows, their spans shifted back from the end of the run.
     pub fn finish(self) -> Vec<WindowEstimate> {
-        let settings = self.settings;
-        self.finish_fits().iter().map(|f| solve(f, &settings)).collect()
+        let (settings, mut anchoring) = (self.settings, self.anchoring.clone());
+        self.finish_fits().iter().map(|f| anchoring.solve(f, &settings)).collect()
     }
 
     /// As `finish`, before the network solve.

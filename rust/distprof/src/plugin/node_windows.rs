@@ -19,7 +19,7 @@
 
 use crate::context::NodeId;
 use crate::distprof_plane::ProbeEdgeStats;
-use crate::estimate::{solve, EstimatorSettings, NodeWindowFits, Smoother, WindowFits};
+use crate::estimate::{Anchor, Anchoring, EstimatorSettings, NodeWindowFits, Smoother, WindowFits};
 use crate::model::{ClockSegment, NodeClockModel};
 use crate::record::ProbeRecord;
 use crate::window::ClosedWindow;
@@ -31,6 +31,9 @@ pub struct NodeWindows {
     settings: EstimatorSettings,
     /// `None` once [`NodeWindows::finish`] ran.
     smoother: Option<Smoother>,
+    /// The final windows' own solves, in order: where the reference falls silent, the node
+    /// places itself through a peer it placed before (`estimate::failover`).
+    anchoring: Anchoring,
 }
 
 /// What one window close (or the end of probing) adds to [`WindowsSoFar`].
@@ -39,7 +42,16 @@ pub struct Closed {
     /// The closed window's own fits and probe statistics (none at the end of probing).
     window: Option<(NodeWindowFits, Vec<ProbeEdgeStats>)>,
     /// Windows whose fits became final, each with the node's own segment of it.
-    finals: Vec<(NodeWindowFits, Option<ClockSegment>)>,
+    finals: Vec<Final>,
+}
+
+/// One window made final: its fits, the node's own segment of it and the anchors its own
+/// solve stood on instead of the reference (none while the reference answers).
+#[derive(Debug)]
+struct Final {
+    fits: NodeWindowFits,
+    segment: Option<ClockSegment>,
+    anchors: Vec<Anchor>,
 }
 
 impl Closed {
@@ -52,7 +64,7 @@ impl Closed {
 impl NodeWindows {
     /// `window_ns`: the probe window's length (the smoother's span follows from it).
     pub fn new(node: NodeId, settings: EstimatorSettings, window_ns: i64) -> Self {
-        Self { node, settings, smoother: Some(Smoother::new(settings, window_ns)) }
+        Self { node, settings, smoother: Some(Smoother::new(settings, window_ns)), anchoring: Anchoring::default() }
     }
 
     /// Window `w` closed with `fits` (its records fitted once, `WindowCloser::fit`).
@@ -83,15 +95,16 @@ impl NodeWindows {
         Closed { window: None, finals: self.finalise(done) }
     }
 
-    fn finalise(&self, done: Vec<WindowFits>) -> Vec<(NodeWindowFits, Option<ClockSegment>)> {
+    fn finalise(&mut self, done: Vec<WindowFits>) -> Vec<Final> {
         done.into_iter()
             .map(|f| {
                 // On this node, its peers and the reference only (`WindowFits::renumbered`):
                 // the same cost at any node count.
                 let (own, ids) = f.renumbered(&[self.node]);
                 let at = ids.binary_search(&self.node).ok();
-                let segment = at.and_then(|i| solve(&own, &self.settings).segments.get(i).copied().flatten());
-                (f.share(self.node), segment)
+                let est = self.anchoring.solve_renumbered(&own, Some(&ids), &self.settings);
+                let segment = at.and_then(|i| est.segments.get(i).copied().flatten());
+                Final { fits: f.share(self.node), segment, anchors: est.anchors }
             })
             .collect()
     }
@@ -109,6 +122,8 @@ pub struct WindowsSoFar {
     provisional: BTreeMap<u64, NodeWindowFits>,
     /// The node's own segments (`NodeWindows`), one per final window that placed it.
     segments: Vec<ClockSegment>,
+    /// Every re-anchoring of the node's own solves (`estimate::failover`), in window order.
+    anchors: Vec<Anchor>,
 }
 
 impl WindowsSoFar {
@@ -118,11 +133,20 @@ impl WindowsSoFar {
             self.probe_stats.extend(stats);
             self.provisional.insert(own.window_id, own);
         }
-        for (fits, segment) in c.finals {
+        for Final { fits, segment, anchors } in c.finals {
             self.provisional.remove(&fits.window_id);
             self.final_fits.push(fits);
             self.segments.extend(segment);
+            for a in &anchors {
+                tracing::info!(window = a.window_id, anchor = a.node, base_window = a.base_window_id, reason = ?a.reason, "window re-anchored: the reference placed no node of it");
+            }
+            self.anchors.extend(anchors);
         }
+    }
+
+    /// The re-anchorings of the node's own model so far.
+    pub fn anchors(&self) -> &[Anchor] {
+        &self.anchors
     }
 
     /// Every window's edge fits, final where they are, else the window's own.

@@ -85,6 +85,10 @@ pub struct Args {
     /// the exact inverse. Empty: no curve.
     #[arg(long, value_delimiter = ',')]
     solve_curve: Vec<u32>,
+    /// Runs of the reference scenario (64 nodes) whose reference falls silent at the run's
+    /// midpoint, seeds 101...: `reference_failover_*` (0 skips them).
+    #[arg(long, default_value_t = 3)]
+    failover_runs: u64,
 }
 
 /// Node counts up to which the solve curve also inverts the normal matrix exactly.
@@ -373,7 +377,7 @@ fn trace_only(c: &Cluster, settings: &EstimatorSettings, acc: &mut Acc) {
     let started = thread_cpu_s();
     let planes = distprof_sim::planes::node_planes(c, settings);
     let refs: Vec<&DistprofPlaneData> = planes.iter().collect();
-    let models = distprof_offline::merge::plane_network::models_from_planes(&refs, settings);
+    let models = distprof_offline::merge::plane_network::models_from_planes(&refs, settings).models;
     let ms = (thread_cpu_s() - started) * 1e3 / c.num_windows().max(1) as f64;
     for k in 0..c.num_windows() {
         let segments: Vec<_> = (0..c.scenario.nodes as usize)
@@ -502,6 +506,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         rows.push(r);
     }
     let curve = solve_curve(&reference, &args, &mut out)?;
+    let failover = if args.failover_runs == 0 {
+        None
+    } else {
+        eprintln!("bench accuracy: reference failover, 64 nodes, {} run(s)", args.failover_runs);
+        let settings = EstimatorSettings { drift_span_s: args.drift_span_s.unwrap_or(EstimatorSettings::default().drift_span_s), ..EstimatorSettings::default() };
+        let f = super::failover::failover_figures(&reference, args.failover_runs, &settings)?;
+        writeln!(out, "reference failover: {}", serde_json::to_string(&f)?)?;
+        Some(f)
+    };
     let find = |source: &str, n: Option<u32>, fit: Fit| {
         rows.iter().find(|r| {
             r.source == source
@@ -550,7 +563,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "scale_coverage_2sigma": find("scale", None, Fit::Traces).map(|r| r.within_2_sigma as f64 / r.samples.max(1) as f64),
         "scale_p99_offset_ns": find("scale", None, Fit::Traces).and_then(|r| r.p99_offset_err_ns),
         "solve_curve": curve,
+        "reference_failover": failover,
+        "reference_failover_unreachable_fraction": failover.as_ref().map(|f| f.unreachable_fraction),
         "goals": {
+            "reference_failover_unreachable_fraction": "0",
             "sim64_trace_only_p99_offset_ns": "<= 100",
             "sim64_flagged_fraction": "0",
             "uncertainty_coverage_2sigma": "0.93 - 0.97",

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod accuracy;
 mod estimator;
+mod failover;
 mod faults;
 mod hooks;
 mod merge;
