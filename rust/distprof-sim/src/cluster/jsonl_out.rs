@@ -220,8 +220,8 @@ impl Cluster {
         let spec = self.window_spec(k);
         let clock = &self.clocks[e.src as usize];
         let cadence = self.scenario.cadence_us as f64 * 1e3;
-        let t_start = clock.invert((spec.start_local_ns - super::EPOCH_NS) as f64);
-        let t_end = clock.invert((spec.end_local_ns - super::EPOCH_NS) as f64);
+        let t_start = clock.invert_first((spec.start_local_ns - super::EPOCH_NS) as f64);
+        let t_end = clock.invert_last((spec.end_local_ns - super::EPOCH_NS) as f64);
         let first = ((t_start - e.phase_ns) / cadence).ceil();
         let past_last = ((t_end - e.phase_ns) / cadence).ceil();
         (past_last - first).max(0.0) as u64
