@@ -10,6 +10,7 @@ mod faults;
 mod hooks;
 mod merge;
 mod overhead;
+mod real_clocks;
 mod rendezvous;
 mod scale;
 mod store_faults;

@@ -1,0 +1,278 @@
+//! `distprof bench accuracy`'s `real_clocks` (issue 29): today's estimator on clocks as
+//! real clusters have them. Every named scenario (`distprof_sim::cluster::scenarios`) in
+//! the simulator at 64 nodes on seeds no test uses, and those `distprof local` can emulate
+//! in `local`; per scenario the p99 offset error, the share of node-windows whose truth is
+//! within 2 sigma, and the flagged share. Plus the uncertainty's coverage over many real
+//! `local` runs of 3-6 nodes, and how many node-windows the reference's death leaves
+//! without a model.
+//!
+//! The truth after the reference dies is its clock running on as it would have: the one
+//! timeline continues the dead reference's (see docs/estimation.md).
+
+use super::accuracy::{local_json, Acc, LocalRun};
+use crate::stats::quantile;
+use distprof::estimate::{estimate_run_windows, EstimatorSettings};
+use distprof_sim::cluster::scenarios::{LocalEmulation, NamedScenario, SCENARIOS};
+use distprof_sim::cluster::{Cluster, Scenario, EPOCH_NS};
+use serde::Serialize;
+
+#[derive(clap::Args)]
+pub struct RealClocksArgs {
+    /// Simulated runs per named scenario, 64 nodes each, seeds `--real-clocks-first-seed`,
+    /// +1, ... (0 skips the simulated part of `real_clocks`).
+    #[arg(long, default_value_t = 4)]
+    pub real_clocks_seeds: u64,
+    /// First seed of the real-clock runs (simulated and local); no test uses 101 and up.
+    #[arg(long, default_value_t = 101)]
+    pub real_clocks_first_seed: u64,
+    /// One `distprof local` run of 4 nodes per scenario local can emulate, this long, s
+    /// (0 skips them).
+    #[arg(long, default_value_t = 20.0)]
+    real_clocks_local_duration: f64,
+    /// `local_coverage_2sigma`: `distprof local` runs (its defaults, 3, 4, 5, 6 nodes in
+    /// turn, seeds 201, 202, ...) until this many node-windows are judged (0 skips them;
+    /// ~40 s of real time per run, ~5 runs for 300).
+    #[arg(long, default_value_t = 300)]
+    local_coverage_node_windows: usize,
+    /// Length of each of those runs, s.
+    #[arg(long, default_value_t = 40.0)]
+    local_coverage_duration: f64,
+    /// The path and stamping asymmetry per hop the uncertainty is taken to state, ns:
+    /// `real_clocks_min_coverage_2sigma` is over the scenarios within it. 100 ns until the
+    /// estimator states its own (issue 29, Build 3).
+    #[arg(long, default_value_t = 100.0)]
+    pub asymmetry_allowance_ns: f64,
+}
+
+/// One scenario's figures from one source.
+#[derive(Serialize, Clone)]
+pub struct ScenarioFigures {
+    pub scenario: &'static str,
+    /// "simulation" or "local".
+    pub source: &'static str,
+    pub nodes: u32,
+    pub seeds: Vec<u64>,
+    /// Node-windows judged (the reference's own excluded).
+    pub node_windows: usize,
+    pub p99_offset_err_ns: Option<f64>,
+    pub coverage_2sigma: Option<f64>,
+    pub flagged_fraction: f64,
+    pub unreachable_node_windows: usize,
+    pub asymmetry_per_hop_ns: f64,
+    pub within_allowance: bool,
+}
+
+/// What `real_clocks` adds to the JSON.
+pub struct Figures {
+    pub scenarios: Vec<ScenarioFigures>,
+    pub min_coverage_2sigma: Option<f64>,
+    pub max_coverage_2sigma: Option<f64>,
+    pub disciplined_p99_offset_ns: Option<f64>,
+    pub reference_failover_unreachable_fraction: Option<f64>,
+    pub local_coverage: Option<Pooled>,
+}
+
+/// Node-windows pooled over `distprof local` runs.
+#[derive(Serialize, Clone, Default)]
+pub struct Pooled {
+    pub runs: Vec<serde_json::Value>,
+    pub node_windows: usize,
+    pub within_2_sigma: usize,
+    pub coverage_2sigma: Option<f64>,
+    pub p99_offset_err_ns: Option<f64>,
+    pub flagged_fraction: f64,
+    pub unreachable_node_windows: usize,
+}
+
+impl Pooled {
+    /// Adds one `distprof local --json` verdict: its node-windows, as judged against the
+    /// true virtual clocks.
+    fn add(&mut self, v: &serde_json::Value, errors: &mut Vec<f64>) {
+        let nws = v["node_windows"].as_array().cloned().unwrap_or_default();
+        let samples = nws.len();
+        let mut within = 0;
+        for nw in &nws {
+            let (e, s) = (nw["error_ns"].as_f64().unwrap_or(f64::NAN), nw["uncertainty_ns"].as_f64().unwrap_or(0.0));
+            errors.push(e.abs());
+            within += (e.abs() <= 2.0 * s) as usize;
+        }
+        let flagged = v["flagged_fraction"].as_f64().unwrap_or(0.0);
+        self.flagged_fraction = (self.flagged_fraction * self.node_windows as f64 + flagged * samples as f64)
+            / (self.node_windows + samples).max(1) as f64;
+        self.node_windows += samples;
+        self.within_2_sigma += within;
+        self.unreachable_node_windows += v["unreachable_node_windows"].as_u64().unwrap_or(0) as usize;
+        self.coverage_2sigma = (self.node_windows > 0).then(|| self.within_2_sigma as f64 / self.node_windows as f64);
+        self.p99_offset_err_ns = quantile(&mut errors.clone(), 0.99);
+        self.runs.push(serde_json::json!({
+            "nodes": v["nodes"].as_array().map_or(0, Vec::len),
+            "node_windows": samples,
+            "within_2_sigma": within,
+        }));
+    }
+}
+
+pub fn run(args: &RealClocksArgs) -> anyhow::Result<Figures> {
+    let mut scenarios = Vec::new();
+    let mut failover = None;
+    if args.real_clocks_seeds > 0 {
+        for named in SCENARIOS {
+            let (figures, unreachable) = simulate(named, args)?;
+            print(&figures);
+            if named.name == "reference-dies" {
+                failover = unreachable;
+            }
+            scenarios.push(figures);
+        }
+    }
+    if args.real_clocks_local_duration > 0.0 {
+        for named in SCENARIOS.iter().filter(|n| !matches!(n.local, LocalEmulation::Cannot(_) | LocalEmulation::Same)) {
+            let figures = local(named, args)?;
+            print(&figures);
+            scenarios.push(figures);
+        }
+    }
+    let within: Vec<f64> = scenarios.iter().filter(|s| s.within_allowance).filter_map(|s| s.coverage_2sigma).collect();
+    let disciplined = scenarios.iter().find(|s| s.scenario == "disciplined" && s.source == "simulation");
+    Ok(Figures {
+        min_coverage_2sigma: within.iter().copied().reduce(f64::min),
+        max_coverage_2sigma: within.iter().copied().reduce(f64::max),
+        disciplined_p99_offset_ns: disciplined.and_then(|s| s.p99_offset_err_ns),
+        reference_failover_unreachable_fraction: failover,
+        local_coverage: local_coverage(args)?,
+        scenarios,
+    })
+}
+
+fn print(f: &ScenarioFigures) {
+    let v = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
+    println!(
+        "real clocks {:>10} {:>17}: {:>5} node-windows, p99 offset error {:>12} ns, within 2 sigma {:>6}, flagged {:>5.3}, unreachable {}",
+        f.source,
+        f.scenario,
+        f.node_windows,
+        v(f.p99_offset_err_ns, 1),
+        v(f.coverage_2sigma, 3),
+        f.flagged_fraction,
+        f.unreachable_node_windows
+    );
+}
+
+/// The scenario at 64 nodes on `real_clocks_seeds` seeds, hull with network correction
+/// as a run delivers it; for a scenario in which a node dies, also the share of the
+/// surviving nodes' windows from its death on that have no model.
+fn simulate(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<(ScenarioFigures, Option<f64>)> {
+    eprintln!("bench accuracy: real clocks, {} in the simulator, {} run(s) of 64 nodes", named.name, args.real_clocks_seeds);
+    let settings = EstimatorSettings::default();
+    let seeds: Vec<u64> = (args.real_clocks_first_seed..args.real_clocks_first_seed + args.real_clocks_seeds).collect();
+    let mut acc = Acc::default();
+    let (mut after_death, mut unreachable_after_death) = (0usize, 0usize);
+    for &seed in &seeds {
+        let c = Cluster::new(named.apply(Scenario { nodes: 64, seed, ..Scenario::reference() }))
+            .map_err(|e| anyhow::anyhow!("scenario {}: {e}", named.name))?;
+        let inputs = (0..c.num_windows()).map(|k| (c.records(k), c.window_spec(k)));
+        for (est, ms) in estimate_run_windows(inputs, &settings) {
+            acc.add(&c, &est, ms);
+            if let Some(death) = c.scenario.death {
+                // Every window that ends after the death: the dead node is silent in all or
+                // part of it.
+                let spec = c.window_spec(est.window_id);
+                if (spec.end_local_ns - EPOCH_NS) as f64 > death.at_s * 1e9 {
+                    let survivors = (0..).zip(&est.segments).filter(|(i, _)| *i != death.node);
+                    for (_, seg) in survivors {
+                        after_death += 1;
+                        unreachable_after_death += seg.is_none() as usize;
+                    }
+                }
+            }
+        }
+    }
+    let unreachable = (after_death > 0).then(|| unreachable_after_death as f64 / after_death as f64);
+    let row = acc.row(64, distprof::config::EstimatorKind::Hull, true, super::accuracy::Fit::Run);
+    Ok((
+        ScenarioFigures {
+            scenario: named.name,
+            source: "simulation",
+            nodes: 64,
+            seeds,
+            node_windows: row.samples,
+            p99_offset_err_ns: row.p99_offset_err_ns,
+            coverage_2sigma: (row.samples > 0).then(|| row.within_2_sigma as f64 / row.samples as f64),
+            flagged_fraction: row.flagged_fraction,
+            unreachable_node_windows: row.unreachable_node_windows,
+            asymmetry_per_hop_ns: named.asymmetry_per_hop_ns,
+            within_allowance: named.asymmetry_per_hop_ns <= args.asymmetry_allowance_ns,
+        },
+        unreachable,
+    ))
+}
+
+/// One `distprof local --clock-scenario` run of 4 nodes with local's own relay defaults.
+fn local(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<ScenarioFigures> {
+    let run = LocalRun {
+        nodes: 4,
+        duration_s: args.real_clocks_local_duration,
+        window_s: LOCAL_WINDOW_S,
+        delay_us: 100.0,
+        jitter_us: 0.0,
+        extra: vec!["--clock-scenario".into(), named.name.into()],
+    };
+    let v = local_json(&run, args.real_clocks_first_seed)?;
+    let mut pooled = Pooled::default();
+    pooled.add(&v, &mut Vec::new());
+    Ok(ScenarioFigures {
+        scenario: named.name,
+        source: "local",
+        nodes: run.nodes,
+        seeds: vec![args.real_clocks_first_seed],
+        node_windows: pooled.node_windows,
+        p99_offset_err_ns: pooled.p99_offset_err_ns,
+        coverage_2sigma: pooled.coverage_2sigma,
+        flagged_fraction: pooled.flagged_fraction,
+        unreachable_node_windows: pooled.unreachable_node_windows,
+        asymmetry_per_hop_ns: named.asymmetry_per_hop_ns,
+        within_allowance: named.asymmetry_per_hop_ns <= args.asymmetry_allowance_ns,
+    })
+}
+
+/// `distprof local`'s own default window (`local::LOCAL_WINDOW_S`): the runs here are
+/// local as anyone runs it.
+const LOCAL_WINDOW_S: f64 = 2.0;
+/// Node counts of the coverage runs, in turn.
+const COVERAGE_NODES: [u32; 4] = [3, 4, 5, 6];
+/// First seed of the coverage runs.
+const COVERAGE_FIRST_SEED: u64 = 201;
+
+/// Runs of `distprof local` with its defaults until `local_coverage_node_windows`
+/// node-windows are judged.
+fn local_coverage(args: &RealClocksArgs) -> anyhow::Result<Option<Pooled>> {
+    if args.local_coverage_node_windows == 0 {
+        return Ok(None);
+    }
+    let mut pooled = Pooled::default();
+    let mut errors = Vec::new();
+    for (i, nodes) in COVERAGE_NODES.iter().cycle().enumerate() {
+        if pooled.node_windows >= args.local_coverage_node_windows {
+            break;
+        }
+        let run = LocalRun {
+            nodes: *nodes,
+            duration_s: args.local_coverage_duration,
+            window_s: LOCAL_WINDOW_S,
+            delay_us: 100.0,
+            jitter_us: 0.0,
+            extra: Vec::new(),
+        };
+        let v = local_json(&run, COVERAGE_FIRST_SEED + i as u64)?;
+        let before = pooled.node_windows;
+        pooled.add(&v, &mut errors);
+        if pooled.node_windows == before {
+            anyhow::bail!("`distprof local` run {} ({nodes} nodes) judged no node-window; is --local-coverage-duration ({} s) at least two windows of {LOCAL_WINDOW_S} s?", i + 1, args.local_coverage_duration);
+        }
+        eprintln!(
+            "bench accuracy: local coverage so far {}/{} node-windows within 2 sigma",
+            pooled.within_2_sigma, pooled.node_windows
+        );
+    }
+    Ok(Some(pooled))
+}
