@@ -18,6 +18,12 @@ use serde::Serialize;
 
 #[derive(clap::Args)]
 pub struct RealClocksArgs {
+    /// Skip `real_clocks` and the local coverage runs altogether.
+    #[arg(long)]
+    no_real_clocks: bool,
+    /// Nodes of each simulated real-clock run (the figures of issue 29 are at 64).
+    #[arg(long, default_value_t = 64)]
+    real_clocks_nodes: u32,
     /// Simulated runs per named scenario, 64 nodes each, seeds `--real-clocks-first-seed`,
     /// +1, ... (0 skips the simulated part of `real_clocks`).
     #[arg(long, default_value_t = 4)]
@@ -115,6 +121,19 @@ impl Pooled {
 pub fn run(args: &RealClocksArgs) -> anyhow::Result<Figures> {
     let mut scenarios = Vec::new();
     let mut failover = None;
+    if args.no_real_clocks {
+        return Ok(Figures {
+            scenarios,
+            min_coverage_2sigma: None,
+            max_coverage_2sigma: None,
+            disciplined_p99_offset_ns: None,
+            reference_failover_unreachable_fraction: None,
+            local_coverage: None,
+        });
+    }
+    if !(2..=distprof_sim::cluster::MAX_NODES).contains(&args.real_clocks_nodes) {
+        anyhow::bail!("--real-clocks-nodes {}: must be in 2..={}", args.real_clocks_nodes, distprof_sim::cluster::MAX_NODES);
+    }
     if args.real_clocks_seeds > 0 {
         for named in SCENARIOS {
             let (figures, unreachable) = simulate(named, args)?;
@@ -158,17 +177,18 @@ fn print(f: &ScenarioFigures) {
     );
 }
 
-/// The scenario at 64 nodes on `real_clocks_seeds` seeds, hull with network correction
+/// The scenario at `real_clocks_nodes` (64) nodes on `real_clocks_seeds` seeds, hull with network correction
 /// as a run delivers it; for a scenario in which a node dies, also the share of the
 /// surviving nodes' windows from its death on that have no model.
 fn simulate(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<(ScenarioFigures, Option<f64>)> {
-    eprintln!("bench accuracy: real clocks, {} in the simulator, {} run(s) of 64 nodes", named.name, args.real_clocks_seeds);
+    let nodes = args.real_clocks_nodes;
+    eprintln!("bench accuracy: real clocks, {} in the simulator, {} run(s) of {nodes} nodes", named.name, args.real_clocks_seeds);
     let settings = EstimatorSettings::default();
     let seeds: Vec<u64> = (args.real_clocks_first_seed..args.real_clocks_first_seed + args.real_clocks_seeds).collect();
     let mut acc = Acc::default();
     let (mut after_death, mut unreachable_after_death) = (0usize, 0usize);
     for &seed in &seeds {
-        let c = Cluster::new(named.apply(Scenario { nodes: 64, seed, ..Scenario::reference() }))
+        let c = Cluster::new(named.apply(Scenario { nodes, seed, ..Scenario::reference() }))
             .map_err(|e| anyhow::anyhow!("scenario {}: {e}", named.name))?;
         let inputs = (0..c.num_windows()).map(|k| (c.records(k), c.window_spec(k)));
         for (est, ms) in estimate_run_windows(inputs, &settings) {
@@ -188,12 +208,12 @@ fn simulate(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<(Sce
         }
     }
     let unreachable = (after_death > 0).then(|| unreachable_after_death as f64 / after_death as f64);
-    let row = acc.row(64, distprof::config::EstimatorKind::Hull, true, super::accuracy::Fit::Run);
+    let row = acc.row(nodes, distprof::config::EstimatorKind::Hull, true, super::accuracy::Fit::Run);
     Ok((
         ScenarioFigures {
             scenario: named.name,
             source: "simulation",
-            nodes: 64,
+            nodes,
             seeds,
             node_windows: row.samples,
             p99_offset_err_ns: row.p99_offset_err_ns,
@@ -275,4 +295,28 @@ fn local_coverage(args: &RealClocksArgs) -> anyhow::Result<Option<Pooled>> {
         );
     }
     Ok(Some(pooled))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pooled runs count every node-window of every run: coverage and p99 over all of them,
+    /// the flagged share weighted by each run's node-windows.
+    #[test]
+    fn local_runs_pool_their_node_windows() {
+        let run = |errors: &[(f64, f64)], flagged: f64| {
+            let nws: Vec<_> = errors.iter().map(|(e, s)| serde_json::json!({"error_ns": e, "uncertainty_ns": s})).collect();
+            serde_json::json!({"node_windows": nws, "flagged_fraction": flagged, "unreachable_node_windows": 1, "nodes": [0, 1, 2]})
+        };
+        let mut pooled = Pooled::default();
+        let mut errors = Vec::new();
+        pooled.add(&run(&[(10.0, 10.0), (-30.0, 10.0), (5.0, 1.0)], 0.0), &mut errors);
+        pooled.add(&run(&[(-1.0, 1.0), (400.0, 100.0)], 0.5), &mut errors);
+        assert_eq!((pooled.node_windows, pooled.within_2_sigma, pooled.unreachable_node_windows), (5, 2, 2));
+        assert_eq!(pooled.coverage_2sigma, Some(0.4));
+        assert_eq!(pooled.p99_offset_err_ns, Some(400.0));
+        assert!((pooled.flagged_fraction - 0.2).abs() < 1e-12, "{}", pooled.flagged_fraction);
+        assert_eq!(pooled.runs.len(), 2);
+    }
 }
