@@ -151,11 +151,14 @@ pub fn run(args: &RealClocksArgs) -> anyhow::Result<Figures> {
             scenarios.push(figures);
         }
     }
+    // The goal's floor holds where the uncertainty's assumption does; its ceiling (an
+    // uncertainty so wide it says nothing) everywhere.
     let within: Vec<f64> = scenarios.iter().filter(|s| s.within_allowance).filter_map(|s| s.coverage_2sigma).collect();
+    let all: Vec<f64> = scenarios.iter().filter_map(|s| s.coverage_2sigma).collect();
     let disciplined = scenarios.iter().find(|s| s.scenario == "disciplined" && s.source == "simulation");
     Ok(Figures {
         min_coverage_2sigma: within.iter().copied().reduce(f64::min),
-        max_coverage_2sigma: within.iter().copied().reduce(f64::max),
+        max_coverage_2sigma: all.iter().copied().reduce(f64::max),
         disciplined_p99_offset_ns: disciplined.and_then(|s| s.p99_offset_err_ns),
         reference_failover_unreachable_fraction: failover,
         local_coverage: local_coverage(args)?,
