@@ -435,6 +435,12 @@ pub(super) struct LocalRun {
 /// The runs on every seed, their node-windows pooled into one row.
 fn local_row(run: &LocalRun, seeds: &[u64], source: &str) -> anyhow::Result<Row> {
     let runs = seeds.iter().map(|&seed| local_json(run, seed)).collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(pooled_local_row(run.nodes, &runs, source))
+}
+
+/// `distprof local --json` verdicts pooled into one row: every node-window of every run
+/// (each judged against its true virtual clocks), the flagged share weighted by them.
+pub(super) fn pooled_local_row(nodes: u32, runs: &[serde_json::Value], source: &str) -> Row {
     let nws: Vec<&serde_json::Value> = runs.iter().flat_map(|v| v["node_windows"].as_array().into_iter().flatten()).collect();
     let col = |k: &str| -> Vec<f64> { nws.iter().filter_map(|nw| nw[k].as_f64()).collect() };
     let (mut off, mut drift) = (col("error_ns"), col("drift_error_ppb"));
@@ -446,10 +452,10 @@ fn local_row(run: &LocalRun, seeds: &[u64], source: &str) -> anyhow::Result<Row>
     let samples = sum("samples") as usize;
     let flagged: f64 = runs.iter().map(|v| v["flagged_fraction"].as_f64().unwrap_or(0.0) * v["samples"].as_f64().unwrap_or(0.0)).sum();
     let mut ms: Vec<f64> = runs.iter().filter_map(|v| v["estimate_ms_p50"].as_f64()).collect();
-    let first = &runs[0];
-    Ok(Row {
+    let first = runs.first().cloned().unwrap_or_default();
+    Row {
         source: source.into(),
-        nodes: run.nodes,
+        nodes,
         estimator: serde_json::from_value(first["estimator"].clone()).unwrap_or(EstimatorKind::Hull),
         network_correction: first["network_correction"].as_bool().unwrap_or(true),
         fit: Fit::Run,
@@ -467,7 +473,7 @@ fn local_row(run: &LocalRun, seeds: &[u64], source: &str) -> anyhow::Result<Row>
         uncertainty_to_error_ratio_p50: quantile(&mut ratios, 0.5),
         rejected_edges: runs.iter().map(|v| v["rejected_edges"].as_array().map_or(0, Vec::len)).sum(),
         unreachable_node_windows: sum("unreachable_node_windows") as usize,
-    })
+    }
 }
 
 /// One real `distprof local --json` run (this very binary, real processes over the
@@ -595,7 +601,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "real_clocks_min_coverage_2sigma": real.min_coverage_2sigma,
         "real_clocks_max_coverage_2sigma": real.max_coverage_2sigma,
         "real_clocks_asymmetry_allowance_ns": args.real_clocks.asymmetry_allowance_ns,
-        "local_coverage_2sigma": real.local_coverage.as_ref().and_then(|p| p.coverage_2sigma),
+        "local_coverage_2sigma": real.local_coverage.as_ref().and_then(|c| c.coverage_2sigma()),
         "local_coverage": real.local_coverage,
         "disciplined_p99_offset_ns": real.disciplined_p99_offset_ns,
         "reference_failover_unreachable_fraction": real.reference_failover_unreachable_fraction,

@@ -9,8 +9,7 @@
 //! The truth after the reference dies is its clock running on as it would have: the one
 //! timeline continues the dead reference's (see docs/estimation.md).
 
-use super::accuracy::{local_json, Acc, LocalRun};
-use crate::stats::quantile;
+use super::accuracy::{local_json, pooled_local_row, Acc, Fit, LocalRun, Row};
 use distprof::estimate::{estimate_run_windows, EstimatorSettings};
 use distprof_sim::cluster::scenarios::{LocalEmulation, NamedScenario, SCENARIOS};
 use distprof_sim::cluster::{Cluster, Scenario, EPOCH_NS};
@@ -75,46 +74,20 @@ pub struct Figures {
     pub max_coverage_2sigma: Option<f64>,
     pub disciplined_p99_offset_ns: Option<f64>,
     pub reference_failover_unreachable_fraction: Option<f64>,
-    pub local_coverage: Option<Pooled>,
+    pub local_coverage: Option<LocalCoverage>,
 }
 
-/// Node-windows pooled over `distprof local` runs.
-#[derive(Serialize, Clone, Default)]
-pub struct Pooled {
+/// The local coverage runs: each run's count, and all of them pooled.
+#[derive(Serialize)]
+pub struct LocalCoverage {
+    /// Per run: nodes, node-windows judged, within 2 sigma.
     pub runs: Vec<serde_json::Value>,
-    pub node_windows: usize,
-    pub within_2_sigma: usize,
-    pub coverage_2sigma: Option<f64>,
-    pub p99_offset_err_ns: Option<f64>,
-    pub flagged_fraction: f64,
-    pub unreachable_node_windows: usize,
+    pub pooled: Row,
 }
 
-impl Pooled {
-    /// Adds one `distprof local --json` verdict: its node-windows, as judged against the
-    /// true virtual clocks.
-    fn add(&mut self, v: &serde_json::Value, errors: &mut Vec<f64>) {
-        let nws = v["node_windows"].as_array().cloned().unwrap_or_default();
-        let samples = nws.len();
-        let mut within = 0;
-        for nw in &nws {
-            let (e, s) = (nw["error_ns"].as_f64().unwrap_or(f64::NAN), nw["uncertainty_ns"].as_f64().unwrap_or(0.0));
-            errors.push(e.abs());
-            within += (e.abs() <= 2.0 * s) as usize;
-        }
-        let flagged = v["flagged_fraction"].as_f64().unwrap_or(0.0);
-        self.flagged_fraction = (self.flagged_fraction * self.node_windows as f64 + flagged * samples as f64)
-            / (self.node_windows + samples).max(1) as f64;
-        self.node_windows += samples;
-        self.within_2_sigma += within;
-        self.unreachable_node_windows += v["unreachable_node_windows"].as_u64().unwrap_or(0) as usize;
-        self.coverage_2sigma = (self.node_windows > 0).then(|| self.within_2_sigma as f64 / self.node_windows as f64);
-        self.p99_offset_err_ns = quantile(&mut errors.clone(), 0.99);
-        self.runs.push(serde_json::json!({
-            "nodes": v["nodes"].as_array().map_or(0, Vec::len),
-            "node_windows": samples,
-            "within_2_sigma": within,
-        }));
+impl LocalCoverage {
+    pub fn coverage_2sigma(&self) -> Option<f64> {
+        (self.pooled.samples > 0).then(|| self.pooled.within_2_sigma as f64 / self.pooled.samples as f64)
     }
 }
 
@@ -211,23 +184,25 @@ fn simulate(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<(Sce
         }
     }
     let unreachable = (after_death > 0).then(|| unreachable_after_death as f64 / after_death as f64);
-    let row = acc.row(nodes, distprof::config::EstimatorKind::Hull, true, super::accuracy::Fit::Run);
-    Ok((
-        ScenarioFigures {
-            scenario: named.name,
-            source: "simulation",
-            nodes,
-            seeds,
-            node_windows: row.samples,
-            p99_offset_err_ns: row.p99_offset_err_ns,
-            coverage_2sigma: (row.samples > 0).then(|| row.within_2_sigma as f64 / row.samples as f64),
-            flagged_fraction: row.flagged_fraction,
-            unreachable_node_windows: row.unreachable_node_windows,
-            asymmetry_per_hop_ns: named.asymmetry_per_hop_ns,
-            within_allowance: named.asymmetry_per_hop_ns <= args.asymmetry_allowance_ns,
-        },
-        unreachable,
-    ))
+    let row = acc.row(nodes, distprof::config::EstimatorKind::Hull, true, Fit::Run);
+    Ok((figures(named, "simulation", &row, seeds, args), unreachable))
+}
+
+/// A scenario's figures from its row.
+fn figures(named: &NamedScenario, source: &'static str, row: &Row, seeds: Vec<u64>, args: &RealClocksArgs) -> ScenarioFigures {
+    ScenarioFigures {
+        scenario: named.name,
+        source,
+        nodes: row.nodes,
+        seeds,
+        node_windows: row.samples,
+        p99_offset_err_ns: row.p99_offset_err_ns,
+        coverage_2sigma: (row.samples > 0).then(|| row.within_2_sigma as f64 / row.samples as f64),
+        flagged_fraction: row.flagged_fraction,
+        unreachable_node_windows: row.unreachable_node_windows,
+        asymmetry_per_hop_ns: named.asymmetry_per_hop_ns,
+        within_allowance: named.asymmetry_per_hop_ns <= args.asymmetry_allowance_ns,
+    }
 }
 
 /// One `distprof local --clock-scenario` run of 4 nodes with local's own relay defaults.
@@ -240,22 +215,9 @@ fn local(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<Scenari
         jitter_us: 0.0,
         extra: vec!["--clock-scenario".into(), named.name.into()],
     };
-    let v = local_json(&run, args.real_clocks_first_seed)?;
-    let mut pooled = Pooled::default();
-    pooled.add(&v, &mut Vec::new());
-    Ok(ScenarioFigures {
-        scenario: named.name,
-        source: "local",
-        nodes: run.nodes,
-        seeds: vec![args.real_clocks_first_seed],
-        node_windows: pooled.node_windows,
-        p99_offset_err_ns: pooled.p99_offset_err_ns,
-        coverage_2sigma: pooled.coverage_2sigma,
-        flagged_fraction: pooled.flagged_fraction,
-        unreachable_node_windows: pooled.unreachable_node_windows,
-        asymmetry_per_hop_ns: named.asymmetry_per_hop_ns,
-        within_allowance: named.asymmetry_per_hop_ns <= args.asymmetry_allowance_ns,
-    })
+    let seed = args.real_clocks_first_seed;
+    let row = pooled_local_row(run.nodes, &[local_json(&run, seed)?], "local");
+    Ok(figures(named, "local", &row, vec![seed], args))
 }
 
 /// `distprof local`'s own default window (`local::LOCAL_WINDOW_S`): the runs here are
@@ -268,14 +230,13 @@ const COVERAGE_FIRST_SEED: u64 = 201;
 
 /// Runs of `distprof local` with its defaults until `local_coverage_node_windows`
 /// node-windows are judged.
-fn local_coverage(args: &RealClocksArgs) -> anyhow::Result<Option<Pooled>> {
+fn local_coverage(args: &RealClocksArgs) -> anyhow::Result<Option<LocalCoverage>> {
     if args.local_coverage_node_windows == 0 {
         return Ok(None);
     }
-    let mut pooled = Pooled::default();
-    let mut errors = Vec::new();
+    let (mut verdicts, mut runs, mut judged) = (Vec::new(), Vec::new(), 0);
     for (i, nodes) in COVERAGE_NODES.iter().cycle().enumerate() {
-        if pooled.node_windows >= args.local_coverage_node_windows {
+        if judged >= args.local_coverage_node_windows {
             break;
         }
         let run = LocalRun {
@@ -287,17 +248,18 @@ fn local_coverage(args: &RealClocksArgs) -> anyhow::Result<Option<Pooled>> {
             extra: Vec::new(),
         };
         let v = local_json(&run, COVERAGE_FIRST_SEED + i as u64)?;
-        let before = pooled.node_windows;
-        pooled.add(&v, &mut errors);
-        if pooled.node_windows == before {
+        let this = pooled_local_row(*nodes, std::slice::from_ref(&v), "local");
+        if this.samples == 0 {
             anyhow::bail!("`distprof local` run {} ({nodes} nodes) judged no node-window; is --local-coverage-duration ({} s) at least two windows of {LOCAL_WINDOW_S} s?", i + 1, args.local_coverage_duration);
         }
-        eprintln!(
-            "bench accuracy: local coverage so far {}/{} node-windows within 2 sigma",
-            pooled.within_2_sigma, pooled.node_windows
-        );
+        runs.push(serde_json::json!({"nodes": nodes, "node_windows": this.samples, "within_2_sigma": this.within_2_sigma}));
+        judged += this.samples;
+        verdicts.push(v);
+        eprintln!("bench accuracy: local coverage so far {judged} node-windows judged");
     }
-    Ok(Some(pooled))
+    // `nodes` 0: the runs have 3 to 6 (each run's count is in `runs`).
+    let pooled = pooled_local_row(0, &verdicts, "local_coverage");
+    Ok(Some(LocalCoverage { runs, pooled }))
 }
 
 #[cfg(test)]
@@ -310,16 +272,15 @@ mod tests {
     fn local_runs_pool_their_node_windows() {
         let run = |errors: &[(f64, f64)], flagged: f64| {
             let nws: Vec<_> = errors.iter().map(|(e, s)| serde_json::json!({"error_ns": e, "uncertainty_ns": s})).collect();
-            serde_json::json!({"node_windows": nws, "flagged_fraction": flagged, "unreachable_node_windows": 1, "nodes": [0, 1, 2]})
+            serde_json::json!({"node_windows": nws, "samples": errors.len(), "flagged_fraction": flagged, "unreachable_node_windows": 1})
         };
-        let mut pooled = Pooled::default();
-        let mut errors = Vec::new();
-        pooled.add(&run(&[(10.0, 10.0), (-30.0, 10.0), (5.0, 1.0)], 0.0), &mut errors);
-        pooled.add(&run(&[(-1.0, 1.0), (400.0, 100.0)], 0.5), &mut errors);
-        assert_eq!((pooled.node_windows, pooled.within_2_sigma, pooled.unreachable_node_windows), (5, 2, 2));
-        assert_eq!(pooled.coverage_2sigma, Some(0.4));
-        assert_eq!(pooled.p99_offset_err_ns, Some(400.0));
-        assert!((pooled.flagged_fraction - 0.2).abs() < 1e-12, "{}", pooled.flagged_fraction);
-        assert_eq!(pooled.runs.len(), 2);
+        let runs = [run(&[(10.0, 10.0), (-30.0, 10.0), (5.0, 1.0)], 0.0), run(&[(-1.0, 1.0), (400.0, 100.0)], 0.5)];
+        let row = pooled_local_row(4, &runs, "local");
+        assert_eq!((row.samples, row.within_2_sigma, row.unreachable_node_windows), (5, 2, 2));
+        assert_eq!(row.p99_offset_err_ns, Some(400.0));
+        assert_eq!(row.p50_offset_err_ns, Some(10.0));
+        assert!((row.flagged_fraction - 0.2).abs() < 1e-12, "{}", row.flagged_fraction);
+        let coverage = LocalCoverage { runs: Vec::new(), pooled: row };
+        assert_eq!(coverage.coverage_2sigma(), Some(0.4));
     }
 }
