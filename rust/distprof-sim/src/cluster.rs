@@ -9,14 +9,25 @@
 //! some probability a burst of 50-500 µs that delays the first packet and the second only
 //! by what is left after the gap (pair compression: such pairs fail the purity test).
 //! Every packet is lost with the loss probability; a record with a lost packet is not
-//! produced. Every timestamp gets Gaussian noise.
+//! produced. Every timestamp gets Gaussian noise, and each node's receive stamps a bias
+//! of its own (`stamp_bias_max_ns`).
+//!
+//! Clock model, per node: a crystal with a fixed drift and a random-walk wander
+//! (`clock`), optionally disciplined by a chrony-like servo or slewed by ntpd
+//! (`discipline`), optionally stepped (`step`). A node may die mid-run (`NodeDeath`). The
+//! named scenarios that combine these are in `scenarios`.
 
 mod clock;
+mod discipline;
 mod graph;
 mod jsonl_out;
 mod random;
+pub mod scenarios;
+mod step;
 
 pub use clock::SimClock;
+pub use discipline::{Discipline, Slew};
+pub use step::ClockStep;
 pub use graph::probe_graph;
 pub use jsonl_out::{read_truth, NodeTruth, RunDirSummary, TruthFile, WindowTruth, TRUTH_FILE};
 
@@ -38,6 +49,26 @@ const TURNAROUND_NS: f64 = 20_000.0;
 /// Simulated time before the first and after the last window, so that every node's
 /// windows are fully covered whatever its offset.
 const MARGIN_NS: f64 = 2.5e9;
+
+/// The purposes of the random streams (`random::stream`): each concept draws from its own,
+/// so adding one never changes what another draws.
+mod purpose {
+    pub const CLOCK: u64 = 1;
+    pub const EDGE: u64 = 2;
+    pub const PROBES: u64 = 3;
+    pub const DISCIPLINE: u64 = 5;
+    pub const SLEW: u64 = 6;
+    pub const STEP: u64 = 8;
+    pub const STAMP_BIAS: u64 = 9;
+}
+
+/// A node that stops: from `at_s` (true time after the run's start) it sends nothing and
+/// answers nothing, as a node whose process was killed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NodeDeath {
+    pub node: NodeId,
+    pub at_s: f64,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Scenario {
@@ -64,6 +95,19 @@ pub struct Scenario {
     pub offset_max_ns: f64,
     pub drift_max_ppb: f64,
     pub wander_ppb_per_sqrt_s: f64,
+    /// A chrony-like servo on every node's clock (None: free-running crystals).
+    pub discipline: Option<Discipline>,
+    /// ntpd-like slews on some nodes.
+    pub slew: Option<Slew>,
+    /// Steps of host clocks (a leap second, `date -s`).
+    pub step: Option<ClockStep>,
+    /// Per node, a constant stamping bias b, uniform in +-this: its receive stamps are b
+    /// late (its transmit stamps exact), as a NIC or driver that stamps at its own point.
+    /// Two-way probes see it as a path asymmetry of (b_dst - b_src) / 2 on each of the
+    /// node's edges, common to all its paths, so loops cannot show it either.
+    pub stamp_bias_max_ns: f64,
+    /// A node that dies mid-run.
+    pub death: Option<NodeDeath>,
 }
 
 impl Scenario {
@@ -91,6 +135,11 @@ impl Scenario {
             offset_max_ns: 1e9,
             drift_max_ppb: 50_000.0,
             wander_ppb_per_sqrt_s: 1.0,
+            discipline: None,
+            slew: None,
+            step: None,
+            stamp_bias_max_ns: 0.0,
+            death: None,
         }
     }
 
@@ -125,6 +174,7 @@ impl Scenario {
             ("offset_max_ns", self.offset_max_ns),
             ("drift_max_ppb", self.drift_max_ppb),
             ("wander_ppb_per_sqrt_s", self.wander_ppb_per_sqrt_s),
+            ("stamp_bias_max_ns", self.stamp_bias_max_ns),
         ];
         for (name, v) in nonneg {
             if !(v.is_finite() && v >= 0.0) {
@@ -140,6 +190,17 @@ impl Scenario {
         for (name, v) in [("burst_fraction", self.burst_fraction), ("loss", self.loss)] {
             if !(0.0..1.0).contains(&v) {
                 p.push(format!("{name} = {v}: must be in [0, 1)"));
+            }
+        }
+        p.extend(self.discipline.iter().flat_map(Discipline::problems));
+        p.extend(self.slew.iter().flat_map(Slew::problems));
+        p.extend(self.step.iter().flat_map(|s| s.problems(self.duration_s)));
+        if let Some(d) = self.death {
+            if d.node >= self.nodes || !(d.at_s.is_finite() && d.at_s >= 0.0) {
+                p.push(format!(
+                    "death = node {} at {} s: need a node below nodes = {} and a time >= 0",
+                    d.node, d.at_s, self.nodes
+                ));
             }
         }
         p
@@ -169,6 +230,8 @@ pub struct Cluster {
     clocks: Vec<SimClock>,
     edges: Vec<EdgeParams>,
     reference: NodeId,
+    /// Per node, how late its receive stamps are, ns (empty: no bias).
+    stamp_bias_ns: Vec<f64>,
 }
 
 impl Cluster {
@@ -179,20 +242,20 @@ impl Cluster {
         }
         let s = &scenario;
         let t1 = s.duration_s * 1e9 + MARGIN_NS;
-        let clocks = (0..s.nodes)
-            .map(|i| {
-                let mut rng = stream(s.seed, 1, i as u64, 0);
-                let offset = rng.uniform(-s.offset_max_ns, s.offset_max_ns);
-                let drift = rng.uniform(-s.drift_max_ppb, s.drift_max_ppb);
-                SimClock::new(-MARGIN_NS, t1, offset, drift, s.wander_ppb_per_sqrt_s, &mut rng)
-            })
-            .collect();
+        let clocks = (0..s.nodes).map(|i| node_clock(s, i, t1)).collect();
+        let stamp_bias_ns = if s.stamp_bias_max_ns > 0.0 {
+            (0..s.nodes)
+                .map(|i| stream(s.seed, purpose::STAMP_BIAS, i as u64, 0).uniform(-s.stamp_bias_max_ns, s.stamp_bias_max_ns))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let graph = probe_graph(s.nodes, s.out_degree, s.seed);
         let mut edges = Vec::new();
         for (src, outs) in graph.iter().enumerate() {
             for &dst in outs {
                 let index = edges.len() as u64;
-                let mut rng = stream(s.seed, 2, index, 0);
+                let mut rng = stream(s.seed, purpose::EDGE, index, 0);
                 edges.push(EdgeParams {
                     src: src as NodeId,
                     dst,
@@ -202,7 +265,17 @@ impl Cluster {
                 });
             }
         }
-        Ok(Self { clocks, graph, edges, reference: 0, scenario })
+        Ok(Self { clocks, graph, edges, reference: 0, scenario, stamp_bias_ns })
+    }
+
+    /// Node `node`'s receive-stamp bias, ns.
+    pub fn stamp_bias_ns(&self, node: NodeId) -> f64 {
+        self.stamp_bias_ns.get(node as usize).copied().unwrap_or(0.0)
+    }
+
+    /// Node `node`'s true clock.
+    pub fn clock(&self, node: NodeId) -> &SimClock {
+        &self.clocks[node as usize]
     }
 
     pub fn reference(&self) -> NodeId {
@@ -235,7 +308,7 @@ impl Cluster {
         let (c, r) = (&self.clocks[node as usize], &self.clocks[self.reference as usize]);
         let mid = rel(spec.start_local_ns + (spec.end_local_ns - spec.start_local_ns) / 2);
         let t_mid = c.invert(mid);
-        let (t0, t1) = (c.invert(rel(spec.start_local_ns)), c.invert(rel(spec.end_local_ns)));
+        let (t0, t1) = (c.invert_first(rel(spec.start_local_ns)), c.invert_last(rel(spec.end_local_ns)));
         let ds_i = c.read(t1) - c.read(t0);
         let dg = r.read(t1) - r.read(t0);
         Truth { offset_ns: mid - r.read(t_mid), drift_ppb: (1.0 - dg / ds_i) * 1e9 }
@@ -277,13 +350,17 @@ impl Cluster {
         let (ca, cb) = (&self.clocks[e.src as usize], &self.clocks[e.dst as usize]);
         let cadence = s.cadence_us as f64 * 1e3;
         let gap = s.gap_us as f64 * 1e3;
-        let t_start = ca.invert((spec.start_local_ns - EPOCH_NS) as f64);
-        let t_end = ca.invert((spec.end_local_ns - EPOCH_NS) as f64);
+        let t_start = ca.invert_first((spec.start_local_ns - EPOCH_NS) as f64);
+        let t_end = ca.invert_last((spec.end_local_ns - EPOCH_NS) as f64);
         let j0 = ((t_start - e.phase_ns) / cadence).ceil() as i64;
-        let mut rng = stream(s.seed, 3, e.index, k);
+        let mut rng = stream(s.seed, purpose::PROBES, e.index, k);
         let stamp = |clock: &SimClock, t: f64, rng: &mut random::Stream| -> i64 {
             EPOCH_NS + (clock.read(t) + rng.normal(s.timestamp_sigma_ns)).round() as i64
         };
+        let (bias_a, bias_b) = (self.stamp_bias_ns(e.src).round() as i64, self.stamp_bias_ns(e.dst).round() as i64);
+        // A dead node sends nothing, so a probe it sends or answers after death never completes.
+        let death_t = |node: NodeId| s.death.filter(|d| d.node == node).map_or(f64::INFINITY, |d| d.at_s * 1e9);
+        let (death_a, death_b) = (death_t(e.src), death_t(e.dst));
         let mut j = j0;
         loop {
             let t = e.phase_ns + j as f64 * cadence;
@@ -316,16 +393,44 @@ impl Cluster {
                 dst: e.dst,
                 seq: j as u32,
                 fwd_tx_ns: [stamp(ca, fwd_tx_t[0], &mut rng), stamp(ca, fwd_tx_t[1], &mut rng)],
-                fwd_rx_ns: [stamp(cb, fwd_rx_t[0], &mut rng), stamp(cb, fwd_rx_t[1], &mut rng)],
+                fwd_rx_ns: [stamp(cb, fwd_rx_t[0], &mut rng) + bias_b, stamp(cb, fwd_rx_t[1], &mut rng) + bias_b],
                 rev_tx_ns: [stamp(cb, rev_tx_t[0], &mut rng), stamp(cb, rev_tx_t[1], &mut rng)],
-                rev_rx_ns: [stamp(ca, rev_rx_t[0], &mut rng), stamp(ca, rev_rx_t[1], &mut rng)],
+                rev_rx_ns: [stamp(ca, rev_rx_t[0], &mut rng) + bias_a, stamp(ca, rev_rx_t[1], &mut rng) + bias_a],
             };
-            if lost || rec.fwd_tx_ns[0] < spec.start_local_ns || rec.fwd_tx_ns[0] >= spec.end_local_ns {
+            let dead = rev_rx_t[1] >= death_a || rev_tx_t[1] >= death_b;
+            if lost || dead || rec.fwd_tx_ns[0] < spec.start_local_ns || rec.fwd_tx_ns[0] >= spec.end_local_ns {
                 continue;
             }
             out.push(rec);
         }
     }
+}
+
+/// Node i's true clock: its crystal, then what its time daemon does to it, then its steps;
+/// each from its own random stream.
+fn node_clock(s: &Scenario, i: u32, t1: f64) -> SimClock {
+    let mut rng = stream(s.seed, purpose::CLOCK, i as u64, 0);
+    let offset = rng.uniform(-s.offset_max_ns, s.offset_max_ns);
+    let drift = rng.uniform(-s.drift_max_ppb, s.drift_max_ppb);
+    let mut clock = SimClock::new(-MARGIN_NS, t1, offset, drift, s.wander_ppb_per_sqrt_s, &mut rng);
+    if let Some(d) = &s.discipline {
+        d.apply(&mut clock, &mut stream(s.seed, purpose::DISCIPLINE, i as u64, 0));
+    }
+    // The reference (node 0) neither slews nor is set by hand: the scenarios that move it
+    // are the leap second (every node) and its death.
+    if let Some(slew) = s.slew.as_ref().filter(|_| i != 0) {
+        let mut rng = stream(s.seed, purpose::SLEW, i as u64, 0);
+        let (chance, at, size, sign) =
+            (rng.uniform(0.0, 1.0), rng.uniform(0.25, 0.75), rng.uniform(slew.min_amount_ns, slew.max_amount_ns), rng.chance(0.5));
+        if chance < slew.fraction {
+            let from = clock.knot_of(at * s.duration_s * 1e9);
+            slew.apply(&mut clock, from, if sign { size } else { -size });
+        }
+    }
+    if let Some(step) = &s.step {
+        step.apply(&mut clock, i == 0, s.duration_s, &mut stream(s.seed, purpose::STEP, i as u64, 0));
+    }
+    clock
 }
 
 #[cfg(test)]

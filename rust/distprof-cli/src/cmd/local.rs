@@ -80,6 +80,12 @@ pub struct Args {
     /// Silence after which a peer's edge is marked down, in milliseconds.
     #[arg(long)]
     down_after_ms: Option<u64>,
+    /// A named clock scenario (`distprof simulate --scenario`), as far as real processes
+    /// on one clock can show it: `stamp-bias-*` as a relay delay per receiving node,
+    /// `reference-dies` as the reference's process killed at the run's midpoint. The
+    /// scenarios whose host clocks change frequency or step are refused, saying why.
+    #[arg(long, default_value = "reference", value_parser = super::simulate::clock_scenarios())]
+    clock_scenario: String,
     /// Fault injection: SIGKILL node NODE's process after SECONDS, e.g. `2@3.5`.
     #[arg(long, value_name = "NODE@SECONDS")]
     kill: Option<String>,
@@ -215,7 +221,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--duration {}: use 0 < seconds <= 3600", args.duration);
     }
     let duration = Duration::from_secs_f64(args.duration);
-    let kill = args.kill.as_deref().map(|k| parse_kill(k, n)).transpose()?;
+    let mut kill = args.kill.as_deref().map(|k| parse_kill(k, n)).transpose()?;
     let epoch = realtime_ns();
     // The configuration every node starts from, loaded as `distprof run` and the XLA plugin
     // load it (defaults < XLA_DIST_PROF_CONFIG < XLA_* variables); the flags override it.
@@ -231,6 +237,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         LOCAL_WINDOW_S
     });
     let defaults = loaded.config;
+    let emulation = clock_scenario_emulation(&args, defaults.reference_node, &mut kill)?;
     let clocks = parse_clocks(&args, n, defaults.reference_node, epoch)?;
     let config = Config {
         enabled: true,
@@ -260,7 +267,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         distprof::atomic_file::write(&clocks_path, serde_json::to_string(&clocks)?.as_bytes())
             .with_context(|| format!("writing `{}`", clocks_path.display()))?;
-        let reports = run_nodes(&args, &config, &clocks, epoch, duration, kill, &out_dir)?;
+        let reports = run_nodes(&args, &config, &clocks, &emulation, epoch, duration, kill, &out_dir)?;
         (clocks, reports == n as usize || kill.is_some())
     };
     let n = clocks.len() as u32;
@@ -414,6 +421,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "dropped_by_reason": dropped_by_reason,
             "timestamps": timestamps.iter().map(|(node, t)| serde_json::json!({ "node": node, "timestamps": t })).collect::<Vec<_>>(),
             "output_dir": out_dir,
+            "clock_scenario": args.clock_scenario,
+            "stamp_bias_ns": emulation.stamp_bias_ns,
         });
         println!("{obj}");
     }
@@ -439,11 +448,51 @@ fn worst_window_line(w: &local_truth::WorstNodeWindow) -> String {
     )
 }
 
+/// What `--clock-scenario` adds to the run.
+#[derive(Default)]
+struct Emulation {
+    /// Per node, the delay the relay adds to every datagram the node receives, ns: a
+    /// stamping bias as two-way probes see it (empty: none).
+    stamp_bias_ns: Vec<f64>,
+}
+
+/// The run's part of `--clock-scenario`: a stamping bias per node, or the reference's kill
+/// at the midpoint (into `kill`); an error for a scenario local cannot show.
+fn clock_scenario_emulation(
+    args: &Args,
+    reference: NodeId,
+    kill: &mut Option<(NodeId, Duration)>,
+) -> anyhow::Result<Emulation> {
+    use distprof_sim::cluster::scenarios::{find, LocalEmulation};
+    let name = &args.clock_scenario;
+    let named = find(name).map_err(|e| anyhow::anyhow!("--clock-scenario: {e}"))?;
+    match named.local {
+        LocalEmulation::Same => Ok(Emulation::default()),
+        LocalEmulation::StampBias { max_ns } => {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed ^ 0xB1A5);
+            Ok(Emulation { stamp_bias_ns: (0..args.nodes).map(|_| rng.gen_range(-max_ns..=max_ns)).collect() })
+        }
+        LocalEmulation::KillReferenceAtMidpoint => {
+            if kill.is_some() {
+                bail!("--clock-scenario {name} kills the reference at the midpoint; drop --kill, or drop --clock-scenario");
+            }
+            *kill = Some((reference, Duration::from_secs_f64(args.duration / 2.0)));
+            Ok(Emulation::default())
+        }
+        LocalEmulation::Cannot(why) => bail!(
+            "--clock-scenario {name}: `distprof local` cannot emulate it: {why}; run it in the simulator: \
+             `distprof simulate --scenario {name}`"
+        ),
+    }
+}
+
 /// Runs the relay and the node processes; the number of nodes that reported.
+#[allow(clippy::too_many_arguments)]
 fn run_nodes(
     args: &Args,
     config: &Config,
     clocks: &[VirtualClock],
+    emulation: &Emulation,
     epoch: i64,
     duration: Duration,
     kill: Option<(NodeId, Duration)>,
@@ -463,10 +512,14 @@ fn run_nodes(
         spike_us: 0.0,
     };
     let mut relay_cfg = RelayConfig { seed: args.seed, default_path: path, paths: HashMap::new(), blackholes: Vec::new() };
-    if args.asymmetry_us != 0.0 {
+    if args.asymmetry_us != 0.0 || !emulation.stamp_bias_ns.is_empty() {
         for a in 0..n {
-            for b in 0..a {
-                relay_cfg.paths.insert((a, b), PathModel { delay_us: path.delay_us + args.asymmetry_us, ..path });
+            for b in (0..n).filter(|&b| b != a) {
+                // --asymmetry-us on every reverse direction (higher id to lower), plus the
+                // receiver's stamping bias.
+                let asymmetry_us = if b < a { args.asymmetry_us } else { 0.0 };
+                let bias_us = emulation.stamp_bias_ns.get(b as usize).map_or(0.0, |ns| ns / 1e3);
+                relay_cfg.paths.insert((a, b), PathModel { delay_us: path.delay_us + asymmetry_us + bias_us, ..path });
             }
         }
     }
@@ -551,5 +604,41 @@ mod tests {
         assert_eq!(parse_kill("2@3.5", 4).unwrap(), (2, Duration::from_millis(3500)));
         let e = parse_kill("7@1", 4).unwrap_err().to_string();
         assert!(e.contains("`7@1`") && e.contains("2@3.5"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod clock_scenario_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn args(extra: &[&str]) -> Args {
+        Cli::parse_from(["local"].iter().chain(extra)).args
+    }
+
+    #[test]
+    fn a_scenario_local_cannot_show_is_refused_with_the_reason_and_the_simulator_command() {
+        let e = clock_scenario_emulation(&args(&["--clock-scenario", "disciplined"]), 0, &mut None).err().map(|e| e.to_string());
+        let e = e.unwrap_or_default();
+        assert!(e.contains("cannot emulate") && e.contains("frequency") && e.contains("distprof simulate --scenario disciplined"), "{e}");
+    }
+
+    #[test]
+    fn stamp_bias_is_per_node_within_its_bound_and_the_dying_reference_is_killed_at_the_midpoint() {
+        let e = clock_scenario_emulation(&args(&["--clock-scenario", "stamp-bias-1us", "--nodes", "6"]), 0, &mut None).unwrap();
+        assert_eq!(e.stamp_bias_ns.len(), 6);
+        assert!(e.stamp_bias_ns.iter().all(|b| b.abs() <= 1000.0) && e.stamp_bias_ns.iter().any(|b| b.abs() > 100.0), "{:?}", e.stamp_bias_ns);
+        let mut kill = None;
+        let e = clock_scenario_emulation(&args(&["--clock-scenario", "reference-dies", "--duration", "30"]), 0, &mut kill).unwrap();
+        assert!(e.stamp_bias_ns.is_empty());
+        assert_eq!(kill, Some((0, Duration::from_secs(15))));
+        let mut kill = Some((1, Duration::from_secs(2)));
+        assert!(clock_scenario_emulation(&args(&["--clock-scenario", "reference-dies"]), 0, &mut kill).is_err());
     }
 }

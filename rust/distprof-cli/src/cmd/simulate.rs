@@ -9,13 +9,17 @@ use distprof::clock::thread_cpu_s;
 use anyhow::Context;
 use distprof::config::{Config, EstimatorKind};
 use distprof::estimate::{estimate_run_windows, estimate_window, EstimatorSettings, NetworkMode};
-use distprof_sim::cluster::{Cluster, Scenario};
+use distprof_sim::cluster::{scenarios, Cluster, Scenario};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// The clocks and stamps to simulate, by name (issue 29's real clocks; the others are
+    /// the reference scenario with one thing changed).
+    #[arg(long, default_value = "reference", value_parser = clock_scenarios())]
+    scenario: String,
     /// Number of simulated nodes (2..=16384).
     #[arg(long, default_value_t = 64)]
     nodes: u32,
@@ -56,6 +60,13 @@ pub struct Args {
     out: Option<PathBuf>,
 }
 
+/// The named scenarios as clap's possible values, each with its description for `--help`.
+pub fn clock_scenarios() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        scenarios::SCENARIOS.iter().map(|s| clap::builder::PossibleValue::new(s.name).help(s.what)),
+    )
+}
+
 pub fn parse_estimator(s: &str) -> anyhow::Result<EstimatorKind> {
     serde_json::from_value(serde_json::Value::String(s.to_string()))
         .with_context(|| format!("--estimator {s:?}: expected one of hull, svm, ntp, two_point"))
@@ -81,9 +92,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     scenario.seed = args.seed;
     scenario.duration_s = args.duration;
     scenario.out_degree = args.out_degree;
-    scenario.asymmetry_max_ns = args.asymmetry_ns;
     scenario.cadence_us = args.cadence_us.unwrap_or(scenario.cadence_us);
     scenario.window_s = args.window_s.unwrap_or(scenario.window_s);
+    let named = scenarios::find(&args.scenario).map_err(|e| anyhow::anyhow!("--scenario: {e}"))?;
+    let mut scenario = named.apply(scenario);
+    scenario.asymmetry_max_ns = args.asymmetry_ns;
     let cluster = Cluster::new(scenario).map_err(|e| anyhow::anyhow!("bad simulation arguments: {e}"))?;
     let config = Config { estimator: parse_estimator(&args.estimator)?, ..Config::default() };
     if let Some(dir) = &args.out {
@@ -160,6 +173,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut dr: Vec<f64> = rows.iter().filter(|r| r.node != cluster.reference()).filter_map(|r| r.drift_err_ppb.map(f64::abs)).collect();
     let summary = serde_json::json!({
         "scenario": cluster.scenario,
+        "clock_scenario": named.name,
         "estimator": args.estimator,
         "network_correction": !args.no_network,
         "p50_offset_err_ns": quantile(&mut off, 0.5),
@@ -180,7 +194,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let sc = &cluster.scenario;
         writeln!(
             out,
-            "{} nodes, out-degree {}, {} windows of {} s, estimator {}{}",
+            "scenario {}: {} nodes, out-degree {}, {} windows of {} s, estimator {}{}",
+            named.name,
             sc.nodes,
             sc.out_degree,
             cluster.num_windows(),

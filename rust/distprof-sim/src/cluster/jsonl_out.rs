@@ -11,7 +11,9 @@
 //! (`sent - complete`: a probe with any lost packet never completes); `answered`, the
 //! probes of its in-edges that completed in the prober's window. The simulated network
 //! neither duplicates nor corrupts datagrams and never stays silent long enough to take an
-//! edge down, so `dropped` is empty and every edge stays up.
+//! edge down, so `dropped` is empty and every edge stays up. A node that dies
+//! (`Scenario::death`) writes the windows that closed before its death and no more, as a
+//! killed process loses its open window.
 
 use super::{Cluster, EdgeParams, Truth};
 use distprof::config::Config;
@@ -129,8 +131,13 @@ impl Cluster {
                 .filter_map(|&dst| self.edges.iter().find(|e| e.src == node && e.dst == dst))
                 .collect();
             let inbound: Vec<&EdgeParams> = self.edges.iter().filter(|e| e.dst == node).collect();
+            let death_ns = self.scenario.death.filter(|d| d.node == node).map(|d| d.at_s * 1e9);
             for k in 0..self.num_windows() {
                 let spec = self.window_spec(k);
+                let closes_at = self.clocks[node as usize].invert_last((spec.end_local_ns - super::EPOCH_NS) as f64);
+                if death_ns.is_some_and(|d| closes_at > d) {
+                    break;
+                }
                 let mut records = Vec::new();
                 let mut edges = Vec::with_capacity(out.len());
                 for e in &out {
@@ -220,8 +227,8 @@ impl Cluster {
         let spec = self.window_spec(k);
         let clock = &self.clocks[e.src as usize];
         let cadence = self.scenario.cadence_us as f64 * 1e3;
-        let t_start = clock.invert((spec.start_local_ns - super::EPOCH_NS) as f64);
-        let t_end = clock.invert((spec.end_local_ns - super::EPOCH_NS) as f64);
+        let t_start = clock.invert_first((spec.start_local_ns - super::EPOCH_NS) as f64);
+        let t_end = clock.invert_last((spec.end_local_ns - super::EPOCH_NS) as f64);
         let first = ((t_start - e.phase_ns) / cadence).ceil();
         let past_last = ((t_end - e.phase_ns) / cadence).ceil();
         (past_last - first).max(0.0) as u64
@@ -258,6 +265,22 @@ mod tests {
         s.window_s = 4.0;
         s.seed = 11;
         Cluster::new(s).expect("scenario")
+    }
+
+    /// A node that dies writes the windows that closed before its death only.
+    #[test]
+    fn a_dead_node_writes_no_window_after_its_death() {
+        let mut s = small().scenario;
+        s.duration_s = 16.0;
+        s.death = Some(super::super::NodeDeath { node: 0, at_s: 9.0 });
+        let c = Cluster::new(s).expect("scenario");
+        let dir = tempfile::tempdir().unwrap();
+        c.write_run_dir(dir.path(), &Config::default(), &mut |_, _| {}).unwrap();
+        let files = read_run_dir(dir.path()).unwrap();
+        let windows = |node: u32| files.iter().find(|f| f.file.meta.node == node).map(|f| f.file.windows.len());
+        // Windows of 4 s from t ~ 0 (node 0's offset is within +-1 s): 0 and 1 close before 9 s.
+        assert_eq!(windows(0), Some(2));
+        assert_eq!(windows(1), Some(4));
     }
 
     #[test]

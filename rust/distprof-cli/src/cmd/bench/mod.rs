@@ -12,6 +12,7 @@ mod hooks;
 mod merge;
 mod nic_clock;
 mod overhead;
+mod real_clocks;
 mod rendezvous;
 mod scale;
 mod store_faults;
