@@ -78,15 +78,17 @@ trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$work"' EXIT
 # shellcheck source=patches/xla/compile_unit.sh
 . "$here/compile_unit.sh"
 
-# Extracts REF's tree from the history into DIR: every file whose blob the mirror holds (a
-# partial mirror lacks some large test data; no header or source we compile is among them).
+# Extracts from REF's tree what the patching and the compiles read: every header, proto,
+# `.inc`, Bazel file and template, the two directories patched, and whatever the ref's shipped
+# series touches. (A whole `git archive` needs every large test blob, which partial mirrors lack.)
 extract() { # ref dir
-  local ref="$1" dir="$2"
+  local ref="$1" dir="$2" touched=()
   mkdir -p "$dir"
-  git --git-dir="$xla_git" ls-tree -r "$ref" --format='%(objectname) %(path)' >"$work/ls.txt"
-  paste -d' ' <(cut -d' ' -f1 "$work/ls.txt" | git --git-dir="$xla_git" cat-file --batch-check) \
-    <(cut -d' ' -f2- "$work/ls.txt") | awk '$2 == "blob" {print $4}' >"$work/present.txt"
-  (cd "$dir" && git --git-dir="$xla_git" archive "$ref" -- $(cat "$work/present.txt") 2>/dev/null) | tar -x -C "$dir"
+  [ -d "$here/$ref" ] && mapfile -t touched < <(sed -n 's|^+++ b/||p' "$here/$ref"/*.patch)
+  { git --git-dir="$xla_git" archive "$ref" -- xla/pjrt xla/backends/profiler third_party \
+      xla/tsl/distributed_runtime ':(glob)*.bzl' ':(glob)**/*.h' ':(glob)**/*.proto' ':(glob)**/*.inc' \
+      ':(glob)**/*.tpl' ':(glob)**/BUILD' ':(glob)**/BUILD.bazel' "${touched[@]}" 2>/dev/null || true; } |
+    tar -x -C "$dir"
   [ -f "$dir/workspace2.bzl" ] || die "$ref: could not extract the tree from $xla_git"
 }
 

@@ -19,7 +19,8 @@ tree_includes() { # tree rocm_set gen
   local tree="$1" rocm="$2" gen="$3" p
   inc=(-I "$gen" -I "$repo_root" -I "$cxxbridge" -isystem "$gen" -isystem "$tree")
   [ -d "$tree/third_party/tsl" ] && inc+=(-isystem "$tree/third_party/tsl")
-  inc+=(-isystem "$DEP_ABSL" -isystem "$DEP_EIGEN" -isystem "$DEP_ML_DTYPES")
+  # ml_dtypes: "ml_dtypes/include/float8.h" from XLA; "include/float8.h" within ml_dtypes.
+  inc+=(-isystem "$DEP_ABSL" -isystem "$DEP_EIGEN" -isystem "$DEP_ML_DTYPES" -isystem "$DEP_ML_DTYPES/ml_dtypes")
   inc+=(-isystem "$DEP_FARMHASH")
   [ -z "$DEP_HIGHWAYHASH" ] || inc+=(-isystem "$DEP_HIGHWAYHASH")
   IFS=: read -ra pb <<<"$DEP_PROTOBUF"
@@ -32,8 +33,11 @@ tree_includes() { # tree rocm_set gen
 # rocm/rocm_config.h as Bazel's rocm_configure writes it from the tree's template, with the
 # version of the header set (TF_ROCM_VERSION = major*10000 + minor*100 + patch).
 write_rocm_config() { # tree rocm_set version gen
-  local tpl="$1/third_party/gpus/rocm/rocm_config.h.tpl" out="$4/$(basename "$2")/rocm"
-  [ -f "$tpl" ] || return 0
+  local tpl out="$4/$(basename "$2")/rocm"
+  for tpl in "$1/third_party/gpus/rocm/rocm_config.h.tpl" "$1/third_party/tsl/third_party/gpus/rocm/rocm_config.h.tpl" ""; do
+    [ -f "$tpl" ] && break
+  done
+  [ -n "$tpl" ] || return 0
   mkdir -p "$out"
   IFS=. read -r major minor patch <<<"$3"
   local number=$((major * 10000 + minor * 100 + patch))
@@ -147,6 +151,10 @@ compile_real() { # tree gen src log
   rocm_used="Debian HIP 5.2.3 (+ roctracer rocm-5.2.3 headers)"
   [ "$status" = ok ] && return
   debian_status="$status"
+  # A header no ROCm set has (LLVM, MLIR) stops the newer set at the same place.
+  if [[ "$status" == blocked:* ]] && ! [[ "$status" =~ (hip|hsa|roctracer|rocprofiler|rocm) ]]; then
+    return
+  fi
   compile_one "$tree" "$DEP_ROCM_NEW" "$gen" real "$src" "$log.new"
   rocm_used="ROCm ${ROCM_NEW_TAG#rocm-}"
   if [ "$status" = ok ]; then
@@ -171,6 +179,7 @@ compile_tree() { # name tree commit patched_by
   local real_ok=true
   for src in "$tracer" "$client"; do
     unit="$(basename "$src")"
+    echo "$name: compiling $unit ($(date +%T))" >&2
     compile_real "$tree" "$gen" "$src" "$work/$unit.log"
     units[$unit]="$status"
     rocm_of[$unit]="$rocm_used"

@@ -21,7 +21,8 @@
 #   DEP_ROCM_NEW     ROCm 6.2.0 throughout, from the git dirs of ROCm/HIP, ROCm/clr,
 #                    ROCm/ROCR-Runtime, ROCm/ROCT-Thunk-Interface, ROCm/roctracer and ROCm/rocprofiler-sdk, for trees whose
 #                    tracer needs more than Debian's 5.2.3 (rocprofiler-sdk, HIP 6 API).
-# The two `*.h.in` files CMake would configure (hip_version.h and the two rocprofiler-sdk version.h) are
+# roctracer's generated hip_ostream_ops.h is made as its build makes it (gen_hip_ostream_ops).
+# The `*.h.in` files CMake would configure (hip_version.h and the two rocprofiler-sdk version.h) are
 # written with the release's version numbers.
 # Any missing source is an error that names it; nothing is guessed or substituted here.
 set -euo pipefail
@@ -132,6 +133,21 @@ fi
 "$protoc_dir/protoc" --version | grep -q "$protoc_version\$" ||
   die "$protoc_dir/protoc is $("$protoc_dir/protoc" --version), not $protoc_version"
 
+# roctracer_hip.h includes hip_ostream_ops.h, which roctracer's build generates from the HIP
+# API it is built against: the C preprocessor over HIP's API header, then roctracer's
+# script/gen_ostream_ops.py (needs the CppHeaderParser package: a venv in the cache).
+gen_hip_ostream_ops() { # roctracer_dir hip_api_header include_root
+  local venv="$cache/venv-cppheaderparser"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import CppHeaderParser' 2>/dev/null; then
+    python3 -m venv "$venv" >&2 && "$venv/bin/pip" install -q CppHeaderParser >&2 ||
+      die "pip install CppHeaderParser (for roctracer's gen_ostream_ops.py) failed"
+  fi
+  gcc -E -D__HIP_PLATFORM_AMD__=1 -D__HIP_ROCclr__=1 -I "$3" -I "$3/hsa" "$2" >"$1/hip_api.i" 2>/dev/null ||
+    die "the C preprocessor failed on $2"
+  "$venv/bin/python" "$1/script/gen_ostream_ops.py" -in "$1/hip_api.i" -out "$1/inc/hip_ostream_ops.h" >/dev/null 2>&1 &&
+    [ -s "$1/inc/hip_ostream_ops.h" ] || die "roctracer's gen_ostream_ops.py made no hip_ostream_ops.h from $2"
+}
+
 # ROCm header sets (see the top). The tag of every ROCm repository below.
 rocm_new_tag=rocm-6.2.0
 rocm_git() { echo "${ROCM_GIT_DIR:-$mirror}/ROCm+$1/repo"; }
@@ -140,7 +156,8 @@ if [ ! -f "$rocm_debian/.done" ]; then
   for h in /usr/include/hip/hip_runtime.h /usr/include/hsa/hsa.h; do
     [ -f "$h" ] || die "no $h: apt-get install libamdhip64-dev libhsa-runtime-dev"
   done
-  unpack "$(rocm_git roctracer)" rocm-5.2.3 "$rocm_debian/src/roctracer" inc
+  unpack "$(rocm_git roctracer)" rocm-5.2.3 "$rocm_debian/src/roctracer" inc script
+  gen_hip_ostream_ops "$rocm_debian/src/roctracer" /usr/include/hip/hip_runtime_api.h /usr/include
   mkdir -p "$rocm_debian/rocm/include"
   ln -sfn /usr/include/hip "$rocm_debian/rocm/include/hip"
   ln -sfn /usr/include/hsa "$rocm_debian/rocm/include/hsa"
@@ -152,7 +169,7 @@ if [ ! -f "$rocm_new/.done" ]; then
   unpack "$(rocm_git HIP)" "$rocm_new_tag" "$rocm_new/src/hip" include/hip
   unpack "$(rocm_git clr)" "$rocm_new_tag" "$rocm_new/src/clr" hipamd/include/hip
   unpack "$(rocm_git ROCR-Runtime)" "$rocm_new_tag" "$rocm_new/src/rocr" src/inc
-  unpack "$(rocm_git roctracer)" "$rocm_new_tag" "$rocm_new/src/roctracer" inc
+  unpack "$(rocm_git roctracer)" "$rocm_new_tag" "$rocm_new/src/roctracer" inc script src/roctracer/hip_full_api.h
   unpack "$(rocm_git ROCT-Thunk-Interface)" "$rocm_new_tag" "$rocm_new/src/thunk" include/hsakmt
   unpack "$(rocm_git rocprofiler-sdk)" "$rocm_new_tag" "$rocm_new/src/sdk" source/include
   inc="$rocm_new/rocm/include"
@@ -167,6 +184,7 @@ if [ ! -f "$rocm_new/.done" ]; then
   ln -sfn ../../src/thunk/include/hsakmt "$inc/hsakmt"
   ln -sfn ../../src/sdk/source/include/rocprofiler-sdk "$inc/rocprofiler-sdk"
   ln -sfn ../../src/sdk/source/include/rocprofiler-sdk-roctx "$inc/rocprofiler-sdk-roctx"
+  gen_hip_ostream_ops "$rocm_new/src/roctracer" "$rocm_new/src/roctracer/src/roctracer/hip_full_api.h" "$inc"
   sdk_version="$(git --git-dir="$(rocm_git rocprofiler-sdk)" show "$rocm_new_tag:VERSION" | tr -d '[:space:]')"
   IFS=. read -r major minor patch <<<"$sdk_version"
   sed -E -e "s/@PROJECT_VERSION_MAJOR@/$major/g; s/@PROJECT_VERSION_MINOR@/$minor/g" \
