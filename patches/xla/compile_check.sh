@@ -79,17 +79,18 @@ trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$work"' EXIT
 . "$here/compile_unit.sh"
 
 # Extracts from REF's tree what the patching and the compiles read: every header, proto,
-# `.inc`, Bazel file and template, the two directories patched, and whatever the ref's shipped
-# series touches. (A whole `git archive` needs every large test blob, which partial mirrors lack.)
+# `.inc`, Bazel file and template, and the two directories patched (a series edits nothing
+# else). A whole `git archive` needs every large test blob, which partial mirrors lack.
 extract() { # ref dir
-  local ref="$1" dir="$2" touched=()
+  local ref="$1" dir="$2"
   mkdir -p "$dir"
-  [ -d "$here/$ref" ] && mapfile -t touched < <(sed -n 's|^+++ b/||p' "$here/$ref"/*.patch)
-  { git --git-dir="$xla_git" archive "$ref" -- xla/pjrt xla/backends/profiler third_party \
-      xla/tsl/distributed_runtime ':(glob)*.bzl' ':(glob)**/*.h' ':(glob)**/*.proto' ':(glob)**/*.inc' \
-      ':(glob)**/*.tpl' ':(glob)**/BUILD' ':(glob)**/BUILD.bazel' "${touched[@]}" 2>/dev/null || true; } |
-    tar -x -C "$dir"
-  [ -f "$dir/workspace2.bzl" ] || die "$ref: could not extract the tree from $xla_git"
+  git --git-dir="$xla_git" archive -o "$work/tree.tar" "$ref" -- xla/pjrt xla/backends/profiler third_party \
+    ':(glob)*.bzl' ':(glob)**/*.h' ':(glob)**/*.proto' ':(glob)**/*.inc' ':(glob)**/*.tpl' \
+    ':(glob)**/BUILD' ':(glob)**/BUILD.bazel' 2>"$work/archive.err" ||
+    die "$ref: git archive from $xla_git failed: $(head -1 "$work/archive.err")"
+  tar -x -f "$work/tree.tar" -C "$dir" || die "$ref: could not unpack the tree's archive"
+  rm -f "$work/tree.tar"
+  [ -f "$dir/workspace2.bzl" ] || die "$ref: no workspace2.bzl in the tree extracted from $xla_git"
 }
 
 # Checks one unpatched tree; writes $work/results/<name>.json and prints one line per unit.
