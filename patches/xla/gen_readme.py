@@ -175,8 +175,9 @@ extracted into a temporary directory. Run here (2026-11-27): `upstream-jax-v0.4.
 with the wheel's absl 20260526 and Eigen and ml_dtypes 0.5.4 (the three older ones also with
 those). The TryGet/Get choice is overload resolution on the store type
 (`cc_hooks/kv_adapter.h`); `tests/cpp/kv_adapter_test.cc` (`//:kv_adapter_test`, compiled in)
-drives it through the bridge with a store of each shape. Only the KV adapter is compiled for
-0.4.38 and 0.4.35; the other units and the call sites are not.
+drives it through the bridge with a store of each shape. Outside the survey,
+`compile_check.sh` also compiles the patched tracer TU, hook 1's call and the adapters of jax
+0.4.38 to 0.5.2 and rocm-jaxlib 0.4.35 (`patches/xla/compile_results.json`).
 
 `main` moves: its row and `main/` series are for the commit shown; rerun the survey for a newer one.
 `patches/xla/verify.sh <git dir>` additionally checks that each shipped series applies with
