@@ -5,7 +5,8 @@
 #     xla/pjrt/gpu/se_gpu_pjrt_client.cc (hook 1), patched by the shipped series of the ref
 #     (patches/xla/<ref>/, with `git apply`) or else by `distprof xla apply`, each compiled as
 #     the whole translation unit (`g++ -std=c++17 -fsyntax-only`, the flags XLA's ROCm build
-#     defines: TENSORFLOW_USE_ROCM=1, XLA_ENABLE_DISTRIBUTED_PROFILING=1, __HIP_PLATFORM_AMD__);
+#     defines: TENSORFLOW_USE_ROCM=1, XLA_ENABLE_DISTRIBUTED_PROFILING=1, __HIP_PLATFORM_AMD__,
+#     and the default branch of any select() of defines in the file's BUILD);
 #   - distprof's adapters cc_hooks/kv_adapter.cc, xspace_adapter.cc and plugin_hooks.cc, to
 #     object files with -Wall -Werror (XLA's headers are system headers: our code is judged,
 #     not XLA's).
@@ -29,7 +30,8 @@
 #
 # REFs are read from --xla-git, the XLA history (github:ROCm/xla, default
 # $MIRROR_DIR/ROCm+xla/repo). Without REFs: every upstream-jax tag from 0.4.38 on, main and
-# the rocm-jaxlib v0.7.1, v0.9.2 and v0.11.1 branches (the survey's refs, from 0.4.38).
+# the rocm-jaxlib v0.4.35, v0.7.1, v0.9.2 and v0.11.1 branches (the survey's refs from 0.4.38,
+# and the oldest rocm-jaxlib branch README.md names).
 # --xla-dir checks one unpatched tree instead (patched in a copy). The histories of XLA and its
 # dependencies come from a session's fetch tool, which CI lacks: this check runs on demand.
 # Prints one line per ref and unit; with --json the last line is one JSON object
@@ -63,7 +65,7 @@ else
   if [ ${#refs[@]} = 0 ]; then
     mapfile -t refs < <(git --git-dir="$xla_git" tag --list 'upstream-jax-v*' | sort -V |
       awk -F'upstream-jax-v' '{split($2, v, "."); if (v[1] > 0 || v[2] > 4 || (v[2] == 4 && v[3] >= 38)) print}')
-    refs+=(main rocm-jaxlib-v0.7.1 rocm-jaxlib-v0.9.2 rocm-jaxlib-v0.11.1)
+    refs+=(main rocm-jaxlib-v0.4.35 rocm-jaxlib-v0.7.1 rocm-jaxlib-v0.9.2 rocm-jaxlib-v0.11.1)
   fi
 fi
 

@@ -27,7 +27,19 @@ tree_includes() { # tree rocm_set gen
   for p in "${pb[@]}"; do inc+=(-isystem "$p"); done
   # ROCm: `rocm/include/hip/...` as @local_config_rocm spells it, and `hip/...` as HIP does;
   # the set's rocm_config.h (below) is in $gen/<set>/rocm/.
-  inc+=(-isystem "$gen/$(basename "$rocm")" -isystem "$rocm" -isystem "$rocm/rocm/include")
+  # roctracer's own headers include <ext/prof_protocol.h>: @local_config_rocm adds
+  # rocm/include/roctracer too.
+  inc+=(-isystem "$gen/$(basename "$rocm")" -isystem "$rocm" -isystem "$rocm/rocm/include"
+    -isystem "$rocm/rocm/include/roctracer")
+}
+
+# The defines a Bazel build gives SRC by default: `"//conditions:default": ["NAME=VALUE"]` of a
+# select() in its directory's BUILD (e.g. XLA_GPU_ROCM_TRACER_BACKEND=3 on rocm-jaxlib 0.7/0.9).
+bazel_default_defines() { # src
+  local build
+  build="$(dirname "$1")/BUILD"
+  [ -f "$build" ] || return 0
+  grep -oE '"//conditions:default": \["[A-Z][A-Z0-9_]*=[^"]*"\]' "$build" | sed -E 's/.*\["([^"]+)"\]/-D\1/' | sort -u
 }
 
 # rocm/rocm_config.h as Bazel's rocm_configure writes it from the tree's template, with the
@@ -71,6 +83,7 @@ compile_one() { # tree rocm_set gen mode src log
   tree_includes "$tree" "$rocm" "$gen"
   if [ "$mode" = real ]; then
     flags=(-fsyntax-only -w)
+    mapfile -t -O 2 flags < <(bazel_default_defines "$src")
   else
     flags=(-c -o "$work/unit.o" -fno-exceptions -Wall -Werror -Wno-unused-function)
   fi
