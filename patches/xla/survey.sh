@@ -9,10 +9,8 @@
 # release tag from 0.5.3 on, main, and the rocm-jaxlib v0.7.1, v0.9.2 and v0.11.1 branches.
 # Per ref: `distprof xla apply` on a clean tree, `check --json` (anchors, declarations, added
 # core lines), a second `apply` that must change nothing, and with --compile
-# patches/xla/compile_check.sh (about 20 s per ref), which reads ML_DTYPES_DIR, ABSL_DIR and
-# EIGEN_DIR from the environment. The recorded results were made with the ml_dtypes 0.5.4
-# sdist and the absl and Eigen headers of the tf-nightly-cpu 2.22.0.dev20260905 wheel
-# (compile_check.sh says how to unpack them; patches/xla/README.md why).
+# patches/xla/compile_check.sh on the clean tree (about 2 minutes per ref; it needs the
+# dependency histories it names, see its header).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo_root="$(cd "$here/../.." && pwd)"
@@ -61,7 +59,8 @@ for ref in "${refs[@]}"; do
   fi
   compile_json=null
   if [ "$compile" = 1 ]; then
-    compile_json="$("$here/compile_check.sh" --xla-dir "$clean" --json 2>"$work/compile.err" | tail -1 || true)"
+    compile_json="$("$here/compile_check.sh" --xla-dir "$clean" --ref "$ref" --json 2>"$work/compile.err" | tail -1 |
+      python3 -c 'import json,sys; print(json.dumps(json.loads(sys.stdin.read())["refs"][sys.argv[1]]))' "$ref" 2>/dev/null || true)"
     [ -n "$compile_json" ] || compile_json="{\"ok\": false, \"units\": {}, \"blocked_by\": [], \"error\": $(python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()[-300:]))' <"$work/compile.err")}"
   fi
   python3 - "$ref" "$commit" "$date" "$apply_ok" "$idempotent" "$work/check.txt" "$work/apply1.txt" "$compile_json" >"$out/$ref.json" <<'PY'
