@@ -14,6 +14,7 @@ mod cluster;
 mod cmd;
 mod model_source;
 mod run_dir_report;
+mod scenario_arg;
 mod stats;
 
 #[derive(Parser)]

@@ -84,7 +84,7 @@ pub struct Args {
     /// on one clock can show it: `stamp-bias-*` as a relay delay per receiving node,
     /// `reference-dies` as the reference's process killed at the run's midpoint. The
     /// scenarios whose host clocks change frequency or step are refused, saying why.
-    #[arg(long, default_value = "reference", value_parser = super::simulate::clock_scenarios())]
+    #[arg(long, default_value = "reference", value_parser = crate::scenario_arg::clock_scenarios())]
     clock_scenario: String,
     /// Fault injection: SIGKILL node NODE's process after SECONDS, e.g. `2@3.5`.
     #[arg(long, value_name = "NODE@SECONDS")]

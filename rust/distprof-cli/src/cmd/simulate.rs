@@ -18,7 +18,7 @@ use std::process::ExitCode;
 pub struct Args {
     /// The clocks and stamps to simulate, by name (issue 29's real clocks; the others are
     /// the reference scenario with one thing changed).
-    #[arg(long, default_value = "reference", value_parser = clock_scenarios())]
+    #[arg(long, default_value = "reference", value_parser = crate::scenario_arg::clock_scenarios())]
     scenario: String,
     /// Number of simulated nodes (2..=16384).
     #[arg(long, default_value_t = 64)]
@@ -58,13 +58,6 @@ pub struct Args {
     /// `distprof report --run-dir DIR`.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["no_network", "no_history"])]
     out: Option<PathBuf>,
-}
-
-/// The named scenarios as clap's possible values, each with its description for `--help`.
-pub fn clock_scenarios() -> clap::builder::PossibleValuesParser {
-    clap::builder::PossibleValuesParser::new(
-        scenarios::SCENARIOS.iter().map(|s| clap::builder::PossibleValue::new(s.name).help(s.what)),
-    )
 }
 
 pub fn parse_estimator(s: &str) -> anyhow::Result<EstimatorKind> {
