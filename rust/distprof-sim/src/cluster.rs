@@ -61,6 +61,17 @@ pub struct Scenario {
     pub loss: f64,
     /// Per edge, forward base delay + a and reverse - a, a uniform in +-this.
     pub asymmetry_max_ns: f64,
+    /// Per node, a stamping asymmetry b uniform in +-this: the node stamps its sends early
+    /// and its receives late (or the reverse) by b in all, as a NIC or driver does with a
+    /// constant bias of its own. Every path through the node shares it, so the loops cannot
+    /// see it: an edge src -> dst measures theta off by (b_src - b_dst) / 2 (within +-this
+    /// per hop), a node's offset by (b_node - b_reference) / 2. Not in the reference scenario.
+    pub node_asymmetry_max_ns: f64,
+    /// One broken node whose every path has an asymmetry of its own, uniform in +-this
+    /// many ns (a NIC whose queues stamp with different biases, routes of different length
+    /// each way): unlike a per-node bias, the loops through it do not close. Not in the
+    /// reference scenario.
+    pub broken_node: Option<(NodeId, f64)>,
     pub offset_max_ns: f64,
     pub drift_max_ppb: f64,
     pub wander_ppb_per_sqrt_s: f64,
@@ -88,6 +99,8 @@ impl Scenario {
             timestamp_sigma_ns: 100.0,
             loss: 0.01,
             asymmetry_max_ns: 0.0,
+            node_asymmetry_max_ns: 0.0,
+            broken_node: None,
             offset_max_ns: 1e9,
             drift_max_ppb: 50_000.0,
             wander_ppb_per_sqrt_s: 1.0,
@@ -122,6 +135,7 @@ impl Scenario {
             ("burst_min_ns", self.burst_min_ns),
             ("timestamp_sigma_ns", self.timestamp_sigma_ns),
             ("asymmetry_max_ns", self.asymmetry_max_ns),
+            ("node_asymmetry_max_ns", self.node_asymmetry_max_ns),
             ("offset_max_ns", self.offset_max_ns),
             ("drift_max_ppb", self.drift_max_ppb),
             ("wander_ppb_per_sqrt_s", self.wander_ppb_per_sqrt_s),
@@ -129,6 +143,11 @@ impl Scenario {
         for (name, v) in nonneg {
             if !(v.is_finite() && v >= 0.0) {
                 p.push(format!("{name} = {v}: must be a finite number >= 0"));
+            }
+        }
+        if let Some((node, a)) = self.broken_node {
+            if node >= self.nodes || !(a.is_finite() && a >= 0.0) {
+                p.push(format!("broken_node = ({node}, {a}): needs a node below {} and an asymmetry >= 0 ns", self.nodes));
             }
         }
         if self.offset_max_ns > 1e12 || self.drift_max_ppb > 1e6 {
@@ -187,6 +206,10 @@ impl Cluster {
                 SimClock::new(-MARGIN_NS, t1, offset, drift, s.wander_ppb_per_sqrt_s, &mut rng)
             })
             .collect();
+        // Its own stream (purpose 4): the other draws stay those of a scenario without it.
+        let node_asymmetry: Vec<f64> = (0..s.nodes)
+            .map(|i| stream(s.seed, 4, i as u64, 0).uniform(-s.node_asymmetry_max_ns, s.node_asymmetry_max_ns))
+            .collect();
         let graph = probe_graph(s.nodes, s.out_degree, s.seed);
         let mut edges = Vec::new();
         for (src, outs) in graph.iter().enumerate() {
@@ -197,7 +220,13 @@ impl Cluster {
                     src: src as NodeId,
                     dst,
                     index,
-                    asymmetry_ns: rng.uniform(-s.asymmetry_max_ns, s.asymmetry_max_ns),
+                    asymmetry_ns: rng.uniform(-s.asymmetry_max_ns, s.asymmetry_max_ns)
+                        + 0.5 * (node_asymmetry[src] - node_asymmetry[dst as usize])
+                        + match s.broken_node {
+                            // Its own stream (purpose 5), one draw per edge.
+                            Some((b, a)) if b == src as NodeId || b == dst => stream(s.seed, 5, index, 0).uniform(-a, a),
+                            _ => 0.0,
+                        },
                     phase_ns: rng.uniform(0.0, s.cadence_us as f64 * 1e3),
                 });
             }

@@ -21,13 +21,21 @@ pub struct ClockSegment {
     /// Worst-case error bound of `offset_ns`: it holds whatever the path asymmetry (at
     /// least half the smallest round trip per hop, plus residuals and timestamp noise).
     pub bound_ns: f64,
-    /// Calibrated uncertainty of `offset_ns`, one standard deviation, under the assumption
-    /// that paths are symmetric (estimate::uncertainty); the truth lies within twice it in
-    /// ~95% of windows. `f64::MAX` when unknown (files written before it existed).
+    /// Calibrated uncertainty of `offset_ns`, one standard deviation: the statistical part
+    /// (estimate::uncertainty, for the line actually used) and the stated allowance for path
+    /// and stamping asymmetry per hop (estimate::allowance), in quadrature; the truth lies
+    /// within twice it in ~95% of windows while the asymmetry is within the allowance.
+    /// `f64::MAX` when unknown (files written before it existed).
     #[serde(default = "unknown_uncertainty")]
     pub uncertainty_ns: f64,
-    /// True when `uncertainty_ns` exceeds `max_uncertainty_ns` or `bound_ns` exceeds
-    /// `max_bound_ns` of the config.
+    /// Calibrated uncertainty of `drift_ppb`, one standard deviation, from the drift loop
+    /// residuals (estimate::uncertainty). `f64::MAX` when unknown (no loops in the window,
+    /// or files written before it existed).
+    #[serde(default = "unknown_uncertainty")]
+    pub drift_uncertainty_ppb: f64,
+    /// True when `uncertainty_ns` exceeds `max_uncertainty_ns`, `bound_ns` exceeds
+    /// `max_bound_ns` of the config, or the node's loops show an asymmetry beyond the
+    /// allowance the uncertainty assumes.
     pub flagged: bool,
 }
 

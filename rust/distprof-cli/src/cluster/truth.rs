@@ -91,6 +91,9 @@ pub struct Verdict {
     pub estimate_ms_p50: f64,
     /// Node-windows (full windows) without a segment.
     pub unreachable_node_windows: usize,
+    /// Node-windows (full windows) whose loops show an asymmetry beyond the allowance the
+    /// uncertainty assumes (`estimate::allowance`).
+    pub beyond_allowance_node_windows: usize,
     pub rejected_edges: Vec<(NodeId, NodeId)>,
     pub worst: Option<WorstNodeWindow>,
     /// Records whose prober stamp fell outside every common window.
@@ -128,6 +131,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
     let mut rejected = Vec::new();
     let mut estimate_ms = Vec::new();
     let mut unreachable_node_windows = 0;
+    let mut beyond_allowance_node_windows = 0;
     for w in &run.windows {
         estimate_ms.push(w.estimate_cpu_ms);
         for e in w.estimate.rejected_edges() {
@@ -139,6 +143,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
             continue;
         }
         unreachable_node_windows += w.estimate.unreachable.len();
+        beyond_allowance_node_windows += w.estimate.beyond_allowance.len();
         for (i, seg) in w.estimate.segments.iter().enumerate().take(n) {
             if let Some(s) = seg {
                 let (o, d) = truth(&clocks[i], &clocks[reference as usize], s.start_local_ns, s.end_local_ns);
@@ -230,6 +235,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
         uncertainty_to_error_ratio_p50: quantile(&mut ratios, 0.5),
         estimate_ms_p50: quantile(&mut estimate_ms, 0.5).unwrap_or(0.0),
         unreachable_node_windows,
+        beyond_allowance_node_windows,
         rejected_edges: rejected,
         worst,
         records_outside: run.records_outside,

@@ -11,6 +11,7 @@
 //! (`online::History`), both sides for the model a run delivers (`smoother`). See
 //! docs/estimation.md.
 
+pub mod allowance;
 pub mod bound;
 pub mod drift;
 pub mod fit;

@@ -60,31 +60,134 @@ const MIN_DOF_TO_SHRINK: usize = 5;
 pub fn edge_sigma_ns(fwd: &[Point], rev: &[Point], line: &Line) -> f64 {
     let f = floor_scale_ns(fwd.iter().map(|p| p.y_ns - line.at(p.x_ns)));
     let r = floor_scale_ns(rev.iter().map(|p| line.at(p.x_ns) - p.y_ns));
+    sigma_of_scales(f, r)
+}
+
+/// An edge's sigma from the floor scales of its two directions.
+fn sigma_of_scales(f: f64, r: f64) -> f64 {
     (0.5 * (f * f + r * r).sqrt()).max(MIN_EDGE_SIGMA_NS)
+}
+
+/// Largest slope change (dimensionless, 200 ppb) between a window's own line and the line
+/// its drift refit uses (`drift`) for which `FloorPoints` keeps every point the refit
+/// line's sigma needs. The refit moves a slope by the window's own slope error (~26 ppb at
+/// p99) plus the rate change across the span (~130 ppb at 20 ppb/sqrt(s) over 45 s);
+/// each ppb keeps ~1% more points per 15 s window (queueing of 20 us mean).
+pub const MAX_REFIT_TILT: f64 = 200e-9;
+
+/// The points of each direction that can be among the `SPACINGS + 1` smallest residuals
+/// of any line within `MAX_REFIT_TILT` of the fitted one: so that the sigma of the line
+/// the window finally uses (after the drift refit) comes from the same points as the
+/// fitted line's, without keeping every point. Empty for lines that are never refit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FloorPoints {
+    pub fwd: Vec<Point>,
+    pub rev: Vec<Point>,
+}
+
+impl FloorPoints {
+    /// The sigma of `line` (`edge_sigma_ns`) from the kept points: exact when its slope is
+    /// within `MAX_REFIT_TILT` of the line they were kept for.
+    pub fn sigma_ns(&self, line: &Line) -> f64 {
+        edge_sigma_ns(&self.fwd, &self.rev, line)
+    }
+}
+
+/// `edge_sigma_ns` of `line`, and what `FloorPoints::collect` needs to keep the floor
+/// points around it, in one pass over each direction: both read every point of every
+/// edge, and the residuals are the same.
+pub fn edge_sigma_and_floor_limits(fwd: &[Point], rev: &[Point], line: &Line) -> (f64, FloorLimits) {
+    let (f, fwd_limit) = scan_floor(fwd, |p| p.y_ns - line.at(p.x_ns));
+    let (r, rev_limit) = scan_floor(rev, |p| line.at(p.x_ns) - p.y_ns);
+    (sigma_of_scales(f, r), FloorLimits { fwd: fwd_limit, rev: rev_limit })
+}
+
+/// Per direction, the k-th smallest highest possible residual (`scan_floor`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FloorLimits {
+    fwd: f64,
+    rev: f64,
+}
+
+impl FloorPoints {
+    /// The points of `fwd` and `rev` whose residual to `line` can be among the smallest
+    /// of any line within `MAX_REFIT_TILT` (`limits` from `edge_sigma_and_floor_limits`
+    /// of the same points and line): one more pass, for the fit a window uses only.
+    pub fn collect(fwd: &[Point], rev: &[Point], line: &Line, limits: FloorLimits) -> Self {
+        let keep = |points: &[Point], limit: f64, residual: &dyn Fn(&Point) -> f64| -> Vec<Point> {
+            points.iter().filter(|p| residual(p) - MAX_REFIT_TILT * p.x_ns.abs() <= limit).copied().collect()
+        };
+        Self {
+            fwd: keep(fwd, limits.fwd, &|p| p.y_ns - line.at(p.x_ns)),
+            rev: keep(rev, limits.rev, &|p| line.at(p.x_ns) - p.y_ns),
+        }
+    }
+}
+
+/// One direction: the floor scale of its residuals (`floor_scale_ns`) and the limit of the
+/// points that can be among the `SPACINGS + 1` smallest residuals of any line within
+/// `MAX_REFIT_TILT`. A point's residual under a line tilted by d (|d| <= D) is its residual
+/// r minus d x, so it lies in [r - D|x|, r + D|x|]; it can be among the k smallest only if
+/// its lowest possible value is at most the k-th smallest highest possible value, the
+/// limit. Both smallest-k lists rarely change after the first points, so the pass costs
+/// little more than the scale alone.
+fn scan_floor(points: &[Point], residual: impl Fn(&Point) -> f64) -> (f64, f64) {
+    let mut lowest = Lowest::new();
+    let mut highest = Lowest::new();
+    for p in points {
+        let r = residual(p);
+        lowest.add(r);
+        highest.add(r + MAX_REFIT_TILT * p.x_ns.abs());
+    }
+    // Fewer than k points: every point is a candidate (the limit stays infinite).
+    (lowest.scale(), highest.kth())
+}
+
+/// The `SPACINGS + 1` smallest of a stream of values, and how many there were.
+struct Lowest {
+    low: [f64; SPACINGS + 1],
+    n: usize,
+}
+
+impl Lowest {
+    fn new() -> Self {
+        Self { low: [f64::INFINITY; SPACINGS + 1], n: 0 }
+    }
+
+    fn add(&mut self, v: f64) {
+        self.n += 1;
+        if !(v < self.low[SPACINGS]) {
+            return;
+        }
+        // Insertion into the sorted few: most values are far above and stop at the check.
+        let mut i = SPACINGS;
+        while i > 0 && self.low[i - 1] > v {
+            self.low[i] = self.low[i - 1];
+            i -= 1;
+        }
+        self.low[i] = v;
+    }
+
+    /// The largest of the kept few (infinite until there are `SPACINGS + 1`).
+    fn kth(&self) -> f64 {
+        self.low[SPACINGS]
+    }
+
+    /// Mean spacing of the kept few; infinite with fewer than two.
+    fn scale(&self) -> f64 {
+        let k = self.n.min(SPACINGS + 1);
+        if k < 2 {
+            return f64::INFINITY;
+        }
+        (self.low[k - 1] - self.low[0]) / (k - 1) as f64
+    }
 }
 
 /// Mean spacing of the smallest `SPACINGS + 1` values (fewer if there are fewer).
 fn floor_scale_ns(values: impl Iterator<Item = f64>) -> f64 {
-    let mut low = [f64::INFINITY; SPACINGS + 1];
-    let mut n = 0usize;
-    for v in values {
-        n += 1;
-        if !(v < low[SPACINGS]) {
-            continue;
-        }
-        // Insertion into the sorted few: most values are far above and stop at the check.
-        let mut i = SPACINGS;
-        while i > 0 && low[i - 1] > v {
-            low[i] = low[i - 1];
-            i -= 1;
-        }
-        low[i] = v;
-    }
-    let k = n.min(SPACINGS + 1);
-    if k < 2 {
-        return f64::INFINITY;
-    }
-    (low[k - 1] - low[0]) / (k - 1) as f64
+    let mut lowest = Lowest::new();
+    values.for_each(|v| lowest.add(v));
+    lowest.scale()
 }
 
 /// Each node's offset sigma (ns) from the accepted edges' sigmas, grown by the window's
@@ -97,7 +200,7 @@ pub fn node_sigmas_ns(
     edge_sigma_ns: &[f64],
     solution: &NetworkSolution,
     wls: bool,
-) -> Vec<Option<f64>> {
+) -> NodeSigmas {
     let rejected: Vec<_> = solution.edges.iter().map(|v| v.rejected).collect();
     let reached = |i: usize| solution.offset_ns.get(i).copied().flatten().is_some();
     let nodes: Vec<usize> = (0..num_nodes).filter(|&i| i != reference as usize && reached(i)).collect();
@@ -153,7 +256,41 @@ pub fn node_sigmas_ns(
         // Too few to trust either way (nor the expansion below 5).
         _ => ratio.max(1.0),
     };
-    var.into_iter().enumerate().map(|(i, v)| v.filter(|_| reached(i)).map(|v| (v * birge).sqrt())).collect()
+    // Drift: the rate equations have the same matrix and weights as the offset ones, and
+    // an edge's slope error scales like its offset error (both come from the same extreme
+    // points over the same span), so the node rate covariance is the offset one times
+    // one factor. The drift loop residuals measure that factor as the offsets' measure
+    // their scale: the drift residuals' sum of squares over the residual variances the
+    // edge sigmas predict (ppb² per ns²). No loops (a tree, or the tree mode): unknown.
+    let drift_pairs: Vec<(f64, f64)> = accepted
+        .iter()
+        .filter(|&&i| solution.edges[i].drift_residual_ppb.is_finite())
+        .filter_map(|&i| Some((solution.edges[i].drift_residual_ppb.powi(2), residual_var_ns2[i]?.max(1e-9 * sigma(i).powi(2)))))
+        .collect();
+    let drift_scale = match dof {
+        _ if !wls || drift_pairs.is_empty() => None,
+        0 => None,
+        d => Some(birge_ratio(&drift_pairs) * t_over_gauss_at_2_sigma(d.max(MIN_DOF_TO_SHRINK) as f64).powi(2)),
+    };
+    let root = |v: Option<f64>, scale: f64| v.map(|v| (v * scale).sqrt());
+    NodeSigmas {
+        offset_ns: var.iter().enumerate().map(|(i, &v)| root(v.filter(|_| reached(i)), birge)).collect(),
+        drift_ppb: var
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| if i == reference as usize { v.map(|_| 0.0) } else { root(v.filter(|_| reached(i)), drift_scale?) })
+            .collect(),
+    }
+}
+
+/// The statistical sigmas of every node (indexed by node; None: unreachable, or for the
+/// drift, unknown).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSigmas {
+    /// Of the offset at the window midpoint, ns.
+    pub offset_ns: Vec<Option<f64>>,
+    /// Of the drift over the window, ppb.
+    pub drift_ppb: Vec<Option<f64>>,
 }
 
 /// The sigma of each row of the system: its edge's, floored at `MIN_EDGE_SIGMA_NS`.
@@ -206,6 +343,33 @@ mod tests {
     use super::*;
     use crate::estimate::network;
 
+    /// The sigma of a line tilted by up to `MAX_REFIT_TILT` from the kept points equals
+    /// the sigma from every point, and far fewer points are kept.
+    #[test]
+    fn floor_points_give_the_sigma_of_any_line_within_the_tilt() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut exp = move |mean: f64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            -mean * (1.0 - (state >> 11) as f64 / (1u64 << 53) as f64).ln()
+        };
+        // 15 s window, 750 points a direction, 10 us floor, 20 us mean queueing.
+        let mut side = |sign: f64| -> Vec<Point> {
+            (0..750).map(|i| Point { x_ns: i as f64 * 2e7 - 7.5e9, y_ns: sign * (10_000.0 + exp(20_000.0)) }).collect()
+        };
+        let (fwd, rev) = (side(1.0), side(-1.0));
+        let fitted = Line { slope: 0.0, intercept_ns: 0.0 };
+        let (sigma, limits) = edge_sigma_and_floor_limits(&fwd, &rev, &fitted);
+        assert_eq!(sigma, edge_sigma_ns(&fwd, &rev, &fitted));
+        let floor = FloorPoints::collect(&fwd, &rev, &fitted, limits);
+        assert!(floor.fwd.len() + floor.rev.len() < 300, "{} + {} kept", floor.fwd.len(), floor.rev.len());
+        for tilt in [-MAX_REFIT_TILT, -50e-9, 0.0, 30e-9, MAX_REFIT_TILT] {
+            let used = Line { slope: tilt, intercept_ns: 40.0 };
+            assert_eq!(floor.sigma_ns(&used), edge_sigma_ns(&fwd, &rev, &used), "tilt {tilt}");
+        }
+    }
+
     #[test]
     fn floor_scale_is_the_mean_spacing_of_the_lowest() {
         assert_eq!(floor_scale_ns([9.0, 1.0, 100.0, 3.0, 5.0, 7.0, 50.0].into_iter()), 2.0);
@@ -220,15 +384,15 @@ mod tests {
         // Chain: var(1) = s01², var(2) = s01² + s12².
         let obs = [e(0, 1, 10.0), e(1, 2, 5.0)];
         let sol = network::solve(3, 0, &obs, true);
-        let s = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, true);
+        let s = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, true).offset_ns;
         assert_eq!(s[0], Some(0.0));
         assert!((s[1].unwrap() - 3.0).abs() < 1e-9 && (s[2].unwrap() - 5.0).abs() < 1e-9, "{s:?}");
-        let tree = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, false);
+        let tree = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, false).offset_ns;
         assert!((tree[2].unwrap() - 5.0).abs() < 1e-9, "{tree:?}");
         // Triangle of equal sigmas s, consistent (no residual): var = 2/3 s² per node.
         let obs = [e(0, 1, 10.0), e(1, 2, 5.0), e(0, 2, 15.0)];
         let sol = network::solve(3, 0, &obs, true);
-        let s = node_sigmas_ns(3, 0, &obs, &[3.0; 3], &sol, true);
+        let s = node_sigmas_ns(3, 0, &obs, &[3.0; 3], &sol, true).offset_ns;
         let want = (2.0f64 / 3.0).sqrt() * 3.0;
         assert!((s[1].unwrap() - want).abs() < 1e-9 && (s[2].unwrap() - want).abs() < 1e-9, "{s:?}");
     }
@@ -277,8 +441,8 @@ mod tests {
         let closed = [e(0, 1, 10.0), e(1, 2, 5.0), e(0, 2, 15.0), e(0, 3, 1.0), e(3, 2, 14.0)];
         let open = [e(0, 1, 10.0), e(1, 2, 5.0), e(0, 2, 15.0), e(0, 3, 1.0), e(3, 2, 34.0)];
         let sig = [3.0; 5];
-        let a = node_sigmas_ns(4, 0, &closed, &sig, &network::solve(4, 0, &closed, true), true);
-        let b = node_sigmas_ns(4, 0, &open, &sig, &network::solve(4, 0, &open, true), true);
+        let a = node_sigmas_ns(4, 0, &closed, &sig, &network::solve(4, 0, &closed, true), true).offset_ns;
+        let b = node_sigmas_ns(4, 0, &open, &sig, &network::solve(4, 0, &open, true), true).offset_ns;
         for i in 1..4 {
             assert!(b[i].unwrap() > 2.0 * a[i].unwrap(), "{a:?} {b:?}");
         }
