@@ -11,7 +11,7 @@
 
 use super::hull::{self, FitError, HullFit, Hulls, Line};
 use super::points::{EdgePoints, Point};
-use super::uncertainty::{edge_sigma_and_floor_limits, edge_sigma_ns, FloorLimits, FloorPoints};
+use super::uncertainty::{edge_sigma_and_lowest, edge_sigma_ns, FloorPoints};
 use crate::config::EstimatorKind;
 
 /// The line of one edge plus the hulls the bound needs (computed for every estimator:
@@ -33,11 +33,13 @@ pub struct EdgeLine {
     pub floor: FloorPoints,
 }
 
-/// The hull fit of one point set, its sigma and the limits of its floor points.
-fn hull_candidate(fwd: &[Point], rev: &[Point]) -> Result<(HullFit, f64, FloorLimits), FitError> {
+/// The hull fit of one point set, its sigma and its floor points (the lowest few and the
+/// hull vertices).
+fn hull_candidate(fwd: &[Point], rev: &[Point]) -> Result<(HullFit, f64, FloorPoints), FitError> {
     let f = hull::fit(fwd, rev)?;
-    let (sigma, limits) = edge_sigma_and_floor_limits(fwd, rev, &f.line);
-    Ok((f, sigma, limits))
+    let (sigma, floor) = edge_sigma_and_lowest(fwd, rev, &f.line);
+    let floor = floor.with_vertices(&f.hulls.fwd_lower, &f.hulls.rev_upper);
+    Ok((f, sigma, floor))
 }
 
 pub fn fit_edge(kind: EstimatorKind, e: &EdgePoints, svm_c: f64) -> Result<EdgeLine, FitError> {
@@ -58,8 +60,8 @@ pub fn fit_edge(kind: EstimatorKind, e: &EdgePoints, svm_c: f64) -> Result<EdgeL
         EstimatorKind::Svm => svm_line(fwd, rev, svm_c)?,
     };
     let (hulls, margin_ns, hull_sigma_ns, hull_floor) = match exact {
-        Ok((f, sigma, limits)) => (f.hulls, f.margin_ns, Some(sigma), Some((f.line, limits))),
-        Err(_) => (Hulls::of(fwd, rev), f64::NAN, None, None),
+        Ok((f, sigma, floor)) => (f.hulls, f.margin_ns, Some(sigma), floor),
+        Err(_) => (Hulls::of(fwd, rev), f64::NAN, None, FloorPoints::default()),
     };
     // The hull line's sigma is its candidate's (same points, same line: computing it
     // again was a tenth of a window's fit time); the other estimators' lines are judged by
@@ -70,10 +72,7 @@ pub fn fit_edge(kind: EstimatorKind, e: &EdgePoints, svm_c: f64) -> Result<EdgeL
     };
     // Only hull lines are refit over neighbouring windows (`drift`), and then the sigma
     // of the line used comes from these points (`WindowFits::set_lines`).
-    let floor = match (kind, hull_floor) {
-        (EstimatorKind::Hull, Some((line, limits))) => FloorPoints::collect(fwd, rev, &line, limits),
-        _ => FloorPoints::default(),
-    };
+    let floor = if kind == EstimatorKind::Hull { hull_floor } else { FloorPoints::default() };
     Ok(EdgeLine { line, hulls, margin_ns, sigma_ns, all_packets, floor })
 }
 
