@@ -46,6 +46,7 @@ pub(crate) mod test_support {
                     drift_ppb,
                     bound_ns,
                     uncertainty_ns: 40.0,
+                    drift_uncertainty_ppb: 5.0,
                     flagged,
                 }
             })

@@ -476,6 +476,7 @@ fn given_models_take_precedence_over_the_planes() {
             drift_ppb: 0.0,
             bound_ns: 1.0,
             uncertainty_ns: 0.1,
+            drift_uncertainty_ppb: 5.0,
             flagged: false,
         }],
     };

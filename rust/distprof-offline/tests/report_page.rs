@@ -40,6 +40,7 @@ mod page_tests {
                 estimator: None,
                 bound_limit_ns: None,
                 uncertainty_limit_ns: None,
+                asymmetry_allowance_ns: None,
                 config: serde_json::Value::Null,
                 synthetic: false,
                 dropped: None,
@@ -141,6 +142,7 @@ mod page_tests {
                 drift_ppb: 0.0,
                 bound_ns: 0.0,
                 uncertainty_ns: 0.0,
+                drift_uncertainty_ppb: 5.0,
                 flagged: false,
             }],
         });
@@ -160,6 +162,7 @@ mod page_tests {
             drift_ppb: 0.0,
             bound_ns,
             uncertainty_ns: bound_ns / 100.0,
+            drift_uncertainty_ppb: 5.0,
             flagged,
         };
         let mut input = empty_input();

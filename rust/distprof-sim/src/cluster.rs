@@ -60,6 +60,7 @@ mod purpose {
     pub const SLEW: u64 = 6;
     pub const STEP: u64 = 8;
     pub const STAMP_BIAS: u64 = 9;
+    pub const BROKEN_NODE: u64 = 10;
 }
 
 /// A node that stops: from `at_s` (true time after the run's start) it sends nothing and
@@ -92,6 +93,11 @@ pub struct Scenario {
     pub loss: f64,
     /// Per edge, forward base delay + a and reverse - a, a uniform in +-this.
     pub asymmetry_max_ns: f64,
+    /// One broken node whose every path has an asymmetry of its own, uniform in +-this
+    /// many ns (a NIC whose queues stamp with different biases, routes of different length
+    /// each way): unlike a per-node stamping bias (`stamp_bias_max_ns`), the loops through it do not close. Not in the
+    /// reference scenario.
+    pub broken_node: Option<(NodeId, f64)>,
     pub offset_max_ns: f64,
     pub drift_max_ppb: f64,
     pub wander_ppb_per_sqrt_s: f64,
@@ -132,6 +138,7 @@ impl Scenario {
             timestamp_sigma_ns: 100.0,
             loss: 0.01,
             asymmetry_max_ns: 0.0,
+            broken_node: None,
             offset_max_ns: 1e9,
             drift_max_ppb: 50_000.0,
             wander_ppb_per_sqrt_s: 1.0,
@@ -179,6 +186,11 @@ impl Scenario {
         for (name, v) in nonneg {
             if !(v.is_finite() && v >= 0.0) {
                 p.push(format!("{name} = {v}: must be a finite number >= 0"));
+            }
+        }
+        if let Some((node, a)) = self.broken_node {
+            if node >= self.nodes || !(a.is_finite() && a >= 0.0) {
+                p.push(format!("broken_node = ({node}, {a}): needs a node below {} and an asymmetry >= 0 ns", self.nodes));
             }
         }
         if self.offset_max_ns > 1e12 || self.drift_max_ppb > 1e6 {
@@ -260,7 +272,12 @@ impl Cluster {
                     src: src as NodeId,
                     dst,
                     index,
-                    asymmetry_ns: rng.uniform(-s.asymmetry_max_ns, s.asymmetry_max_ns),
+                    asymmetry_ns: rng.uniform(-s.asymmetry_max_ns, s.asymmetry_max_ns)
+                        + match s.broken_node {
+                            // Its own stream, one draw per edge.
+                            Some((b, a)) if b == src as NodeId || b == dst => stream(s.seed, purpose::BROKEN_NODE, index, 0).uniform(-a, a),
+                            _ => 0.0,
+                        },
                     phase_ns: rng.uniform(0.0, s.cadence_us as f64 * 1e3),
                 });
             }

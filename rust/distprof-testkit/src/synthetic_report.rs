@@ -326,6 +326,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                         drift_ppb: c.drift_ppb + if i == 0 { 0.0 } else { gauss(&mut rng) * 15.0 },
                         bound_ns,
                         uncertainty_ns: bound_ns / 200.0,
+                        drift_uncertainty_ppb: 5.0,
                         flagged: bound_ns > BOUND_LIMIT_NS,
                     }
                 })
@@ -356,6 +357,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
             estimator: Some(config.estimator),
             bound_limit_ns: Some(BOUND_LIMIT_NS),
             uncertainty_limit_ns: Some(Config::DEFAULT_MAX_UNCERTAINTY_NS as f64),
+            asymmetry_allowance_ns: Some(Config::default().effective_asymmetry_allowance_ns() as f64),
             config: serde_json::to_value(&config).unwrap_or_default(),
             synthetic: true,
             dropped: None,

@@ -69,6 +69,7 @@ impl Windows {
                     drift_ppb,
                     bound_ns: self.bound_ns,
                     uncertainty_ns: self.uncertainty_ns,
+                    drift_uncertainty_ppb: 5.0,
                     flagged: false,
                 }
             })

@@ -119,6 +119,7 @@ mod stat {
     pub const DRIFT: &str = "drift_ppb";
     pub const BOUND: &str = "bound_ns";
     pub const UNCERTAINTY: &str = "uncertainty_ns";
+    pub const DRIFT_UNCERTAINTY: &str = "drift_uncertainty_ppb";
     pub const FLAGGED: &str = "flagged";
     pub const S: &str = "s_ns";
     pub const R: &str = "r_ns";
@@ -222,6 +223,7 @@ impl DistprofPlaneData {
             p.intern_stat(stat::UNCERTAINTY),
             p.intern_stat(stat::FLAGGED),
         );
+        let du = p.intern_stat(stat::DRIFT_UNCERTAINTY);
         let events = self.model.segments.iter().map(|g| {
             let stats = vec![
                 uint(w, g.window_id),
@@ -232,6 +234,7 @@ impl DistprofPlaneData {
                 dbl(dr, g.drift_ppb),
                 dbl(bo, g.bound_ns),
                 dbl(un, g.uncertainty_ns),
+                dbl(du, g.drift_uncertainty_ppb),
                 uint(fl, g.flagged as u64),
             ];
             (g.start_local_ns, g.end_local_ns - g.start_local_ns, stats)
@@ -336,6 +339,7 @@ impl DistprofPlaneData {
                 bound_ns: as_f64(g(stat::BOUND)?).ok_or(PlaneError::Missing(stat::BOUND))?,
                 // Planes written before the uncertainty existed: unknown.
                 uncertainty_ns: g(stat::UNCERTAINTY).ok().and_then(as_f64).unwrap_or(f64::MAX),
+                drift_uncertainty_ppb: g(stat::DRIFT_UNCERTAINTY).ok().and_then(as_f64).unwrap_or(f64::MAX),
                 flagged: as_u64(g(stat::FLAGGED)?).ok_or(PlaneError::Missing(stat::FLAGGED))? != 0,
             });
         }

@@ -21,13 +21,21 @@ pub struct ClockSegment {
     /// Worst-case error bound of `offset_ns`: it holds whatever the path asymmetry (at
     /// least half the smallest round trip per hop, plus residuals and timestamp noise).
     pub bound_ns: f64,
-    /// Calibrated uncertainty of `offset_ns`, one standard deviation, under the assumption
-    /// that paths are symmetric (estimate::uncertainty); the truth lies within twice it in
-    /// ~95% of windows. `f64::MAX` when unknown (files written before it existed).
+    /// Calibrated uncertainty of `offset_ns`, one standard deviation: the statistical part
+    /// (estimate::uncertainty, for the line actually used) and the stated allowance for path
+    /// and stamping asymmetry per hop (estimate::allowance), in quadrature; the truth lies
+    /// within twice it in ~95% of windows while the asymmetry is within the allowance.
+    /// `f64::MAX` when unknown (files written before it existed).
     #[serde(default = "unknown_uncertainty")]
     pub uncertainty_ns: f64,
-    /// True when `uncertainty_ns` exceeds `max_uncertainty_ns` or `bound_ns` exceeds
-    /// `max_bound_ns` of the config.
+    /// Calibrated uncertainty of `drift_ppb`, one standard deviation, from the drift loop
+    /// residuals (estimate::uncertainty). `f64::MAX` when unknown (no loops in the window,
+    /// or files written before it existed).
+    #[serde(default = "unknown_uncertainty")]
+    pub drift_uncertainty_ppb: f64,
+    /// True when `uncertainty_ns` exceeds `max_uncertainty_ns`, `bound_ns` exceeds
+    /// `max_bound_ns` of the config, or the node's loops show an asymmetry beyond the
+    /// allowance the uncertainty assumes.
     pub flagged: bool,
 }
 
@@ -35,11 +43,13 @@ fn unknown_uncertainty() -> f64 {
     f64::MAX
 }
 
-/// The drift sigma of a segment that states none. Segments carry no drift uncertainty yet
-/// (branch `sigma` adds `drift_uncertainty_ppb`; [`ClockSegment::drift_sigma_ppb`] is the one
-/// place to switch). 20 ppb: the wander issue 29 measured on loaded crystals (5-20 ppb/√s)
-/// over a second, and above the drift errors of the smoothed fits on `distprof local` runs
-/// (p99 27 ppb, typically 5-20 ppb; docs/estimation.md, "Uncertainty away from a midpoint").
+/// The least drift sigma merge and the failover carry a segment's line with, and the one
+/// of a segment that states none (files written before `drift_uncertainty_ppb`). A
+/// window's stated drift sigma holds on free-running crystals (2-sigma coverage 0.91 on
+/// the reference scenario) but not under the wander of loaded or disciplined clocks, which
+/// changes the rate within and between windows (0.46/0.27/0.15 at 5/10/20 ppb/sqrt(s);
+/// docs/estimation.md). 20 ppb: that wander over a second, and above the drift errors of
+/// the smoothed fits on `distprof local` runs (p99 27 ppb, typically 5-20 ppb).
 pub const UNSTATED_DRIFT_SIGMA_PPB: f64 = 20.0;
 
 impl ClockSegment {
@@ -49,9 +59,14 @@ impl ClockSegment {
         self.offset_ns + self.drift_ppb * 1e-9 * ns_between(self.mid_local_ns, local_ns)
     }
 
-    /// One standard deviation of `drift_ppb` (see [`UNSTATED_DRIFT_SIGMA_PPB`]).
+    /// One standard deviation of `drift_ppb` as merge and the failover use it: the stated
+    /// `drift_uncertainty_ppb`, never below [`UNSTATED_DRIFT_SIGMA_PPB`].
     pub fn drift_sigma_ppb(&self) -> f64 {
-        UNSTATED_DRIFT_SIGMA_PPB
+        if self.drift_uncertainty_ppb.is_finite() && self.drift_uncertainty_ppb < f64::MAX {
+            self.drift_uncertainty_ppb.max(UNSTATED_DRIFT_SIGMA_PPB)
+        } else {
+            UNSTATED_DRIFT_SIGMA_PPB
+        }
     }
 
     /// The uncertainty of `correction_ns(local_ns)`: the midpoint's, and the drift's over

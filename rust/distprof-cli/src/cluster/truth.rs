@@ -98,6 +98,9 @@ pub struct Verdict {
     /// Every window the reference could not place, with the node that stood in for it
     /// (`estimate::failover`).
     pub anchors: Vec<Anchor>,
+    /// Node-windows (full windows) whose loops show an asymmetry beyond the allowance the
+    /// uncertainty assumes (`estimate::allowance`).
+    pub beyond_allowance_node_windows: usize,
     pub rejected_edges: Vec<(NodeId, NodeId)>,
     pub worst: Option<WorstNodeWindow>,
     /// Records whose prober stamp fell outside every common window.
@@ -137,6 +140,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
     let mut unreachable_node_windows = 0;
     let mut unreachable_surviving_node_windows = 0;
     let mut anchors = Vec::new();
+    let mut beyond_allowance_node_windows = 0;
     for w in &run.windows {
         anchors.extend(w.estimate.anchors.iter().copied());
         estimate_ms.push(w.estimate_cpu_ms);
@@ -151,6 +155,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
         unreachable_node_windows += w.estimate.unreachable.len();
         let alive = |i: NodeId| w.records.iter().any(|r| r.src == i || r.dst == i);
         unreachable_surviving_node_windows += w.estimate.unreachable.iter().filter(|&&i| alive(i)).count();
+        beyond_allowance_node_windows += w.estimate.beyond_allowance.len();
         for (i, seg) in w.estimate.segments.iter().enumerate().take(n) {
             if let Some(s) = seg {
                 let (o, d) = truth(&clocks[i], &clocks[reference as usize], s.start_local_ns, s.end_local_ns);
@@ -244,6 +249,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
         unreachable_node_windows,
         unreachable_surviving_node_windows,
         anchors,
+        beyond_allowance_node_windows,
         rejected_edges: rejected,
         worst,
         records_outside: run.records_outside,

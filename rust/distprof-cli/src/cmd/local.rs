@@ -352,6 +352,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         verdict.within_2_sigma,
         verdict.samples,
     );
+    let allowance_ns = config.effective_asymmetry_allowance_ns();
+    println!(
+        "sigma assumes asymmetry within {allowance_ns} ns per hop (asymmetry_allowance_ns; {} stamps) and includes it; \
+         the relay's --asymmetry-us beyond it is error sigma cannot cover{}",
+        format!("{:?}", config.timestamping).to_lowercase(),
+        if verdict.beyond_allowance_node_windows > 0 {
+            format!("; the loops show asymmetry beyond it in {} node-window(s) (flagged)", verdict.beyond_allowance_node_windows)
+        } else {
+            String::new()
+        }
+    );
     println!(
         "datagrams dropped: {} ({} foreign, {} malformed, {} late or duplicate){}",
         drops.total(),
@@ -407,6 +418,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "uncertainty_ns_p50": verdict.uncertainty_ns_p50,
             "within_2_sigma": verdict.within_2_sigma,
             "uncertainty_coverage_2sigma": verdict.uncertainty_coverage_2sigma,
+            "asymmetry_allowance_ns": allowance_ns,
+            "beyond_allowance_node_windows": verdict.beyond_allowance_node_windows,
             "uncertainty_to_error_ratio_p50": verdict.uncertainty_to_error_ratio_p50,
             "estimate_ms_p50": verdict.estimate_ms_p50,
             "unreachable_node_windows": verdict.unreachable_node_windows,

@@ -192,6 +192,7 @@ mod tests {
             drift_ppb: 10.0,
             bound_ns: 500.0,
             uncertainty_ns: 50.0,
+            drift_uncertainty_ppb: 5.0,
             flagged: false,
         }
     }

@@ -317,6 +317,7 @@ mod tests {
             drift_ppb,
             bound_ns: 100.0 * (k + 1) as f64,
             uncertainty_ns: 10.0,
+            drift_uncertainty_ppb: 5.0,
             flagged: false,
         }
     }

@@ -61,6 +61,10 @@ pub struct RunFacts {
     /// heatmap's ramp).
     #[serde(default)]
     pub uncertainty_limit_ns: Option<f64>,
+    /// The path and stamping asymmetry per hop the uncertainty assumes and includes
+    /// (`Config::effective_asymmetry_allowance_ns`), when known.
+    #[serde(default)]
+    pub asymmetry_allowance_ns: Option<f64>,
     /// The effective configuration, as JSON (printed verbatim).
     #[serde(default)]
     pub config: serde_json::Value,

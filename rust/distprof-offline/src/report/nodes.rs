@@ -461,6 +461,7 @@ mod tests {
                     drift_ppb: 19_770.0 + (i % 3) as f64 * 0.4,
                     bound_ns,
                     uncertainty_ns: 30.0,
+                    drift_uncertainty_ppb: 5.0,
                     flagged: false,
                 }
             })

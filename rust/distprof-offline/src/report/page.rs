@@ -219,7 +219,11 @@ fn summary(out: &mut String, input: &ReportInput, a: &Analysis) {
         false,
     );
     out.push_str("</div>");
-    out.push_str("<p class=\"cap\">Bounds are the worst case: they cover timestamping and estimation error and any path asymmetry (one direction slower than the other), which two-way probes cannot see. The uncertainty (one sigma, the truth within two of it in ~95% of windows) assumes symmetric paths; an asymmetry that differs between edges breaks loop closure and grows it.</p>");
+    let allowance = input.facts.asymmetry_allowance_ns.map_or(String::from("the configured allowance"), fmt_ns);
+    out.push_str(&format!(
+        "<p class=\"cap\">Bounds are the worst case: they cover timestamping and estimation error and any path asymmetry (one direction slower than the other), which two-way probes cannot see. The uncertainty (one sigma, the truth within two of it in ~95% of windows) assumes asymmetry within {} per hop and includes it (<code>asymmetry_allowance_ns</code>); an asymmetry that differs between edges breaks loop closure and grows it, and a node whose loops show more than the allowance is flagged.</p>",
+        escape(&allowance)
+    ));
     if !a.problems.is_empty() {
         let _ = write!(
             out,
@@ -560,6 +564,7 @@ mod tests {
                 estimator: None,
                 bound_limit_ns: Some(5_000.0),
                 uncertainty_limit_ns: Some(1_000.0),
+                asymmetry_allowance_ns: Some(100.0),
                 config: serde_json::Value::Null,
                 synthetic,
                 dropped: None,

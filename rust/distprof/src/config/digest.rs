@@ -90,9 +90,9 @@ mod tests {
         // nodes built from different commits would disagree on identical configs.
         assert_eq!(
             base.canonical_json(),
-            r#"{"enabled":false,"estimator":"hull","graph_seed":1,"handshake_timeout_ms":2000,"interface":"","log_filter":"info","max_bound_ns":1000000000,"max_uncertainty_ns":1000,"output_dir":"/x","packet_spacing_us":50,"probe_cadence_us":40000,"probe_out_degree":8,"probe_port":0,"probe_window_s":15.0,"purity_abs_tolerance_ns":2000,"purity_rel_tolerance":0.1,"reference_node":0,"rendezvous_timeout_ms":120000,"snapshot_best_of":5,"snapshot_period_ms":100,"timestamping":"auto"}"#
+            r#"{"asymmetry_allowance_ns":0,"enabled":false,"estimator":"hull","graph_seed":1,"handshake_timeout_ms":2000,"interface":"","log_filter":"info","max_bound_ns":1000000000,"max_uncertainty_ns":1000,"output_dir":"/x","packet_spacing_us":50,"probe_cadence_us":40000,"probe_out_degree":8,"probe_port":0,"probe_window_s":15.0,"purity_abs_tolerance_ns":2000,"purity_rel_tolerance":0.1,"reference_node":0,"rendezvous_timeout_ms":120000,"snapshot_best_of":5,"snapshot_period_ms":100,"timestamping":"auto"}"#
         );
         // Computed independently (Python, FNV-1a 128 over the string above).
-        assert_eq!(d0, "6a44251dfb9a341dfcb14b01e4340fbf");
+        assert_eq!(d0, "d790f985a30ca2dbad8eeb2582d1cbab");
     }
 }

@@ -306,6 +306,18 @@ pub const FIELDS: &[FieldSpec] = &[
         range_reason: "0 would flag every window; a bound above 1 s says nothing about a trace",
     },
     FieldSpec {
+        name: "asymmetry_allowance_ns",
+        env: "XLA_DIST_PROF_ASYMMETRY_ALLOWANCE_NS",
+        kind: Unsigned {
+            bits: 64,
+            min: 0,
+            max: 1_000_000,
+        },
+        scope: Cluster,
+        range_reason: "0 chooses by timestamp mode; an asymmetry above 1 ms per hop is not a \
+                       network path, and an uncertainty that allows it says nothing",
+    },
+    FieldSpec {
         name: "snapshot_best_of",
         env: "XLA_DIST_PROF_SNAPSHOT_BEST_OF",
         kind: Unsigned {
@@ -364,7 +376,7 @@ mod tests {
         keys.sort_unstable();
         names.sort_unstable();
         assert_eq!(keys, names);
-        assert_eq!(FIELDS.len(), 21);
+        assert_eq!(FIELDS.len(), 22);
     }
 
     #[test]

@@ -125,15 +125,22 @@ pub struct Config {
     pub purity_abs_tolerance_ns: u64,
     /// Relative tolerance of the purity test, as a fraction of the send gap (0.1 = 10%).
     pub purity_rel_tolerance: f64,
-    /// Largest acceptable uncertainty of a window (one standard deviation under symmetric
-    /// paths, from the data), in nanoseconds; windows whose uncertainty exceeds it are
-    /// flagged in the outputs.
+    /// Largest acceptable uncertainty of a window (one standard deviation: the statistical
+    /// part from the data and the asymmetry allowance), in nanoseconds; windows whose
+    /// uncertainty exceeds it are flagged in the outputs, as are nodes whose loops show an
+    /// asymmetry beyond the allowance.
     pub max_uncertainty_ns: u64,
     /// Largest acceptable worst-case error bound of a window (any path asymmetry), in
     /// nanoseconds; windows whose bound exceeds it are flagged. The bound is at least half
     /// the smallest round trip per hop however good the sync, so the default (1 s) flags
     /// nothing; set it where a worst-case guarantee matters.
     pub max_bound_ns: u64,
+    /// The path and stamping asymmetry the uncertainty assumes, in nanoseconds per hop:
+    /// two-way probes cannot see an asymmetry, so every uncertainty states this one and
+    /// includes it (each node's stamping bias uniform within +- this: this / sqrt(6) per
+    /// node, docs/estimation.md). 0 chooses it by the timestamp mode: 20 ns for hardware
+    /// stamps, 100 ns for kernel stamps (and `auto`), 1000 ns for user-space stamps.
+    pub asymmetry_allowance_ns: u64,
     /// Each (host, tracer) snapshot is the tightest of this many bracketed reads (best of N).
     pub snapshot_best_of: u32,
 }
@@ -145,6 +152,36 @@ impl Config {
     pub const DEFAULT_MAX_UNCERTAINTY_NS: u64 = 1_000;
     /// The largest value the field takes: the worst-case bound flags nothing by default.
     pub const DEFAULT_MAX_BOUND_NS: u64 = 1_000_000_000;
+}
+
+impl TimestampMode {
+    /// The asymmetry per hop the uncertainty assumes with these stamps when the config
+    /// leaves it to the mode (`asymmetry_allowance_ns` = 0), in ns. NIC hardware stamps are
+    /// taken at the wire on both sides: what is left is the PHYs' and cables' difference,
+    /// tens of ns. Kernel stamps are taken in the drivers, after the receive interrupt and
+    /// before the transmit DMA: on like hosts those latencies largely cancel between the
+    /// two directions, and their difference between hosts is of order 100 ns. User-space
+    /// stamps add each host's scheduler and system-call latency, of order 1 us. `auto`
+    /// assumes kernel stamps, the fallback it reaches on most hosts (hardware stamps only
+    /// narrow the truth, so the stated allowance still holds).
+    pub fn default_asymmetry_allowance_ns(self) -> u64 {
+        match self {
+            TimestampMode::Hardware => 20,
+            TimestampMode::Auto | TimestampMode::Kernel => 100,
+            TimestampMode::User => 1_000,
+        }
+    }
+}
+
+impl Config {
+    /// The asymmetry per hop the uncertainty assumes, ns: the configured one, or the
+    /// timestamp mode's (`TimestampMode::default_asymmetry_allowance_ns`).
+    pub fn effective_asymmetry_allowance_ns(&self) -> u64 {
+        match self.asymmetry_allowance_ns {
+            0 => self.timestamping.default_asymmetry_allowance_ns(),
+            v => v,
+        }
+    }
 }
 
 impl Default for Config {
@@ -176,6 +213,7 @@ impl Default for Config {
             purity_rel_tolerance: 0.1,
             max_uncertainty_ns: Self::DEFAULT_MAX_UNCERTAINTY_NS,
             max_bound_ns: Self::DEFAULT_MAX_BOUND_NS,
+            asymmetry_allowance_ns: 0,
             // Five bracketed reads take ~1 us and the tightest of five rarely includes a
             // preemption.
             snapshot_best_of: 5,

@@ -5,30 +5,56 @@
 //! are all a neighbour needs to keep. The offset stays this window's own: the max-margin
 //! line of this window's hulls at the longer fit's slope.
 //!
+//! The span stops where the data show a change: a neighbour whose offset at the pair's
+//! common slope disagrees with this window's beyond their noise (a frequency correction, a
+//! wander of 10-20 ppb/sqrt(s), a step) is left out, and so is everything beyond it on that
+//! side.
+//!
 //! The online path (`online::History`) can only look back; `Smoother` looks both ways,
 //! which centres the span on the window and so follows a wandering rate better.
 
-use super::hull::{self, Line};
-use super::window_fits::WindowFits;
+use super::hull::{self, Hulls, Line};
+use super::window_fits::{FittedEdge, WindowFits};
 use super::points::Point;
 use super::settings::EstimatorSettings;
 use crate::config::EstimatorKind;
 
+/// A neighbouring window joins an edge's drift fit only when its points and this window's
+/// agree on the offset at a common slope (the two windows' max-margin slope together): the
+/// intercepts of the two windows' own max-margin lines at that slope differ by at most
+/// this many of their sigmas combined (`uncertainty::edge_sigma_ns`, which the spacings
+/// underestimate ~2x: the loops scale it)...
+const CUT_SIGMAS: f64 = 6.0;
+/// ...or this floor (ns), or this many timestamp-noise levels (`gap_noise_ns`). A rate
+/// change of d between windows of length W puts the intercepts ~d W / 2 apart at the
+/// common slope: 100 ppb between 15 s windows is ~750 ns; a 1 ppb/sqrt(s) wander moves
+/// the rate ~5 ppb in 15 s (~40 ns); a step of either clock moves it by the step.
+const CUT_MIN_NS: f64 = 100.0;
+const CUT_NOISE_SIGMAS: f64 = 4.0;
+
 /// Every hull line of `fits` refit over its own and the `neighbours`' hulls of the same
 /// edge, in `fits`' edge order; None where the line stays (other estimators, edges no
 /// neighbour has, a degenerate fit). Apply with `WindowFits::set_lines`.
+///
+/// The span is cut by the data: walking outwards from the window on each side, the first
+/// neighbour that disagrees with this window (`consistent`: a frequency change or a step of
+/// either clock between them) ends that side, so the slope is never fitted across a change.
 pub fn long_lines(fits: &WindowFits, neighbours: &[&WindowFits], settings: &EstimatorSettings) -> Vec<Option<Line>> {
     if settings.estimator != EstimatorKind::Hull || neighbours.is_empty() {
         return vec![None; fits.fitted.len()];
     }
     let mid_ns = fits.mid_ns();
+    // Nearest first, so that each side stops at its first change.
+    let mut order: Vec<&WindowFits> = neighbours.to_vec();
+    order.sort_by_key(|n| n.mid_ns().abs_diff(mid_ns));
     fits.fitted
         .iter()
         .map(|f| {
             let mut fwd = f.line.hulls.fwd_lower.clone();
             let mut rev = f.line.hulls.rev_upper.clone();
             let mut found = false;
-            for n in neighbours {
+            let (mut before_cut, mut after_cut) = (false, false);
+            for n in &order {
                 let Some(other) = n.edge(f.key) else { continue };
                 // Into this window's frame: x from this midpoint, y from this origin.
                 let (Some(dx), Some(dy)) =
@@ -36,9 +62,19 @@ pub fn long_lines(fits: &WindowFits, neighbours: &[&WindowFits], settings: &Esti
                 else {
                     continue;
                 };
+                let cut = if dx < 0 { &mut before_cut } else { &mut after_cut };
+                if *cut {
+                    continue;
+                }
                 let shift = |p: &Point| Point { x_ns: p.x_ns + dx as f64, y_ns: p.y_ns + dy as f64 };
-                fwd.extend(other.line.hulls.fwd_lower.iter().map(shift));
-                rev.extend(other.line.hulls.rev_upper.iter().map(shift));
+                let (n_fwd, n_rev): (Vec<Point>, Vec<Point>) =
+                    (other.line.hulls.fwd_lower.iter().map(shift).collect(), other.line.hulls.rev_upper.iter().map(shift).collect());
+                if !consistent(f, other, &n_fwd, &n_rev) {
+                    *cut = true;
+                    continue;
+                }
+                fwd.extend(n_fwd);
+                rev.extend(n_rev);
                 found = true;
             }
             if !found {
@@ -50,4 +86,123 @@ pub fn long_lines(fits: &WindowFits, neighbours: &[&WindowFits], settings: &Esti
             f.line.hulls.line_at_slope(slope)
         })
         .collect()
+}
+
+/// Whether the edge's points of this window (`own`) and of a neighbour (`other`, its hulls
+/// `fwd` / `rev` moved into this window's frame) agree: at the slope of their max-margin
+/// fit together, each window's own max-margin intercept is within the tolerance of the
+/// other's. Fits that could not be made say nothing: kept.
+fn consistent(own: &FittedEdge, other: &FittedEdge, fwd: &[Point], rev: &[Point]) -> bool {
+    let mut pair_fwd: Vec<Point> = own.line.hulls.fwd_lower.iter().chain(fwd).copied().collect();
+    let mut pair_rev: Vec<Point> = own.line.hulls.rev_upper.iter().chain(rev).copied().collect();
+    pair_fwd.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
+    pair_rev.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
+    let Ok(pair) = hull::fit(&pair_fwd, &pair_rev) else { return true };
+    let theirs = Hulls { fwd_lower: fwd.to_vec(), rev_upper: rev.to_vec() };
+    let (Some(a), Some(b)) = (own.line.hulls.line_at_slope(pair.line.slope), theirs.line_at_slope(pair.line.slope)) else {
+        return true;
+    };
+    let sigmas = own.line.sigma_ns.hypot(other.line.sigma_ns);
+    let tolerance = CUT_MIN_NS.max(CUT_NOISE_SIGMAS * own.gap_noise_ns.max(other.gap_noise_ns)).max(if sigmas.is_finite() { CUT_SIGMAS * sigmas } else { 0.0 });
+    (a.intercept_ns - b.intercept_ns).abs() <= tolerance
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::online::fit_window;
+    use crate::estimate::window_fits::WindowSpec;
+    use crate::record::ProbeRecord;
+
+    const WINDOW_NS: i64 = 15_000_000_000;
+
+    /// Two nodes probing every 40 ms for three 15 s windows; node 1's clock runs `rates`
+    /// (ppb) fast against node 0 in each window (a chrony-like frequency correction at a
+    /// window edge when they differ). 10 us base delay, exponential queueing of 20 us
+    /// shared by the two packets of a pair.
+    fn three_windows(rates_ppb: [f64; 3]) -> Vec<WindowFits> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut exp = move |mean: f64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            -mean * (1.0 - (state >> 11) as f64 / (1u64 << 53) as f64).ln()
+        };
+        // Node 1's clock: continuous, piecewise linear in true time t (ns from 0).
+        let s1 = |t: f64| {
+            let mut s = 1_000_000.0 + t;
+            for (k, r) in rates_ppb.iter().enumerate() {
+                let (a, b) = (k as f64 * WINDOW_NS as f64, (k + 1) as f64 * WINDOW_NS as f64);
+                s += r * 1e-9 * (t.clamp(a, b) - a);
+            }
+            s
+        };
+        let mut records: Vec<Vec<ProbeRecord>> = vec![Vec::new(); 3];
+        for seq in 0..(3 * WINDOW_NS / 40_000_000) as u32 {
+            let t = seq as f64 * 4e7 + 1e6;
+            let (q_fwd, q_rev) = (exp(20_000.0), exp(20_000.0));
+            let pair = |t0: f64, d: f64| [t0, t0 + 50_000.0].map(|x| (x, x + d));
+            let fwd = pair(t, 10_000.0 + q_fwd);
+            let rev = pair(fwd[1].1 + 20_000.0, 10_000.0 + q_rev);
+            records[(t as i64 / WINDOW_NS) as usize].push(ProbeRecord {
+                src: 0,
+                dst: 1,
+                seq,
+                fwd_tx_ns: fwd.map(|p| p.0 as i64),
+                fwd_rx_ns: fwd.map(|p| s1(p.1) as i64),
+                rev_tx_ns: rev.map(|p| s1(p.0) as i64),
+                rev_rx_ns: rev.map(|p| p.1 as i64),
+            });
+        }
+        let settings = EstimatorSettings::default();
+        (0..3)
+            .map(|k| {
+                let spec = WindowSpec {
+                    window_id: k as u64,
+                    start_local_ns: k as i64 * WINDOW_NS,
+                    end_local_ns: (k as i64 + 1) * WINDOW_NS,
+                    num_nodes: 2,
+                    reference: 0,
+                };
+                fit_window(&records[k], &spec, &settings)
+            })
+            .collect()
+    }
+
+    /// The middle window's refit slope (ppb) with both neighbours offered.
+    fn middle_slope_ppb(w: &[WindowFits]) -> f64 {
+        let lines = long_lines(&w[1], &[&w[0], &w[2]], &EstimatorSettings::default());
+        lines[0].expect("a refit line").slope * 1e9
+    }
+
+    /// A 300 ppb frequency correction between windows 0 and 1: the middle window's span
+    /// stops at it and its drift is its own rate and window 2's (the truth, 1,000 ppb),
+    /// where the fit across it misses by tens of ppb; without a change the span keeps both
+    /// neighbours (the same slope as the three windows' hulls together).
+    #[test]
+    fn a_frequency_change_between_windows_cuts_the_span() {
+        let w = three_windows([1_300.0, 1_000.0, 1_000.0]);
+        let cut = middle_slope_ppb(&w);
+        assert!((cut - 1_000.0).abs() < 10.0, "span cut at the change: {cut:.1} ppb, truth 1000");
+        // What the fit across the change gives: all three windows' hulls.
+        let across = {
+            let mid = w[1].mid_ns();
+            let f = &w[1].fitted[0];
+            let (mut fwd, mut rev) = (Vec::new(), Vec::new());
+            for n in &w {
+                let (dx, dy) = ((n.mid_ns() - mid) as f64, (n.fitted[0].y_origin_ns - f.y_origin_ns) as f64);
+                fwd.extend(n.fitted[0].line.hulls.fwd_lower.iter().map(|p| Point { x_ns: p.x_ns + dx, y_ns: p.y_ns + dy }));
+                rev.extend(n.fitted[0].line.hulls.rev_upper.iter().map(|p| Point { x_ns: p.x_ns + dx, y_ns: p.y_ns + dy }));
+            }
+            fwd.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
+            rev.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
+            hull::fit(&fwd, &rev).unwrap().line.slope * 1e9
+        };
+        assert!((across - 1_000.0).abs() > 30.0, "the fit across the change: {across:.1} ppb");
+
+        let steady = three_windows([1_000.0; 3]);
+        let kept = middle_slope_ppb(&steady);
+        assert!((kept - 1_000.0).abs() < 5.0, "steady clock: {kept:.1} ppb");
+        let own = steady[1].fitted[0].line.line.slope * 1e9;
+        assert!((kept - 1_000.0).abs() < (own - 1_000.0).abs().max(1.0), "the span did not help: {kept:.1} vs own {own:.1}");
+    }
 }

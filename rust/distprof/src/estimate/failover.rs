@@ -250,6 +250,7 @@ mod tests {
             drift_ppb,
             bound_ns: 1_000.0,
             uncertainty_ns,
+            drift_uncertainty_ppb: f64::MAX,
             flagged: false,
         }
     }

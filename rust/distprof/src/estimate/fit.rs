@@ -11,7 +11,7 @@
 
 use super::hull::{self, FitError, HullFit, Hulls, Line};
 use super::points::{EdgePoints, Point};
-use super::uncertainty::edge_sigma_ns;
+use super::uncertainty::{edge_sigma_and_lowest, edge_sigma_ns, FloorPoints};
 use crate::config::EstimatorKind;
 
 /// The line of one edge plus the hulls the bound needs (computed for every estimator:
@@ -28,13 +28,18 @@ pub struct EdgeLine {
     pub sigma_ns: f64,
     /// True when the points of every packet were used, false for the pure pairs' only.
     pub all_packets: bool,
+    /// The used points near the line's floors, from which `sigma_ns` is computed again
+    /// when the drift refit changes the line (`WindowFits::set_lines`).
+    pub floor: FloorPoints,
 }
 
-/// The hull fit of one point set and its sigma.
-fn hull_candidate(fwd: &[Point], rev: &[Point]) -> Result<(HullFit, f64), FitError> {
+/// The hull fit of one point set, its sigma and its floor points (the lowest few and the
+/// hull vertices).
+fn hull_candidate(fwd: &[Point], rev: &[Point]) -> Result<(HullFit, f64, FloorPoints), FitError> {
     let f = hull::fit(fwd, rev)?;
-    let sigma = edge_sigma_ns(fwd, rev, &f.line);
-    Ok((f, sigma))
+    let (sigma, floor) = edge_sigma_and_lowest(fwd, rev, &f.line);
+    let floor = floor.with_vertices(&f.hulls.fwd_lower, &f.hulls.rev_upper);
+    Ok((f, sigma, floor))
 }
 
 pub fn fit_edge(kind: EstimatorKind, e: &EdgePoints, svm_c: f64) -> Result<EdgeLine, FitError> {
@@ -54,9 +59,9 @@ pub fn fit_edge(kind: EstimatorKind, e: &EdgePoints, svm_c: f64) -> Result<EdgeL
         EstimatorKind::TwoPoint => super::two_point::fit(&e.probes)?,
         EstimatorKind::Svm => svm_line(fwd, rev, svm_c)?,
     };
-    let (hulls, margin_ns, hull_sigma_ns) = match exact {
-        Ok((f, sigma)) => (f.hulls, f.margin_ns, Some(sigma)),
-        Err(_) => (Hulls::of(fwd, rev), f64::NAN, None),
+    let (hulls, margin_ns, hull_sigma_ns, hull_floor) = match exact {
+        Ok((f, sigma, floor)) => (f.hulls, f.margin_ns, Some(sigma), floor),
+        Err(_) => (Hulls::of(fwd, rev), f64::NAN, None, FloorPoints::default()),
     };
     // The hull line's sigma is its candidate's (same points, same line: computing it
     // again was a tenth of a window's fit time); the other estimators' lines are judged by
@@ -65,7 +70,10 @@ pub fn fit_edge(kind: EstimatorKind, e: &EdgePoints, svm_c: f64) -> Result<EdgeL
         (EstimatorKind::Hull, Some(sigma)) => sigma,
         _ => edge_sigma_ns(fwd, rev, &line),
     };
-    Ok(EdgeLine { line, hulls, margin_ns, sigma_ns, all_packets })
+    // Only hull lines are refit over neighbouring windows (`drift`), and then the sigma
+    // of the line used comes from these points (`WindowFits::set_lines`).
+    let floor = if kind == EstimatorKind::Hull { hull_floor } else { FloorPoints::default() };
+    Ok(EdgeLine { line, hulls, margin_ns, sigma_ns, all_packets, floor })
 }
 
 #[cfg(feature = "svm")]

@@ -13,6 +13,7 @@
 //! `failover` solves a run's windows in order and re-anchors those the reference cannot
 //! place on a surviving node. See docs/estimation.md.
 
+pub mod allowance;
 pub mod bound;
 pub mod drift;
 pub mod failover;

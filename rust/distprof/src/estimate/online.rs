@@ -6,6 +6,7 @@
 //! Windows are the same local-clock interval on every node ([start, end) of each node's own
 //! host clock); the reference's midpoint M is the common instant of the network solve.
 
+use super::allowance::{nodes_beyond_allowance, total_sigma_ns};
 use super::bound::{edge_uncertainty_ns, node_bounds_ns};
 use super::uncertainty::node_sigmas_ns;
 use super::failover::Anchor;
@@ -41,6 +42,10 @@ pub struct WindowEstimate {
     /// The nodes that stood in for the reference in this window, if any (`failover`):
     /// empty where the reference placed every node it could.
     pub anchors: Vec<Anchor>,
+    /// Nodes whose loops show an asymmetry beyond the stated allowance
+    /// (`allowance::nodes_beyond_allowance`): their uncertainty's assumption is broken, and
+    /// their segments are flagged.
+    pub beyond_allowance: Vec<NodeId>,
 }
 
 impl WindowEstimate {
@@ -152,6 +157,8 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
     let bounds = node_bounds_ns(n, spec.reference, &obs, &uncertainty, &solution);
     let edge_sigmas = fits.edge_sigmas_ns();
     let sigmas = node_sigmas_ns(n, spec.reference, &obs, &edge_sigmas, &solution, settings.network == NetworkMode::Wls);
+    let allowance_ns = settings.asymmetry_allowance_ns;
+    let beyond_allowance = nodes_beyond_allowance(n, &obs, &edge_sigmas, &solution, allowance_ns);
 
     let window = fits.window();
     let mid = window.mid_ns();
@@ -164,8 +171,13 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
             // S_i - G = o + drift * (S_i - (M + o)); at S_i = M (the local midpoint):
             let offset_ns = o * (1.0 - drift);
             let bound_ns = bounds[i].unwrap_or(f64::INFINITY);
-            let sigma_ns = sigmas[i].unwrap_or(f64::INFINITY);
-            let is_flagged = !(sigma_ns <= settings.max_uncertainty_ns as f64) || !(bound_ns <= settings.max_bound_ns as f64);
+            let is_reference = i == spec.reference as usize;
+            let sigma_ns = sigmas.offset_ns[i].map_or(f64::INFINITY, |s| total_sigma_ns(s, allowance_ns, is_reference));
+            // The drift sigma is statistical only: an asymmetry is constant over the window.
+            let drift_sigma_ppb = sigmas.drift_ppb[i].unwrap_or(f64::INFINITY);
+            let is_flagged = !(sigma_ns <= settings.max_uncertainty_ns as f64)
+                || !(bound_ns <= settings.max_bound_ns as f64)
+                || beyond_allowance.binary_search(&(i as NodeId)).is_ok();
             if is_flagged {
                 flagged.push(i as NodeId);
             }
@@ -179,6 +191,7 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
                 // JSON has no infinity: an unbounded segment carries f64::MAX and the flag.
                 bound_ns: if bound_ns.is_finite() { bound_ns } else { f64::MAX },
                 uncertainty_ns: if sigma_ns.is_finite() { sigma_ns } else { f64::MAX },
+                drift_uncertainty_ppb: if drift_sigma_ppb.is_finite() { drift_sigma_ppb } else { f64::MAX },
                 flagged: is_flagged,
             })
         })
@@ -192,6 +205,7 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
         segments,
         flagged,
         anchors: Vec::new(),
+        beyond_allowance,
     }
 }
 

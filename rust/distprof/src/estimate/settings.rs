@@ -24,6 +24,9 @@ pub struct EstimatorSettings {
     pub max_uncertainty_ns: u64,
     /// ...and those whose worst-case bound (any asymmetry) exceeds this.
     pub max_bound_ns: u64,
+    /// The path and stamping asymmetry every uncertainty assumes, ns per hop
+    /// (`Config::effective_asymmetry_allowance_ns`; `allowance`).
+    pub asymmetry_allowance_ns: f64,
     pub network: NetworkMode,
     /// How far the drift fit reaches (hull estimator): online
     /// (`online::estimate_window_with_history`) the current window plus as many past
@@ -45,6 +48,7 @@ impl EstimatorSettings {
             purity_rel_tolerance: config.purity_rel_tolerance,
             max_uncertainty_ns: config.max_uncertainty_ns,
             max_bound_ns: config.max_bound_ns,
+            asymmetry_allowance_ns: config.effective_asymmetry_allowance_ns() as f64,
             ..Self::default()
         }
     }
@@ -81,6 +85,7 @@ impl Default for EstimatorSettings {
             purity_rel_tolerance: 0.1,
             max_uncertainty_ns: crate::config::Config::DEFAULT_MAX_UNCERTAINTY_NS,
             max_bound_ns: crate::config::Config::DEFAULT_MAX_BOUND_NS,
+            asymmetry_allowance_ns: crate::config::TimestampMode::Auto.default_asymmetry_allowance_ns() as f64,
             network: NetworkMode::Wls,
             drift_span_s: 30.0,
             // Measured: C = 1 is visibly soft (0.5 µs off); C = 100 approaches the

@@ -176,6 +176,8 @@ impl WindowFits {
                         margin_ns: l.margin_ns.unwrap_or(f64::NAN),
                         sigma_ns: l.sigma_ns.unwrap_or(f64::INFINITY),
                         all_packets: l.all_packets,
+                        // Shared fits are final: their lines are not refit again.
+                        floor: Default::default(),
                     },
                 });
             }

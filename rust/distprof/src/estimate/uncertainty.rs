@@ -60,31 +60,105 @@ const MIN_DOF_TO_SHRINK: usize = 5;
 pub fn edge_sigma_ns(fwd: &[Point], rev: &[Point], line: &Line) -> f64 {
     let f = floor_scale_ns(fwd.iter().map(|p| p.y_ns - line.at(p.x_ns)));
     let r = floor_scale_ns(rev.iter().map(|p| line.at(p.x_ns) - p.y_ns));
+    sigma_of_scales(f, r)
+}
+
+/// An edge's sigma from the floor scales of its two directions.
+fn sigma_of_scales(f: f64, r: f64) -> f64 {
     (0.5 * (f * f + r * r).sqrt()).max(MIN_EDGE_SIGMA_NS)
+}
+
+/// The points near an edge's delay floors from which the sigma of the line the window
+/// finally uses (after the drift refit, `drift`) is computed again
+/// (`WindowFits::set_lines`): per direction the `SPACINGS + 1` points of smallest residual
+/// to the fitted line and the hull vertices. A subset of the points, so the refit line's
+/// sigma from them is never below the one from all points (its spacings can only be
+/// wider): conservative, +2% to +52% under tilts of 10-30 ppb (unit test). Keeping every
+/// point that could be among the smallest for some tilt was exact but cost a second pass
+/// over every point of every edge.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FloorPoints {
+    pub fwd: Vec<Point>,
+    pub rev: Vec<Point>,
+}
+
+impl FloorPoints {
+    /// The sigma of `line` (`edge_sigma_ns`) from the kept points.
+    pub fn sigma_ns(&self, line: &Line) -> f64 {
+        edge_sigma_ns(&self.fwd, &self.rev, line)
+    }
+
+    /// Adds the hull vertices (`fwd_lower`, `rev_upper`), each point once: a point kept
+    /// twice would be a zero spacing.
+    pub fn with_vertices(mut self, fwd_lower: &[Point], rev_upper: &[Point]) -> Self {
+        for (kept, vertices) in [(&mut self.fwd, fwd_lower), (&mut self.rev, rev_upper)] {
+            kept.extend(vertices);
+            kept.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns).then(a.y_ns.total_cmp(&b.y_ns)));
+            kept.dedup();
+        }
+        self
+    }
+}
+
+/// `edge_sigma_ns` of `line` and the points of smallest residual of each direction, in
+/// the one pass the sigma needs (it reads every point of every edge).
+pub fn edge_sigma_and_lowest(fwd: &[Point], rev: &[Point], line: &Line) -> (f64, FloorPoints) {
+    let (f, fwd) = scan_floor(fwd, |p| p.y_ns - line.at(p.x_ns));
+    let (r, rev) = scan_floor(rev, |p| line.at(p.x_ns) - p.y_ns);
+    (sigma_of_scales(f, r), FloorPoints { fwd, rev })
+}
+
+/// One direction: the floor scale of its residuals (`floor_scale_ns`) and the points of
+/// the smallest few.
+fn scan_floor(points: &[Point], residual: impl Fn(&Point) -> f64) -> (f64, Vec<Point>) {
+    let mut lowest = Lowest::new();
+    for p in points {
+        lowest.add(residual(p), *p);
+    }
+    (lowest.scale(), lowest.low.iter().filter(|(v, _)| v.is_finite()).map(|(_, p)| *p).collect())
+}
+
+/// The `SPACINGS + 1` smallest of a stream of values (each with its point), and how many
+/// there were.
+struct Lowest {
+    low: [(f64, Point); SPACINGS + 1],
+    n: usize,
+}
+
+impl Lowest {
+    fn new() -> Self {
+        Self { low: [(f64::INFINITY, Point { x_ns: 0.0, y_ns: 0.0 }); SPACINGS + 1], n: 0 }
+    }
+
+    fn add(&mut self, v: f64, p: Point) {
+        self.n += 1;
+        if !(v < self.low[SPACINGS].0) {
+            return;
+        }
+        // Insertion into the sorted few: most values are far above and stop at the check.
+        let mut i = SPACINGS;
+        while i > 0 && self.low[i - 1].0 > v {
+            self.low[i] = self.low[i - 1];
+            i -= 1;
+        }
+        self.low[i] = (v, p);
+    }
+
+    /// Mean spacing of the kept few; infinite with fewer than two.
+    fn scale(&self) -> f64 {
+        let k = self.n.min(SPACINGS + 1);
+        if k < 2 {
+            return f64::INFINITY;
+        }
+        (self.low[k - 1].0 - self.low[0].0) / (k - 1) as f64
+    }
 }
 
 /// Mean spacing of the smallest `SPACINGS + 1` values (fewer if there are fewer).
 fn floor_scale_ns(values: impl Iterator<Item = f64>) -> f64 {
-    let mut low = [f64::INFINITY; SPACINGS + 1];
-    let mut n = 0usize;
-    for v in values {
-        n += 1;
-        if !(v < low[SPACINGS]) {
-            continue;
-        }
-        // Insertion into the sorted few: most values are far above and stop at the check.
-        let mut i = SPACINGS;
-        while i > 0 && low[i - 1] > v {
-            low[i] = low[i - 1];
-            i -= 1;
-        }
-        low[i] = v;
-    }
-    let k = n.min(SPACINGS + 1);
-    if k < 2 {
-        return f64::INFINITY;
-    }
-    (low[k - 1] - low[0]) / (k - 1) as f64
+    let mut lowest = Lowest::new();
+    values.for_each(|v| lowest.add(v, Point { x_ns: 0.0, y_ns: 0.0 }));
+    lowest.scale()
 }
 
 /// Each node's offset sigma (ns) from the accepted edges' sigmas, grown by the window's
@@ -97,7 +171,7 @@ pub fn node_sigmas_ns(
     edge_sigma_ns: &[f64],
     solution: &NetworkSolution,
     wls: bool,
-) -> Vec<Option<f64>> {
+) -> NodeSigmas {
     let rejected: Vec<_> = solution.edges.iter().map(|v| v.rejected).collect();
     let reached = |i: usize| solution.offset_ns.get(i).copied().flatten().is_some();
     let nodes: Vec<usize> = (0..num_nodes).filter(|&i| i != reference as usize && reached(i)).collect();
@@ -153,7 +227,41 @@ pub fn node_sigmas_ns(
         // Too few to trust either way (nor the expansion below 5).
         _ => ratio.max(1.0),
     };
-    var.into_iter().enumerate().map(|(i, v)| v.filter(|_| reached(i)).map(|v| (v * birge).sqrt())).collect()
+    // Drift: the rate equations have the same matrix and weights as the offset ones, and
+    // an edge's slope error scales like its offset error (both come from the same extreme
+    // points over the same span), so the node rate covariance is the offset one times
+    // one factor. The drift loop residuals measure that factor as the offsets' measure
+    // their scale: the drift residuals' sum of squares over the residual variances the
+    // edge sigmas predict (ppb² per ns²). No loops (a tree, or the tree mode): unknown.
+    let drift_pairs: Vec<(f64, f64)> = accepted
+        .iter()
+        .filter(|&&i| solution.edges[i].drift_residual_ppb.is_finite())
+        .filter_map(|&i| Some((solution.edges[i].drift_residual_ppb.powi(2), residual_var_ns2[i]?.max(1e-9 * sigma(i).powi(2)))))
+        .collect();
+    let drift_scale = match dof {
+        _ if !wls || drift_pairs.is_empty() => None,
+        0 => None,
+        d => Some(birge_ratio(&drift_pairs) * t_over_gauss_at_2_sigma(d.max(MIN_DOF_TO_SHRINK) as f64).powi(2)),
+    };
+    let root = |v: Option<f64>, scale: f64| v.map(|v| (v * scale).sqrt());
+    NodeSigmas {
+        offset_ns: var.iter().enumerate().map(|(i, &v)| root(v.filter(|_| reached(i)), birge)).collect(),
+        drift_ppb: var
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| if i == reference as usize { v.map(|_| 0.0) } else { root(v.filter(|_| reached(i)), drift_scale?) })
+            .collect(),
+    }
+}
+
+/// The statistical sigmas of every node (indexed by node; None: unreachable, or for the
+/// drift, unknown).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSigmas {
+    /// Of the offset at the window midpoint, ns.
+    pub offset_ns: Vec<Option<f64>>,
+    /// Of the drift over the window, ppb.
+    pub drift_ppb: Vec<Option<f64>>,
 }
 
 /// The sigma of each row of the system: its edge's, floored at `MIN_EDGE_SIGMA_NS`.
@@ -206,6 +314,40 @@ mod tests {
     use super::*;
     use crate::estimate::network;
 
+    /// The sigma of the refit line from the kept points (the lowest few and the hull
+    /// vertices) against the sigma from every point: equal for the fitted line, never
+    /// below it under a tilt, and at most 1.6 times it under the tilts a drift refit makes
+    /// (own-window slope error ~26 ppb at p99 over a 15 s window), from ~30 of 1,500 points.
+    #[test]
+    fn floor_points_give_the_sigma_of_the_refit_line() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut exp = move |mean: f64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            -mean * (1.0 - (state >> 11) as f64 / (1u64 << 53) as f64).ln()
+        };
+        // 15 s window, 750 points a direction, 10 us floor, 20 us mean queueing.
+        let mut side = |sign: f64| -> Vec<Point> {
+            (0..750).map(|i| Point { x_ns: i as f64 * 2e7 - 7.5e9, y_ns: sign * (10_000.0 + exp(20_000.0)) }).collect()
+        };
+        let (fwd, rev) = (side(1.0), side(-1.0));
+        let fit = crate::estimate::hull::fit(&fwd, &rev).unwrap();
+        let (sigma, floor) = edge_sigma_and_lowest(&fwd, &rev, &fit.line);
+        assert_eq!(sigma, edge_sigma_ns(&fwd, &rev, &fit.line));
+        let floor = floor.with_vertices(&fit.hulls.fwd_lower, &fit.hulls.rev_upper);
+        assert!(floor.fwd.len() + floor.rev.len() < 60, "{} + {} kept", floor.fwd.len(), floor.rev.len());
+        assert_eq!(floor.sigma_ns(&fit.line), sigma);
+        for tilt in [-100e-9, -30e-9, -10e-9, 10e-9, 30e-9, 100e-9] {
+            let used = fit.hulls.line_at_slope(fit.line.slope + tilt).unwrap();
+            let (kept, all) = (floor.sigma_ns(&used), edge_sigma_ns(&fwd, &rev, &used));
+            // Never below (the kept are a subset: their spacings can only be wider), and at
+            // most 1.6 times above within 30 ppb (measured +2% to +52%).
+            assert!(kept >= all, "tilt {tilt}: {kept:.1} from the kept points, {all:.1} from all");
+            assert!(tilt.abs() > 30e-9 || kept <= 1.6 * all, "tilt {tilt}: {kept:.1} from the kept points, {all:.1} from all");
+        }
+    }
+
     #[test]
     fn floor_scale_is_the_mean_spacing_of_the_lowest() {
         assert_eq!(floor_scale_ns([9.0, 1.0, 100.0, 3.0, 5.0, 7.0, 50.0].into_iter()), 2.0);
@@ -220,15 +362,15 @@ mod tests {
         // Chain: var(1) = s01², var(2) = s01² + s12².
         let obs = [e(0, 1, 10.0), e(1, 2, 5.0)];
         let sol = network::solve(3, 0, &obs, true);
-        let s = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, true);
+        let s = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, true).offset_ns;
         assert_eq!(s[0], Some(0.0));
         assert!((s[1].unwrap() - 3.0).abs() < 1e-9 && (s[2].unwrap() - 5.0).abs() < 1e-9, "{s:?}");
-        let tree = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, false);
+        let tree = node_sigmas_ns(3, 0, &obs, &[3.0, 4.0], &sol, false).offset_ns;
         assert!((tree[2].unwrap() - 5.0).abs() < 1e-9, "{tree:?}");
         // Triangle of equal sigmas s, consistent (no residual): var = 2/3 s² per node.
         let obs = [e(0, 1, 10.0), e(1, 2, 5.0), e(0, 2, 15.0)];
         let sol = network::solve(3, 0, &obs, true);
-        let s = node_sigmas_ns(3, 0, &obs, &[3.0; 3], &sol, true);
+        let s = node_sigmas_ns(3, 0, &obs, &[3.0; 3], &sol, true).offset_ns;
         let want = (2.0f64 / 3.0).sqrt() * 3.0;
         assert!((s[1].unwrap() - want).abs() < 1e-9 && (s[2].unwrap() - want).abs() < 1e-9, "{s:?}");
     }
@@ -277,8 +419,8 @@ mod tests {
         let closed = [e(0, 1, 10.0), e(1, 2, 5.0), e(0, 2, 15.0), e(0, 3, 1.0), e(3, 2, 14.0)];
         let open = [e(0, 1, 10.0), e(1, 2, 5.0), e(0, 2, 15.0), e(0, 3, 1.0), e(3, 2, 34.0)];
         let sig = [3.0; 5];
-        let a = node_sigmas_ns(4, 0, &closed, &sig, &network::solve(4, 0, &closed, true), true);
-        let b = node_sigmas_ns(4, 0, &open, &sig, &network::solve(4, 0, &open, true), true);
+        let a = node_sigmas_ns(4, 0, &closed, &sig, &network::solve(4, 0, &closed, true), true).offset_ns;
+        let b = node_sigmas_ns(4, 0, &open, &sig, &network::solve(4, 0, &open, true), true).offset_ns;
         for i in 1..4 {
             assert!(b[i].unwrap() > 2.0 * a[i].unwrap(), "{a:?} {b:?}");
         }

@@ -119,11 +119,18 @@ impl WindowFits {
     }
 
     /// Replaces the lines that `lines` (in edge order, as `drift::long_lines` gives them)
-    /// has a new one for.
+    /// has a new one for, and their sigmas with the new line's: the network and the node
+    /// sigmas must judge the line actually used, not the one it replaced. The lines are
+    /// final then, so the floor points go (the windows are kept as neighbours, and cloned).
     pub fn set_lines(&mut self, lines: Vec<Option<Line>>) {
         for (f, line) in self.fitted.iter_mut().zip(lines) {
+            let floor = std::mem::take(&mut f.line.floor);
             if let Some(line) = line {
                 f.line.line = line;
+                // Lines that carry no floor points (shared fits, already final) keep theirs.
+                if !floor.fwd.is_empty() {
+                    f.line.sigma_ns = floor.sigma_ns(&line);
+                }
             }
         }
     }

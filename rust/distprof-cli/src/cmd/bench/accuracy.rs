@@ -50,6 +50,21 @@ pub struct Args {
     /// Span of the hull's drift fit, s (default: the estimator default).
     #[arg(long)]
     drift_span_s: Option<f64>,
+    /// Clock wander of every simulated node, ppb/sqrt(s) (default: the reference
+    /// scenario's 1; crystals under load wander by 5-20).
+    #[arg(long)]
+    wander_ppb_per_sqrt_s: Option<f64>,
+    /// Per-edge path asymmetry of the simulation, uniform in +- this many ns (default 0).
+    #[arg(long)]
+    asymmetry_ns: Option<f64>,
+    /// Per-node stamping bias of the simulation, uniform in +- this many ns (default 0):
+    /// shared by every path of a node, invisible to the loops (`Scenario::stamp_bias_max_ns`).
+    #[arg(long)]
+    node_asymmetry_ns: Option<f64>,
+    /// The asymmetry per hop the uncertainty assumes, ns (default: the configuration's,
+    /// chosen by timestamp mode: kernel stamps' 100 ns).
+    #[arg(long)]
+    asymmetry_allowance_ns: Option<f64>,
     /// Only these estimators (default: all).
     #[arg(long, value_delimiter = ',', value_parser = parse_estimator)]
     estimators: Vec<EstimatorKind>,
@@ -147,6 +162,10 @@ pub(super) struct Row {
     /// uncertainty / |error|.
     pub uncertainty_ns_p50: Option<f64>,
     pub within_2_sigma: usize,
+    /// Node-windows whose drift error is within twice the drift uncertainty, of those
+    /// with one (`drift_uncertainty_ppb`; 0 from the local runs, which do not report it).
+    pub drift_within_2_sigma: usize,
+    pub drift_uncertainty_known: usize,
     pub uncertainty_to_error_ratio_p50: Option<f64>,
     pub rejected_edges: usize,
     pub unreachable_node_windows: usize,
@@ -163,6 +182,9 @@ pub(super) struct Acc {
     sigmas: Vec<f64>,
     ratios: Vec<f64>,
     within_2_sigma: usize,
+    /// Node-windows with a known drift sigma, and those whose drift error is within twice it.
+    drift_known: usize,
+    drift_within_2_sigma: usize,
     flagged: usize,
     segments: usize,
     rejected: usize,
@@ -190,7 +212,12 @@ impl Acc {
             self.sigmas.push(s.uncertainty_ns);
             self.ratios.push(s.uncertainty_ns / err.max(1e-3));
             self.within_2_sigma += (err <= 2.0 * s.uncertainty_ns) as usize;
-            self.drift.push((s.drift_ppb - truth.drift_ppb).abs());
+            let drift_err = (s.drift_ppb - truth.drift_ppb).abs();
+            self.drift.push(drift_err);
+            if s.drift_uncertainty_ppb < f64::MAX {
+                self.drift_known += 1;
+                self.drift_within_2_sigma += (drift_err <= 2.0 * s.drift_uncertainty_ppb) as usize;
+            }
             self.bounds.push(s.bound_ns);
             self.segments += 1;
             self.flagged += s.flagged as usize;
@@ -215,10 +242,22 @@ impl Acc {
             bound_ns_p50: quantile(&mut self.bounds, 0.5),
             uncertainty_ns_p50: quantile(&mut self.sigmas, 0.5),
             within_2_sigma: self.within_2_sigma,
+            drift_within_2_sigma: self.drift_within_2_sigma,
+            drift_uncertainty_known: self.drift_known,
             uncertainty_to_error_ratio_p50: quantile(&mut self.ratios, 0.5),
             rejected_edges: self.rejected,
             unreachable_node_windows: self.unreachable,
         }
+    }
+}
+
+/// The default estimator's settings with the knobs of `args`.
+fn base_settings(args: &Args) -> EstimatorSettings {
+    let d = EstimatorSettings::default();
+    EstimatorSettings {
+        drift_span_s: args.drift_span_s.unwrap_or(d.drift_span_s),
+        asymmetry_allowance_ns: args.asymmetry_allowance_ns.unwrap_or(d.asymmetry_allowance_ns),
+        ..d
     }
 }
 
@@ -233,8 +272,7 @@ fn simulate_rows(scenario: &Scenario, args: &Args) -> anyhow::Result<Vec<Row>> {
     let settings_of = |estimator, wls: bool| EstimatorSettings {
         estimator,
         network: if wls { NetworkMode::Wls } else { NetworkMode::Tree },
-        drift_span_s: args.drift_span_s.unwrap_or(EstimatorSettings::default().drift_span_s),
-        ..EstimatorSettings::default()
+        ..base_settings(args)
     };
     let mut rows = Vec::new();
     for kind in ESTIMATORS.into_iter().filter(|k| args.estimators.is_empty() || args.estimators.contains(k)) {
@@ -290,10 +328,7 @@ fn calibration_row(reference: &Scenario, args: &Args) -> anyhow::Result<Option<R
         return Ok(None);
     }
     eprintln!("bench accuracy: uncertainty calibration, 64 nodes, {} run(s)", args.calibration_seeds);
-    let settings = EstimatorSettings {
-        drift_span_s: args.drift_span_s.unwrap_or(EstimatorSettings::default().drift_span_s),
-        ..EstimatorSettings::default()
-    };
+    let settings = base_settings(args);
     let mut acc = Acc::default();
     for i in 0..args.calibration_seeds {
         let c = Cluster::new(Scenario { nodes: 64, seed: reference.seed + i, ..reference.clone() })
@@ -316,10 +351,7 @@ fn scale_row(reference: &Scenario, args: &Args) -> anyhow::Result<Option<Row>> {
     }
     eprintln!("bench accuracy: {} nodes from the traces alone (coverage at scale)", args.scale_nodes);
     let c = Cluster::new(Scenario { nodes: args.scale_nodes, ..reference.clone() }).map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
-    let settings = EstimatorSettings {
-        drift_span_s: args.drift_span_s.unwrap_or(EstimatorSettings::default().drift_span_s),
-        ..EstimatorSettings::default()
-    };
+    let settings = base_settings(args);
     let mut acc = Acc::default();
     trace_only(&c, &settings, &mut acc);
     let mut row = acc.row(args.scale_nodes, EstimatorKind::Hull, true, Fit::Traces);
@@ -474,6 +506,9 @@ pub(super) fn pooled_local_row(nodes: u32, runs: &[serde_json::Value], source: &
         bound_ns_p50: quantile(&mut bounds, 0.5),
         uncertainty_ns_p50: quantile(&mut sigmas, 0.5),
         within_2_sigma,
+        // local's JSON states no drift uncertainty per node-window: not judged here.
+        drift_within_2_sigma: 0,
+        drift_uncertainty_known: 0,
         uncertainty_to_error_ratio_p50: quantile(&mut ratios, 0.5),
         rejected_edges: runs.iter().map(|v| v["rejected_edges"].as_array().map_or(0, Vec::len)).sum(),
         unreachable_node_windows: sum("unreachable_node_windows") as usize,
@@ -530,6 +565,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     reference.cadence_us = args.cadence_us.unwrap_or(reference.cadence_us);
     reference.window_s = args.window_s.unwrap_or(reference.window_s);
     reference.packet_jitter_mean_ns = args.packet_jitter_ns.unwrap_or(reference.packet_jitter_mean_ns);
+    reference.wander_ppb_per_sqrt_s = args.wander_ppb_per_sqrt_s.unwrap_or(reference.wander_ppb_per_sqrt_s);
+    reference.asymmetry_max_ns = args.asymmetry_ns.unwrap_or(reference.asymmetry_max_ns);
+    reference.stamp_bias_max_ns = args.node_asymmetry_ns.unwrap_or(reference.stamp_bias_max_ns);
+    if let Some(p) = Cluster::new(Scenario { nodes: 2, ..reference.clone() }).err() {
+        anyhow::bail!("the simulated scenario: {p}");
+    }
+    if let Some(a) = args.asymmetry_allowance_ns.filter(|a| !(a.is_finite() && *a >= 0.0)) {
+        anyhow::bail!("--asymmetry-allowance-ns {a}: must be a number of ns >= 0");
+    }
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -560,7 +604,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(f)
     };
     drop(out);
-    let real = super::real_clocks::run(&args.real_clocks)?;
+    let real = super::real_clocks::run(&args.real_clocks, &base_settings(&args))?;
     let mut out = std::io::stdout().lock();
     let find = |source: &str, n: Option<u32>, fit: Fit| {
         rows.iter().find(|r| {
@@ -576,6 +620,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let calibration: Vec<&Row> =
         rows.iter().filter(|r| r.source == "calibration" || r.source.starts_with("local")).collect();
     let samples: usize = calibration.iter().map(|r| r.samples).sum();
+    let drift_known: usize = calibration.iter().map(|r| r.drift_uncertainty_known).sum();
+    let drift_coverage =
+        (drift_known > 0).then(|| calibration.iter().map(|r| r.drift_within_2_sigma).sum::<usize>() as f64 / drift_known as f64);
     let coverage = (samples > 0).then(|| calibration.iter().map(|r| r.within_2_sigma).sum::<usize>() as f64 / samples as f64);
     // The median ratio over the pooled rows: each row's median, weighted by its samples
     // (the rows do not carry their samples).
@@ -595,8 +642,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "real_clocks": real.scenarios,
         "real_clocks_min_coverage_2sigma": real.min_coverage_2sigma,
         "real_clocks_max_coverage_2sigma": real.max_coverage_2sigma,
-        "real_clocks_asymmetry_allowance_ns": args.real_clocks.asymmetry_allowance_ns,
-        "local_coverage_2sigma": real.local_coverage.as_ref().and_then(|c| c.coverage_2sigma()),
+                "local_coverage_2sigma": real.local_coverage.as_ref().and_then(|c| c.coverage_2sigma()),
         "local_coverage": real.local_coverage,
         "disciplined_p99_offset_ns": real.disciplined_p99_offset_ns,
         "reference_failover": failover,
@@ -624,6 +670,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "local_p99_offset_ns": find("local", None, Fit::Run).and_then(|r| r.p99_offset_err_ns),
         "sim64_flagged_fraction": find("simulation", Some(64), Fit::Run).map(|r| r.flagged_fraction),
         "uncertainty_coverage_2sigma": coverage,
+        "drift_uncertainty_coverage_2sigma": drift_coverage,
+        "asymmetry_allowance_ns": base_settings(&args).asymmetry_allowance_ns,
         "uncertainty_to_error_ratio_p50": ratio_p50,
         "independent_jitter_p99_offset_ns": find("local_jitter", None, Fit::Run).and_then(|r| r.p99_offset_err_ns),
         "uncertainty_calibration_node_windows": samples,
@@ -653,7 +701,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
              whose asymmetry per hop is within {} ns, max over all",
             args.svm_max_nodes, args.svm_windows, args.local_nodes, args.local_duration, args.local_jitter_us,
             args.jitter_seeds, args.jitter_run_duration, args.seed,
-            args.real_clocks.real_clocks_first_seed, args.real_clocks.real_clocks_seeds, args.real_clocks.asymmetry_allowance_ns
+            args.real_clocks.real_clocks_first_seed, args.real_clocks.real_clocks_seeds, base_settings(&args).asymmetry_allowance_ns
         ),
     });
     let extend = |into: &mut serde_json::Value, from: serde_json::Value| {

@@ -42,11 +42,6 @@ pub struct RealClocksArgs {
     /// Length of each of those runs, s.
     #[arg(long, default_value_t = 40.0)]
     local_coverage_duration: f64,
-    /// The path and stamping asymmetry per hop the uncertainty is taken to state, ns:
-    /// `real_clocks_min_coverage_2sigma` is over the scenarios within it. 100 ns until the
-    /// estimator states its own (issue 29, Build 3).
-    #[arg(long, default_value_t = 100.0)]
-    pub asymmetry_allowance_ns: f64,
 }
 
 /// One scenario's figures from one source.
@@ -91,7 +86,10 @@ impl LocalCoverage {
     }
 }
 
-pub fn run(args: &RealClocksArgs) -> anyhow::Result<Figures> {
+/// The scenarios with the estimator's `settings` (their `asymmetry_allowance_ns` is the
+/// allowance the uncertainty states: `real_clocks_min_coverage_2sigma` is over the
+/// scenarios within it). The local runs use `distprof local`'s own configuration.
+pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Result<Figures> {
     let mut scenarios = Vec::new();
     let mut failover = None;
     if args.no_real_clocks {
@@ -109,7 +107,7 @@ pub fn run(args: &RealClocksArgs) -> anyhow::Result<Figures> {
     }
     if args.real_clocks_seeds > 0 {
         for named in SCENARIOS {
-            let (figures, unreachable) = simulate(named, args)?;
+            let (figures, unreachable) = simulate(named, args, settings)?;
             print(&figures);
             if named.name == "reference-dies" {
                 failover = unreachable;
@@ -119,7 +117,7 @@ pub fn run(args: &RealClocksArgs) -> anyhow::Result<Figures> {
     }
     if args.real_clocks_local_duration > 0.0 {
         for named in SCENARIOS.iter().filter(|n| !matches!(n.local, LocalEmulation::Cannot(_) | LocalEmulation::Same)) {
-            let figures = local(named, args)?;
+            let figures = local(named, args, settings.asymmetry_allowance_ns)?;
             print(&figures);
             scenarios.push(figures);
         }
@@ -156,10 +154,9 @@ fn print(f: &ScenarioFigures) {
 /// The scenario at `real_clocks_nodes` (64) nodes on `real_clocks_seeds` seeds, hull with network correction
 /// as a run delivers it; for a scenario in which a node dies, also the share of the
 /// surviving nodes' windows from its death on that have no model.
-fn simulate(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<(ScenarioFigures, Option<f64>)> {
+fn simulate(named: &NamedScenario, args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Result<(ScenarioFigures, Option<f64>)> {
     let nodes = args.real_clocks_nodes;
     eprintln!("bench accuracy: real clocks, {} in the simulator, {} run(s) of {nodes} nodes", named.name, args.real_clocks_seeds);
-    let settings = EstimatorSettings::default();
     let seeds: Vec<u64> = (args.real_clocks_first_seed..args.real_clocks_first_seed + args.real_clocks_seeds).collect();
     let mut acc = Acc::default();
     let (mut after_death, mut unreachable_after_death) = (0usize, 0usize);
@@ -167,7 +164,7 @@ fn simulate(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<(Sce
         let c = Cluster::new(named.apply(Scenario { nodes, seed, ..Scenario::reference() }))
             .map_err(|e| anyhow::anyhow!("scenario {}: {e}", named.name))?;
         let inputs = (0..c.num_windows()).map(|k| (c.records(k), c.window_spec(k)));
-        for (est, ms) in estimate_run_windows(inputs, &settings) {
+        for (est, ms) in estimate_run_windows(inputs, settings) {
             acc.add(&c, &est, ms);
             if let Some(death) = c.scenario.death {
                 // Every window that ends after the death: the dead node is silent in all or
@@ -185,11 +182,11 @@ fn simulate(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<(Sce
     }
     let unreachable = (after_death > 0).then(|| unreachable_after_death as f64 / after_death as f64);
     let row = acc.row(nodes, distprof::config::EstimatorKind::Hull, true, Fit::Run);
-    Ok((figures(named, "simulation", &row, seeds, args), unreachable))
+    Ok((figures(named, "simulation", &row, seeds, settings.asymmetry_allowance_ns), unreachable))
 }
 
 /// A scenario's figures from its row.
-fn figures(named: &NamedScenario, source: &'static str, row: &Row, seeds: Vec<u64>, args: &RealClocksArgs) -> ScenarioFigures {
+fn figures(named: &NamedScenario, source: &'static str, row: &Row, seeds: Vec<u64>, allowance_ns: f64) -> ScenarioFigures {
     ScenarioFigures {
         scenario: named.name,
         source,
@@ -201,12 +198,12 @@ fn figures(named: &NamedScenario, source: &'static str, row: &Row, seeds: Vec<u6
         flagged_fraction: row.flagged_fraction,
         unreachable_node_windows: row.unreachable_node_windows,
         asymmetry_per_hop_ns: named.asymmetry_per_hop_ns,
-        within_allowance: named.asymmetry_per_hop_ns <= args.asymmetry_allowance_ns,
+        within_allowance: named.asymmetry_per_hop_ns <= allowance_ns,
     }
 }
 
 /// One `distprof local --clock-scenario` run of 4 nodes with local's own relay defaults.
-fn local(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<ScenarioFigures> {
+fn local(named: &NamedScenario, args: &RealClocksArgs, allowance_ns: f64) -> anyhow::Result<ScenarioFigures> {
     let run = LocalRun {
         nodes: 4,
         duration_s: args.real_clocks_local_duration,
@@ -217,7 +214,7 @@ fn local(named: &NamedScenario, args: &RealClocksArgs) -> anyhow::Result<Scenari
     };
     let seed = args.real_clocks_first_seed;
     let row = pooled_local_row(run.nodes, &[local_json(&run, seed)?], "local");
-    Ok(figures(named, "local", &row, vec![seed], args))
+    Ok(figures(named, "local", &row, vec![seed], allowance_ns))
 }
 
 /// `distprof local`'s own default window (`local::LOCAL_WINDOW_S`): the runs here are
