@@ -638,25 +638,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }).map(|x| x.0)
     };
     // Issue 29's keys beside the rest (one json! of them all is past the macro's recursion limit).
-    let real_clock_keys = serde_json::json!({
-        "real_clocks": real.scenarios,
-        "real_clocks_min_coverage_2sigma": real.min_coverage_2sigma,
-        "real_clocks_max_coverage_2sigma": real.max_coverage_2sigma,
-                "local_coverage_2sigma": real.local_coverage.as_ref().and_then(|c| c.coverage_2sigma()),
-        "local_coverage": real.local_coverage,
-        "disciplined_p99_offset_ns": real.disciplined_p99_offset_ns,
-        "reference_failover": failover,
-        // The dedicated failover runs where they ran; else the real-clock scenario `reference-dies`.
-        "reference_failover_unreachable_fraction": failover.as_ref().map(|f| f.unreachable_fraction).or(real.reference_failover_unreachable_fraction),
-        "independent_jitter_seeds": (args.seed..args.seed + args.jitter_seeds).collect::<Vec<u64>>(),
-    });
-    let real_clock_goals = serde_json::json!({
-        "real_clocks_min_coverage_2sigma": ">= 0.90 (over the scenarios within the asymmetry allowance)",
-        "real_clocks_max_coverage_2sigma": "<= 0.99 (over every scenario)",
-        "local_coverage_2sigma": "0.90 - 0.98",
-        "disciplined_p99_offset_ns": "<= 150",
-        "reference_failover_unreachable_fraction": "0",
-    });
+    let (real_clock_keys, real_clock_goals) = real.summary(failover.as_ref());
     let mut summary = serde_json::json!({
         "rows": rows,
         "scenario": reference,
@@ -679,6 +661,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "scale_coverage_2sigma": find("scale", None, Fit::Traces).map(|r| r.within_2_sigma as f64 / r.samples.max(1) as f64),
         "scale_p99_offset_ns": find("scale", None, Fit::Traces).and_then(|r| r.p99_offset_err_ns),
         "solve_curve": curve,
+        "independent_jitter_seeds": (args.seed..args.seed + args.jitter_seeds).collect::<Vec<u64>>(),
         "goals": {
             "sim64_trace_only_p99_offset_ns": "<= 100",
             "sim64_flagged_fraction": "0",

@@ -72,6 +72,32 @@ pub struct Figures {
     pub local_coverage: Option<LocalCoverage>,
 }
 
+impl Figures {
+    /// The summary keys of `bench accuracy --json` that these figures give, and their
+    /// goals. The reference failover's fraction is the dedicated failover runs' where they
+    /// ran, else the `reference-dies` scenario's.
+    pub fn summary(&self, failover: Option<&super::failover::FailoverFigures>) -> (serde_json::Value, serde_json::Value) {
+        let keys = serde_json::json!({
+            "real_clocks": self.scenarios,
+            "real_clocks_min_coverage_2sigma": self.min_coverage_2sigma,
+            "real_clocks_max_coverage_2sigma": self.max_coverage_2sigma,
+            "local_coverage_2sigma": self.local_coverage.as_ref().and_then(|c| c.coverage_2sigma()),
+            "local_coverage": self.local_coverage,
+            "disciplined_p99_offset_ns": self.disciplined_p99_offset_ns,
+            "reference_failover": failover,
+            "reference_failover_unreachable_fraction": failover.map(|f| f.unreachable_fraction).or(self.reference_failover_unreachable_fraction),
+        });
+        let goals = serde_json::json!({
+            "real_clocks_min_coverage_2sigma": ">= 0.90 (over the scenarios within the asymmetry allowance)",
+            "real_clocks_max_coverage_2sigma": "<= 0.99 (over every scenario)",
+            "local_coverage_2sigma": "0.90 - 0.98",
+            "disciplined_p99_offset_ns": "<= 150",
+            "reference_failover_unreachable_fraction": "0",
+        });
+        (keys, goals)
+    }
+}
+
 /// The local coverage runs: each run's count, and all of them pooled.
 #[derive(Serialize)]
 pub struct LocalCoverage {
