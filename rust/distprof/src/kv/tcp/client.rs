@@ -104,6 +104,7 @@ impl TcpStore {
             .max(Duration::from_millis(1));
         let stream = TcpStream::connect_timeout(&self.addr, timeout)
             .map_err(|e| Attempt::Retry(format!("connect: {e}")))?;
+        refuse_self_connection(&stream).map_err(Attempt::Retry)?;
         let _ = stream.set_nodelay(true);
         let read_half = stream
             .try_clone()
@@ -295,5 +296,19 @@ impl KvStore for TcpStore {
             ))),
             other => Err(self.malformed(key, format!("SET answered with {other:?}"))),
         }
+    }
+}
+
+/// A connect to a local port nobody listens on yet can succeed against itself: Linux
+/// may pick the target port as the ephemeral one, and the TCP simultaneous open then
+/// connects the socket to itself. The client would read its own requests back, and the
+/// port would stay taken, so rank 0 could no longer serve the store there. Such a
+/// connection is dropped and the connect retried like a refused one.
+pub(super) fn refuse_self_connection(stream: &TcpStream) -> Result<(), String> {
+    match (stream.local_addr(), stream.peer_addr()) {
+        (Ok(local), Ok(peer)) if local == peer => {
+            Err(format!("connected to itself at {peer}: nothing listens there yet"))
+        }
+        _ => Ok(()),
     }
 }

@@ -255,4 +255,23 @@ mod tests {
         assert_eq!(server.stats().refused_hello, 3);
         assert_eq!(good.try_get("k").unwrap().as_deref(), Some("v"));
     }
+
+    /// A socket connected to itself (the TCP simultaneous open a connect to a port nobody
+    /// listens on can end in) is told apart from a store, and one to a real listener is not.
+    #[test]
+    fn a_connection_to_itself_is_refused() {
+        let port = std::net::TcpListener::bind(loopback()).unwrap().local_addr().unwrap().port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.set_reuse_address(true).unwrap();
+        sock.bind(&addr.into()).unwrap();
+        sock.connect(&addr.into()).unwrap();
+        let itself: std::net::TcpStream = sock.into();
+        let err = client::refuse_self_connection(&itself).unwrap_err();
+        assert!(err.contains("connected to itself") && err.contains(&addr.to_string()), "{err}");
+
+        let server = TcpStoreServer::bind(loopback()).unwrap();
+        let real = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        assert_eq!(client::refuse_self_connection(&real), Ok(()));
+    }
 }
