@@ -35,6 +35,7 @@ pub mod svm;
 pub mod two_point;
 pub mod uncertainty;
 pub mod variance;
+pub mod wander;
 pub mod window_fits;
 
 pub use online::{estimate_fits_with_history, estimate_window, estimate_window_with_history, fit_window, solve, History, ModelBuilder, WindowEstimate};

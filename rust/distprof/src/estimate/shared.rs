@@ -202,9 +202,12 @@ pub fn solve_shared_run<'a>(
     // In window order through one `Anchoring`: a window the reference cannot place is
     // re-anchored on a node the windows before it placed.
     let mut anchoring = super::Anchoring::default();
-    by_window
+    let mut estimates: Vec<super::WindowEstimate> = by_window
         .values()
         .filter_map(|parts| WindowFits::from_shared(parts, num_nodes, reference))
         .map(|fits| anchoring.solve(&fits, settings))
-        .collect()
+        .collect();
+    // As a run's own model (`estimate_run_windows`): the wander the windows show widens them.
+    super::wander::add_wander_terms(&mut estimates, reference, settings);
+    estimates
 }

@@ -10,6 +10,7 @@
 use super::drift::long_lines;
 use super::failover::Anchoring;
 use super::online::{fit_window, WindowEstimate};
+use super::wander::add_wander_terms;
 use super::window_fits::{WindowFits, WindowSpec};
 use crate::clock::thread_cpu_s;
 use crate::record::ProbeRecord;
@@ -114,7 +115,9 @@ pub fn estimate_run_windows<R: AsRef<[ProbeRecord]>>(
             out.push((e, own + share));
         }
     };
+    let mut reference = 0;
     for (records, spec) in windows {
+        reference = spec.reference;
         let started = thread_cpu_s();
         let fits = fit_window(records.as_ref(), &spec, settings);
         fit_ms.push((thread_cpu_s() - started) * 1e3);
@@ -128,6 +131,8 @@ pub fn estimate_run_windows<R: AsRef<[ProbeRecord]>>(
         let done = s.finish();
         solved(done, (thread_cpu_s() - started) * 1e3, &fit_ms, &mut out);
     }
+    // The run's wander, measured from all its windows, widens each window's sigmas.
+    add_wander_terms(out.iter_mut().map(|(e, _)| e), reference, settings);
     out
 }
 

@@ -27,6 +27,9 @@ pub struct RealClocksArgs {
     /// +1, ... (0 skips the simulated part of `real_clocks`).
     #[arg(long, default_value_t = 4)]
     pub real_clocks_seeds: u64,
+    /// Only these named scenarios, comma-separated (default: every one).
+    #[arg(long, value_delimiter = ',')]
+    pub real_clocks_scenarios: Vec<String>,
     /// First seed of the real-clock runs (simulated and local); no test uses 101 and up.
     #[arg(long, default_value_t = 101)]
     pub real_clocks_first_seed: u64,
@@ -56,6 +59,9 @@ pub struct ScenarioFigures {
     pub node_windows: usize,
     pub p99_offset_err_ns: Option<f64>,
     pub coverage_2sigma: Option<f64>,
+    /// Node-windows whose drift error is within twice the stated drift sigma, of those
+    /// that state one.
+    pub drift_coverage_2sigma: Option<f64>,
     pub flagged_fraction: f64,
     pub unreachable_node_windows: usize,
     pub asymmetry_per_hop_ns: f64,
@@ -131,8 +137,12 @@ pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Resul
     if !(2..=distprof_sim::cluster::MAX_NODES).contains(&args.real_clocks_nodes) {
         anyhow::bail!("--real-clocks-nodes {}: must be in 2..={}", args.real_clocks_nodes, distprof_sim::cluster::MAX_NODES);
     }
+    for name in &args.real_clocks_scenarios {
+        distprof_sim::cluster::scenarios::find(name).map_err(|e| anyhow::anyhow!("--real-clocks-scenarios: {e}"))?;
+    }
+    let chosen = |n: &&NamedScenario| args.real_clocks_scenarios.is_empty() || args.real_clocks_scenarios.iter().any(|s| s == n.name);
     if args.real_clocks_seeds > 0 {
-        for named in SCENARIOS {
+        for named in SCENARIOS.iter().filter(chosen) {
             let (figures, unreachable) = simulate(named, args, settings)?;
             print(&figures);
             if named.name == "reference-dies" {
@@ -142,7 +152,7 @@ pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Resul
         }
     }
     if args.real_clocks_local_duration > 0.0 {
-        for named in SCENARIOS.iter().filter(|n| !matches!(n.local, LocalEmulation::Cannot(_) | LocalEmulation::Same)) {
+        for named in SCENARIOS.iter().filter(chosen).filter(|n| !matches!(n.local, LocalEmulation::Cannot(_) | LocalEmulation::Same)) {
             let figures = local(named, args, settings.asymmetry_allowance_ns)?;
             print(&figures);
             scenarios.push(figures);
@@ -166,12 +176,13 @@ pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Resul
 fn print(f: &ScenarioFigures) {
     let v = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
     println!(
-        "real clocks {:>10} {:>17}: {:>5} node-windows, p99 offset error {:>12} ns, within 2 sigma {:>6}, flagged {:>5.3}, unreachable {}",
+        "real clocks {:>10} {:>17}: {:>5} node-windows, p99 offset error {:>12} ns, within 2 sigma {:>6} (drift {:>6}), flagged {:>5.3}, unreachable {}",
         f.source,
         f.scenario,
         f.node_windows,
         v(f.p99_offset_err_ns, 1),
         v(f.coverage_2sigma, 3),
+        v(f.drift_coverage_2sigma, 3),
         f.flagged_fraction,
         f.unreachable_node_windows
     );
@@ -221,6 +232,7 @@ fn figures(named: &NamedScenario, source: &'static str, row: &Row, seeds: Vec<u6
         node_windows: row.samples,
         p99_offset_err_ns: row.p99_offset_err_ns,
         coverage_2sigma: (row.samples > 0).then(|| row.within_2_sigma as f64 / row.samples as f64),
+        drift_coverage_2sigma: (row.drift_uncertainty_known > 0).then(|| row.drift_within_2_sigma as f64 / row.drift_uncertainty_known as f64),
         flagged_fraction: row.flagged_fraction,
         unreachable_node_windows: row.unreachable_node_windows,
         asymmetry_per_hop_ns: named.asymmetry_per_hop_ns,

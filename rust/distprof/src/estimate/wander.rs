@@ -1,0 +1,192 @@
+//! The clocks' wander in the uncertainty: what one line per window cannot follow.
+//!
+//! A crystal's frequency random-walks (white frequency noise, q ppb/sqrt(s): ~1 free
+//! running, 5-20 under load), so a node's phase against the reference bends away from any
+//! line. Each window's line is fitted over a few windows' points (`drift`, `smoother`), and
+//! the bend puts its offset at the midpoint, its drift and its value at the window's edges
+//! off by amounts that scale as q T^1.5 and q sqrt(T) (T the window length). The loops
+//! cannot see it: a node's bend is common to all its paths, like a stamping bias.
+//!
+//! q is measured from the data, per node against the reference, over the run: the node's
+//! window offsets o_k at midpoints m_k lie on one line when the clocks do not wander, so
+//! the second difference D_k = o_k - interpolation of o_(k-1) and o_(k+1) at m_k is the bend
+//! plus the offsets' own noise. Under a random walk E[D_k²] = `D_PER_Q2T3` q² T³ +
+//! sigma_k² + (sigma_(k-1)² + sigma_(k+1)²) / 4 (the statistical sigmas; a constant
+//! asymmetry cancels). A node has only a few triples in a run (two in four windows), so its
+//! own estimate is shrunk towards the network's (`PRIOR_TRIPLES` pseudo-triples of it);
+//! a triple far beyond the rest (a step, a re-anchoring) stays out of the network's.
+//!
+//! q then widens, in quadrature, each segment's offset sigma by `MID_PER_Q` q T^1.5 and its
+//! drift sigma by `DRIFT_PER_Q` q sqrt(T); merge carries the drift sigma over the distance
+//! from the midpoint (`ClockSegment::uncertainty_at_ns`), so the bend towards the window's
+//! edges widens each event's uncertainty too. The constants come from the estimator's
+//! geometry (a max-margin line over a span of three windows is the minimax line of the
+//! phase; the offset is the midrange of the phase about it over the window), computed by
+//! Monte Carlo on an integrated random walk, and scaled to what the real estimator shows
+//! in the simulator on tuning seeds (docs/estimation.md, "Wander"); the first and last
+//! window of a run have their span shifted inwards and bend further.
+//!
+//! Only the model of a whole run has it (`estimate_run_windows`, merge's
+//! `solve_shared_run`): a window as it closes (`online`) has no later window to measure
+//! its bend with.
+
+use super::allowance::allowance_sigma_ns;
+use super::online::WindowEstimate;
+use super::settings::EstimatorSettings;
+use crate::context::NodeId;
+use crate::model::ClockSegment;
+
+/// E[D²] / (q² T³) of the second difference of the estimated offsets (Monte Carlo of the
+/// geometry below; 1/6 for the true phase, which the fitted offsets follow a little less).
+/// In the simulator it recovers q within ~15% where the wander dominates (wander-20,
+/// seeds 2-3: 31.8 against the true 28.3 ppb/sqrt(s) of a node against the reference).
+const D_PER_Q2T3: f64 = 0.126;
+/// Sigma of the offset at the midpoint / (q T^1.5), a window inside the run and the first
+/// or last (span shifted inwards). The minimax geometry gives 0.104 and 0.129 for a
+/// three-window span (0.067 for a line over its own window, 0.056 for a window's mean);
+/// with the real estimator in the simulator (seeds 1-6, wander 5-20 ppb/sqrt(s), no
+/// asymmetry allowance) the bend is 0.6 times the three-window figure, likely because the
+/// floor points a line rests on are spread over the window rather than at the bend's
+/// extremes. 0.6x covers 0.96-0.98 there (0.5x: 0.94-0.96, 0.7x: 0.98-0.99).
+const MID_PER_Q: f64 = 0.6 * 0.104;
+const MID_PER_Q_END: f64 = 0.6 * 0.129;
+/// Sigma of the drift against the window's mean rate / (q sqrt(T)), inside and at the
+/// ends: 0.31 and 0.68 in the geometry, 0.7 times that with the real estimator (same
+/// seeds: drift 2-sigma coverage 0.93-0.95 at 0.7x, 0.99 at 1x, 0.15-0.46 without).
+const DRIFT_PER_Q: f64 = 0.7 * 0.31;
+const DRIFT_PER_Q_END: f64 = 0.7 * 0.68;
+/// A node's own triples are pooled with this many of the network's: two triples alone
+/// (a 60 s run of 15 s windows) put its q² anywhere within a factor of ten.
+const PRIOR_TRIPLES: f64 = 4.0;
+/// A triple whose D² is beyond this many times the median's expectation is a step or a
+/// re-anchoring, not wander: it stays out of the network's estimate (its own node keeps it).
+const OUTLIER_RATIO: f64 = 100.0;
+/// The largest q (ppb/sqrt(s), a node against the reference) taken for wander. A crystal
+/// under load wanders by up to ~100 ppb/sqrt(s) (issue 29), so two of them by ~140; a
+/// larger second difference is a step of the clock or a servo's or ntpd's correction,
+/// which no line per window follows and which the step's own window shows (its bound, its
+/// loops). Without the cap one leap second in a 60 s run took every node's q to ~10^7 and
+/// flagged all its windows (simulated `leap-second`: flagged 0.25 -> 1.0).
+const MAX_Q_PPB: f64 = 150.0;
+/// Median of chi² with one degree of freedom: the median D² of pure noise over its mean.
+const CHI2_1_MEDIAN: f64 = 0.454_936;
+
+/// One node's triple: its excess D² over the noise, and the D² expected per unit q², both
+/// in ns².
+#[derive(Debug, Clone, Copy)]
+struct Triple {
+    node: usize,
+    d2: f64,
+    noise: f64,
+    per_q2: f64,
+}
+
+/// Widens every segment of a run's windows (in window order, as `estimate_run_windows`
+/// and `solve_shared_run` give them) by the wander measured from the run itself, and
+/// flags those it takes beyond `max_uncertainty_ns`. Returns each node's q (ppb/sqrt(s),
+/// against `reference`; None where no triple measured it).
+pub fn add_wander_terms<'a>(
+    windows: impl IntoIterator<Item = &'a mut WindowEstimate>,
+    reference: NodeId,
+    settings: &EstimatorSettings,
+) -> Vec<Option<f64>> {
+    let mut windows: Vec<&mut WindowEstimate> = windows.into_iter().collect();
+    let n = windows.iter().map(|w| w.segments.len()).max().unwrap_or(0);
+    let allowance_var = allowance_sigma_ns(settings.asymmetry_allowance_ns).powi(2);
+    // The statistical variance of a segment: the allowance is constant and cancels in D.
+    let stat_var = |s: &ClockSegment| (s.uncertainty_ns.powi(2) - allowance_var).max(0.0);
+    let mut triples = Vec::new();
+    for k in 1..windows.len().saturating_sub(1) {
+        // Re-anchored windows carry another clock's extrapolation: not this node's bend.
+        if [k - 1, k, k + 1].iter().any(|&j| !windows[j].anchors.is_empty()) {
+            continue;
+        }
+        for node in (0..n).filter(|&i| i != reference as usize) {
+            let seg = |j: usize| windows[j].segments.get(node).copied().flatten().filter(|s| s.uncertainty_ns < f64::MAX);
+            let (Some(a), Some(b), Some(c)) = (seg(k - 1), seg(k), seg(k + 1)) else { continue };
+            let (ab, bc) = ((b.mid_local_ns - a.mid_local_ns) as f64, (c.mid_local_ns - b.mid_local_ns) as f64);
+            if !(ab > 0.0 && bc > 0.0) {
+                continue;
+            }
+            // a's and c's offsets interpolated at b's midpoint, with their weights.
+            let (wa, wc) = (bc / (ab + bc), ab / (ab + bc));
+            let d = b.offset_ns - (wa * a.offset_ns + wc * c.offset_ns);
+            let t_s = 0.5 * (ab + bc) * 1e-9;
+            triples.push(Triple {
+                node,
+                d2: d * d,
+                noise: stat_var(&b) + wa * wa * stat_var(&a) + wc * wc * stat_var(&c),
+                // q in ppb/sqrt(s), T in s: q T^1.5 is in ns.
+                per_q2: D_PER_Q2T3 * t_s.powi(3),
+            });
+        }
+    }
+    let mut q = wander_per_node(n, &triples);
+    if let Some(r) = q.get_mut(reference as usize) {
+        *r = None;
+    }
+    let last = windows.len().saturating_sub(1);
+    for (k, w) in windows.iter_mut().enumerate() {
+        let end = k == 0 || k == last;
+        for (node, seg) in w.segments.iter_mut().enumerate() {
+            let (Some(s), Some(q)) = (seg.as_mut(), q.get(node).copied().flatten()) else { continue };
+            // The reference is the timeline: it has no error to widen.
+            if node == reference as usize {
+                continue;
+            }
+            widen(s, q, end);
+            if s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged {
+                s.flagged = true;
+                w.flagged.push(node as NodeId);
+            }
+        }
+        w.flagged.sort_unstable();
+    }
+    q
+}
+
+/// A segment's offset and drift sigmas with the bend of a wander of `q_ppb` (ppb/sqrt(s))
+/// over its window added in quadrature; unknown sigmas stay unknown.
+fn widen(s: &mut ClockSegment, q_ppb: f64, end_of_run: bool) {
+    let t_s = (s.end_local_ns - s.start_local_ns) as f64 * 1e-9;
+    let (mid, drift) = if end_of_run { (MID_PER_Q_END, DRIFT_PER_Q_END) } else { (MID_PER_Q, DRIFT_PER_Q) };
+    if s.uncertainty_ns < f64::MAX {
+        s.uncertainty_ns = s.uncertainty_ns.hypot(mid * q_ppb * t_s.powf(1.5));
+    }
+    if s.drift_uncertainty_ppb < f64::MAX {
+        s.drift_uncertainty_ppb = s.drift_uncertainty_ppb.hypot(drift * q_ppb * t_s.sqrt());
+    }
+}
+
+/// Each node's q (ppb/sqrt(s)) from the triples: its own excess pooled with
+/// `PRIOR_TRIPLES` of the network's (`network_q2`). None without any triple.
+fn wander_per_node(n: usize, triples: &[Triple]) -> Vec<Option<f64>> {
+    let Some(network) = network_q2(triples) else { return vec![None; n] };
+    let mean_per_q2 = triples.iter().map(|t| t.per_q2).sum::<f64>() / triples.len() as f64;
+    let (mut excess, mut per_q2) = (vec![0.0; n], vec![0.0; n]);
+    for t in triples {
+        excess[t.node] += t.d2 - t.noise;
+        per_q2[t.node] += t.per_q2;
+    }
+    (0..n)
+        .map(|i| {
+            let prior = PRIOR_TRIPLES * mean_per_q2;
+            let q2 = (excess[i] + prior * network) / (per_q2[i] + prior);
+            Some(q2.max(0.0).sqrt().min(MAX_Q_PPB))
+        })
+        .collect()
+}
+
+/// The network's q² (ppb²/s): the excess over the noise summed over the triples, over what
+/// a unit q² predicts, without the outliers (`OUTLIER_RATIO`). Never below 0.
+fn network_q2(triples: &[Triple]) -> Option<f64> {
+    let mut ratios: Vec<f64> = triples.iter().map(|t| t.d2 / (t.noise + 1e-9)).collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = *ratios.get(ratios.len() / 2)?;
+    let cut = OUTLIER_RATIO * median / CHI2_1_MEDIAN;
+    let (excess, per_q2) = triples
+        .iter()
+        .filter(|t| t.d2 / (t.noise + 1e-9) <= cut)
+        .fold((0.0, 0.0), |(e, p), t| (e + t.d2 - t.noise, p + t.per_q2));
+    (per_q2 > 0.0).then(|| (excess / per_q2).max(0.0))
+}
