@@ -16,8 +16,13 @@
 //! src -> dst is off by (b_src - b_dst) / 2, and the node's offset by (b_node - b_ref) / 2
 //! whatever the paths. Asymmetry within +-A per hop is thus biases within +-A per node;
 //! taken uniform, the node's error has standard deviation A sqrt(2/3) / 2 = A / sqrt(6).
-//! Independent asymmetries of single paths are averaged by the solve and grow the loop
-//! residuals instead (the Birge ratio of `uncertainty`).
+//! Independent asymmetries of single paths (uniform within +-A per hop: A / sqrt(3) per
+//! edge) are averaged by the solve and grow the loop residuals instead (the Birge ratio of
+//! `uncertainty`): they need no per-node share. A smaller share (triangular biases, A as a
+//! 2-sigma bound) narrows the uncertainty where there is no asymmetry but stops covering a
+//! cluster whose biases do spread over +-A: on tuning seeds the reference scenario reaches
+//! 0.99 only at ~A / 5, where +-100 ns of uniform stamping bias falls to 0.81
+//! (docs/estimation.md, "The asymmetry allowance").
 //!
 //! Where an asymmetry differs between a node's paths the loops do see it: an edge's
 //! loop-closure residual is its own asymmetry less what the other paths absorb. When half
