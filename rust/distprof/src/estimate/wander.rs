@@ -190,3 +190,48 @@ fn network_q2(triples: &[Triple]) -> Option<f64> {
         .fold((0.0, 0.0), |(e, p), t| (e + t.d2 - t.noise, p + t.per_q2));
     (per_q2 > 0.0).then(|| (excess / per_q2).max(0.0))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Second differences drawn as the model says (63 nodes, two triples each, Gaussian
+    /// bend of variance per_q2 q² plus noise of known variance): the network's q² is the
+    /// true 400 (q 20) within 25%; a node with one step-sized triple is left out of the
+    /// network's estimate but keeps its own (capped at `MAX_Q_PPB`), and its neighbours'
+    /// estimates are unmoved by it.
+    #[test]
+    fn pooled_q_recovers_the_wander_and_a_step_stays_with_its_node() {
+        let mut state = 0x853c_49e6_748f_ea9bu64;
+        let mut gauss = move || {
+            let mut u = || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+            };
+            (-2.0 * u().ln()).sqrt() * (std::f64::consts::TAU * u()).cos()
+        };
+        let per_q2 = D_PER_Q2T3 * 15f64.powi(3);
+        let (q2, noise) = (400.0, 40.0f64.powi(2));
+        let mut triples: Vec<Triple> = (1..64)
+            .flat_map(|node| [node, node])
+            .map(|node| {
+                let d = gauss() * (per_q2 * q2 + noise).sqrt();
+                Triple { node, d2: d * d, noise, per_q2 }
+            })
+            .collect();
+        let clean = network_q2(&triples).unwrap();
+        assert!((clean / q2 - 1.0).abs() < 0.25, "network q² {clean:.0}, truth {q2}");
+        // Node 5 steps by 1 ms in one window.
+        triples[8].d2 = 1e12;
+        let stepped = network_q2(&triples).unwrap();
+        assert!((stepped / clean - 1.0).abs() < 0.05, "{stepped:.0} with the step, {clean:.0} without");
+        let q = wander_per_node(64, &triples);
+        assert_eq!(q[5], Some(MAX_Q_PPB));
+        let (q6, q7) = (q[6].unwrap(), q[7].unwrap());
+        assert!(q6 > 10.0 && q6 < 40.0 && q7 > 10.0 && q7 < 40.0, "{q6:.1} {q7:.1}");
+        // Nothing to measure with: no q.
+        assert_eq!(wander_per_node(3, &[]), vec![None; 3]);
+    }
+}
