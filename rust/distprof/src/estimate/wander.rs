@@ -24,7 +24,8 @@
 //! phase; the offset is the midrange of the phase about it over the window), computed by
 //! Monte Carlo on an integrated random walk, and scaled to what the real estimator shows
 //! in the simulator on tuning seeds (docs/estimation.md, "Wander"); the first and last
-//! window of a run have their span shifted inwards and bend further.
+//! window of a run have their span shifted inwards and bend further. The constants hold for
+//! the default span (three windows, `EstimatorSettings::smoothing_radius` 1).
 //!
 //! Only the model of a whole run has it (`estimate_run_windows`, merge's
 //! `solve_shared_run`): a window as it closes (`online`) has no later window to measure
@@ -71,8 +72,8 @@ const MAX_Q_PPB: f64 = 150.0;
 /// Median of chi² with one degree of freedom: the median D² of pure noise over its mean.
 const CHI2_1_MEDIAN: f64 = 0.454_936;
 
-/// One node's triple: its excess D² over the noise, and the D² expected per unit q², both
-/// in ns².
+/// One node's triple: its D², the part of it the offsets' own noise explains, and the part
+/// a unit q² (ppb²/s) explains, all in ns².
 #[derive(Debug, Clone, Copy)]
 struct Triple {
     node: usize,
