@@ -561,6 +561,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(j) = args.packet_jitter_ns.filter(|j| !(j.is_finite() && *j >= 0.0)) {
         anyhow::bail!("--packet-jitter-ns {j}: must be a number of ns >= 0 (0: no jitter beyond the pair's shared queueing)");
     }
+    super::real_clocks::check_args(&args.real_clocks)?;
     let mut reference = Scenario { seed: args.seed, ..Scenario::reference() };
     reference.cadence_us = args.cadence_us.unwrap_or(reference.cadence_us);
     reference.window_s = args.window_s.unwrap_or(reference.window_s);

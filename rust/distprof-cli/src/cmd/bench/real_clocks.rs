@@ -118,6 +118,17 @@ impl LocalCoverage {
     }
 }
 
+/// Every flag of `real_clocks` that can be wrong, checked before any run starts.
+pub fn check_args(args: &RealClocksArgs) -> anyhow::Result<()> {
+    if !(2..=distprof_sim::cluster::MAX_NODES).contains(&args.real_clocks_nodes) {
+        anyhow::bail!("--real-clocks-nodes {}: must be in 2..={}", args.real_clocks_nodes, distprof_sim::cluster::MAX_NODES);
+    }
+    for name in &args.real_clocks_scenarios {
+        distprof_sim::cluster::scenarios::find(name).map_err(|e| anyhow::anyhow!("--real-clocks-scenarios: {e}"))?;
+    }
+    Ok(())
+}
+
 /// The scenarios with the estimator's `settings` (their `asymmetry_allowance_ns` is the
 /// allowance the uncertainty states: `real_clocks_min_coverage_2sigma` is over the
 /// scenarios within it). The local runs use `distprof local`'s own configuration.
@@ -134,12 +145,7 @@ pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Resul
             local_coverage: None,
         });
     }
-    if !(2..=distprof_sim::cluster::MAX_NODES).contains(&args.real_clocks_nodes) {
-        anyhow::bail!("--real-clocks-nodes {}: must be in 2..={}", args.real_clocks_nodes, distprof_sim::cluster::MAX_NODES);
-    }
-    for name in &args.real_clocks_scenarios {
-        distprof_sim::cluster::scenarios::find(name).map_err(|e| anyhow::anyhow!("--real-clocks-scenarios: {e}"))?;
-    }
+    check_args(args)?;
     let chosen = |n: &&NamedScenario| args.real_clocks_scenarios.is_empty() || args.real_clocks_scenarios.iter().any(|s| s == n.name);
     if args.real_clocks_seeds > 0 {
         for named in SCENARIOS.iter().filter(chosen) {
