@@ -11,7 +11,8 @@
 //! (`online::History`), both sides for the model a run delivers (`smoother`);
 //! `stamp_mapping` adds what hardware stamps' mapping to the host clock may cost.
 //! `failover` solves a run's windows in order and re-anchors those the reference cannot
-//! place on a surviving node. See docs/estimation.md.
+//! place on a surviving node; `wander` widens a whole run's sigmas by the bend of the
+//! clocks' wander it measures. See docs/estimation.md.
 
 pub mod allowance;
 pub mod bound;
