@@ -355,6 +355,7 @@ fn child(side: &str, dir: &Path, output: Output, jobs: usize) -> anyhow::Result<
                 models_origin: None,
                 force: false,
                 flows: false,
+                pftrace_compression: Default::default(),
             };
             let run = RunOptions { jobs, ..Default::default() };
             merge_with(&[inputs], &opts, &run, &mut |l| eprintln!("{l}"))?;

@@ -40,6 +40,7 @@
 //! packet on, and v20.1 reads the packets as well without the flag.
 
 mod annotations;
+mod compress;
 mod fields;
 mod intern;
 mod plane;
@@ -48,8 +49,10 @@ use super::cursor::Cursor;
 use super::direct_io::{DirectWriter, Part, ALIGN};
 use super::flows::{FlowCursor, NodeFlows};
 use super::protobuf::{self, varint_len, write_varint};
+use compress::PacketRuns;
 use fields::*;
 use intern::LineNames;
+pub use compress::PftraceCompression;
 pub use fields::INCREMENTAL_CLOCK;
 pub use plane::ProtoPlane;
 use std::io;
@@ -91,6 +94,9 @@ pub struct ProtoWriter {
     /// names it uses first.
     scratch: Vec<u8>,
     interned: Vec<u8>,
+    /// Where the packets gather to be deflated (`PftraceCompression::Deflate`); None
+    /// writes them to `out` as they are.
+    runs: Option<PacketRuns>,
     pub events: u64,
     /// Packets written.
     pub records: u64,
@@ -114,6 +120,7 @@ impl ProtoWriter {
             names: LineNames::new(),
             scratch: Vec::new(),
             interned: Vec::new(),
+            runs: Some(PacketRuns::new()),
             events: 0,
             records: 0,
         }
@@ -125,6 +132,29 @@ impl ProtoWriter {
         self
     }
 
+    /// Stores the packets as `compression` says (deflated by default).
+    pub fn with_compression(mut self, compression: PftraceCompression) -> Self {
+        self.runs = match compression {
+            PftraceCompression::Deflate => Some(PacketRuns::new()),
+            PftraceCompression::None => None,
+        };
+        self
+    }
+
+    /// After each packet: deflates the run once it is full, writes the output's chunk once
+    /// there is one.
+    #[inline(always)]
+    fn packet_done(&mut self) -> io::Result<()> {
+        match &mut self.runs {
+            Some(runs) if !runs.is_full() => Ok(()),
+            Some(runs) => {
+                runs.flush(self.out.buf())?;
+                self.out.maybe_flush()
+            }
+            None => self.out.maybe_flush(),
+        }
+    }
+
     /// Appends one packet: the sequence id, then what `body` writes.
     fn packet(&mut self, body: impl FnOnce(&mut Cursor<'_>)) -> io::Result<()> {
         self.records += 1;
@@ -134,12 +164,12 @@ impl ProtoWriter {
         put_varint_field(&mut c, SEQUENCE_ID, SEQUENCE);
         body(&mut c);
         drop(c);
-        let mut c = Cursor::new(self.out.buf());
+        let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
         protobuf::write_len_header(&mut c, PACKET, inner.len());
         c.put(&inner);
         drop(c);
         self.scratch = inner;
-        self.out.maybe_flush()
+        self.packet_done()
     }
 
     /// Declares a process track (one node's plane) and returns its pid.
@@ -238,12 +268,12 @@ impl ProtoWriter {
         let packet_len = 2 + 1 + varint_len(ts) + 4;
         const { assert!(key(TRACK_EVENT, protobuf::LEN) < 0x80 && SEQUENCE < 0x80 && TYPE_SLICE_END < 0x80) };
         self.records += 1;
-        let mut c = Cursor::new(self.out.buf());
+        let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
         c.put_fixed([key(PACKET, protobuf::LEN) as u8, packet_len as u8, key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TIMESTAMP, protobuf::VARINT) as u8], 5);
         write_varint(&mut c, ts);
         c.put_fixed([key(TRACK_EVENT, protobuf::LEN) as u8, 2, key(EVENT_TYPE, protobuf::VARINT) as u8, TYPE_SLICE_END as u8], 4);
         drop(c);
-        self.out.maybe_flush()
+        self.packet_done()
     }
 
     /// One slice on the current track: `ts_ps` from the origin, floored to ns as in the
@@ -292,7 +322,7 @@ impl ProtoWriter {
             + varint_field_len(TIMESTAMP, ts)
             + protobuf::len_field_len(TRACK_EVENT, event.len())
             + interned_len;
-        let mut c = Cursor::new(self.out.buf());
+        let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
         protobuf::write_len_header(&mut c, PACKET, packet_len);
         c.put_fixed([key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TIMESTAMP, protobuf::VARINT) as u8], 3);
         write_varint(&mut c, ts);
@@ -303,7 +333,7 @@ impl ProtoWriter {
         }
         drop(c);
         self.scratch = event;
-        self.out.maybe_flush()
+        self.packet_done()
     }
 
     /// The next free pid.
@@ -316,9 +346,21 @@ impl ProtoWriter {
     /// what overflowed it.
     pub fn finish(mut self) -> io::Result<(Part, Option<Part>)> {
         self.end_thread()?;
+        if let Some(runs) = &mut self.runs {
+            runs.flush(self.out.buf())?;
+        }
         let len = (self.out.pos() - self.start) as usize;
         pad(self.out.buf(), len);
         self.out.finish_region(self.start)
+    }
+}
+
+/// Where the next packet goes: the run being gathered (`runs`), or the output.
+#[inline(always)]
+fn sink<'a>(runs: &'a mut Option<PacketRuns>, out: &'a mut DirectWriter) -> &'a mut Vec<u8> {
+    match runs {
+        Some(runs) => runs.buf(),
+        None => out.buf(),
     }
 }
 
@@ -366,7 +408,8 @@ mod tests {
     use crate::merge::protobuf::Fields;
     use crate::merge::trace_out::TraceFormat;
 
-    /// The packets of `bytes`, each as its fields (number, value: varint or bytes).
+    /// The packets of `bytes`, each as its fields (number, value: varint or bytes), those
+    /// of a compressed packet inflated in its place as a reader does.
     fn packets(bytes: &[u8]) -> Vec<Vec<(u32, u64, Vec<u8>)>> {
         let mut out = Vec::new();
         let mut f = Fields::new(bytes, 0);
@@ -377,9 +420,19 @@ mod tests {
             while let Some(x) = g.next_field().unwrap() {
                 fields.push((x.number, x.int, x.bytes.to_vec()));
             }
-            out.push(fields);
+            match &fields[..] {
+                [(COMPRESSED_PACKETS, _, deflated)] => out.extend(packets(&inflate(deflated))),
+                _ => out.push(fields),
+            }
         }
         out
+    }
+
+    fn inflate(deflated: &[u8]) -> Vec<u8> {
+        use std::io::Read;
+        let mut raw = Vec::new();
+        flate2::read::ZlibDecoder::new(deflated).read_to_end(&mut raw).unwrap();
+        raw
     }
 
     fn get(fields: &[(u32, u64, Vec<u8>)], n: u32) -> Option<&(u32, u64, Vec<u8>)> {
