@@ -38,6 +38,10 @@
 //!
 //! No packet sets `SEQ_NEEDS_INCREMENTAL_STATE`: the state is valid from the line's first
 //! packet on, and v20.1 reads the packets as well without the flag.
+//!
+//! By default the packets are then deflated in runs, each run one `compressed_packets`
+//! packet (`compress`), by the worker that wrote them; `PftraceCompression::None` leaves
+//! them plain. The state above is read in file order through the runs as without them.
 
 mod annotations;
 mod compress;
@@ -412,6 +416,18 @@ mod tests {
     /// of a compressed packet inflated in its place as a reader does.
     fn packets(bytes: &[u8]) -> Vec<Vec<(u32, u64, Vec<u8>)>> {
         let mut out = Vec::new();
+        for fields in packets_stored(bytes) {
+            match &fields[..] {
+                [(COMPRESSED_PACKETS, _, deflated)] => out.extend(packets(&inflate(deflated))),
+                _ => out.push(fields),
+            }
+        }
+        out
+    }
+
+    /// The packets of `bytes` as they are stored: a compressed packet as one.
+    fn packets_stored(bytes: &[u8]) -> Vec<Vec<(u32, u64, Vec<u8>)>> {
+        let mut out = Vec::new();
         let mut f = Fields::new(bytes, 0);
         while let Some(p) = f.next_field().unwrap() {
             assert_eq!((p.number, p.wire_type), (PACKET, protobuf::LEN));
@@ -420,10 +436,7 @@ mod tests {
             while let Some(x) = g.next_field().unwrap() {
                 fields.push((x.number, x.int, x.bytes.to_vec()));
             }
-            match &fields[..] {
-                [(COMPRESSED_PACKETS, _, deflated)] => out.extend(packets(&inflate(deflated))),
-                _ => out.push(fields),
-            }
+            out.push(fields);
         }
         out
     }
@@ -532,6 +545,41 @@ mod tests {
                 assert!(seen.insert(track_uuid(pid, tid)), "({pid}, {tid})");
             }
         }
+    }
+
+    #[test]
+    fn deflated_runs_hold_the_plain_packets_in_their_order_across_runs_and_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let plane = ProtoPlane::new(&[]).unwrap();
+        let write = |compression: PftraceCompression| {
+            let path = tmp.path().join(format!("{compression:?}.pftrace"));
+            let doc = ChromeDoc::create(&path, Some(0), TraceFormat::Pftrace).unwrap();
+            let region = doc.next_job(1, |_| 1_000).unwrap();
+            let mut w = ProtoWriter::new(region.writer, 1, 1_763_000_000_000_000_000).with_compression(compression);
+            let pid = w.begin_process("p").unwrap();
+            // Enough slices for several runs; a line starts every 7,000 slices, so that
+            // runs end within lines.
+            for k in 0..30_000i64 {
+                if k % 7_000 == 0 {
+                    w.thread(pid, 1 + (k / 7_000) as u32, "line").unwrap();
+                }
+                w.slice(&plane, k * 1_337_000, (k % 97) * 10_000, 1 + k % 3, &[], (k % 7_000) as u32).unwrap();
+            }
+            doc.fragment_done(region.order, w.finish().unwrap());
+            doc.commit().unwrap();
+            std::fs::read(&path).unwrap()
+        };
+        let (deflated, plain) = (write(PftraceCompression::Deflate), write(PftraceCompression::None));
+        assert_eq!(deflated.len() % ALIGN, 0);
+        let compressed = packets_stored(&deflated).iter().filter(|p| matches!(&p[..], [(COMPRESSED_PACKETS, _, _)])).count();
+        assert!(compressed >= 4, "{compressed} compressed packets");
+        assert!(packets_stored(&plain).iter().all(|p| get(p, COMPRESSED_PACKETS).is_none()));
+        // The padding that ends each fragment differs with its length; the rest is the same.
+        let unpadded = |bytes: &[u8]| packets(bytes).into_iter().filter(|p| p[0].0 != PADDING).collect::<Vec<_>>();
+        let (inflated, plain_packets) = (unpadded(&deflated), unpadded(&plain));
+        assert_eq!(inflated.iter().filter(|p| get(p, TRACK_EVENT).is_some()).count(), 60_000);
+        assert!(inflated == plain_packets, "the inflated packets differ from the plain ones");
+        assert!(deflated.len() * 3 < plain.len(), "{} deflated, {} plain", deflated.len(), plain.len());
     }
 
     #[test]
