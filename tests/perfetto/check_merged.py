@@ -39,7 +39,9 @@ event 1000 times early, a key before `traceEvents` hides every event, a flow end
 the same with the packet defaults set again at every line without clearing the sequence's
 state fails (v20.1 then resolves no interned name), and so does an interned string value
 (`string_value_iid`, newer than v20.1, which drops the value); a flow id on the begins of three slices gives two links, but not as the
-newer fixed64 `flow_ids` (field 47), which v20.1 does not read.
+newer fixed64 `flow_ids` (field 47), which v20.1 does not read; the trace as merge writes
+it, its packets deflated in two `compressed_packets` cut within a line, passes, while the
+same gzipped as two gzip members fails (v20.1 reads only the first member).
 """
 import argparse
 import bisect
