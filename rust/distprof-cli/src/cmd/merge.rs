@@ -30,7 +30,7 @@ pub struct Args {
     /// Only solve: scan every input's small planes (not its events), solve the clock models
     /// and fix the origin and every node's ids, and write that plan to --out (a JSON file)
     /// for `--plan`. Takes the model flags (--models, --run-dir, --allow-uncorrected, --force).
-    #[arg(long, conflicts_with_all = ["join", "nodes", "plan", "chrome", "pftrace", "no_perfetto", "flows", "jobs"])]
+    #[arg(long, conflicts_with_all = ["join", "nodes", "plan", "chrome", "pftrace", "no_perfetto", "pftrace_compression", "flows", "jobs"])]
     solve_only: bool,
     /// Merge from a plan that `--solve-only` wrote (with --nodes: a shard) instead of
     /// scanning every input: reads the traces of its nodes and no other.
