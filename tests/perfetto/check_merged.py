@@ -39,16 +39,20 @@ event 1000 times early, a key before `traceEvents` hides every event, a flow end
 the same with the packet defaults set again at every line without clearing the sequence's
 state fails (v20.1 then resolves no interned name), and so does an interned string value
 (`string_value_iid`, newer than v20.1, which drops the value); a flow id on the begins of three slices gives two links, but not as the
-newer fixed64 `flow_ids` (field 47), which v20.1 does not read.
+newer fixed64 `flow_ids` (field 47), which v20.1 does not read; the trace as merge writes
+it, its packets deflated in two `compressed_packets` cut within a line, passes, while the
+same gzipped as two gzip members fails (v20.1 reads only the first member).
 """
 import argparse
 import bisect
 import collections
+import gzip
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import zlib
 
 import pftrace
 
@@ -295,6 +299,21 @@ def proto_doc(layout="merge", flow_field=36):
     return b"".join(out)
 
 
+def repacked(trace, how):
+    """`trace` (plain packets of `proto_doc`) cut in two runs after its first slice's begin
+    (so that the second run uses the names, track and clock state the first set), each run
+    deflated into one `compressed_packets` packet (field 50) as merge writes them
+    (`how` "compressed_packets"), or each gzipped and the two gzip members concatenated
+    (`how` "gzip members", as workers gzipping their fragments would write the file)."""
+    packets = [bytes(v) for _, _, v in pftrace.fields(trace)]
+    cut = 4  # the process, the first line, the clock snapshot, the first begin
+    runs = [b"".join(pftrace.field_bytes(1, p) for p in packets[:cut]),
+            b"".join(pftrace.field_bytes(1, p) for p in packets[cut:])]
+    if how == "gzip members":
+        return b"".join(gzip.compress(r, 1) for r in runs)
+    return b"".join(pftrace.field_bytes(1, pftrace.field_bytes(50, zlib.compress(r, 1))) for r in runs)
+
+
 def self_test(engine):
     """The checker passes merge's layout and fails each layout merge avoids, for its reason."""
     # Two lines of one plane; the XLine ids are those of the JAX fixtures' host threads.
@@ -328,6 +347,10 @@ def self_test(engine):
         ("protobuf trace with the packet defaults set again per line without a clear", "doc.pftrace", proto_doc("defaults_again"), "in Perfetto"),
         ("protobuf trace with an interned string value (string_value_iid)", "doc.pftrace", proto_doc("string_iid"), "args"),
         ("protobuf trace with its flow ids in field 47 (fixed64)", "doc.pftrace", proto_doc(flow_field=47), "flow links"),
+        ("protobuf trace deflated in two runs of compressed_packets, cut within a line (as merge writes it)",
+         "doc.pftrace", repacked(proto_doc(), "compressed_packets"), None),
+        ("protobuf trace gzipped as two gzip members", "doc.pftrace", repacked(proto_doc(), "gzip members"),
+         "slices in Perfetto"),
     ]
     with tempfile.TemporaryDirectory() as tmp:
         for what, name, data, expect in cases:

@@ -8,7 +8,9 @@ DebugAnnotation, InternedData, ClockSnapshot, TracePacketDefaults. Only what a m
 uses is read; anything else is refused, so that a writer change shows here first.
 """
 import collections
+import gzip
 import struct
+import zlib
 
 
 def varint(buf, pos):
@@ -80,6 +82,34 @@ def annotation(a, names, string_values):
     return key, value
 
 
+def field_bytes(number, value):
+    """A length-delimited field: its key, its length and `value`."""
+    def varint_bytes(v):
+        out = bytearray()
+        while True:
+            b, v = v & 0x7F, v >> 7
+            out.append(b | (0x80 if v else 0))
+            if not v:
+                return bytes(out)
+    return varint_bytes(number << 3 | 2) + varint_bytes(len(value)) + value
+
+
+def packets(data):
+    """The TracePackets of a Trace (`data`), in file order, each as its bytes; a packet that
+    holds `compressed_packets` (field 50, a zlib stream of Trace.packet fields) stands for
+    the packets it inflates to, as the trace processor reads it."""
+    for num, wire, packet in fields(data):
+        if num != 1 or wire != 2:
+            raise ValueError(f"Trace field {num}")
+        compressed = [v for n, w, v in fields(packet) if n == 50]
+        if not compressed:
+            yield packet
+            continue
+        if len(fields(packet)) != 1:
+            raise ValueError("a compressed packet with other fields")
+        yield from packets(zlib.decompress(bytes(compressed[0])))
+
+
 def read(path):
     """(names, slices, flows) of the trace at `path`:
     names {("process", pid) | ("thread", pid, tid): name};
@@ -87,14 +117,14 @@ def read(path):
     flows [(flow id, (pid, tid, ts) of each slice it passes, in time order)]."""
     with open(path, "rb") as f:
         data = f.read()
+    if data[:2] == b"\x1f\x8b":  # a gzip file: every member, as the format defines it
+        data = gzip.decompress(data)
     tracks = {}  # uuid -> (pid, tid)
     names = {}
     seq_state = {}  # sequence id -> dict
     events = collections.defaultdict(list)  # track uuid -> [(ts, order, type, name, args, flows, ends)]
     order = 0
-    for num, wire, packet in fields(data):
-        if num != 1 or wire != 2:
-            raise ValueError(f"Trace field {num}")
+    for packet in packets(data):
         p = fields(packet)
         seq = one(p, 10)
         flags = one(p, 13, 0)

@@ -7,12 +7,14 @@ size figures of docs/merge.md, to rerun after any change to the encoder.
 Every byte of the file is counted once, under the field that holds it: a field's key and
 length under "framing" of the message it is in, its value under its own name (a
 TrackEvent's fields and a DebugAnnotation's fields each on their own line). The totals are
-also given per slice (per TYPE_SLICE_BEGIN), the unit the merge writes.
+also given per slice (per TYPE_SLICE_BEGIN), the unit the merge writes. Packets deflated
+into `compressed_packets` (the default) are counted as they inflate, and the first line
+gives the file's bytes beside the inflated packets' (the compression's gain).
 """
 import collections
 import sys
 
-from pftrace import fields
+from pftrace import field_bytes, fields, packets
 
 PACKET_FIELDS = {6: "clock_snapshot", 8: "timestamp", 10: "trusted_packet_sequence_id", 11: "track_event",
                  12: "interned_data", 13: "sequence_flags", 59: "trace_packet_defaults",
@@ -70,10 +72,14 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__.split("\n\n")[1])
     with open(sys.argv[1], "rb") as f:
-        data = f.read()
+        stored = f.read()
+    data = b"".join(field_bytes(1, bytes(p)) for p in packets(stored))
     sizes, slices = count(data)
     assert sum(sizes.values()) == len(data), "every byte is counted once"
-    print(f"{sys.argv[1]}: {len(data)} bytes, {slices} slices, {len(data) / max(slices, 1):.1f} bytes per slice")
+    print(f"{sys.argv[1]}: {len(stored)} bytes, {slices} slices, {len(stored) / max(slices, 1):.1f} bytes per slice")
+    if len(data) != len(stored):
+        print(f"  its packets inflate to {len(data)} bytes, {len(data) / max(slices, 1):.1f} per slice: "
+              f"deflated {len(data) / len(stored):.2f}x")
     for name, n in sizes.most_common():
         print(f"  {name:36} {n:>12} {100 * n / len(data):5.1f} % {n / max(slices, 1):6.2f} per slice")
 

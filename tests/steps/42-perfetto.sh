@@ -10,12 +10,15 @@
 #    traceEvents hides every event, a flow end without "bp":"e" binds to no slice; packet
 #    defaults set again per line without clearing the sequence's state lose every interned
 #    name in v20.1, an interned string value (string_value_iid) loses the value; flow ids in
-#    the newer fixed64 field 47 link nothing in v20.1, in field 36 they link);
+#    the newer fixed64 field 47 link nothing in v20.1, in field 36 they link; packets
+#    deflated into two compressed_packets cut within a line pass, a file gzipped as two gzip
+#    members loses the second);
 # 2. the three real JAX traces (their XLine ids are 64-bit hashes), merged into
 #    merged.pftrace (the default) and into the Chrome JSON (--chrome), each checked, and the
 #    two compared through Perfetto's tables (--same: the same slices, args and flows), once
 #    without --flows and once with it (every flow step one row of Perfetto's flow table, in
-#    both formats);
+#    both formats); merged.pftrace's packets deflated (the default) and, for the JAX traces,
+#    plain (--pftrace-compression none);
 # 3. a GPU-like trace of two nodes (several lines per plane, args on every event), the same.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,5 +48,8 @@ both() { # input dir, output dir, merge flags...
     python3 "$check" "$engine" --same "$out/flows/merged.trace.json" "$out/pftrace-flows/merged.pftrace"
 }
 both tests/fixtures/jax "$work/jax" --allow-uncorrected
+"$distprof" merge tests/fixtures/jax --allow-uncorrected --flows --pftrace-compression none --out "$work/jax/plain" >/dev/null 2>&1
+python3 "$check" "$engine" "$work/jax/plain/merged.pftrace"
+python3 "$check" "$engine" --same "$work/jax/flows/merged.trace.json" "$work/jax/plain/merged.pftrace"
 "$distprof" bench merge --size-mb 8 --nodes 2 --dir "$work/gpu" --skip-baseline --repeat 1 --jobs 1 >/dev/null 2>&1
 both "$work/gpu/in" "$work/gpu"

@@ -191,7 +191,8 @@ fn flows_link_every_collective_occurrence_across_nodes_in_start_order() {
 }
 
 /// Points per flow id of a merged.pftrace: the `flow_ids` (TrackEvent field 36) of its
-/// packets' track events, read as the format defines them.
+/// packets' track events, read as the format defines them (the packets of a
+/// `compressed_packets`, field 50, inflated in its place).
 fn pftrace_flow_points(bytes: &[u8]) -> BTreeMap<u64, usize> {
     use distprof_offline::merge::protobuf::Fields;
     let fields = |b| {
@@ -204,6 +205,13 @@ fn pftrace_flow_points(bytes: &[u8]) -> BTreeMap<u64, usize> {
     };
     let mut points = BTreeMap::new();
     for packet in fields(bytes).into_iter().filter(|p| p.number == 1) {
+        for compressed in fields(packet.bytes).into_iter().filter(|f| f.number == 50) {
+            let mut inflated = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(compressed.bytes), &mut inflated).unwrap();
+            for (id, n) in pftrace_flow_points(&inflated) {
+                *points.entry(id).or_insert(0) += n;
+            }
+        }
         for event in fields(packet.bytes).into_iter().filter(|f| f.number == 11) {
             for id in fields(event.bytes).into_iter().filter(|f| f.number == 36) {
                 *points.entry(id.int).or_insert(0) += 1;

@@ -276,6 +276,7 @@ fn merge_puts_shifted_jax_traces_back_within_the_bound() {
         models_origin: None,
         force: false,
         flows: false,
+        pftrace_compression: Default::default(),
     };
     let report = merge(&[inputs], &opts, &mut |l| eprintln!("{l}")).unwrap();
     assert_eq!(report.nodes.len(), 3);
@@ -439,6 +440,7 @@ fn merge_refuses_traces_without_a_model_and_names_the_fix() {
         models_origin: None,
         force: false,
         flows: false,
+        pftrace_compression: Default::default(),
     };
     let err = merge(std::slice::from_ref(&p), &opts, &mut |_| {})
         .unwrap_err()

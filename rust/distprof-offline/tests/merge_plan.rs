@@ -57,6 +57,7 @@ fn options(out: &Path) -> MergeOptions {
         models_origin: None,
         force: false,
         flows: false,
+        pftrace_compression: Default::default(),
     }
 }
 

@@ -259,6 +259,7 @@ pub fn xspace(data: &[u8]) {
         models_origin: None,
         force: false,
         flows: true,
+        pftrace_compression: Default::default(),
     };
     let first = distprof_offline::merge::merge(std::slice::from_ref(&input), &opts("out"), &mut |_| {});
     if let Ok(report) = first {

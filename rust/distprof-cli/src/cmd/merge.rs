@@ -1,6 +1,7 @@
 //! `distprof merge`: every node's trace onto one timeline (see docs/merge.md).
 
 use distprof_offline::merge::shard::NodeSet;
+use distprof_offline::merge::pftrace::PftraceCompression;
 use distprof_offline::merge::trace_out::TraceFormat;
 use distprof_offline::merge::{merge_planned, merge_with, plan, shard, MergeOptions, Plan, RunOptions};
 use std::io::IsTerminal;
@@ -29,7 +30,7 @@ pub struct Args {
     /// Only solve: scan every input's small planes (not its events), solve the clock models
     /// and fix the origin and every node's ids, and write that plan to --out (a JSON file)
     /// for `--plan`. Takes the model flags (--models, --run-dir, --allow-uncorrected, --force).
-    #[arg(long, conflicts_with_all = ["join", "nodes", "plan", "chrome", "pftrace", "no_perfetto", "flows", "jobs"])]
+    #[arg(long, conflicts_with_all = ["join", "nodes", "plan", "chrome", "pftrace", "no_perfetto", "pftrace_compression", "flows", "jobs"])]
     solve_only: bool,
     /// Merge from a plan that `--solve-only` wrote (with --nodes: a shard) instead of
     /// scanning every input: reads the traces of its nodes and no other.
@@ -51,6 +52,12 @@ pub struct Args {
     /// the next word as its PATH unless it is a flag: put it after the inputs.
     #[arg(long, value_name = "PATH", num_args = 0..=1, conflicts_with = "pftrace")]
     chrome: Option<Option<PathBuf>>,
+    /// How merged.pftrace stores its packets: `deflate` (the default) deflates them in runs
+    /// of 128 KiB, each one of Perfetto's `compressed_packets`, which its trace processor and
+    /// UI inflate (about a quarter of the bytes); `none` writes them plain, for tools that
+    /// cannot inflate them.
+    #[arg(long, value_name = "deflate|none", default_value = "deflate", conflicts_with_all = ["chrome", "no_perfetto", "join"])]
+    pftrace_compression: PftraceCompression,
     /// Do not write the Perfetto output (only the XProf run directory).
     #[arg(long, alias = "no-chrome", conflicts_with_all = ["chrome", "pftrace"])]
     no_perfetto: bool,
@@ -132,6 +139,7 @@ fn merge_options(args: &Args, chrome: Option<PathBuf>, trace_format: TraceFormat
         models_origin: args.models.origin()?,
         force: args.force,
         flows: args.flows,
+        pftrace_compression: args.pftrace_compression,
     })
 }
 

@@ -25,6 +25,7 @@
 //! that readers skip (`pftrace::pad`).
 
 use super::chrome;
+use super::pftrace::PftraceCompression;
 use super::trace_out::TraceFormat;
 use super::direct_io::{self, DirectWriter, Part, ALIGN};
 use distprof::atomic_file::AtomicFile;
@@ -55,6 +56,8 @@ pub struct ChromeDoc {
     /// The base time of a whole document (header and footer), None for a shard's fragment.
     base_ns: Option<i64>,
     format: TraceFormat,
+    /// How the fragments of a protobuf trace store their packets.
+    compression: PftraceCompression,
     layout: Mutex<Layout>,
 }
 
@@ -105,6 +108,7 @@ impl ChromeDoc {
             head_len,
             base_ns,
             format,
+            compression: PftraceCompression::default(),
             layout: Mutex::new(Layout { cursor: head_len, fragments: Vec::new() }),
         })
     }
@@ -147,6 +151,17 @@ impl ChromeDoc {
     /// The document's format.
     pub fn format(&self) -> TraceFormat {
         self.format
+    }
+
+    /// Has the fragments of a protobuf trace store their packets as `compression` says.
+    pub fn with_pftrace_compression(mut self, compression: PftraceCompression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// How the fragments of a protobuf trace store their packets.
+    pub fn pftrace_compression(&self) -> PftraceCompression {
+        self.compression
     }
 
     /// The document's path.

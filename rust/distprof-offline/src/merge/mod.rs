@@ -137,6 +137,8 @@ pub struct MergeOptions {
     pub chrome: Option<PathBuf>,
     /// The Perfetto output's format: Perfetto's protobuf trace, or Chrome JSON.
     pub trace_format: trace_out::TraceFormat,
+    /// How Perfetto's protobuf trace stores its packets (deflated by default).
+    pub pftrace_compression: pftrace::PftraceCompression,
     /// Merge nodes without a usable clock model with their clocks as they are.
     pub allow_uncorrected: bool,
     /// Clock models given outside the traces (e.g. from the estimator's output); for their

@@ -132,7 +132,7 @@ fn write_nodes(
     let chrome = match &chrome_path {
         Some(p) => {
             let base_ns = run.nodes.is_none().then_some(g0_ns);
-            Some(chrome_doc::ChromeDoc::create(p, base_ns, opts.trace_format).map_err(io_err(p))?)
+            Some(chrome_doc::ChromeDoc::create(p, base_ns, opts.trace_format).map_err(io_err(p))?.with_pftrace_compression(opts.pftrace_compression))
         }
         None => None,
     };
@@ -297,7 +297,7 @@ fn merge_node(
         Some((r, doc)) => {
             let w = match doc.format() {
                 TraceFormat::ChromeJson => TraceWriter::Json(chrome::ChromeWriter::new(r.writer, bases.pid)),
-                TraceFormat::Pftrace => TraceWriter::Proto(pftrace::ProtoWriter::new(r.writer, bases.pid, g0_ns)),
+                TraceFormat::Pftrace => TraceWriter::Proto(pftrace::ProtoWriter::new(r.writer, bases.pid, g0_ns).with_compression(doc.pftrace_compression())),
             };
             (Some(w), Some((doc, r.order)))
         }

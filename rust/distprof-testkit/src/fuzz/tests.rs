@@ -151,6 +151,7 @@ fn xspace_seeds_merge() {
             models_origin: None,
             force: false,
             flows: false,
+            pftrace_compression: Default::default(),
         };
         let merged = distprof_offline::merge::merge(&[input], &opts, &mut |_| {});
         if bytes.is_empty() {
@@ -293,6 +294,7 @@ fn merge_once(
         models_origin: None,
         force: false,
         flows: false,
+        pftrace_compression: Default::default(),
     };
     distprof_offline::merge::merge(&[input], &opts, &mut |_| {})
 }

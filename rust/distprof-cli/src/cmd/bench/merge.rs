@@ -17,6 +17,7 @@
 //! so both the S -> G and the R -> S -> G paths are exercised.
 
 use distprof::xplane::XSpace;
+use distprof_offline::merge::pftrace::PftraceCompression;
 use distprof_offline::merge::trace_out::TraceFormat;
 use distprof_offline::merge::{merge_with, MergeOptions, RunOptions};
 use distprof_testkit::synthetic_xspace::write_gpu_profile;
@@ -32,9 +33,14 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     nodes: u32,
     /// Internal (children): write the Chrome JSON instead of merged.pftrace. The bench
-    /// measures both: the default outputs, then the Chrome JSON's beside them.
+    /// measures all three: the default outputs, then merged.pftrace with plain packets, then
+    /// the Chrome JSON, beside them.
     #[arg(long, hide = true, conflicts_with = "no_perfetto")]
     chrome: bool,
+    /// Internal (children): write merged.pftrace with plain packets
+    /// (`--pftrace-compression none`).
+    #[arg(long, hide = true, conflicts_with_all = ["no_perfetto", "chrome"])]
+    plain_pftrace: bool,
     /// Write no Perfetto output (the XProf run directory alone).
     #[arg(long, alias = "no-chrome")]
     no_perfetto: bool,
@@ -66,10 +72,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .dir
             .clone()
             .ok_or_else(|| anyhow::anyhow!("--child needs --dir"))?;
-        let output = match (args.no_perfetto, args.chrome) {
-            (true, _) => Output::None,
-            (false, true) => Output::ChromeJson,
-            (false, false) => Output::Pftrace,
+        let output = match (args.no_perfetto, args.chrome, args.plain_pftrace) {
+            (true, _, _) => Output::None,
+            (false, true, _) => Output::ChromeJson,
+            (false, false, true) => Output::PftracePlain,
+            (false, false, false) => Output::Pftrace,
         };
         return child(side, &dir, output, args.jobs.unwrap_or(1));
     }
@@ -110,6 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match output {
             Output::None => cmd.arg("--no-perfetto"),
             Output::ChromeJson => cmd.arg("--chrome"),
+            Output::PftracePlain => cmd.arg("--plain-pftrace"),
             Output::Pftrace => &mut cmd,
         };
         let out = cmd.output()?;
@@ -134,11 +142,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         side("baseline", 1, Output::None)?
     };
-    // The default outputs, then (unless --no-perfetto) the same with the Chrome JSON instead
-    // of merged.pftrace, beside them.
+    // The default outputs, then (unless --no-perfetto) the same with merged.pftrace's
+    // packets plain, and with the Chrome JSON instead of merged.pftrace, beside them.
     let mut outputs = vec![if args.no_perfetto { Output::None } else { Output::Pftrace }];
     if !args.no_perfetto {
-        outputs.push(Output::ChromeJson);
+        outputs.extend([Output::PftracePlain, Output::ChromeJson]);
     }
     let mut figures = Vec::new();
     for &output in &outputs {
@@ -167,9 +175,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let mut summary = f.summary(args.repeat, cores);
         summary["baseline_mb_per_s"] = serde_json::json!(round2(base_mbps));
         summary["load_average_1m"] = serde_json::json!([load_before, load_after]);
-        if let Some(j) = figures.get(1) {
-            // The Chrome JSON's figures, beside the default's: the gain of the protobuf trace.
-            summary["chrome_json"] = j.summary(args.repeat, cores);
+        if let [_, plain, json] = &figures[..] {
+            // Beside the default's: what deflating the packets costs and gains, and the
+            // gain of the protobuf trace over the Chrome JSON.
+            summary["pftrace_plain"] = plain.summary(args.repeat, cores);
+            summary["chrome_json"] = json.summary(args.repeat, cores);
         }
         println!("{summary}");
     } else {
@@ -211,7 +221,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// The Perfetto output a merge side writes beside the XProf run directory.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Output {
+    /// merged.pftrace, its packets deflated (the default).
     Pftrace,
+    /// merged.pftrace with plain packets (`--pftrace-compression none`).
+    PftracePlain,
     ChromeJson,
     None,
 }
@@ -220,8 +233,16 @@ impl Output {
     fn name(self) -> &'static str {
         match self {
             Output::Pftrace => "merged.pftrace",
+            Output::PftracePlain => "merged.pftrace, plain packets",
             Output::ChromeJson => "merged.trace.json",
             Output::None => "no Perfetto output",
+        }
+    }
+
+    fn file_name(self) -> &'static str {
+        match self {
+            Output::Pftrace | Output::PftracePlain => "merged.pftrace",
+            other => other.name(),
         }
     }
 }
@@ -343,7 +364,7 @@ fn child(side: &str, dir: &Path, output: Output, jobs: usize) -> anyhow::Result<
     let out = dir.join(format!("out-{side}-{jobs}"));
     std::fs::create_dir_all(&out)?;
     let start = std::time::Instant::now();
-    let perfetto = out.join(output.name());
+    let perfetto = out.join(output.file_name());
     match side {
         "merge" => {
             let opts = MergeOptions {
@@ -355,6 +376,7 @@ fn child(side: &str, dir: &Path, output: Output, jobs: usize) -> anyhow::Result<
                 models_origin: None,
                 force: false,
                 flows: false,
+                pftrace_compression: if output == Output::PftracePlain { PftraceCompression::None } else { PftraceCompression::Deflate },
             };
             let run = RunOptions { jobs, ..Default::default() };
             merge_with(&[inputs], &opts, &run, &mut |l| eprintln!("{l}"))?;

@@ -15,6 +15,8 @@ pub const SEQUENCE_ID: u32 = 10; // trusted_packet_sequence_id
 pub const TRACK_EVENT: u32 = 11;
 pub const INTERNED_DATA: u32 = 12;
 pub const SEQUENCE_FLAGS: u32 = 13;
+/// A zlib stream of `Trace.packet` fields (`compress`).
+pub const COMPRESSED_PACKETS: u32 = 50;
 pub const TRACE_PACKET_DEFAULTS: u32 = 59;
 pub const TRACK_DESCRIPTOR: u32 = 60;
 pub const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
