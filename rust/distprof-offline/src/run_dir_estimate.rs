@@ -79,6 +79,10 @@ pub struct RunEstimate {
     /// The effective configuration of the reference node's file (else the first file's):
     /// the estimator, purity tolerances and `max_bound_ns` used here.
     pub config: Config,
+    /// The asymmetry per hop every uncertainty here assumes, ns: the configured one, else
+    /// the default of the weakest timestamp mode any node stamped in
+    /// ([`allowance_of_stamps`]).
+    pub asymmetry_allowance_ns: f64,
     pub windows: Vec<EstimatedWindow>,
     /// Records whose prober stamp fell outside every common window.
     pub records_outside: usize,
@@ -153,13 +157,14 @@ pub fn estimate_run(files: &[RunFile]) -> Result<RunEstimate, RunDirError> {
             reference: 0,
             num_nodes: 1,
             config: Config::default(),
+            asymmetry_allowance_ns: Config::default().effective_asymmetry_allowance_ns() as f64,
             windows: Vec::new(),
             records_outside: 0,
         });
     };
     let reference = first.file.meta.reference_node;
     let config = files.iter().find(|f| f.file.meta.node == reference).unwrap_or(first).file.meta.config.clone();
-    let settings = EstimatorSettings::from_config(&config);
+    let settings = EstimatorSettings { asymmetry_allowance_ns: allowance_of_stamps(&config, files), ..EstimatorSettings::from_config(&config) };
     let num_nodes = num_nodes(files, reference)?;
     let bounds = common_windows(files, reference);
 
@@ -194,7 +199,16 @@ pub fn estimate_run(files: &[RunFile]) -> Result<RunEstimate, RunDirError> {
             EstimatedWindow { spec, records, estimate, estimate_cpu_ms }
         })
         .collect();
-    Ok(RunEstimate { reference, num_nodes, config, windows, records_outside })
+    Ok(RunEstimate { reference, num_nodes, config, asymmetry_allowance_ns: settings.asymmetry_allowance_ns, windows, records_outside })
+}
+
+/// The allowance the run's uncertainties state: `config`'s when set, else the largest of
+/// the timestamp modes the nodes actually stamped in (a mid-run switch from hardware to
+/// kernel stamps included). The configuration alone says `auto`, which assumes kernel
+/// stamps; a node that stamped in user space has the user mode's asymmetry.
+pub fn allowance_of_stamps(config: &Config, files: &[RunFile]) -> f64 {
+    let by_mode = files.iter().map(|f| f.file.timestamps().mode.asymmetry_allowance_ns(config)).max();
+    by_mode.unwrap_or_else(|| config.effective_asymmetry_allowance_ns()) as f64
 }
 
 /// Per (window id, node): the error the node's hardware stamp mapping states over that
@@ -325,11 +339,9 @@ mod tests {
         assert_eq!(run.num_nodes, 2);
     }
 
-    /// Node 1 stamps in hardware, its mapping stating 2 us over the window: its segment's
-    /// bound grows by that and its sigma covers it at two sigma (`stamp_mapping`).
-    #[test]
-    fn a_node_s_nic_mapping_error_widens_its_segment() {
-        // Node 1 is 3 us ahead; 20 us each way plus some queueing, both directions probed.
+    /// Two nodes, node 1 3 us ahead; 20 us each way plus some queueing, both directions
+    /// probed over 1.5 s.
+    fn two_node_records() -> Vec<ProbeRecord> {
         let stamp = |node: NodeId, real: i64| real + if node == 1 { 3_000 } else { 0 };
         let mut records = Vec::new();
         for k in 0..300i64 {
@@ -349,6 +361,14 @@ mod tests {
                 });
             }
         }
+        records
+    }
+
+    /// Node 1 stamps in hardware, its mapping stating 2 us over the window: its segment's
+    /// bound grows by that and its sigma covers it at two sigma (`stamp_mapping`).
+    #[test]
+    fn a_node_s_nic_mapping_error_widens_its_segment() {
+        let records = two_node_records();
         let files = |nic: bool| {
             let window = [(0u64, 0i64, 1_500_000_000i64)];
             let own = |n: NodeId| records.iter().filter(|r| r.src == n).copied().collect::<Vec<_>>();
@@ -385,5 +405,32 @@ mod tests {
         f.file.meta.out_edges = vec![MAX_NODE_ID + 1];
         let err = estimate_run(&[f]).unwrap_err().to_string();
         assert!(err.contains("probe_windows_node0.jsonl") && err.contains(&(MAX_NODE_ID + 1).to_string()), "{err}");
+    }
+
+    /// The allowance follows the stamps the nodes took, not the mode the configuration
+    /// asked for: under `auto`, a node that fell back to user-space stamps makes every
+    /// uncertainty assume the user mode's 1 us per hop; a configured allowance wins.
+    #[test]
+    fn the_allowance_is_that_of_the_weakest_mode_stamped_in() {
+        let records = two_node_records();
+        let window = [(0u64, 0i64, 1_500_000_000i64)];
+        let files = |mode_1: StampMode, configured_ns: u64| {
+            let own = |n: NodeId| records.iter().filter(|r| r.src == n).copied().collect::<Vec<_>>();
+            let mut fs = vec![file(0, &window, &own(0)), file(1, &window, &own(1))];
+            fs[1].file.meta.timestamp_mode = mode_1;
+            for f in &mut fs {
+                f.file.meta.config.asymmetry_allowance_ns = configured_ns;
+            }
+            fs
+        };
+        let run = |mode_1, configured_ns| estimate_run(&files(mode_1, configured_ns)).unwrap();
+        let (kernel, user, configured) = (run(StampMode::Kernel, 0), run(StampMode::User, 0), run(StampMode::User, 250));
+        assert_eq!(kernel.config.timestamping, distprof::config::TimestampMode::Auto);
+        assert_eq!((kernel.asymmetry_allowance_ns, user.asymmetry_allowance_ns, configured.asymmetry_allowance_ns), (100.0, 1_000.0, 250.0));
+        let sigma = |r: &RunEstimate| r.windows[0].estimate.segments[1].unwrap().uncertainty_ns;
+        // The allowance's share is A / sqrt(6) in quadrature with the statistical part.
+        assert!(sigma(&kernel) >= 100.0 / 6f64.sqrt() && sigma(&kernel) < 1_000.0 / 6f64.sqrt(), "{}", sigma(&kernel));
+        assert!(sigma(&user) >= 1_000.0 / 6f64.sqrt(), "{}", sigma(&user));
+        assert!(sigma(&configured) >= 250.0 / 6f64.sqrt() && sigma(&configured) < sigma(&user), "{}", sigma(&configured));
     }
 }

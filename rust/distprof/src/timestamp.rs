@@ -65,6 +65,25 @@ impl StampMode {
     }
 }
 
+impl StampMode {
+    /// The asymmetry per hop the uncertainty assumes for stamps taken in this mode, ns:
+    /// `config`'s `asymmetry_allowance_ns` when set, else this mode's default. The mode in
+    /// force, not the one asked for: `auto` assumes kernel stamps, but a node that fell
+    /// back to user-space stamps (a faked clock, a socket refusing `SO_TIMESTAMPING`) has
+    /// the user mode's asymmetry, ten times kernel's.
+    pub fn asymmetry_allowance_ns(self, config: &crate::config::Config) -> u64 {
+        if config.asymmetry_allowance_ns != 0 {
+            return config.asymmetry_allowance_ns;
+        }
+        let requested = match self {
+            StampMode::Hardware => TimestampMode::Hardware,
+            StampMode::Kernel => TimestampMode::Kernel,
+            StampMode::User => TimestampMode::User,
+        };
+        requested.default_asymmetry_allowance_ns()
+    }
+}
+
 /// The timestamping of a node's run as every output states it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimestampQuality {

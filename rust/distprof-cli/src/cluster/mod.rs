@@ -3,5 +3,6 @@
 //! the commands (`run`, `local`) and the benches, so that no command imports another.
 
 pub mod node_run;
+pub mod path_asymmetry;
 pub mod spawn;
 pub mod truth;

@@ -5,6 +5,7 @@
 //! --run-dir` and `merge --run-dir` use (records re-binned into the reference's windows);
 //! this module only compares its segments with the virtual clocks.
 
+use super::path_asymmetry;
 use crate::stats::quantile;
 use distprof::clock::VirtualClock;
 use distprof::context::NodeId;
@@ -54,6 +55,10 @@ pub struct NodeWindow {
     pub uncertainty_ns: f64,
     pub bound_ns: f64,
     pub drift_error_ppb: f64,
+    /// The error the true paths between the node and the reference make in this window
+    /// (`path_asymmetry`): half the difference of their true minimum delays, which no
+    /// two-way measurement sees. None when the two did not probe each other.
+    pub path_asymmetry_ns: Option<f64>,
 }
 
 /// The node-window with the largest offset error and the network solve's edges in that
@@ -101,6 +106,18 @@ pub struct Verdict {
     /// Node-windows (full windows) whose loops show an asymmetry beyond the allowance the
     /// uncertainty assumes (`estimate::allowance`).
     pub beyond_allowance_node_windows: usize,
+    /// Node-windows whose true path asymmetry to the reference exceeds the allowance
+    /// (`NodeWindow::path_asymmetry_ns`): the uncertainty's assumption broken by this
+    /// machine's paths, not by the estimator. Of those outside 2 sigma, how many.
+    pub asymmetric_node_windows: usize,
+    pub asymmetric_misses: usize,
+    /// The share within 2 sigma of the node-windows whose true path asymmetry is within
+    /// the allowance: the coverage where the uncertainty's assumption holds.
+    pub coverage_2sigma_within_allowance: Option<f64>,
+    /// The asymmetry per hop the uncertainties assume, ns: the allowance of the weakest
+    /// timestamp mode the nodes stamped in, unless configured
+    /// (`run_dir_estimate::allowance_of_stamps`).
+    pub asymmetry_allowance_ns: f64,
     pub rejected_edges: Vec<(NodeId, NodeId)>,
     pub worst: Option<WorstNodeWindow>,
     /// Records whose prober stamp fell outside every common window.
@@ -133,8 +150,10 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
     let longest = run.windows.iter().map(|w| w.spec.end_local_ns - w.spec.start_local_ns).max().unwrap_or(0);
     let is_full = |s: i64, e: i64| (e - s) as f64 >= FULL_WINDOW_SHARE * longest as f64;
 
-    // Per node: (window, segment, truth offset, truth drift) of every estimated full window.
+    // Per node: (window, segment, truth offset, truth drift) of every estimated full window,
+    // and the error its true paths to the reference make there.
     let mut per_node: Vec<Vec<(u64, ClockSegment, f64, f64)>> = vec![Vec::new(); n];
+    let mut asymmetry: Vec<Vec<Option<f64>>> = vec![Vec::new(); n];
     let mut rejected = Vec::new();
     let mut estimate_ms = Vec::new();
     let mut unreachable_node_windows = 0;
@@ -160,6 +179,7 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
             if let Some(s) = seg {
                 let (o, d) = truth(&clocks[i], &clocks[reference as usize], s.start_local_ns, s.end_local_ns);
                 per_node[i].push((w.spec.window_id, *s, o, d));
+                asymmetry[i].push(path_asymmetry::to_reference_ns(&w.records, clocks, reference, i as NodeId));
             }
         }
     }
@@ -210,16 +230,26 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
         .enumerate()
         .filter(|(i, _)| *i != reference as usize)
         .flat_map(|(i, ws)| {
-            ws.iter().map(move |(w, s, o, d)| NodeWindow {
+            let asymmetry = &asymmetry[i];
+            ws.iter().zip(asymmetry).map(move |((w, s, o, d), a)| NodeWindow {
                 node: i as NodeId,
                 window_id: *w,
                 error_ns: s.offset_ns - o,
                 uncertainty_ns: s.uncertainty_ns,
                 bound_ns: s.bound_ns,
                 drift_error_ppb: s.drift_ppb - d,
+                path_asymmetry_ns: *a,
             })
         })
         .collect::<Vec<NodeWindow>>();
+    let allowance_ns = run.asymmetry_allowance_ns;
+    let asymmetric = |nw: &&NodeWindow| nw.path_asymmetry_ns.is_some_and(|a| a.abs() > allowance_ns);
+    let missed = |nw: &&NodeWindow| nw.error_ns.abs() > 2.0 * nw.uncertainty_ns;
+    let within_assumption: Vec<&NodeWindow> = node_windows.iter().filter(|nw| !asymmetric(nw)).collect();
+    let coverage_2sigma_within_allowance = (!within_assumption.is_empty())
+        .then(|| within_assumption.iter().filter(|nw| !missed(nw)).count() as f64 / within_assumption.len() as f64);
+    let asymmetric_node_windows = node_windows.iter().filter(asymmetric).count();
+    let asymmetric_misses = node_windows.iter().filter(asymmetric).filter(missed).count();
     let worst = node_windows.iter().max_by(|a, b| a.error_ns.abs().total_cmp(&b.error_ns.abs())).map(|nw| WorstNodeWindow {
         node_window: nw.clone(),
         edges: run
@@ -250,6 +280,10 @@ pub fn judge(files: &[RunFile], clocks: &[VirtualClock]) -> Result<Verdict, RunD
         unreachable_surviving_node_windows,
         anchors,
         beyond_allowance_node_windows,
+        asymmetry_allowance_ns: allowance_ns,
+        asymmetric_node_windows,
+        asymmetric_misses,
+        coverage_2sigma_within_allowance,
         rejected_edges: rejected,
         worst,
         records_outside: run.records_outside,

@@ -352,16 +352,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         verdict.within_2_sigma,
         verdict.samples,
     );
-    let allowance_ns = config.effective_asymmetry_allowance_ns();
+    let allowance_ns = verdict.asymmetry_allowance_ns;
     println!(
-        "sigma assumes asymmetry within {allowance_ns} ns per hop (asymmetry_allowance_ns; {} stamps) and includes it; \
+        "sigma assumes asymmetry within {allowance_ns} ns per hop (asymmetry_allowance_ns; {}) and includes it; \
          the relay's --asymmetry-us beyond it is error sigma cannot cover{}",
-        format!("{:?}", config.timestamping).to_lowercase(),
+        stamped_modes(&timestamps),
         if verdict.beyond_allowance_node_windows > 0 {
             format!("; the loops show asymmetry beyond it in {} node-window(s) (flagged)", verdict.beyond_allowance_node_windows)
         } else {
             String::new()
         }
+    );
+    // The truth local alone knows: how far this machine's paths broke that assumption.
+    let misses = verdict.samples - verdict.within_2_sigma;
+    println!(
+        "true path asymmetry to the reference (from the true clocks) beyond {allowance_ns} ns in {} of {} node-windows, \
+         {} of the {misses} outside 2 sigma; within 2 sigma where it is within: {}",
+        verdict.asymmetric_node_windows,
+        verdict.samples,
+        verdict.asymmetric_misses,
+        fmt(verdict.coverage_2sigma_within_allowance, 1.0, 3),
     );
     println!(
         "datagrams dropped: {} ({} foreign, {} malformed, {} late or duplicate){}",
@@ -420,6 +430,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "uncertainty_coverage_2sigma": verdict.uncertainty_coverage_2sigma,
             "asymmetry_allowance_ns": allowance_ns,
             "beyond_allowance_node_windows": verdict.beyond_allowance_node_windows,
+            "asymmetric_node_windows": verdict.asymmetric_node_windows,
+            "asymmetric_misses": verdict.asymmetric_misses,
+            "coverage_2sigma_within_allowance": verdict.coverage_2sigma_within_allowance,
             "uncertainty_to_error_ratio_p50": verdict.uncertainty_to_error_ratio_p50,
             "estimate_ms_p50": verdict.estimate_ms_p50,
             "unreachable_node_windows": verdict.unreachable_node_windows,
@@ -442,6 +455,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(if reports_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
+/// The timestamp modes the nodes stamped in, for the allowance line: `kernel stamps`, or
+/// `kernel stamps (nodes 0, 2), user stamps (node 1)` when they differ. The mode in force,
+/// not the configured one: `auto` is no mode.
+fn stamped_modes(timestamps: &[(NodeId, distprof::timestamp::TimestampQuality)]) -> String {
+    let mut by_mode: std::collections::BTreeMap<String, Vec<NodeId>> = std::collections::BTreeMap::new();
+    for (node, t) in timestamps {
+        let mode = serde_json::to_value(t.mode).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        by_mode.entry(mode).or_default().push(*node);
+    }
+    if by_mode.len() == 1 {
+        return by_mode.into_keys().map(|m| format!("{m} stamps")).collect();
+    }
+    let part = |(mode, nodes): (String, Vec<NodeId>)| {
+        let ids: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+        format!("{mode} stamps (node{} {})", if nodes.len() > 1 { "s" } else { "" }, ids.join(", "))
+    };
+    by_mode.into_iter().map(part).collect::<Vec<_>>().join(", ")
+}
+
 /// One line on the worst node-window: its error against its uncertainty, and each edge's
 /// disagreement with the network in that window (`!` marks an edge the solve rejected).
 fn worst_window_line(w: &local_truth::WorstNodeWindow) -> String {
@@ -452,11 +484,12 @@ fn worst_window_line(w: &local_truth::WorstNodeWindow) -> String {
         .map(|e| format!("{}->{} {:.0}{}", e.src, e.dst, e.offset_residual_ns, if e.rejected.is_some() { "!" } else { "" }))
         .collect();
     format!(
-        "worst node-window: node {} window {} error {:.0} ns (uncertainty {:.0} ns); edge residuals there, ns: {}",
+        "worst node-window: node {} window {} error {:.0} ns (uncertainty {:.0} ns{}); edge residuals there, ns: {}",
         nw.node,
         nw.window_id,
         nw.error_ns,
         nw.uncertainty_ns,
+        nw.path_asymmetry_ns.map_or(String::new(), |a| format!(", true path asymmetry to the reference {a:.0} ns")),
         edges.join(", ")
     )
 }
@@ -603,13 +636,23 @@ mod tests {
                 uncertainty_ns: 1606.0,
                 bound_ns: 50_000.0,
                 drift_error_ppb: 0.6,
+                path_asymmetry_ns: Some(-1702.4),
             },
             edges: vec![edge(0, 3, -1591.0, None), edge(3, 0, -6390.4, Some(RejectReason::DisagreesWithNetwork))],
         };
         assert_eq!(
             worst_window_line(&w),
-            "worst node-window: node 3 window 5 error -1884 ns (uncertainty 1606 ns); edge residuals there, ns: 0->3 -1591, 3->0 -6390!"
+            "worst node-window: node 3 window 5 error -1884 ns (uncertainty 1606 ns, true path asymmetry to the reference -1702 ns); edge residuals there, ns: 0->3 -1591, 3->0 -6390!"
         );
+    }
+
+    #[test]
+    fn the_allowance_line_names_the_modes_stamped_in() {
+        use distprof::timestamp::{StampMode, TimestampQuality};
+        let q = |mode| TimestampQuality { mode, stamp_error_bound_ns: 5_000, note: String::new(), nic_clock: None };
+        assert_eq!(stamped_modes(&[(0, q(StampMode::Kernel)), (1, q(StampMode::Kernel))]), "kernel stamps");
+        let mixed = [(0, q(StampMode::Kernel)), (1, q(StampMode::User)), (2, q(StampMode::Kernel))];
+        assert_eq!(stamped_modes(&mixed), "kernel stamps (nodes 0, 2), user stamps (node 1)");
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub fn from_run_dir_with_notes(dir: &Path) -> Result<(ReportInput, LoadNotes), R
             estimator: Some(run.config.estimator),
             bound_limit_ns: Some(run.config.max_bound_ns as f64),
             uncertainty_limit_ns: Some(run.config.max_uncertainty_ns as f64),
-            asymmetry_allowance_ns: Some(run.config.effective_asymmetry_allowance_ns() as f64),
+            asymmetry_allowance_ns: Some(run.asymmetry_allowance_ns),
             config: serde_json::to_value(&run.config).unwrap_or(serde_json::Value::Null),
             synthetic: false,
             dropped: Some(distprof::probe::DropCounts::from_reasons(&dropped_by_reason)),

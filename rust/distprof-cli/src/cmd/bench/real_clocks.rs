@@ -88,6 +88,7 @@ impl Figures {
             "real_clocks_min_coverage_2sigma": self.min_coverage_2sigma,
             "real_clocks_max_coverage_2sigma": self.max_coverage_2sigma,
             "local_coverage_2sigma": self.local_coverage.as_ref().and_then(|c| c.coverage_2sigma()),
+            "local_coverage_2sigma_within_allowance": self.local_coverage.as_ref().and_then(|c| c.within_allowance.coverage_2sigma()),
             "local_coverage": self.local_coverage,
             "disciplined_p99_offset_ns": self.disciplined_p99_offset_ns,
             "reference_failover": failover,
@@ -107,9 +108,14 @@ impl Figures {
 /// The local coverage runs: each run's count, and all of them pooled.
 #[derive(Serialize)]
 pub struct LocalCoverage {
-    /// Per run: nodes, node-windows judged, within 2 sigma.
+    /// Per run: nodes, node-windows judged, within 2 sigma, and those whose true path
+    /// asymmetry to the reference exceeded the allowance (and were outside 2 sigma).
     pub runs: Vec<serde_json::Value>,
     pub pooled: Row,
+    /// The node-windows whose true path asymmetry to the reference is within the
+    /// allowance the uncertainty states (`cluster::path_asymmetry`): where its assumption
+    /// held on this machine.
+    pub within_allowance: AssumptionHeld,
 }
 
 impl LocalCoverage {
@@ -127,6 +133,38 @@ pub fn check_args(args: &RealClocksArgs) -> anyhow::Result<()> {
         distprof_sim::cluster::scenarios::find(name).map_err(|e| anyhow::anyhow!("--real-clocks-scenarios: {e}"))?;
     }
     Ok(())
+}
+
+/// Node-windows of `local` runs whose true path asymmetry to the reference is within the
+/// allowance their uncertainty states, and how many of them are within 2 sigma.
+#[derive(Serialize, Default, Debug, PartialEq)]
+pub struct AssumptionHeld {
+    pub node_windows: usize,
+    pub within_2_sigma: usize,
+}
+
+impl AssumptionHeld {
+    /// Over the `node_windows` of `local --json` verdicts (each with its
+    /// `asymmetry_allowance_ns`); a node-window whose asymmetry is unknown counts as within.
+    pub fn of_runs(runs: &[serde_json::Value]) -> AssumptionHeld {
+        let mut held = AssumptionHeld::default();
+        for v in runs {
+            let allowance_ns = v["asymmetry_allowance_ns"].as_f64().unwrap_or(f64::INFINITY);
+            for nw in v["node_windows"].as_array().into_iter().flatten() {
+                if nw["path_asymmetry_ns"].as_f64().is_some_and(|a| a.abs() > allowance_ns) {
+                    continue;
+                }
+                let (Some(e), Some(s)) = (nw["error_ns"].as_f64(), nw["uncertainty_ns"].as_f64()) else { continue };
+                held.node_windows += 1;
+                held.within_2_sigma += (e.abs() <= 2.0 * s) as usize;
+            }
+        }
+        held
+    }
+
+    pub fn coverage_2sigma(&self) -> Option<f64> {
+        (self.node_windows > 0).then(|| self.within_2_sigma as f64 / self.node_windows as f64)
+    }
 }
 
 /// The scenarios with the estimator's `settings` (their `asymmetry_allowance_ns` is the
@@ -293,14 +331,20 @@ fn local_coverage(args: &RealClocksArgs) -> anyhow::Result<Option<LocalCoverage>
         if this.samples == 0 {
             anyhow::bail!("`distprof local` run {} ({nodes} nodes) judged no node-window; is --local-coverage-duration ({} s) at least two windows of {LOCAL_WINDOW_S} s?", i + 1, args.local_coverage_duration);
         }
-        runs.push(serde_json::json!({"nodes": nodes, "node_windows": this.samples, "within_2_sigma": this.within_2_sigma}));
+        runs.push(serde_json::json!({
+            "nodes": nodes,
+            "node_windows": this.samples,
+            "within_2_sigma": this.within_2_sigma,
+            "asymmetric_node_windows": v["asymmetric_node_windows"],
+            "asymmetric_misses": v["asymmetric_misses"],
+        }));
         judged += this.samples;
         verdicts.push(v);
         eprintln!("bench accuracy: local coverage so far {judged} node-windows judged");
     }
     // `nodes` 0: the runs have 3 to 6 (each run's count is in `runs`).
     let pooled = pooled_local_row(0, &verdicts, "local_coverage");
-    Ok(Some(LocalCoverage { runs, pooled }))
+    Ok(Some(LocalCoverage { runs, pooled, within_allowance: AssumptionHeld::of_runs(&verdicts) }))
 }
 
 #[cfg(test)]
@@ -321,7 +365,21 @@ mod tests {
         assert_eq!(row.p99_offset_err_ns, Some(400.0));
         assert_eq!(row.p50_offset_err_ns, Some(10.0));
         assert!((row.flagged_fraction - 0.2).abs() < 1e-12, "{}", row.flagged_fraction);
-        let coverage = LocalCoverage { runs: Vec::new(), pooled: row };
+        let coverage = LocalCoverage { runs: Vec::new(), pooled: row, within_allowance: AssumptionHeld::default() };
         assert_eq!(coverage.coverage_2sigma(), Some(0.4));
+    }
+
+    /// Only the node-windows whose true path asymmetry is within their run's allowance
+    /// count; one without a known asymmetry counts.
+    #[test]
+    fn the_coverage_where_the_assumption_held_leaves_out_the_asymmetric_node_windows() {
+        let nw = |e: f64, s: f64, a: Option<f64>| serde_json::json!({"error_ns": e, "uncertainty_ns": s, "path_asymmetry_ns": a});
+        let runs = [
+            serde_json::json!({"asymmetry_allowance_ns": 100.0, "node_windows": [nw(30.0, 40.0, Some(20.0)), nw(-250.0, 45.0, Some(-230.0)), nw(120.0, 45.0, Some(-90.0))]}),
+            serde_json::json!({"asymmetry_allowance_ns": 1000.0, "node_windows": [nw(-250.0, 420.0, Some(-230.0)), nw(5.0, 40.0, None)]}),
+        ];
+        let held = AssumptionHeld::of_runs(&runs);
+        assert_eq!(held, AssumptionHeld { node_windows: 4, within_2_sigma: 3 });
+        assert_eq!(held.coverage_2sigma(), Some(0.75));
     }
 }
