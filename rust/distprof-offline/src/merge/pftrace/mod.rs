@@ -23,7 +23,9 @@
 //!   Times are ns on G (epoch), exact to the ns (the Chrome JSON's `ts` plus its
 //!   `baseTimeNanoseconds`), each written as its distance from the packet before on the
 //!   incremental clock, which a `ClockSnapshot` sets to 0 = BOOTTIME 0 (the trace's clock)
-//!   at the start of every line and before any time that goes back within one;
+//!   at the start of every line and before any time that goes back within one. The time
+//!   is a packet's last field, so that the bytes that never change from one packet to the
+//!   next stand together for the compressor (`slice_end`);
 //! - the event's name and the names of its annotations interned on the line that uses
 //!   them, in the packet of their first use (`intern`); its stats as debug annotations
 //!   (`plane`). String values are written whole: v20.1 reads no interned string value
