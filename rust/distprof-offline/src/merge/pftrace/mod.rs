@@ -23,7 +23,9 @@
 //!   Times are ns on G (epoch), exact to the ns (the Chrome JSON's `ts` plus its
 //!   `baseTimeNanoseconds`), each written as its distance from the packet before on the
 //!   incremental clock, which a `ClockSnapshot` sets to 0 = BOOTTIME 0 (the trace's clock)
-//!   at the start of every line and before any time that goes back within one;
+//!   at the start of every line and before any time that goes back within one. The time
+//!   is a packet's last field, so that the bytes that never change from one packet to the
+//!   next stand together for the compressor (`slice_end`);
 //! - the event's name and the names of its annotations interned on the line that uses
 //!   them, in the packet of their first use (`intern`); its stats as debug annotations
 //!   (`plane`). String values are written whole: v20.1 reads no interned string value
@@ -262,20 +264,34 @@ impl ProtoWriter {
     }
 
     /// The end of a slice: a time and a type; the track is the sequence's default. Written
-    /// as three moves (the bytes before the time, the time, the bytes after it): an end is
-    /// every other packet of the trace.
+    /// as two moves (the fixed bytes, then the time): an end is every other packet of the
+    /// trace.
     #[inline]
     fn slice_end(&mut self, end_ns: i64) -> io::Result<()> {
         let ts = self.delta(end_ns)?;
-        // Packet { sequence id, timestamp, TrackEvent { type } }: under 128 bytes, and every
-        // key, the sequence id and the type one byte each.
-        let packet_len = 2 + 1 + varint_len(ts) + 4;
+        // Packet { sequence id, TrackEvent { type }, timestamp }: under 128 bytes, and every
+        // key, the sequence id and the type one byte each. The time goes last (a reader
+        // takes fields in any order): the bytes of consecutive packets that never change
+        // then form one run, which the compressor takes as one match.
+        let packet_len = 2 + 4 + 1 + varint_len(ts);
         const { assert!(key(TRACK_EVENT, protobuf::LEN) < 0x80 && SEQUENCE < 0x80 && TYPE_SLICE_END < 0x80) };
         self.records += 1;
         let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
-        c.put_fixed([key(PACKET, protobuf::LEN) as u8, packet_len as u8, key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TIMESTAMP, protobuf::VARINT) as u8], 5);
+        c.put_fixed(
+            [
+                key(PACKET, protobuf::LEN) as u8,
+                packet_len as u8,
+                key(SEQUENCE_ID, protobuf::VARINT) as u8,
+                SEQUENCE as u8,
+                key(TRACK_EVENT, protobuf::LEN) as u8,
+                2,
+                key(EVENT_TYPE, protobuf::VARINT) as u8,
+                TYPE_SLICE_END as u8,
+                key(TIMESTAMP, protobuf::VARINT) as u8,
+            ],
+            9,
+        );
         write_varint(&mut c, ts);
-        c.put_fixed([key(TRACK_EVENT, protobuf::LEN) as u8, 2, key(EVENT_TYPE, protobuf::VARINT) as u8, TYPE_SLICE_END as u8], 4);
         drop(c);
         self.packet_done()
     }
@@ -328,13 +344,15 @@ impl ProtoWriter {
             + interned_len;
         let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
         protobuf::write_len_header(&mut c, PACKET, packet_len);
-        c.put_fixed([key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TIMESTAMP, protobuf::VARINT) as u8], 3);
-        write_varint(&mut c, ts);
+        c.put_fixed([key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8], 2);
         protobuf::write_len_header(&mut c, TRACK_EVENT, event.len());
         c.put(&event);
         if !self.interned.is_empty() {
             put_bytes_field(&mut c, INTERNED_DATA, &self.interned);
         }
+        // The time last, as in an end (`slice_end`).
+        c.push(key(TIMESTAMP, protobuf::VARINT) as u8);
+        write_varint(&mut c, ts);
         drop(c);
         self.scratch = event;
         self.packet_done()

@@ -109,6 +109,9 @@ fn slices_nest_end_first_on_ties_with_times_as_deltas_on_each_line_s_default_tra
             }
         }
         let Some(te) = get(p, TRACK_EVENT) else { continue };
+        // The time is the packet's last field: the bytes around it then stay the same from
+        // one packet to the next, for the compressor (`slice_end`).
+        assert_eq!(p.last().unwrap().0, TIMESTAMP, "{p:?}");
         clock += get(p, TIMESTAMP).unwrap().1;
         let mut ty = 0;
         let uuid = track;
@@ -236,6 +239,8 @@ fn each_line_interns_the_names_it_uses_in_the_packet_of_their_first_use() {
             }
         }
         let Some(te) = get(&p, TRACK_EVENT) else { continue };
+        // Last after the interned names too.
+        assert_eq!(p.last().unwrap().0, TIMESTAMP, "{p:?}");
         let mut f = Fields::new(&te.2, 0);
         let (mut name, mut args) = (None, Vec::new());
         while let Some(x) = f.next_field().unwrap() {
