@@ -3,7 +3,9 @@
 //!
 //! S -> G uses the model's correction `c(S) = offset + drift * (S - mid)` (G = S - c) and,
 //! between two windows' midpoints, interpolates the correction linearly from one midpoint
-//! to the next. That keeps the map continuous and monotone, so events keep their order and
+//! to the next. Where the clock breaks inside a window (a piece with `break_at_start`, a
+//! step or a frequency change found by `estimate::breaks`) each side keeps its own piece's
+//! line up to the break: interpolating across a 1 s step would smear it over seconds. That keeps the map continuous and monotone, so events keep their order and
 //! nesting on every line; before the first and after the last midpoint the nearest window's
 //! own drift extrapolates. Absolute times are in ps as i128 (epoch ps overflow i64); only
 //! corrections, which are small, pass through f64.
@@ -71,6 +73,12 @@ impl GlobalMap {
             };
         }
         let (a, b) = (&segs[i - 1], &segs[i]);
+        if b.break_at_start {
+            // The clock breaks at b's start: each side on its own piece's line.
+            let (g, lo_ns, hi_ns) =
+                if s_ns < b.start_local_ns { (a, a.mid_local_ns, b.start_local_ns) } else { (b, b.start_local_ns, b.mid_local_ns) };
+            return CorrectionPiece { lo_ns, hi_ns, x0_ns: g.mid_local_ns, c0_ns: g.offset_ns, slope: g.drift_ppb * 1e-9 };
+        }
         let slope = (b.offset_ns - a.offset_ns) / b.mid_local_ns.saturating_sub(a.mid_local_ns).max(1) as f64;
         CorrectionPiece {
             lo_ns: a.mid_local_ns,
@@ -104,6 +112,9 @@ impl GlobalMap {
             return last.uncertainty_at_ns(s_ns);
         }
         let (a, b) = (&segs[i - 1], &segs[i]);
+        if b.break_at_start {
+            return if s_ns < b.start_local_ns { a.uncertainty_at_ns(s_ns) } else { b.uncertainty_at_ns(s_ns) };
+        }
         if a.uncertainty_ns == f64::MAX || b.uncertainty_ns == f64::MAX {
             return f64::MAX;
         }
@@ -116,11 +127,17 @@ impl GlobalMap {
     }
 
     /// The largest uncertainty over the host-time span `[lo, hi]`, ns: at its ends or
-    /// halfway between two midpoints inside it (the only local maxima of `uncertainty_ns`).
+    /// halfway between two midpoints inside it, or either side of a break (the only local
+    /// maxima of `uncertainty_ns`).
     pub fn max_uncertainty_ns(&self, lo_ns: i64, hi_ns: i64) -> f64 {
         // In i128: a corrupt model's midpoints may lie near the i64 limits.
         let halfway = self.segments.windows(2).map(|p| ((p[0].mid_local_ns as i128 + p[1].mid_local_ns as i128) / 2) as i64);
-        [lo_ns, hi_ns].into_iter().chain(halfway.filter(|&t| lo_ns <= t && t <= hi_ns)).map(|t| self.uncertainty_ns(t)).fold(0.0, f64::max)
+        let breaks = self.segments.iter().filter(|s| s.break_at_start).flat_map(|s| [s.start_local_ns.saturating_sub(1), s.start_local_ns]);
+        [lo_ns, hi_ns]
+            .into_iter()
+            .chain(halfway.chain(breaks).filter(|&t| lo_ns <= t && t <= hi_ns))
+            .map(|t| self.uncertainty_ns(t))
+            .fold(0.0, f64::max)
     }
 
     /// Error bound in ns at host time `s_ns`: the larger bound of the windows it lies between.
@@ -319,6 +336,7 @@ mod tests {
             uncertainty_ns: 10.0,
             drift_uncertainty_ppb: 5.0,
             flagged: false,
+                break_at_start: false,
         }
     }
 

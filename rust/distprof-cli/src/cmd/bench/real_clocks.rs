@@ -30,6 +30,10 @@ pub struct RealClocksArgs {
     /// First seed of the real-clock runs (simulated and local); no test uses 101 and up.
     #[arg(long, default_value_t = 101)]
     pub real_clocks_first_seed: u64,
+    /// Only these named scenarios (comma-separated, as `distprof simulate --scenario`
+    /// names them; empty: all). The summary keys then cover only these.
+    #[arg(long, value_delimiter = ',')]
+    real_clocks_scenarios: Vec<String>,
     /// One `distprof local` run of 4 nodes per scenario local can emulate, this long, s
     /// (0 skips them).
     #[arg(long, default_value_t = 20.0)]
@@ -131,8 +135,14 @@ pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Resul
     if !(2..=distprof_sim::cluster::MAX_NODES).contains(&args.real_clocks_nodes) {
         anyhow::bail!("--real-clocks-nodes {}: must be in 2..={}", args.real_clocks_nodes, distprof_sim::cluster::MAX_NODES);
     }
+    let unknown: Vec<&String> = args.real_clocks_scenarios.iter().filter(|n| !SCENARIOS.iter().any(|s| s.name == n.as_str())).collect();
+    if !unknown.is_empty() {
+        let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        anyhow::bail!("--real-clocks-scenarios: no scenario named {unknown:?}; the scenarios are {}", names.join(", "));
+    }
+    let chosen = |n: &&NamedScenario| args.real_clocks_scenarios.is_empty() || args.real_clocks_scenarios.iter().any(|c| c == n.name);
     if args.real_clocks_seeds > 0 {
-        for named in SCENARIOS {
+        for named in SCENARIOS.iter().filter(chosen) {
             let (figures, unreachable) = simulate(named, args, settings)?;
             print(&figures);
             if named.name == "reference-dies" {
@@ -142,7 +152,7 @@ pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Resul
         }
     }
     if args.real_clocks_local_duration > 0.0 {
-        for named in SCENARIOS.iter().filter(|n| !matches!(n.local, LocalEmulation::Cannot(_) | LocalEmulation::Same)) {
+        for named in SCENARIOS.iter().filter(chosen).filter(|n| !matches!(n.local, LocalEmulation::Cannot(_) | LocalEmulation::Same)) {
             let figures = local(named, args, settings.asymmetry_allowance_ns)?;
             print(&figures);
             scenarios.push(figures);
