@@ -336,8 +336,46 @@ mod tests {
             uncertainty_ns: 10.0,
             drift_uncertainty_ppb: 5.0,
             flagged: false,
-                break_at_start: false,
+            break_at_start: false,
         }
+    }
+
+    /// Window 1's clock steps +1 s at S = b (a `date -s`): the estimate gives it two
+    /// pieces, the second with `break_at_start`. An event just before b is corrected by
+    /// the first piece's own line and one at b by the second's, exactly (no interpolation
+    /// smears the step over the seconds between the pieces' midpoints); the uncertainty
+    /// is each piece's own; and past the pieces the map interpolates to window 2 as ever.
+    #[test]
+    fn an_event_on_each_side_of_a_break_takes_its_own_piece() {
+        let w1 = seg(1, 0.0, 0.0);
+        let b = w1.start_local_ns + 1_500_000_000;
+        let before = ClockSegment { end_local_ns: b, mid_local_ns: (w1.start_local_ns + b) / 2, offset_ns: 2_000.0, drift_ppb: 300.0, ..w1 };
+        let after = ClockSegment {
+            start_local_ns: b,
+            mid_local_ns: (b + w1.end_local_ns) / 2,
+            offset_ns: 1e9 + 2_000.0,
+            drift_ppb: -700.0,
+            uncertainty_ns: 40.0,
+            break_at_start: true,
+            ..w1
+        };
+        let w2 = seg(2, 1e9 + 1_000.0, 0.0);
+        let map = GlobalMap::new(&[seg(0, 2_000.0, 0.0), before, after, w2]);
+        for (s, piece) in [(b - 1, &before), (b, &after), (b + 1, &after), (before.mid_local_ns, &before), (after.mid_local_ns, &after)] {
+            let want = piece.correction_ns(s);
+            assert!((map.correction_ns(s) - want).abs() < 1e-6, "at {s}: {} vs {want}", map.correction_ns(s));
+            let cached = std::cell::Cell::new(CorrectionPiece::EMPTY);
+            assert_eq!(map.s_to_g_ps_cached(s as i128 * 1000, &cached), map.s_to_g_ps(s as i128 * 1000));
+            assert_eq!(map.uncertainty_ns(s), piece.uncertainty_at_ns(s));
+        }
+        // The step is kept whole: 1 s between one nanosecond and the next.
+        let jump = map.correction_ns(b) - map.correction_ns(b - 1);
+        assert!((jump - (after.correction_ns(b) - before.correction_ns(b - 1))).abs() < 1e-3 && jump > 0.999e9, "{jump}");
+        // Between the second piece's midpoint and window 2's the usual interpolation.
+        let halfway = (after.mid_local_ns + w2.mid_local_ns) / 2;
+        assert!((map.correction_ns(halfway) - 0.5 * (after.offset_ns + w2.offset_ns)).abs() < 1e-3);
+        // Either side of the break is where the uncertainty is largest over the span.
+        assert!(map.max_uncertainty_ns(before.mid_local_ns, after.mid_local_ns) >= map.uncertainty_ns(b));
     }
 
     #[test]
