@@ -27,7 +27,7 @@
 
 use super::hull::Line;
 use super::network::NetworkSolution;
-use super::points::{EdgePoints, Point};
+use super::points::Point;
 use super::window_fits::WindowFits;
 use crate::model::ClockSegment;
 
@@ -85,36 +85,6 @@ impl Slice {
 pub struct EdgeSlices {
     pub line: Option<Line>,
     pub slices: Vec<Slice>,
-}
-
-/// An edge line steeper than this (the network's plausible rate, `network::MAX_ABS_RATE`)
-/// was drawn across a step of one of its clocks.
-const STEP_SLOPE: f64 = 1e-3;
-
-/// The points of an edge on the longer side of a step of either clock inside the window,
-/// when its line across the window (`line`, from all of them) is steeper than any clock
-/// runs: the largest jump between two neighbouring slices is where it stepped. Fitted on
-/// that side, the edge has a line the network accepts, and the points beyond the step
-/// show it in the slices about that line, so that `node_breaks` gives the stepping node a
-/// piece on each side. None when the line is plausible or no side has enough points.
-pub fn one_side_of_step(e: &EdgePoints, line: &Line, all_packets: bool, window_ns: i64) -> Option<EdgePoints> {
-    if line.slope.abs() <= STEP_SLOPE {
-        return None;
-    }
-    let (fwd, rev) = if all_packets { (&e.fwd_all, &e.rev_all) } else { (&e.fwd, &e.rev) };
-    let mids: Vec<Point> = edge_slices(fwd, rev, line, window_ns).slices.iter().map(Slice::midpoint).collect();
-    let jump = mids.windows(2).max_by(|a, b| (a[1].y_ns - a[0].y_ns).abs().total_cmp(&(b[1].y_ns - b[0].y_ns).abs()))?;
-    let cut = 0.5 * (jump[0].x_ns + jump[1].x_ns);
-    let half = window_ns as f64 / 2.0;
-    let keep_left = cut > 0.0;
-    // Either slice of the jump may hold points of both sides: both are left out.
-    let (left_of, right_of) = (jump[0].x_ns - SLICE_NS as f64, jump[1].x_ns + SLICE_NS as f64);
-    let side = |v: &[Point]| -> Vec<Point> {
-        v.iter().filter(|p| if keep_left { p.x_ns < left_of } else { p.x_ns >= right_of }).copied().collect()
-    };
-    let points = EdgePoints { fwd: side(&e.fwd), rev: side(&e.rev), fwd_all: side(&e.fwd_all), rev_all: side(&e.rev_all), probes: Vec::new(), ..e.clone() };
-    let longer = if keep_left { cut + half } else { half - cut };
-    (longer >= MIN_PIECE_NS && points.fwd.len() >= 2 && points.rev.len() >= 2).then_some(points)
 }
 
 /// A slice holds points of both sides of a step when its round trip (lowest forward less
@@ -767,37 +737,6 @@ mod tests {
             // Measured: 162 / 39 / 27 ns at the midpoints, 374 / 109 / 35 over the window.
             assert!(at_mids < 200.0, "seed {seed}: a piece {at_mids} ns off at its midpoint");
             assert!(worst < 450.0, "seed {seed}: a piece {worst} ns off within the window");
-        }
-    }
-
-    /// `date -s` steps node 2's clock 1 s ahead 5.2 s into the window: its edges' lines
-    /// across the step are implausibly steep and the node would be unreachable; instead
-    /// its model is split where it stepped (within 0.3 s of the second it skipped) and
-    /// every piece is within 500 ns of the truth at its midpoint (measured: at most
-    /// 229 ns on seeds 1-3; seed 2 adds a spurious kink before the step, its pieces right
-    /// too).
-    #[test]
-    fn a_one_second_step_gives_two_right_pieces() {
-        let at = 5.2e9;
-        for seed in 1..=3 {
-            let clocks: Vec<Clock> = vec![
-                free(0.0, 0.0),
-                free(3_000.0, 2_000.0),
-                Box::new(move |t| t - 7_000.0 - 4_000.0 * 1e-9 * t + if t >= at { 1e9 } else { 0.0 }),
-                free(12_000.0, 9_000.0),
-                free(-1_000.0, 5_000.0),
-                free(500.0, -300.0),
-            ];
-            let est = window(&clocks, seed);
-            let p = &est.pieces[2];
-            assert!(p.len() >= 2, "seed {seed}: {p:?}");
-            // The clock never reads the second it skipped: a break anywhere in it is right.
-            let (before, after) = (clocks[2](at - 1.0), clocks[2](at));
-            let off = |cut: f64| (before - cut).max(cut - after).max(0.0);
-            let found = p[1..].iter().map(|s| off(s.start_local_ns as f64)).fold(f64::INFINITY, f64::min);
-            let errors: Vec<f64> = p.iter().map(|s| (s.offset_ns - true_offset(&clocks, 2, s.mid_local_ns)).abs()).collect();
-            assert!(found < 0.3e9, "seed {seed}: break {found} ns outside the skipped second");
-            assert!(errors.iter().all(|&e| e < 500.0), "seed {seed}: {errors:?}");
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use super::allowance::{nodes_beyond_allowance, total_sigma_ns};
 use super::bound::{edge_uncertainty_ns, node_bounds_ns};
-use super::breaks::{edge_slices, node_breaks, one_side_of_step, pieces};
+use super::breaks::{edge_slices, node_breaks, pieces};
 use super::uncertainty::node_sigmas_ns;
 use super::failover::Anchor;
 use super::fit::fit_edge;
@@ -112,11 +112,6 @@ pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Estimat
     let (edges, counts) = map_edges(records, spec.num_nodes, window, tol, want_probes, |e| {
         let report = EdgeReport::unfitted(e.src, e.dst, e.counts, None);
         let fitted = fit_edge(settings.estimator, e, settings.svm_c).map(|line| {
-            // A clock stepped inside the window: the line of one side (`breaks`).
-            let line = match one_side_of_step(e, &line.line, line.all_packets, window_ns) {
-                Some(side) => fit_edge(settings.estimator, &side, settings.svm_c).unwrap_or(line),
-                None => line,
-            };
             let (fwd, rev) = if line.all_packets { (&e.fwd_all, &e.rev_all) } else { (&e.fwd, &e.rev) };
             let slices = edge_slices(fwd, rev, &line.line, window_ns);
             FittedEdge { report: 0, key: (e.src, e.dst), y_origin_ns: e.y_origin_ns, gap_noise_ns: e.gap_noise_ns, line, slices }
