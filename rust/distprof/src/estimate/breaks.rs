@@ -356,6 +356,11 @@ fn bins_of(samples: &[(f64, f64)], window_ns: i64) -> Vec<Bin> {
 pub fn deviation(samples: &[(f64, f64)], window_ns: i64) -> Option<Deviation> {
     let bins = bins_of(samples, window_ns);
     let (_, _, chi0) = least_squares(&bins, &[])?;
+    // No break can lower the chi-square by more than all of it: most node-windows of
+    // free-running clocks end here, before the search.
+    if chi0 <= ACCEPT_CHI2 {
+        return None;
+    }
     let half = window_ns as f64 / 2.0;
     let (lo, hi) = (-half + MIN_PIECE_NS, half - MIN_PIECE_NS);
     let mut breaks: Vec<Break> = Vec::new();
@@ -368,27 +373,27 @@ pub fn deviation(samples: &[(f64, f64)], window_ns: i64) -> Option<Deviation> {
             with
         };
         let far_enough = |at: f64| breaks.iter().all(|o| (o.at_ns - at).abs() >= MIN_PIECE_NS);
-        // The better of a frequency change alone and one with a step, at `at`: the step
-        // only when it is itself far beyond the noise.
-        let best_at = |at: f64| {
-            let kink = least_squares(&bins, &with(Break { at_ns: at, step: false }))?.2;
-            let step = least_squares(&bins, &with(Break { at_ns: at, step: true })).map_or(f64::INFINITY, |r| r.2);
-            Some(if kink - step > STEP_CHI2 { (Break { at_ns: at, step: true }, step) } else { (Break { at_ns: at, step: false }, kink) })
-        };
+        let chi_of = |b: Break| least_squares(&bins, &with(b)).map(|r| (b, r.2));
         let grid = |from: f64, to: f64, step: f64| {
             let n = ((to - from) / step).floor().max(0.0) as usize;
             (0..=n).map(move |k| from + k as f64 * step)
         };
-        let Some((mut b, mut chi)) = grid(lo, hi, GRID_STEP_NS)
-            .filter(|&at| far_enough(at))
-            .filter_map(best_at)
-            .min_by(|x, y| x.1.total_cmp(&y.1))
-        else {
-            break;
+        // Searched as a frequency change (a step shows as one, far beyond the noise), then
+        // refined; a step only where it is itself far beyond the noise again.
+        let best = |step: bool, from: f64, to: f64, by: f64| {
+            grid(from, to, by)
+                .filter(|&at| far_enough(at))
+                .filter_map(|at| chi_of(Break { at_ns: at, step }))
+                .min_by(|x, y| x.1.total_cmp(&y.1))
         };
-        for at in grid((b.at_ns - GRID_STEP_NS).max(lo), (b.at_ns + GRID_STEP_NS).min(hi), REFINE_STEP_NS).filter(|&at| far_enough(at)) {
-            if let Some(c) = best_at(at).filter(|c| c.1 < chi) {
-                (b, chi) = c;
+        let Some((coarse, _)) = best(false, lo, hi, GRID_STEP_NS) else { break };
+        let near = |b: Break| ((b.at_ns - GRID_STEP_NS).max(lo), (b.at_ns + GRID_STEP_NS).min(hi));
+        let (from, to) = near(coarse);
+        let Some((kink, kink_chi)) = best(false, from, to, REFINE_STEP_NS) else { break };
+        let (mut b, mut chi) = (kink, kink_chi);
+        if chi_of(Break { step: true, ..kink }).is_some_and(|s| kink_chi - s.1 > STEP_CHI2) {
+            if let Some(s) = best(true, from, to, REFINE_STEP_NS) {
+                (b, chi) = s;
             }
         }
         if best_chi - chi <= ACCEPT_CHI2 {
