@@ -48,6 +48,7 @@ pub(crate) mod test_support {
                     uncertainty_ns: 40.0,
                     drift_uncertainty_ppb: 5.0,
                     flagged,
+                break_at_start: false,
                 }
             })
             .collect()

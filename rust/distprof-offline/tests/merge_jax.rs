@@ -480,6 +480,7 @@ fn given_models_take_precedence_over_the_planes() {
             uncertainty_ns: 0.1,
             drift_uncertainty_ppb: 5.0,
             flagged: false,
+            break_at_start: false,
         }],
     };
     let v = validate(std::slice::from_ref(&inputs), &MergeOptions { models: vec![wrong], force: true, ..Default::default() }).unwrap();

@@ -144,6 +144,7 @@ mod page_tests {
                 uncertainty_ns: 0.0,
                 drift_uncertainty_ppb: 5.0,
                 flagged: false,
+                break_at_start: false,
             }],
         });
         let html = render(&one);
@@ -163,6 +164,7 @@ mod page_tests {
             bound_ns,
             uncertainty_ns: bound_ns / 100.0,
             drift_uncertainty_ppb: 5.0,
+                break_at_start: false,
             flagged,
         };
         let mut input = empty_input();

@@ -321,11 +321,18 @@ impl Cluster {
     /// The true clock of `node` against the reference in window k.
     pub fn truth(&self, node: NodeId, k: u64) -> Truth {
         let spec = self.window_spec(k);
+        self.truth_over(node, spec.start_local_ns, spec.end_local_ns)
+    }
+
+    /// The true clock of `node` against the reference over any interval [start, end) of
+    /// its own clock (a piece of a window, `estimate::breaks`): its offset where it reads
+    /// the interval's midpoint and its mean drift over the interval.
+    pub fn truth_over(&self, node: NodeId, start_local_ns: i64, end_local_ns: i64) -> Truth {
         let rel = |v: i64| (v - EPOCH_NS) as f64;
         let (c, r) = (&self.clocks[node as usize], &self.clocks[self.reference as usize]);
-        let mid = rel(spec.start_local_ns + (spec.end_local_ns - spec.start_local_ns) / 2);
+        let mid = rel(start_local_ns + (end_local_ns - start_local_ns) / 2);
         let t_mid = c.invert(mid);
-        let (t0, t1) = (c.invert_first(rel(spec.start_local_ns)), c.invert_last(rel(spec.end_local_ns)));
+        let (t0, t1) = (c.invert_first(rel(start_local_ns)), c.invert_last(rel(end_local_ns)));
         let ds_i = c.read(t1) - c.read(t0);
         let dg = r.read(t1) - r.read(t0);
         Truth { offset_ns: mid - r.read(t_mid), drift_ppb: (1.0 - dg / ds_i) * 1e9 }

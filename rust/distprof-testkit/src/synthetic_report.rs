@@ -328,6 +328,7 @@ fn generate(spec: &SyntheticSpec) -> (ReportInput, Vec<Clock>) {
                         uncertainty_ns: bound_ns / 200.0,
                         drift_uncertainty_ppb: 5.0,
                         flagged: bound_ns > BOUND_LIMIT_NS,
+                        break_at_start: false,
                     }
                 })
                 .collect();

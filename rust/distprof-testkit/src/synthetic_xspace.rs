@@ -71,6 +71,7 @@ impl Windows {
                     uncertainty_ns: self.uncertainty_ns,
                     drift_uncertainty_ppb: 5.0,
                     flagged: false,
+                    break_at_start: false,
                 }
             })
             .collect()
@@ -146,6 +147,7 @@ pub fn flat_edge_fits(src: NodeId, window_id: u64, start_local_ns: i64, end_loca
                     all_packets: false,
                     fwd_lower: vec![[-half_ns, theta + 1_000.0], [half_ns, theta + 1_000.0]],
                     rev_upper: vec![[-half_ns, theta - 1_000.0], [half_ns, theta - 1_000.0]],
+                    slices: Vec::new(),
                 }),
             })
             .collect(),

@@ -120,6 +120,8 @@ mod stat {
     pub const BOUND: &str = "bound_ns";
     pub const UNCERTAINTY: &str = "uncertainty_ns";
     pub const DRIFT_UNCERTAINTY: &str = "drift_uncertainty_ppb";
+    /// 1 on a piece that starts at a break of the clock inside its window (absent: 0).
+    pub const BREAK_AT_START: &str = "break_at_start";
     pub const FLAGGED: &str = "flagged";
     pub const S: &str = "s_ns";
     pub const R: &str = "r_ns";
@@ -224,8 +226,9 @@ impl DistprofPlaneData {
             p.intern_stat(stat::FLAGGED),
         );
         let du = p.intern_stat(stat::DRIFT_UNCERTAINTY);
+        let ba = p.intern_stat(stat::BREAK_AT_START);
         let events = self.model.segments.iter().map(|g| {
-            let stats = vec![
+            let mut stats = vec![
                 uint(w, g.window_id),
                 int(st, g.start_local_ns),
                 int(en, g.end_local_ns),
@@ -237,6 +240,10 @@ impl DistprofPlaneData {
                 dbl(du, g.drift_uncertainty_ppb),
                 uint(fl, g.flagged as u64),
             ];
+            // Only on pieces: a plane of whole windows stays as it was.
+            if g.break_at_start {
+                stats.push(uint(ba, 1));
+            }
             (g.start_local_ns, g.end_local_ns - g.start_local_ns, stats)
         });
         push_line(&mut p, LINE_MODEL, "Clock model", "clock window", events.collect());
@@ -341,6 +348,7 @@ impl DistprofPlaneData {
                 uncertainty_ns: g(stat::UNCERTAINTY).ok().and_then(as_f64).unwrap_or(f64::MAX),
                 drift_uncertainty_ppb: g(stat::DRIFT_UNCERTAINTY).ok().and_then(as_f64).unwrap_or(f64::MAX),
                 flagged: as_u64(g(stat::FLAGGED)?).ok_or(PlaneError::Missing(stat::FLAGGED))? != 0,
+                break_at_start: g(stat::BREAK_AT_START).ok().and_then(as_u64).is_some_and(|v| v != 0),
             });
         }
         segments.sort_by_key(|g| g.start_local_ns);

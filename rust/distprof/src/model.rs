@@ -40,6 +40,16 @@ pub struct ClockSegment {
     /// `max_bound_ns` of the config, or the node's loops show an asymmetry beyond the
     /// allowance the uncertainty assumes.
     pub flagged: bool,
+    /// True when the node's clock breaks at `start_local_ns` (a step or a frequency change
+    /// found inside the window, `estimate::breaks`): this segment is a piece of its window
+    /// and holds from there on its own, so merge does not interpolate across its start.
+    /// False in files written before pieces existed (one segment per window).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub break_at_start: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn unknown_uncertainty() -> f64 {

@@ -23,6 +23,8 @@ fn sample() -> DistprofPlaneData {
     };
     let mut segments = windows.segments(|k, _| (1_234_567.25 + k as f64, -3_500.5));
     segments[2].flagged = true;
+    // A piece that starts at a break inside its window: the plane keeps the mark.
+    segments[1].break_at_start = true;
     let start = TracerStart {
         s_ns: t0,
         r_ns: 5_000_000_000,
@@ -88,6 +90,8 @@ fn sample() -> DistprofPlaneData {
                 all_packets: true,
                 fwd_lower: vec![[-1.9e9, 20_000.0], [1.9e9, 20_100.5]],
                 rev_upper: vec![[-1.8e9, -19_000.0], [1.95e9, -19_050.25]],
+                // The breaks inside the window are found from these (`estimate::breaks`).
+                slices: vec![[-7.25e9, 12.5, -7.0e9, -2.5], [0.25e9, -3.0, 0.75e9, -9.5]],
             }),
         }],
     }];

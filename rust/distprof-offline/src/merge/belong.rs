@@ -194,6 +194,7 @@ mod tests {
             uncertainty_ns: 50.0,
             drift_uncertainty_ppb: 5.0,
             flagged: false,
+                break_at_start: false,
         }
     }
 

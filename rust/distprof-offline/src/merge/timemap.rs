@@ -3,7 +3,9 @@
 //!
 //! S -> G uses the model's correction `c(S) = offset + drift * (S - mid)` (G = S - c) and,
 //! between two windows' midpoints, interpolates the correction linearly from one midpoint
-//! to the next. That keeps the map continuous and monotone, so events keep their order and
+//! to the next. Where the clock breaks inside a window (a piece with `break_at_start`, a
+//! step or a frequency change found by `estimate::breaks`) each side keeps its own piece's
+//! line up to the break: interpolating across a 1 s step would smear it over seconds. That keeps the map continuous and monotone, so events keep their order and
 //! nesting on every line; before the first and after the last midpoint the nearest window's
 //! own drift extrapolates. Absolute times are in ps as i128 (epoch ps overflow i64); only
 //! corrections, which are small, pass through f64.
@@ -71,6 +73,12 @@ impl GlobalMap {
             };
         }
         let (a, b) = (&segs[i - 1], &segs[i]);
+        if b.break_at_start {
+            // The clock breaks at b's start: each side on its own piece's line.
+            let (g, lo_ns, hi_ns) =
+                if s_ns < b.start_local_ns { (a, a.mid_local_ns, b.start_local_ns) } else { (b, b.start_local_ns, b.mid_local_ns) };
+            return CorrectionPiece { lo_ns, hi_ns, x0_ns: g.mid_local_ns, c0_ns: g.offset_ns, slope: g.drift_ppb * 1e-9 };
+        }
         let slope = (b.offset_ns - a.offset_ns) / b.mid_local_ns.saturating_sub(a.mid_local_ns).max(1) as f64;
         CorrectionPiece {
             lo_ns: a.mid_local_ns,
@@ -104,6 +112,9 @@ impl GlobalMap {
             return last.uncertainty_at_ns(s_ns);
         }
         let (a, b) = (&segs[i - 1], &segs[i]);
+        if b.break_at_start {
+            return if s_ns < b.start_local_ns { a.uncertainty_at_ns(s_ns) } else { b.uncertainty_at_ns(s_ns) };
+        }
         if a.uncertainty_ns == f64::MAX || b.uncertainty_ns == f64::MAX {
             return f64::MAX;
         }
@@ -116,11 +127,17 @@ impl GlobalMap {
     }
 
     /// The largest uncertainty over the host-time span `[lo, hi]`, ns: at its ends or
-    /// halfway between two midpoints inside it (the only local maxima of `uncertainty_ns`).
+    /// halfway between two midpoints inside it, or either side of a break (the only local
+    /// maxima of `uncertainty_ns`).
     pub fn max_uncertainty_ns(&self, lo_ns: i64, hi_ns: i64) -> f64 {
         // In i128: a corrupt model's midpoints may lie near the i64 limits.
         let halfway = self.segments.windows(2).map(|p| ((p[0].mid_local_ns as i128 + p[1].mid_local_ns as i128) / 2) as i64);
-        [lo_ns, hi_ns].into_iter().chain(halfway.filter(|&t| lo_ns <= t && t <= hi_ns)).map(|t| self.uncertainty_ns(t)).fold(0.0, f64::max)
+        let breaks = self.segments.iter().filter(|s| s.break_at_start).flat_map(|s| [s.start_local_ns.saturating_sub(1), s.start_local_ns]);
+        [lo_ns, hi_ns]
+            .into_iter()
+            .chain(halfway.chain(breaks).filter(|&t| lo_ns <= t && t <= hi_ns))
+            .map(|t| self.uncertainty_ns(t))
+            .fold(0.0, f64::max)
     }
 
     /// Error bound in ns at host time `s_ns`: the larger bound of the windows it lies between.
@@ -319,7 +336,46 @@ mod tests {
             uncertainty_ns: 10.0,
             drift_uncertainty_ppb: 5.0,
             flagged: false,
+            break_at_start: false,
         }
+    }
+
+    /// Window 1's clock steps +1 s at S = b (a `date -s`): the estimate gives it two
+    /// pieces, the second with `break_at_start`. An event just before b is corrected by
+    /// the first piece's own line and one at b by the second's, exactly (no interpolation
+    /// smears the step over the seconds between the pieces' midpoints); the uncertainty
+    /// is each piece's own; and past the pieces the map interpolates to window 2 as ever.
+    #[test]
+    fn an_event_on_each_side_of_a_break_takes_its_own_piece() {
+        let w1 = seg(1, 0.0, 0.0);
+        let b = w1.start_local_ns + 1_500_000_000;
+        let before = ClockSegment { end_local_ns: b, mid_local_ns: (w1.start_local_ns + b) / 2, offset_ns: 2_000.0, drift_ppb: 300.0, ..w1 };
+        let after = ClockSegment {
+            start_local_ns: b,
+            mid_local_ns: (b + w1.end_local_ns) / 2,
+            offset_ns: 1e9 + 2_000.0,
+            drift_ppb: -700.0,
+            uncertainty_ns: 40.0,
+            break_at_start: true,
+            ..w1
+        };
+        let w2 = seg(2, 1e9 + 1_000.0, 0.0);
+        let map = GlobalMap::new(&[seg(0, 2_000.0, 0.0), before, after, w2]);
+        for (s, piece) in [(b - 1, &before), (b, &after), (b + 1, &after), (before.mid_local_ns, &before), (after.mid_local_ns, &after)] {
+            let want = piece.correction_ns(s);
+            assert!((map.correction_ns(s) - want).abs() < 1e-6, "at {s}: {} vs {want}", map.correction_ns(s));
+            let cached = std::cell::Cell::new(CorrectionPiece::EMPTY);
+            assert_eq!(map.s_to_g_ps_cached(s as i128 * 1000, &cached), map.s_to_g_ps(s as i128 * 1000));
+            assert_eq!(map.uncertainty_ns(s), piece.uncertainty_at_ns(s));
+        }
+        // The step is kept whole: 1 s between one nanosecond and the next.
+        let jump = map.correction_ns(b) - map.correction_ns(b - 1);
+        assert!((jump - (after.correction_ns(b) - before.correction_ns(b - 1))).abs() < 1e-3 && jump > 0.999e9, "{jump}");
+        // Between the second piece's midpoint and window 2's the usual interpolation.
+        let halfway = (after.mid_local_ns + w2.mid_local_ns) / 2;
+        assert!((map.correction_ns(halfway) - 0.5 * (after.offset_ns + w2.offset_ns)).abs() < 1e-3);
+        // Either side of the break is where the uncertainty is largest over the span.
+        assert!(map.max_uncertainty_ns(before.mid_local_ns, after.mid_local_ns) >= map.uncertainty_ns(b));
     }
 
     #[test]

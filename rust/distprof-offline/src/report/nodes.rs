@@ -463,6 +463,7 @@ mod tests {
                     uncertainty_ns: 30.0,
                     drift_uncertainty_ppb: 5.0,
                     flagged: false,
+                break_at_start: false,
                 }
             })
             .collect();

@@ -120,6 +120,8 @@ impl Anchoring {
                     est.flagged.push(i as NodeId);
                 }
                 est.segments[i] = Some(carried);
+                // Its pieces were against the silent reference: the carried line holds.
+                est.pieces[i].clear();
                 placed[i] = true;
                 nodes_placed += 1;
             }
@@ -139,6 +141,7 @@ impl Anchoring {
             // Its clock was G; now G is the anchors' carried clocks, and how far the dead
             // reference's own clock is from them nothing measures.
             est.segments[reference] = None;
+            est.pieces[reference].clear();
             est.flagged.retain(|&f| f as usize != reference);
         }
         est.flagged.sort_unstable();
@@ -252,6 +255,7 @@ mod tests {
             uncertainty_ns,
             drift_uncertainty_ppb: f64::MAX,
             flagged: false,
+            break_at_start: false,
         }
     }
 

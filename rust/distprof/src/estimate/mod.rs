@@ -10,12 +10,15 @@
 //! line's slope over neighbouring windows: the past ones as a window closes
 //! (`online::History`), both sides for the model a run delivers (`smoother`);
 //! `stamp_mapping` adds what hardware stamps' mapping to the host clock may cost.
-//! `failover` solves a run's windows in order and re-anchors those the reference cannot
-//! place on a surviving node; `wander` widens a whole run's sigmas by the bend of the
-//! clocks' wander it measures. See docs/estimation.md.
+//! `breaks` finds a step or a frequency change of a node's clock inside a window and cuts
+//! its segment into pieces there. `failover` solves a run's windows in order and
+//! re-anchors those the reference cannot place on a surviving node; `wander` widens a
+//! whole run's sigmas by the bend of the clocks' wander it measures. See
+//! docs/estimation.md.
 
 pub mod allowance;
 pub mod bound;
+pub mod breaks;
 pub mod drift;
 pub mod failover;
 pub mod fit;

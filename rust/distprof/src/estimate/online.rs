@@ -8,6 +8,7 @@
 
 use super::allowance::{nodes_beyond_allowance, total_sigma_ns};
 use super::bound::{edge_uncertainty_ns, node_bounds_ns};
+use super::breaks::{edge_slices, node_breaks, pieces};
 use super::uncertainty::node_sigmas_ns;
 use super::failover::Anchor;
 use super::fit::fit_edge;
@@ -35,8 +36,12 @@ pub struct WindowEstimate {
     pub counts: PurityCounts,
     pub edges: Vec<EdgeReport>,
     pub network: NetworkSolution,
-    /// Indexed by node; None for unreachable nodes.
+    /// Indexed by node; None for unreachable nodes. The window's line of each node.
     pub segments: Vec<Option<ClockSegment>>,
+    /// Indexed by node: the pieces of the node's segment where its clock or the
+    /// reference's breaks inside the window (`breaks`), in order, covering the window;
+    /// empty where the segment's line holds. The model (`ModelBuilder`) takes these.
+    pub pieces: Vec<Vec<ClockSegment>>,
     pub unreachable: Vec<NodeId>,
     pub flagged: Vec<NodeId>,
     /// The nodes that stood in for the reference in this window, if any (`failover`):
@@ -103,14 +108,13 @@ pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Estimat
     let tol = PurityTolerance { abs_ns: settings.purity_abs_tolerance_ns, rel: settings.purity_rel_tolerance };
     // Only the round-trip baselines read the per-probe list.
     let want_probes = matches!(settings.estimator, EstimatorKind::Ntp | EstimatorKind::TwoPoint);
+    let window_ns = window.end_ns.saturating_sub(window.start_ns);
     let (edges, counts) = map_edges(records, spec.num_nodes, window, tol, want_probes, |e| {
         let report = EdgeReport::unfitted(e.src, e.dst, e.counts, None);
-        let fitted = fit_edge(settings.estimator, e, settings.svm_c).map(|line| FittedEdge {
-            report: 0,
-            key: (e.src, e.dst),
-            y_origin_ns: e.y_origin_ns,
-            gap_noise_ns: e.gap_noise_ns,
-            line,
+        let fitted = fit_edge(settings.estimator, e, settings.svm_c).map(|line| {
+            let (fwd, rev) = if line.all_packets { (&e.fwd_all, &e.rev_all) } else { (&e.fwd, &e.rev) };
+            let slices = edge_slices(fwd, rev, &line.line, window_ns);
+            FittedEdge { report: 0, key: (e.src, e.dst), y_origin_ns: e.y_origin_ns, gap_noise_ns: e.gap_noise_ns, line, slices }
         });
         (report, fitted)
     });
@@ -193,7 +197,18 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
                 uncertainty_ns: if sigma_ns.is_finite() { sigma_ns } else { f64::MAX },
                 drift_uncertainty_ppb: if drift_sigma_ppb.is_finite() { drift_sigma_ppb } else { f64::MAX },
                 flagged: is_flagged,
+                break_at_start: false,
             })
+        })
+        .collect();
+    let deviations = if std::env::var("NOBREAKS").is_ok() { vec![None; n] } else { node_breaks(fits, &solution) };
+    let at_reference = deviations.get(spec.reference as usize).and_then(Option::as_ref);
+    let pieces = (0..n)
+        .map(|i| match &segments[i] {
+            Some(seg) if i != spec.reference as usize => {
+                pieces(seg, deviations[i].as_ref(), at_reference, settings.max_uncertainty_ns as f64)
+            }
+            _ => Vec::new(),
         })
         .collect();
     WindowEstimate {
@@ -203,6 +218,7 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
         unreachable: solution.unreachable.clone(),
         network: solution,
         segments,
+        pieces,
         flagged,
         anchors: Vec::new(),
         beyond_allowance,
@@ -237,11 +253,15 @@ impl ModelBuilder {
         }
     }
 
+    /// A window's segments, or where a node's clock breaks inside it, its pieces.
     pub fn push(&mut self, w: &WindowEstimate) {
-        for (m, seg) in self.models.iter_mut().zip(&w.segments) {
+        for (i, (m, seg)) in self.models.iter_mut().zip(&w.segments).enumerate() {
             if let Some(s) = seg {
                 m.reachable = true;
-                m.segments.push(*s);
+                match w.pieces.get(i).filter(|p| !p.is_empty()) {
+                    Some(pieces) => m.segments.extend_from_slice(pieces),
+                    None => m.segments.push(*s),
+                }
             }
         }
     }

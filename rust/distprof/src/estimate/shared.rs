@@ -17,6 +17,7 @@
 //! moved to its midpoint exactly (x shifted, intercept moved along the line), and the bound
 //! grows with the extrapolation as it does for any x outside an edge's points.
 
+use super::breaks::{EdgeSlices, Slice};
 use super::fit::EdgeLine;
 use super::hull::{FitError, Hulls, Line};
 use super::window_fits::{EdgeReport, FittedEdge, WindowFits, WindowSpec};
@@ -67,6 +68,11 @@ pub struct SharedLine {
     /// Hull vertices as `[x_ns, y_ns]`.
     pub fwd_lower: Vec<[f64; 2]>,
     pub rev_upper: Vec<[f64; 2]>,
+    /// The edge's slices about this line as `[fwd x_ns, fwd y_ns, rev x_ns, rev y_ns]`
+    /// (`breaks::EdgeSlices`), from which merge finds the breaks inside the window; empty
+    /// in planes written before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<[f64; 4]>,
 }
 
 impl NodeWindowFits {
@@ -88,6 +94,7 @@ impl NodeWindowFits {
                         && l.margin_ns.is_none_or(f64::is_finite)
                         && l.sigma_ns.is_none_or(|s| s.is_finite() && s >= 0.0)
                         && l.fwd_lower.iter().chain(&l.rev_upper).all(|p| p[0].is_finite() && p[1].is_finite())
+                        && l.slices.iter().flatten().all(|v| v.is_finite())
                 })
             })
     }
@@ -120,6 +127,7 @@ impl WindowFits {
                     all_packets: f.line.all_packets,
                     fwd_lower: f.line.hulls.fwd_lower.iter().map(|p| [p.x_ns, p.y_ns]).collect(),
                     rev_upper: f.line.hulls.rev_upper.iter().map(|p| [p.x_ns, p.y_ns]).collect(),
+                    slices: f.slices_about_line().map(|s| [s.fwd.x_ns, s.fwd.y_ns, s.rev.x_ns, s.rev.y_ns]).collect(),
                 }),
             })
             .collect();
@@ -163,6 +171,8 @@ impl WindowFits {
             let report = fits.edges.len();
             fits.edges.push(EdgeReport::unfitted(src, e.dst, e.counts, e.fit_error));
             if let Some(l) = &e.line {
+                // theta(x_common) = theta_own(x_common - shift).
+                let line = Line { slope: l.slope, intercept_ns: l.intercept_ns - l.slope * shift_ns };
                 let points = |v: &[[f64; 2]]| v.iter().map(|p| Point { x_ns: p[0] + shift_ns, y_ns: p[1] }).collect();
                 fits.fitted.push(FittedEdge {
                     report,
@@ -170,14 +180,21 @@ impl WindowFits {
                     y_origin_ns: l.y_origin_ns,
                     gap_noise_ns: l.gap_noise_ns,
                     line: EdgeLine {
-                        // theta(x_common) = theta_own(x_common - shift).
-                        line: Line { slope: l.slope, intercept_ns: l.intercept_ns - l.slope * shift_ns },
+                        line,
                         hulls: Hulls { fwd_lower: points(&l.fwd_lower), rev_upper: points(&l.rev_upper) },
                         margin_ns: l.margin_ns.unwrap_or(f64::NAN),
                         sigma_ns: l.sigma_ns.unwrap_or(f64::INFINITY),
                         all_packets: l.all_packets,
                         // Shared fits are final: their lines are not refit again.
                         floor: Default::default(),
+                    },
+                    slices: EdgeSlices {
+                        line: Some(line),
+                        slices: l
+                            .slices
+                            .iter()
+                            .map(|s| Slice { fwd: Point { x_ns: s[0] + shift_ns, y_ns: s[1] }, rev: Point { x_ns: s[2] + shift_ns, y_ns: s[3] } })
+                            .collect(),
                     },
                 });
             }

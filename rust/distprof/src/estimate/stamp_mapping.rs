@@ -16,12 +16,24 @@ use super::online::WindowEstimate;
 use super::settings::EstimatorSettings;
 use crate::context::NodeId;
 
-/// Widens every segment of `est` (a window solved against `reference`) by the mapping
+/// One segment (or piece) widened by the two mapping errors, and flagged beyond the limits.
+fn widen(seg: &mut crate::model::ClockSegment, own: f64, at_reference: f64, settings: &EstimatorSettings) {
+    // f64::MAX stands for unbounded / unknown and stays so.
+    if seg.bound_ns < f64::MAX {
+        seg.bound_ns += own + at_reference;
+    }
+    if seg.uncertainty_ns < f64::MAX {
+        seg.uncertainty_ns = (seg.uncertainty_ns.powi(2) + (own / 2.0).powi(2) + (at_reference / 2.0).powi(2)).sqrt();
+    }
+    seg.flagged |= !(seg.uncertainty_ns <= settings.max_uncertainty_ns as f64) || !(seg.bound_ns <= settings.max_bound_ns as f64);
+}
+
+/// Widens every segment and piece of `est` (a window solved against `reference`) by the mapping
 /// errors `mapping_error_ns(node)` of the node and of the reference (0 for a node without
 /// hardware stamps), and flags the segments that now exceed the configured limits.
 pub fn add_stamp_mapping_errors(est: &mut WindowEstimate, reference: NodeId, settings: &EstimatorSettings, mapping_error_ns: impl Fn(NodeId) -> f64) {
     let at_reference = mapping_error_ns(reference).max(0.0);
-    for (i, seg) in est.segments.iter_mut().enumerate() {
+    for (i, (seg, pieces)) in est.segments.iter_mut().zip(&mut est.pieces).enumerate() {
         let Some(seg) = seg else { continue };
         let node = i as NodeId;
         if node == reference {
@@ -31,16 +43,12 @@ pub fn add_stamp_mapping_errors(est: &mut WindowEstimate, reference: NodeId, set
         if own == 0.0 && at_reference == 0.0 {
             continue;
         }
-        // f64::MAX stands for unbounded / unknown and stays so.
-        if seg.bound_ns < f64::MAX {
-            seg.bound_ns += own + at_reference;
+        let mut flag = false;
+        for s in std::iter::once(seg).chain(pieces.iter_mut()) {
+            widen(s, own, at_reference, settings);
+            flag |= s.flagged;
         }
-        if seg.uncertainty_ns < f64::MAX {
-            seg.uncertainty_ns = (seg.uncertainty_ns.powi(2) + (own / 2.0).powi(2) + (at_reference / 2.0).powi(2)).sqrt();
-        }
-        let flag = !(seg.uncertainty_ns <= settings.max_uncertainty_ns as f64) || !(seg.bound_ns <= settings.max_bound_ns as f64);
-        if flag && !seg.flagged {
-            seg.flagged = true;
+        if flag && !est.flagged.contains(&node) {
             est.flagged.push(node);
         }
     }

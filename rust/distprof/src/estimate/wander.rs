@@ -136,9 +136,21 @@ pub fn add_wander_terms<'a>(
                 continue;
             }
             widen(s, q, end);
-            if s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged {
+            // A window cut at a break (`breaks`) is corrected by its pieces: each bends
+            // by the wander over its own, shorter span.
+            let mut flag = s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged;
+            for piece in w.pieces.get_mut(node).into_iter().flatten() {
+                widen(piece, q, end);
+                if piece.uncertainty_ns > settings.max_uncertainty_ns as f64 && !piece.flagged {
+                    piece.flagged = true;
+                    flag = true;
+                }
+            }
+            if flag {
                 s.flagged = true;
-                w.flagged.push(node as NodeId);
+                if !w.flagged.contains(&(node as NodeId)) {
+                    w.flagged.push(node as NodeId);
+                }
             }
         }
         w.flagged.sort_unstable();
@@ -234,5 +246,30 @@ mod tests {
         assert!(q6 > 10.0 && q6 < 40.0 && q7 > 10.0 && q7 < 40.0, "{q6:.1} {q7:.1}");
         // Nothing to measure with: no q.
         assert_eq!(wander_per_node(3, &[]), vec![None; 3]);
+    }
+
+    /// A piece bends by the wander over its own span: a third of a 15 s window widens by
+    /// (1/3)^1.5 of what the whole window does, and an unknown sigma stays unknown.
+    #[test]
+    fn a_piece_widens_by_its_own_span() {
+        let seg = |secs: i64| ClockSegment {
+            window_id: 0,
+            start_local_ns: 0,
+            end_local_ns: secs * 1_000_000_000,
+            mid_local_ns: secs * 500_000_000,
+            offset_ns: 0.0,
+            drift_ppb: 0.0,
+            bound_ns: 1e3,
+            uncertainty_ns: 0.0,
+            drift_uncertainty_ppb: f64::MAX,
+            flagged: false,
+            break_at_start: false,
+        };
+        let (mut window, mut piece) = (seg(15), seg(5));
+        widen(&mut window, 20.0, false);
+        widen(&mut piece, 20.0, false);
+        let ratio = piece.uncertainty_ns / window.uncertainty_ns;
+        assert!((ratio - (1.0f64 / 3.0).powf(1.5)).abs() < 1e-9, "{ratio}");
+        assert_eq!(piece.drift_uncertainty_ppb, f64::MAX);
     }
 }

@@ -3,9 +3,11 @@
 //! (`drift`) and the shared fits (`shared`) read and change its lines, and `online::solve`
 //! turns it into node clocks. Its own module so that none of those reach into another.
 
+use super::breaks::{EdgeSlices, Slice};
 use super::fit::EdgeLine;
 use super::hull::{FitError, Line};
 use super::network::EdgeVerdict;
+use super::points::Point;
 use super::points::WindowBounds;
 use super::purity::PurityCounts;
 use crate::context::NodeId;
@@ -83,6 +85,9 @@ pub(super) struct FittedEdge {
     pub(super) y_origin_ns: i64,
     pub(super) gap_noise_ns: f64,
     pub(super) line: EdgeLine,
+    /// The edge's points per slice of the window, about a line: what `breaks` finds a
+    /// node's step or frequency change in. Empty for fits that carry none (older planes).
+    pub(super) slices: EdgeSlices,
 }
 
 impl WindowFits {
@@ -141,6 +146,19 @@ impl WindowFits {
         self.fitted.iter().map(|f| f.line.sigma_ns).collect()
     }
 
+}
+
+impl FittedEdge {
+    /// The slices of a fitted edge about the line it uses now (the drift refit may have
+    /// replaced the one they were taken about).
+    pub(super) fn slices_about_line(&self) -> impl Iterator<Item = Slice> + '_ {
+        let taken_about = self.slices.line;
+        let about = move |p: Point| Some(Point { x_ns: p.x_ns, y_ns: p.y_ns + taken_about?.at(p.x_ns) - self.line.line.at(p.x_ns) });
+        self.slices.slices.iter().filter_map(move |s| Some(Slice { fwd: about(s.fwd)?, rev: about(s.rev)? }))
+    }
+}
+
+impl WindowFits {
     /// The fit of edge `key`, if it has one this window.
     pub(super) fn edge(&self, key: (NodeId, NodeId)) -> Option<&FittedEdge> {
         self.fitted.binary_search_by_key(&key, |f| f.key).ok().map(|i| &self.fitted[i])

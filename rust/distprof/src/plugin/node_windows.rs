@@ -45,12 +45,13 @@ pub struct Closed {
     finals: Vec<Final>,
 }
 
-/// One window made final: its fits, the node's own segment of it and the anchors its own
+/// One window made final: its fits, the node's own segment of it (or its pieces, where
+/// the node's clock or the reference's breaks inside it) and the anchors its own
 /// solve stood on instead of the reference (none while the reference answers).
 #[derive(Debug)]
 struct Final {
     fits: NodeWindowFits,
-    segment: Option<ClockSegment>,
+    segments: Vec<ClockSegment>,
     anchors: Vec<Anchor>,
 }
 
@@ -104,7 +105,12 @@ impl NodeWindows {
                 let at = ids.binary_search(&self.node).ok();
                 let est = self.anchoring.solve_renumbered(&own, Some(&ids), &self.settings);
                 let segment = at.and_then(|i| est.segments.get(i).copied().flatten());
-                Final { fits: f.share(self.node), segment, anchors: est.anchors }
+                let pieces = at.and_then(|i| est.pieces.get(i)).filter(|p| !p.is_empty());
+                let segments = match (segment, pieces) {
+                    (Some(_), Some(pieces)) => pieces.clone(),
+                    (segment, _) => segment.into_iter().collect(),
+                };
+                Final { fits: f.share(self.node), segments, anchors: est.anchors }
             })
             .collect()
     }
@@ -120,7 +126,8 @@ pub struct WindowsSoFar {
     /// Closed windows not final yet (the smoother waits for the windows after them): their
     /// own fits until the final ones replace them.
     provisional: BTreeMap<u64, NodeWindowFits>,
-    /// The node's own segments (`NodeWindows`), one per final window that placed it.
+    /// The node's own segments (`NodeWindows`), one per final window that placed it (or
+    /// that window's pieces).
     segments: Vec<ClockSegment>,
     /// Every re-anchoring of the node's own solves (`estimate::failover`), in window order.
     anchors: Vec<Anchor>,
@@ -133,10 +140,10 @@ impl WindowsSoFar {
             self.probe_stats.extend(stats);
             self.provisional.insert(own.window_id, own);
         }
-        for Final { fits, segment, anchors } in c.finals {
+        for Final { fits, segments, anchors } in c.finals {
             self.provisional.remove(&fits.window_id);
             self.final_fits.push(fits);
-            self.segments.extend(segment);
+            self.segments.extend(segments);
             for a in &anchors {
                 tracing::info!(window = a.window_id, anchor = a.node, base_window = a.base_window_id, reason = ?a.reason, "window re-anchored: the reference placed no node of it");
             }

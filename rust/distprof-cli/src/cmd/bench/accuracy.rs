@@ -10,6 +10,8 @@
 use crate::stats::quantile;
 use distprof::clock::thread_cpu_s;
 use distprof::config::EstimatorKind;
+use distprof::context::NodeId;
+use distprof::model::ClockSegment;
 use distprof::estimate::{estimate_run_windows, estimate_window_with_history, EstimatorSettings, History, NetworkMode, WindowEstimate};
 use distprof_sim::cluster::{Cluster, Scenario};
 use anyhow::Context as _;
@@ -194,19 +196,32 @@ pub(super) struct Acc {
 
 impl Acc {
     /// Adds one window's estimate, scored against the simulated truth.
+    /// Where a node's clock breaks inside the window, each of its pieces is a sample,
+    /// scored at its own midpoint: the figures judge the model merge uses.
     pub(super) fn add(&mut self, cluster: &Cluster, est: &WindowEstimate, cpu_ms: f64) {
         self.rejected += est.rejected_edges().len();
-        self.add_segments(cluster, est.window_id, &est.segments, cpu_ms);
+        self.add_segments(cluster, &est.segments, &est.pieces, cpu_ms);
     }
 
-    /// Adds one window's segments (indexed by node; None: unreachable).
-    fn add_segments(&mut self, cluster: &Cluster, window_id: u64, segments: &[Option<distprof::model::ClockSegment>], cpu_ms: f64) {
+    /// Adds one window's segments (indexed by node; None: unreachable) or, where a node
+    /// has them, its pieces.
+    fn add_segments(&mut self, cluster: &Cluster, segments: &[Option<ClockSegment>], pieces: &[Vec<ClockSegment>], cpu_ms: f64) {
         self.ms.push(cpu_ms);
         self.windows += 1;
         self.unreachable += segments.iter().filter(|s| s.is_none()).count();
         for (i, seg) in (0..).zip(segments) {
-            let Some(s) = seg.filter(|_| i != cluster.reference()) else { continue };
-            let truth = cluster.truth(i, window_id);
+            let Some(seg) = seg.filter(|_| i != cluster.reference()) else { continue };
+            let own = pieces.get(i as usize).filter(|p| !p.is_empty());
+            for s in own.map_or(std::slice::from_ref(&seg), |p| p.as_slice()) {
+                self.add_one(cluster, i, s);
+            }
+        }
+    }
+
+    /// One segment or piece, against the truth over its own interval.
+    fn add_one(&mut self, cluster: &Cluster, i: NodeId, s: &ClockSegment) {
+        {
+            let truth = cluster.truth_over(i, s.start_local_ns, s.end_local_ns);
             let err = (s.offset_ns - truth.offset_ns).abs();
             self.off.push(err);
             self.sigmas.push(s.uncertainty_ns);
@@ -419,10 +434,13 @@ fn trace_only(c: &Cluster, settings: &EstimatorSettings, acc: &mut Acc) {
     let models = distprof_offline::merge::plane_network::models_from_planes(&refs, settings).models;
     let ms = (thread_cpu_s() - started) * 1e3 / c.num_windows().max(1) as f64;
     for k in 0..c.num_windows() {
-        let segments: Vec<_> = (0..c.scenario.nodes as usize)
-            .map(|i| models.get(i).and_then(|m| m.segments.iter().find(|s| s.window_id == k).copied()))
+        // A window's pieces (where a node's clock breaks inside it) share its id.
+        let of_window: Vec<Vec<ClockSegment>> = (0..c.scenario.nodes as usize)
+            .map(|i| models.get(i).map_or(Vec::new(), |m| m.segments.iter().filter(|s| s.window_id == k).copied().collect()))
             .collect();
-        acc.add_segments(c, k, &segments, ms);
+        let segments: Vec<_> = of_window.iter().map(|v| v.first().copied()).collect();
+        let pieces: Vec<Vec<ClockSegment>> = of_window.into_iter().map(|v| if v.len() > 1 { v } else { Vec::new() }).collect();
+        acc.add_segments(c, &segments, &pieces, ms);
     }
 }
 

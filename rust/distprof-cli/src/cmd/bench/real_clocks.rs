@@ -27,12 +27,13 @@ pub struct RealClocksArgs {
     /// +1, ... (0 skips the simulated part of `real_clocks`).
     #[arg(long, default_value_t = 4)]
     pub real_clocks_seeds: u64,
-    /// Only these named scenarios, comma-separated (default: every one).
-    #[arg(long, value_delimiter = ',')]
-    pub real_clocks_scenarios: Vec<String>,
     /// First seed of the real-clock runs (simulated and local); no test uses 101 and up.
     #[arg(long, default_value_t = 101)]
     pub real_clocks_first_seed: u64,
+    /// Only these named scenarios (comma-separated, as `distprof simulate --scenario`
+    /// names them; empty: all). The summary keys then cover only these.
+    #[arg(long, value_delimiter = ',')]
+    pub real_clocks_scenarios: Vec<String>,
     /// One `distprof local` run of 4 nodes per scenario local can emulate, this long, s
     /// (0 skips them).
     #[arg(long, default_value_t = 20.0)]

@@ -1,0 +1,629 @@
+//! Breaks inside a window: a step or a frequency change of one node's clock, found from
+//! the data, and the pieces of that node's model on each side.
+//!
+//! One line per node and window cannot follow a clock that a servo (chrony, ntpd) gives a
+//! new frequency mid-window, or that steps (a leap second, `date -s`): a 1 ppm kink
+//! mid-window bends the phase ~2 us away from the best line. Such a change of node i's
+//! clock shows in every edge that touches i, at the same time in i's clock, while a
+//! change of a neighbour shows in that neighbour's edges only. So:
+//!
+//! 1. `fit_window` keeps, per edge and slice of `SLICE_NS`, the midpoint of the lowest
+//!    forward and the highest reverse point about the edge's line (`EdgeSlices`): an
+//!    NTP-like local offset, what is left of theta once the line is taken away.
+//! 2. After the network solve, each node's slices from all its accepted edges (signed so
+//!    that a change of the node's own clock counts the same on all of them, placed in the
+//!    node's clock) give its deviation D_i(t) from its line (`Deviation`): a line plus, per
+//!    break, a step and a change of slope, fitted by weighted least squares on bin
+//!    medians. A break is searched on a grid and kept only when it lowers the chi-square
+//!    by far more than the noise can (`ACCEPT_CHI2`), so the free-running clocks of the
+//!    reference scenario get none.
+//! 3. Node i's clock against the reference is then its window line plus D_i minus the
+//!    reference's own D_ref (the reference's change bends every node's offset). Where
+//!    either has a break, the window is cut there into pieces (`pieces`), each a
+//!    `ClockSegment` with its own line over its own part, and the uncertainty of the
+//!    deviation fit at the piece's midpoint added to the window's: a short piece with
+//!    little data says so. Merge follows each piece's own line across the break
+//!    (`ClockSegment::break_at_start`).
+
+use super::hull::Line;
+use super::network::NetworkSolution;
+use super::points::Point;
+use super::window_fits::WindowFits;
+use crate::model::ClockSegment;
+
+/// Length of one slice of an edge's points, ns. Each slice's extremes are a min filter of
+/// ~12 probe pairs (40 ms cadence): longer slices lower the noise of each value, shorter
+/// ones place a break more finely. 0.5 s places a 1 ppm kink to well under 100 ns of phase.
+pub const SLICE_NS: i64 = 500_000_000;
+/// A break is searched this far from the window's ends at least, ns: a piece needs a few
+/// slices of every edge to be fitted.
+const MIN_PIECE_NS: f64 = 1.0e9;
+/// How far from a break a piece's own fit starts (`piece_line`), ns.
+const BREAK_GUARD_NS: f64 = 250_000_000.0;
+/// Step of the search grid of a break's time, ns (then refined by `REFINE_STEP_NS`).
+const GRID_STEP_NS: f64 = 250_000_000.0;
+const REFINE_STEP_NS: f64 = 50_000_000.0;
+/// At most this many breaks of one node's clock per window: a chrony poll is 16-64 s, an
+/// ntpd slew starts and stops.
+const MAX_BREAKS: usize = 2;
+/// A break is kept when it lowers the chi-square of the deviation fit by more than this.
+/// The bins' noise comes from their spread (`bins_of`); without a break the best of the
+/// ~60 places tried lowers it by ~10. Tuned on seeds 1-3 of the simulator (64 nodes):
+/// the reference scenario has no break at 30 (one node-window of 756 at 20), and the
+/// disciplined one gains little below it (at 150 / 60 / 30: 2-sigma coverage 0.72 /
+/// 0.80 / 0.87, p99 2.0 / 1.8 / 1.7 us; no breaks: 0.61, 3.4 us).
+const ACCEPT_CHI2: f64 = 30.0;
+/// A break is a step of the clock (not only a change of its frequency) when the step
+/// lowers the chi-square by more than this again: real steps (a leap second, `date -s`,
+/// ms and more) do so by orders of magnitude, and a free step would take up any
+/// misplacement of a frequency change (as the 6-node test shows at 30).
+const STEP_CHI2: f64 = 1000.0;
+/// ...and when the break moves the deviation by more than this somewhere, ns: below it a
+/// line serves as well.
+const MIN_EFFECT_NS: f64 = 40.0;
+/// The noise of a bin median is about sqrt(pi / 2) times that of a bin mean.
+const MEDIAN_VARIANCE_FACTOR: f64 = std::f64::consts::FRAC_PI_2;
+
+/// One slice of an edge: its lowest forward and highest reverse point about
+/// `EdgeSlices::line` (x from the window midpoint, src clock; y the residual).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slice {
+    pub fwd: Point,
+    pub rev: Point,
+}
+
+impl Slice {
+    /// Where and how far the slice says theta is off the line: NTP's midpoint of the two.
+    pub fn midpoint(&self) -> Point {
+        Point { x_ns: 0.5 * (self.fwd.x_ns + self.rev.x_ns), y_ns: 0.5 * (self.fwd.y_ns + self.rev.y_ns) }
+    }
+}
+
+/// An edge's slices, about the line they were taken from (the edge's line when it was
+/// fitted; the drift refit may replace it later, which `node_deviations` corrects for).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EdgeSlices {
+    pub line: Option<Line>,
+    pub slices: Vec<Slice>,
+}
+
+/// A slice holds points of both sides of a step when its round trip (lowest forward less
+/// highest reverse point) is further from the edge's typical one than this many typical
+/// deviations, and this many ns (queueing moves the slices' round trips by tens of us).
+const MIXED_SPREADS: f64 = 20.0;
+const MIXED_MIN_NS: f64 = 1_000_000.0;
+
+/// No window is longer than this many slices (an hour): a corrupt window's length must
+/// not size an allocation.
+const MAX_SLICES: i64 = 7_200;
+
+/// How many slices a window of `window_ns` has; None beyond `MAX_SLICES`.
+fn slice_count(window_ns: i64) -> Option<usize> {
+    let count = (window_ns.max(0) as u64).div_ceil(SLICE_NS as u64).max(1);
+    (count <= MAX_SLICES as u64).then_some(count as usize)
+}
+
+/// The slices of one edge's points (sorted by x) about `line`, for a window of
+/// `window_ns`. Slices with no point in one direction are left out.
+pub fn edge_slices(fwd: &[Point], rev: &[Point], line: &Line, window_ns: i64) -> EdgeSlices {
+    let half = window_ns as f64 / 2.0;
+    let Some(count) = slice_count(window_ns) else { return EdgeSlices::default() };
+    let none = |y: f64| Point { x_ns: 0.0, y_ns: y };
+    let mut lo = vec![none(f64::INFINITY); count];
+    let mut hi = vec![none(f64::NEG_INFINITY); count];
+    let slice_of = |x: f64| {
+        let k = ((x + half) / SLICE_NS as f64).floor();
+        (k >= 0.0 && k < count as f64).then_some(k as usize)
+    };
+    for p in fwd {
+        if let Some(k) = slice_of(p.x_ns) {
+            let r = p.y_ns - line.at(p.x_ns);
+            if r < lo[k].y_ns {
+                lo[k] = Point { x_ns: p.x_ns, y_ns: r };
+            }
+        }
+    }
+    for p in rev {
+        if let Some(k) = slice_of(p.x_ns) {
+            let r = p.y_ns - line.at(p.x_ns);
+            if r > hi[k].y_ns {
+                hi[k] = Point { x_ns: p.x_ns, y_ns: r };
+            }
+        }
+    }
+    let mut slices: Vec<Slice> =
+        (0..count).filter(|&k| lo[k].y_ns.is_finite() && hi[k].y_ns.is_finite()).map(|k| Slice { fwd: lo[k], rev: hi[k] }).collect();
+    // A slice across a step holds points of both sides: its lowest forward and highest
+    // reverse point are then apart by the step, not by about twice the path's delay as
+    // in every other slice. It says nothing about either side.
+    let mut gaps: Vec<f64> = slices.iter().map(|s| s.fwd.y_ns - s.rev.y_ns).collect();
+    if gaps.len() >= 3 {
+        let typical = median(&mut gaps);
+        let mut spread: Vec<f64> = gaps.iter().map(|g| (g - typical).abs()).collect();
+        let limit = (MIXED_SPREADS * median(&mut spread)).max(MIXED_MIN_NS);
+        slices.retain(|s| (s.fwd.y_ns - s.rev.y_ns - typical).abs() <= limit);
+    }
+    EdgeSlices { line: Some(*line), slices }
+}
+
+/// A break of a clock inside a window: where, and whether the clock steps there (else
+/// its phase is continuous and only its frequency changes).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Break {
+    /// ns from the window midpoint, in the node's clock.
+    pub at_ns: f64,
+    pub step: bool,
+}
+
+/// One node's clock against its window line inside the window: a line plus, at each
+/// break, a change of slope and, where it steps, a step; t in ns of the node's clock from
+/// the window midpoint. Basis: 1, t, then per break (t - b)+ and, for a step, H(t - b)
+/// (t in seconds). A frequency change alone keeps the phase continuous, which is what
+/// places it between two slices: a step there would take up any misplacement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deviation {
+    /// The breaks, by time.
+    pub breaks: Vec<Break>,
+    coef: Vec<f64>,
+    /// Covariance of `coef`, row-major, scaled by the fit's chi-square per degree of
+    /// freedom when above 1 (the model or the noise estimate is off by that much).
+    cov: Vec<f64>,
+}
+
+fn basis(breaks: &[Break], t_ns: f64) -> Vec<f64> {
+    let mut v = vec![1.0, t_ns * 1e-9];
+    for b in breaks {
+        v.push((t_ns - b.at_ns).max(0.0) * 1e-9);
+        if b.step {
+            v.push(if t_ns >= b.at_ns { 1.0 } else { 0.0 });
+        }
+    }
+    v
+}
+
+/// d basis / dt, per ns.
+fn basis_slope(breaks: &[Break], t_ns: f64) -> Vec<f64> {
+    let mut v = vec![0.0, 1e-9];
+    for b in breaks {
+        v.push(if t_ns >= b.at_ns { 1e-9 } else { 0.0 });
+        if b.step {
+            v.push(0.0);
+        }
+    }
+    v
+}
+
+impl Deviation {
+    /// The same deviation without break `k`: its coefficients dropped (a break whose
+    /// piece has no data of its own; the fit is only used to place the others).
+    fn without_break(mut self, k: usize) -> Self {
+        // Coefficients: 1, t, then each break's one or two.
+        let start = 2 + self.breaks[..k].iter().map(|b| 1 + b.step as usize).sum::<usize>();
+        let width = 1 + self.breaks[k].step as usize;
+        let p = self.coef.len();
+        let keep: Vec<usize> = (0..p).filter(|&i| i < start || i >= start + width).collect();
+        self.coef = keep.iter().map(|&i| self.coef[i]).collect();
+        self.cov = keep.iter().flat_map(|&i| keep.iter().map(move |&j| (i, j))).map(|(i, j)| self.cov[i * p + j]).collect();
+        self.breaks.remove(k);
+        self
+    }
+
+    pub fn at_ns(&self, t_ns: f64) -> f64 {
+        dot(&basis(&self.breaks, t_ns), &self.coef)
+    }
+
+    /// Slope at t (ns per ns), on the side of t a break at exactly t starts.
+    pub fn slope_at(&self, t_ns: f64) -> f64 {
+        dot(&basis_slope(&self.breaks, t_ns), &self.coef)
+    }
+
+    /// One standard deviation of `at_ns(t)`.
+    pub fn sigma_at_ns(&self, t_ns: f64) -> f64 {
+        quad(&self.cov, &basis(&self.breaks, t_ns)).max(0.0).sqrt()
+    }
+
+    /// One standard deviation of `slope_at(t)`.
+    pub fn slope_sigma_at(&self, t_ns: f64) -> f64 {
+        quad(&self.cov, &basis_slope(&self.breaks, t_ns)).max(0.0).sqrt()
+    }
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn quad(m: &[f64], v: &[f64]) -> f64 {
+    let p = v.len();
+    (0..p).map(|i| v[i] * (0..p).map(|j| m[i * p + j] * v[j]).sum::<f64>()).sum()
+}
+
+/// One bin of a node's samples: the median value, the mean time, the weight (1 / the
+/// median's variance).
+#[derive(Debug, Clone, Copy)]
+struct Bin {
+    t_ns: f64,
+    value_ns: f64,
+    weight: f64,
+}
+
+/// Weighted least squares of the bins on the basis of `breaks_ns`: coefficients, their
+/// covariance (inverse normal matrix) and chi-square. None when singular.
+fn least_squares(bins: &[Bin], breaks: &[Break]) -> Option<(Vec<f64>, Vec<f64>, f64)> {
+    let p = 2 + breaks.iter().map(|b| 1 + b.step as usize).sum::<usize>();
+    if bins.len() <= p {
+        return None;
+    }
+    let mut a = vec![0.0; p * p];
+    let mut rhs = vec![0.0; p];
+    for b in bins {
+        let v = basis(breaks, b.t_ns);
+        for i in 0..p {
+            rhs[i] += b.weight * v[i] * b.value_ns;
+            for j in 0..p {
+                a[i * p + j] += b.weight * v[i] * v[j];
+            }
+        }
+    }
+    let inv = invert(&a, p)?;
+    let coef: Vec<f64> = (0..p).map(|i| (0..p).map(|j| inv[i * p + j] * rhs[j]).sum()).collect();
+    let chi2 = bins.iter().map(|b| b.weight * (b.value_ns - dot(&basis(breaks, b.t_ns), &coef)).powi(2)).sum();
+    Some((coef, inv, chi2))
+}
+
+/// Inverse of a small symmetric positive definite matrix by Gauss-Jordan with partial
+/// pivoting; None when (nearly) singular.
+fn invert(a: &[f64], p: usize) -> Option<Vec<f64>> {
+    let mut m = a.to_vec();
+    let mut inv = vec![0.0; p * p];
+    for i in 0..p {
+        inv[i * p + i] = 1.0;
+    }
+    let scale = (0..p).map(|i| a[i * p + i].abs()).fold(0.0, f64::max);
+    for c in 0..p {
+        let r = (c..p).max_by(|&x, &y| m[x * p + c].abs().total_cmp(&m[y * p + c].abs()))?;
+        if !(m[r * p + c].abs() > 1e-12 * scale) {
+            return None;
+        }
+        for k in 0..p {
+            m.swap(c * p + k, r * p + k);
+            inv.swap(c * p + k, r * p + k);
+        }
+        let d = m[c * p + c];
+        for k in 0..p {
+            m[c * p + k] /= d;
+            inv[c * p + k] /= d;
+        }
+        for r2 in (0..p).filter(|&r2| r2 != c) {
+            let f = m[r2 * p + c];
+            if f != 0.0 {
+                for k in 0..p {
+                    m[r2 * p + k] -= f * m[c * p + k];
+                    inv[r2 * p + k] -= f * inv[c * p + k];
+                }
+            }
+        }
+    }
+    Some(inv)
+}
+
+/// The median of `v` (reordered).
+fn median(v: &mut [f64]) -> f64 {
+    let k = v.len() / 2;
+    let (_, m, _) = v.select_nth_unstable_by(k, f64::total_cmp);
+    *m
+}
+
+/// Bins of `SLICE_NS` over the window (node clock, from the midpoint) from the samples
+/// (t, value); the noise of one sample from the spread about the bin medians (pooled,
+/// robust: a sample that straddles a step is far off and must not set it).
+fn bins_of(samples: &[(f64, f64)], window_ns: i64) -> Vec<Bin> {
+    let half = window_ns as f64 / 2.0;
+    let Some(count) = slice_count(window_ns) else { return Vec::new() };
+    let mut per: Vec<Vec<(f64, f64)>> = vec![Vec::new(); count];
+    for &(t, v) in samples {
+        let k = ((t + half) / SLICE_NS as f64).floor();
+        if k >= 0.0 && k < count as f64 {
+            per[k as usize].push((t, v));
+        }
+    }
+    let medians: Vec<Option<f64>> =
+        per.iter().map(|b| (!b.is_empty()).then(|| median(&mut b.iter().map(|s| s.1).collect::<Vec<_>>()))).collect();
+    let mut spread: Vec<f64> = per
+        .iter()
+        .zip(&medians)
+        .filter(|(b, _)| b.len() >= 2)
+        .flat_map(|(b, m)| b.iter().map(move |s| (s.1 - m.unwrap_or(0.0)).abs()))
+        .collect();
+    if spread.len() < 8 {
+        return Vec::new();
+    }
+    // Floor: timestamps are not better than a nanosecond.
+    let sigma = (1.4826 * median(&mut spread)).max(1.0);
+    per.iter()
+        .zip(&medians)
+        .filter_map(|(b, m)| {
+            let m = (*m)?;
+            let t = b.iter().map(|s| s.0).sum::<f64>() / b.len() as f64;
+            Some(Bin { t_ns: t, value_ns: m, weight: b.len() as f64 / (MEDIAN_VARIANCE_FACTOR * sigma * sigma) })
+        })
+        .collect()
+}
+
+/// The deviation of one node's clock from its line, from its samples (t in its clock from
+/// the window midpoint, value: what its edges' slices say its clock was ahead of the
+/// line). None when there are too few, or no break is beyond the noise: then the window
+/// line holds.
+pub fn deviation(samples: &[(f64, f64)], window_ns: i64) -> Option<Deviation> {
+    let bins = bins_of(samples, window_ns);
+    let (_, _, chi0) = least_squares(&bins, &[])?;
+    // No break can lower the chi-square by more than all of it: most node-windows of
+    // free-running clocks end here, before the search.
+    if chi0 <= ACCEPT_CHI2 {
+        return None;
+    }
+    let half = window_ns as f64 / 2.0;
+    let (lo, hi) = (-half + MIN_PIECE_NS, half - MIN_PIECE_NS);
+    let mut breaks: Vec<Break> = Vec::new();
+    let mut best_chi = chi0;
+    while breaks.len() < MAX_BREAKS {
+        let with = |b: Break| {
+            let mut with = breaks.clone();
+            with.push(b);
+            with.sort_by(|x, y| x.at_ns.total_cmp(&y.at_ns));
+            with
+        };
+        let far_enough = |at: f64| breaks.iter().all(|o| (o.at_ns - at).abs() >= MIN_PIECE_NS);
+        let chi_of = |b: Break| least_squares(&bins, &with(b)).map(|r| (b, r.2));
+        let grid = |from: f64, to: f64, step: f64| {
+            let n = ((to - from) / step).floor().max(0.0) as usize;
+            (0..=n).map(move |k| from + k as f64 * step)
+        };
+        // Searched as a frequency change (a step shows as one, far beyond the noise), then
+        // refined; a step only where it is itself far beyond the noise again.
+        let best = |step: bool, from: f64, to: f64, by: f64| {
+            grid(from, to, by)
+                .filter(|&at| far_enough(at))
+                .filter_map(|at| chi_of(Break { at_ns: at, step }))
+                .min_by(|x, y| x.1.total_cmp(&y.1))
+        };
+        let Some((coarse, _)) = best(false, lo, hi, GRID_STEP_NS) else { break };
+        let near = |b: Break| ((b.at_ns - GRID_STEP_NS).max(lo), (b.at_ns + GRID_STEP_NS).min(hi));
+        let (from, to) = near(coarse);
+        let Some((kink, kink_chi)) = best(false, from, to, REFINE_STEP_NS) else { break };
+        let (mut b, mut chi) = (kink, kink_chi);
+        if chi_of(Break { step: true, ..kink }).is_some_and(|s| kink_chi - s.1 > STEP_CHI2) {
+            if let Some(s) = best(true, from, to, REFINE_STEP_NS) {
+                (b, chi) = s;
+            }
+        }
+        if best_chi - chi <= ACCEPT_CHI2 {
+            break;
+        }
+        let before = least_squares(&bins, &breaks)?;
+        let after_breaks = with(b);
+        let after = least_squares(&bins, &after_breaks)?;
+        let effect = bins
+            .iter()
+            .map(|x| (dot(&basis(&after_breaks, x.t_ns), &after.0) - dot(&basis(&breaks, x.t_ns), &before.0)).abs())
+            .fold(0.0, f64::max);
+        if effect < MIN_EFFECT_NS {
+            break;
+        }
+        breaks = after_breaks;
+        best_chi = chi;
+    }
+    if breaks.is_empty() {
+        return None;
+    }
+    let (coef, inv, chi) = least_squares(&bins, &breaks)?;
+    let dof = (bins.len() - coef.len()) as f64;
+    let scale = (chi / dof).max(1.0);
+    Some(Deviation { breaks, coef, cov: inv.iter().map(|v| v * scale).collect() })
+}
+
+/// One of a node's edges as its breaks see them (`node_edges`).
+#[derive(Debug, Clone, Copy)]
+struct NodeEdge {
+    /// Index into `WindowFits::fitted`.
+    k: usize,
+    /// +1 when the node is the edge's dst (a change of its clock adds to theta), -1 when
+    /// it is the src.
+    sign: f64,
+    /// theta at the window midpoint: the dst reads x + theta when the src reads x.
+    shift_ns: f64,
+    /// What turns a residual into the node's deviation per its own reading: a step moves
+    /// the instant at which the node reads a time, and over it the node runs at its rate
+    /// r against the reference, the src's peer at alpha + r (alpha the edge's slope):
+    /// 1 / (1 + r) for the dst, 1 / (1 + alpha + r) for the src. 1 - 1e-5 at most for
+    /// clocks within 10 ppm, which matters only for large steps (4 us on a 1 s step of a
+    /// clock 4 ppm off).
+    scale: f64,
+}
+
+/// Each node's accepted fitted edges.
+fn node_edges(fits: &WindowFits, solution: &NetworkSolution) -> Vec<Vec<NodeEdge>> {
+    let n = fits.spec.num_nodes as usize;
+    let mut out = vec![Vec::new(); n];
+    for (k, f) in fits.fitted.iter().enumerate() {
+        if solution.edges.get(k).is_some_and(|v| v.rejected.is_some()) {
+            continue;
+        }
+        let (src, dst) = (f.key.0 as usize, f.key.1 as usize);
+        if src >= n || dst >= n {
+            continue;
+        }
+        let shift_ns = f.y_origin_ns as f64 + f.line.line.intercept_ns;
+        let rate = |i: usize| solution.rate.get(i).copied().flatten().unwrap_or(0.0);
+        out[src].push(NodeEdge { k, sign: -1.0, shift_ns, scale: 1.0 / (1.0 + f.line.line.slope + rate(src)) });
+        out[dst].push(NodeEdge { k, sign: 1.0, shift_ns, scale: 1.0 / (1.0 + rate(dst)) });
+    }
+    out
+}
+
+/// One piece of a node's clock between its breaks: its deviation from the window line as
+/// a line of the node's clock (t from the window midpoint), from each edge's own
+/// max-margin fit of the piece's slices, the median over the edges.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PieceLine {
+    pub start_ns: f64,
+    pub end_ns: f64,
+    pub line: Line,
+    /// One standard deviation of the line's value and slope, from the edges' spread.
+    pub sigma_ns: f64,
+    pub slope_sigma: f64,
+}
+
+/// A node's breaks and the lines of its pieces between them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeBreaks {
+    pub deviation: Deviation,
+    pub pieces: Vec<PieceLine>,
+}
+
+impl NodeBreaks {
+    /// The piece that holds at t (node clock from the window midpoint).
+    fn at(&self, t_ns: f64) -> Option<&PieceLine> {
+        self.pieces.iter().find(|p| p.start_ns <= t_ns && t_ns < p.end_ns).or(self.pieces.last().filter(|p| t_ns >= p.end_ns))
+    }
+}
+
+/// Where a slice of an edge lies in the clock of the node it is taken for (`NodeEdge`'s
+/// sign and shift): the src's own x, or the dst's x + theta, theta with the slice's own
+/// residual (a step of the dst moves it by the step).
+fn node_time(s: &Slice, sign: f64, shift: f64) -> f64 {
+    let m = s.midpoint();
+    if sign > 0.0 { m.x_ns + shift + m.y_ns } else { m.x_ns }
+}
+
+/// The median and its standard error (from the spread, robust).
+fn median_and_error(v: &mut [f64]) -> (f64, f64) {
+    let m = median(v);
+    let mut dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    let sigma = 1.4826 * median(&mut dev);
+    (m, 1.2533 * sigma / (v.len() as f64).sqrt())
+}
+
+/// The line of node `edges`' deviation over [start, end) of its clock: every edge's
+/// max-margin line through its slices there (each at hull precision), the median.
+/// The slices within `BREAK_GUARD_NS` of a break are left out: a misplaced break would
+/// put a bent point on the wrong side, and one point can pin a max-margin line.
+fn piece_line(fits: &WindowFits, edges: &[NodeEdge], start_ns: f64, end_ns: f64, half: f64) -> Option<PieceLine> {
+    let mid = 0.5 * (start_ns + end_ns);
+    let from = if start_ns > -half { start_ns + BREAK_GUARD_NS } else { start_ns };
+    let to = if end_ns < half { end_ns - BREAK_GUARD_NS } else { end_ns };
+    let (mut at_mid, mut slopes) = (Vec::new(), Vec::new());
+    for &NodeEdge { k, sign, shift_ns: shift, scale } in edges {
+        let inside = |s: &Slice| (from..to).contains(&node_time(s, sign, shift));
+        let slices = fits.fitted[k].slices_about_line();
+        let (fwd, rev): (Vec<Point>, Vec<Point>) = slices.filter(inside).map(|s| (s.fwd, s.rev)).unzip();
+        let Ok(fit) = super::hull::fit(&fwd, &rev) else { continue };
+        // The edge's x where the node reads `mid`: the inverse of `node_time` (one step
+        // of the fixed point: the residual changes little over its own size).
+        let x = if sign > 0.0 { mid - shift - fit.line.at(mid - shift) } else { mid };
+        at_mid.push(scale * sign * fit.line.at(x));
+        slopes.push(sign * fit.line.slope);
+    }
+    if at_mid.len() < 2 {
+        return None;
+    }
+    let (value, sigma_ns) = median_and_error(&mut at_mid);
+    let (slope, slope_sigma) = median_and_error(&mut slopes);
+    Some(PieceLine { start_ns, end_ns, line: Line { slope, intercept_ns: value - slope * mid }, sigma_ns, slope_sigma })
+}
+
+/// Every node's breaks (None: none, the window line holds), from the slices of the
+/// accepted edges of `fits` as the network solved them.
+pub fn node_breaks(fits: &WindowFits, solution: &NetworkSolution) -> Vec<Option<NodeBreaks>> {
+    let window = fits.window();
+    let window_ns = window.end_ns.saturating_sub(window.start_ns);
+    let half = window_ns as f64 / 2.0;
+    node_edges(fits, solution)
+        .iter()
+        .map(|edges| {
+            let samples: Vec<(f64, f64)> = edges
+                .iter()
+                .flat_map(|e| {
+                    fits.fitted[e.k].slices_about_line().map(move |s| (node_time(&s, e.sign, e.shift_ns), e.sign * s.midpoint().y_ns))
+                })
+                .collect();
+            let mut deviation = deviation(&samples, window_ns)?;
+            // A piece without data of its own (between the two sides of a step, where the
+            // slices hold points of both and the clock never reads) joins its neighbour.
+            while !deviation.breaks.is_empty() {
+                let bounds: Vec<f64> =
+                    std::iter::once(-half).chain(deviation.breaks.iter().map(|b| b.at_ns)).chain(std::iter::once(half)).collect();
+                let pieces: Vec<Option<PieceLine>> = bounds.windows(2).map(|w| piece_line(fits, edges, w[0], w[1], half)).collect();
+                match pieces.iter().position(Option::is_none) {
+                    None => return Some(NodeBreaks { deviation, pieces: pieces.into_iter().flatten().collect() }),
+                    Some(k) => deviation = deviation.without_break(k.saturating_sub(1)),
+                }
+            }
+            None
+        })
+        .collect()
+}
+
+/// The pieces of one node's window segment `seg` where its own clock (`own`) or the
+/// reference's (`reference`) breaks: empty when neither does (the segment holds). Each
+/// piece has the line of `seg` plus `own` minus `reference` over its part, the
+/// uncertainty of both deviations at its midpoint added to the segment's, and is flagged
+/// when the segment is or its uncertainty exceeds `max_uncertainty_ns`.
+pub fn pieces(seg: &ClockSegment, own: Option<&NodeBreaks>, reference: Option<&NodeBreaks>, max_uncertainty_ns: f64) -> Vec<ClockSegment> {
+    if own.is_none() && reference.is_none() {
+        return Vec::new();
+    }
+    let mid = seg.mid_local_ns;
+    // The reference reads G; this node reads G + offset at the same instant.
+    let shift = seg.offset_ns;
+    let breaks = |b: Option<&NodeBreaks>, by: f64| b.map_or(Vec::new(), |b| b.deviation.breaks.iter().map(|x| x.at_ns + by).collect());
+    let mut cuts: Vec<i64> = breaks(own, 0.0)
+        .into_iter()
+        .chain(breaks(reference, shift))
+        .map(|b| mid.saturating_add(b.round() as i64))
+        .filter(|&c| c > seg.start_local_ns && c < seg.end_local_ns)
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    if cuts.is_empty() {
+        return Vec::new();
+    }
+    let bounds: Vec<i64> = std::iter::once(seg.start_local_ns).chain(cuts).chain(std::iter::once(seg.end_local_ns)).collect();
+    // (value, slope, sigma, slope sigma) of a node's deviation at t.
+    let deviation_at = |b: Option<&NodeBreaks>, t: f64| {
+        b.and_then(|b| b.at(t)).map_or((0.0, 0.0, 0.0, 0.0), |p| (p.line.at(t), p.line.slope, p.sigma_ns, p.slope_sigma))
+    };
+    bounds
+        .windows(2)
+        .enumerate()
+        .map(|(k, w)| {
+            let (start, end) = (w[0], w[1]);
+            let piece_mid = start + (end - start) / 2;
+            let t = (piece_mid - mid) as f64;
+            let (own_at, own_slope, own_sigma, own_slope_sigma) = deviation_at(own, t);
+            let (ref_at, ref_slope, ref_sigma, ref_slope_sigma) = deviation_at(reference, t - shift);
+            let unknown = |v: f64| v == f64::MAX;
+            let uncertainty_ns =
+                if unknown(seg.uncertainty_ns) { f64::MAX } else { seg.uncertainty_ns.hypot(own_sigma).hypot(ref_sigma) };
+            let drift_uncertainty_ppb = if unknown(seg.drift_uncertainty_ppb) {
+                f64::MAX
+            } else {
+                seg.drift_uncertainty_ppb.hypot(own_slope_sigma * 1e9).hypot(ref_slope_sigma * 1e9)
+            };
+            ClockSegment {
+                start_local_ns: start,
+                end_local_ns: end,
+                mid_local_ns: piece_mid,
+                offset_ns: seg.correction_ns(piece_mid) + own_at - ref_at,
+                drift_ppb: seg.drift_ppb + (own_slope - ref_slope) * 1e9,
+                uncertainty_ns,
+                drift_uncertainty_ppb,
+                flagged: seg.flagged || !(uncertainty_ns <= max_uncertainty_ns),
+                break_at_start: k > 0,
+                ..*seg
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
