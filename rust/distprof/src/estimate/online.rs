@@ -201,7 +201,7 @@ pub fn solve(fits: &WindowFits, settings: &EstimatorSettings) -> WindowEstimate 
             })
         })
         .collect();
-    let deviations = if std::env::var("NOBREAKS").is_ok() { vec![None; n] } else { node_breaks(fits, &solution) };
+    let deviations = node_breaks(fits, &solution);
     let at_reference = deviations.get(spec.reference as usize).and_then(Option::as_ref);
     let pieces = (0..n)
         .map(|i| match &segments[i] {
