@@ -40,6 +40,10 @@ __all__ = ["merge"]
 STDERR_TAIL_CHARS = 4000
 # distprof merge's progress lines on stderr start so; errors quote the other lines.
 PROGRESS_PREFIX = "distprof merge: "
+# Created in the work directory when a shard fails; the shards still running see it and
+# stop (see _shard_task: why not ray.cancel). Polled this often.
+STOP_FILE = "STOP"
+STOP_POLL_S = 0.2
 
 
 def _stderr_message(stderr):
@@ -83,8 +87,11 @@ def _shards(node_ids, shard_size):
 
 def _shard_task(distprof, plan, nodes, out, jobs, timeout_s):
     """One shard, on a Ray worker: ``distprof merge --plan ... --nodes ...``. Never
-    raises (a cancelled task aside): the driver reports failures with the shard's name.
-    A cancel interrupts ``subprocess.run``, which then kills the merge it started."""
+    raises: the driver reports failures with the shard's name. The driver stops the
+    shards still running by creating ``STOP`` beside their output directories (on the
+    shared file system), not by ``ray.cancel``: a cancel that races with the task's
+    completion crashes the driver's Ray core worker (ray-project/ray#54846, seen with Ray
+    2.60 here). The task polls for the file and kills the merge it started."""
     import socket
     import subprocess
     import time
@@ -94,14 +101,25 @@ def _shard_task(distprof, plan, nodes, out, jobs, timeout_s):
     start = time.monotonic()
     cmd = [distprof, "merge", "--plan", plan, "--nodes", nodes, "--out", out, "--jobs", str(jobs), "--json"]
     where = {"nodes": nodes, "host": socket.gethostname(), "ray_node_id": ray.get_runtime_context().get_node_id()}
+    stop = os.path.join(os.path.dirname(out), STOP_FILE)
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except FileNotFoundError as e:
         return {**where, "ok": False, "error": f"cannot run {distprof!r} on this worker ({e.strerror}); put the distprof CLI on the workers' PATH or pass distprof='/path/to/distprof'"}
-    except subprocess.TimeoutExpired:
-        return {**where, "ok": False, "error": f"still running after {timeout_s} s (timeout_s); stopped"}
-    if done.returncode != 0:
-        return {**where, "ok": False, "error": f"exit {done.returncode}: {_stderr_message(done.stderr)}"}
+    while True:
+        try:
+            _, stderr = child.communicate(timeout=STOP_POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            stopped = os.path.exists(stop)
+            late = timeout_s is not None and time.monotonic() - start > timeout_s
+            if stopped or late:
+                child.kill()
+                child.communicate()
+                why = "stopped: another shard failed" if stopped else f"still running after {timeout_s} s (timeout_s); stopped"
+                return {**where, "ok": False, "error": why}
+    if child.returncode != 0:
+        return {**where, "ok": False, "error": f"exit {child.returncode}: {_stderr_message(stderr)}"}
     return {**where, "ok": True, "seconds": round(time.monotonic() - start, 3)}
 
 
@@ -206,7 +224,7 @@ def merge(
         joined = _run(join, "the join (distprof merge --join)", timeout_s)
         os.rename(merged, out)  # replaces an empty directory, as checked above
     except BaseException:
-        _settle(ray, refs)
+        _settle(ray, refs, work)
         shutil.rmtree(work, ignore_errors=True)
         raise
     finally:
@@ -230,16 +248,17 @@ def merge(
     }
 
 
-def _settle(ray, refs):
-    """Cancels the shards still running (their merges are killed) and waits for them, so
-    that none writes into the directory being removed."""
-    for ref in refs:
+def _settle(ray, refs, work):
+    """Stops the shards still running (each kills its merge when it sees ``STOP`` in the
+    work directory) and waits for them, so that none writes into the directory being
+    removed."""
+    if refs:
         try:
-            ray.cancel(ref)
-        except Exception:  # noqa: BLE001 - a finished task cannot be cancelled: nothing to do
-            pass
+            open(os.path.join(work, STOP_FILE), "w").close()
+        except OSError:
+            pass  # the work directory is gone: nothing of it is left to write into
     for ref in refs:
         try:
             ray.get(ref)
-        except Exception:  # noqa: BLE001 - cancelled or failed: it has stopped, which is all we wait for
+        except Exception:  # noqa: BLE001 - failed: it has stopped, which is all we wait for
             pass
