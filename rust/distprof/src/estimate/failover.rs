@@ -2,7 +2,8 @@
 //! node wherever the reference cannot place them.
 //!
 //! The global timeline G is the reference node's clock. When the reference falls silent
-//! (it died, or every link to it did: no probe of this window touches it), or part of the
+//! (it died, or every link to it did: no probe of this window touches it, or its probes
+//! stop before the window's last quarter, `stopped_before_last_quarter`), or part of the
 //! network has no accepted path to it, the nodes it cannot place are solved again against
 //! an anchor: a node of theirs that an earlier window placed on G. The anchor's clock is
 //! carried onto G by its last segment there (its offset and drift, extrapolated to this
@@ -43,8 +44,8 @@ pub const EXTRAPOLATION_BOUND_RATE: f64 = 1e-6;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnchorReason {
-    /// No probe of this window touches the configured reference: it stopped, or every
-    /// link to it did.
+    /// No probe of this window touches the configured reference, or its probes stop
+    /// before the window's last quarter: it stopped, or every link to it did.
     ReferenceSilent,
     /// The reference is alive, but no accepted edge connects these nodes to it.
     CutOff,
@@ -88,6 +89,13 @@ impl Anchoring {
     /// the run's ids.
     pub fn solve_renumbered(&mut self, fits: &WindowFits, ids: Option<&[NodeId]>, settings: &EstimatorSettings) -> WindowEstimate {
         let run_id = |i: usize| ids.and_then(|v| v.get(i).copied()).unwrap_or(i as NodeId);
+        let without_reference;
+        let fits = if stopped_before_last_quarter(fits) {
+            without_reference = without_edges_of(fits, fits.spec.reference);
+            &without_reference
+        } else {
+            fits
+        };
         let mut est = solve(fits, settings);
         let n = est.segments.len();
         let reference = fits.spec.reference as usize;
@@ -176,6 +184,33 @@ impl Anchoring {
     }
 }
 
+/// The reference stopped in this window's first half: it has fitted edges, but the points
+/// of every one end before the window's midpoint. Such a reference places G at the
+/// midpoint from a few dozen probes at one end (each edge's theta is then microseconds
+/// off, and the network keeps whichever edge happens to agree: in the simulated
+/// `reference-dies`, seeds 1-4, a common error of up to 1.6 us under a stated 550 ns),
+/// where the anchor's segment of the previous, whole window carries G within a few
+/// hundred ns. So the window is solved as if the reference were silent.
+fn stopped_before_last_quarter(fits: &WindowFits) -> bool {
+    let reference = fits.spec.reference;
+    let last_x = |f: &super::window_fits::FittedEdge| {
+        let h = &f.line.hulls;
+        h.fwd_lower.iter().chain(&h.rev_upper).map(|p| p.x_ns).fold(f64::NEG_INFINITY, f64::max)
+    };
+    // x is from the window's midpoint: its last quarter starts at a quarter window.
+    let w = fits.window();
+    let last_quarter_ns = (w.end_ns - w.start_ns) as f64 / 4.0;
+    let mut touching = fits.fitted.iter().filter(|f| f.key.0 == reference || f.key.1 == reference).peekable();
+    touching.peek().is_some() && touching.all(|f| last_x(f) < last_quarter_ns)
+}
+
+/// The fits without any line of `node`'s edges (their reports stay, with no line).
+fn without_edges_of(fits: &WindowFits, node: NodeId) -> WindowFits {
+    let mut out = fits.clone();
+    out.fitted.retain(|f| f.key.0 != node && f.key.1 != node);
+    out
+}
+
 /// One line per stretch of windows that stood on the same anchor for the same reason:
 /// what `distprof local`, merge and the report print of a run's re-anchoring.
 pub fn describe(anchors: &[Anchor], reference: NodeId) -> Vec<String> {
@@ -208,12 +243,17 @@ fn carry(rel: &ClockSegment, base: &ClockSegment, settings: &EstimatorSettings) 
     let sigma_ns = if rel.uncertainty_ns == f64::MAX || added_sigma == f64::MAX { f64::MAX } else { rel.uncertainty_ns.hypot(added_sigma) };
     let bound_ns = rel.bound_ns + base.bound_ns + EXTRAPOLATION_BOUND_RATE * ns_between(base.mid_local_ns, s_a).abs();
     let bound_ns = if bound_ns.is_finite() { bound_ns.min(f64::MAX) } else { f64::MAX };
+    // The carried drift is the relative one plus the anchor's, so its sigma is both (the
+    // anchor's as its offset's growth takes it, floor included).
+    let drift_uncertainty_ppb =
+        if rel.drift_uncertainty_ppb < f64::MAX { rel.drift_uncertainty_ppb.hypot(base.drift_sigma_ppb()) } else { f64::MAX };
     ClockSegment {
         offset_ns: rel.offset_ns + base.correction_ns(s_a),
         // d(S_i - G)/dS_i = d_rel + d_a dS_a/dS_i, and dS_a/dS_i = 1 - d_rel.
         drift_ppb: (d_rel + base.drift_ppb * 1e-9 * (1.0 - d_rel)) * 1e9,
         bound_ns,
         uncertainty_ns: sigma_ns,
+        drift_uncertainty_ppb,
         flagged: !(sigma_ns <= settings.max_uncertainty_ns as f64) || !(bound_ns <= settings.max_bound_ns as f64),
         ..*rel
     }
@@ -274,6 +314,11 @@ mod tests {
         assert!((c.uncertainty_ns - 40f64.hypot(30f64.hypot(drift_sigma_ns))).abs() < 1e-6, "{c:?}");
         assert!((c.bound_ns - (2_000.0 + EXTRAPOLATION_BOUND_RATE * s_a)).abs() < 1e-6, "{c:?}");
         assert_eq!((c.window_id, c.mid_local_ns, c.flagged), (5, 4_000_000_000, false));
+        // The drift's sigma: the relative one's (3 ppb) and the anchor's (unstated: the floor).
+        let stated = ClockSegment { drift_uncertainty_ppb: 3.0, ..rel };
+        let c = carry(&stated, &base, &EstimatorSettings::default());
+        assert!((c.drift_uncertainty_ppb - 3f64.hypot(crate::model::UNSTATED_DRIFT_SIGMA_PPB)).abs() < 1e-9, "{c:?}");
+        assert_eq!(carry(&rel, &base, &EstimatorSettings::default()).drift_uncertainty_ppb, f64::MAX);
         // Beyond the flag threshold (1 us by default) the carried segment is flagged.
         let far = carry(&segment(60, 120_000_000_000, 0.0, 0.0, 40.0), &base, &EstimatorSettings::default());
         assert!(far.flagged && far.uncertainty_ns > 1_000.0, "{far:?}");
