@@ -225,3 +225,29 @@ fn a_reference_dying_inside_a_window_leaves_every_survivor_within_its_uncertaint
     }
     assert!(beyond_2 * 10 <= samples, "{beyond_2} of {samples} node-windows after the death beyond 2 sigma");
 }
+
+/// The end of a run is no death: when every node stops at once, early in the run's last
+/// window (here after a fifth of it, as a job that ends mid-window does), the reference
+/// has stopped no earlier than the others, so nothing is re-anchored and every node keeps
+/// its place on the reference's timeline. A two-node run, where the other node has no
+/// edge without the reference, is the case a real two-process JAX run met.
+#[test]
+fn a_run_that_ends_early_in_its_last_window_is_not_a_dead_reference() {
+    for nodes in [2, NODES] {
+        let s = Scenario { nodes, duration_s: 16.0, window_s: 4.0, seed: 12, ..Scenario::reference() };
+        let c = Cluster::new(s).expect("valid scenario");
+        let last = c.num_windows() - 1;
+        let end_ns = c.window_spec(last).start_local_ns + 800_000_000;
+        let windows: Vec<_> = (0..=last)
+            .map(|k| {
+                let recs = c.records(k).into_iter().filter(|p| k < last || p.fwd_tx_ns[0] < end_ns).collect::<Vec<_>>();
+                (recs, c.window_spec(k))
+            })
+            .collect();
+        let estimates: Vec<WindowEstimate> = estimate_run_windows(windows, &EstimatorSettings::default()).into_iter().map(|(e, _)| e).collect();
+        for (k, est) in estimates.iter().enumerate() {
+            assert!(est.anchors.is_empty(), "{nodes} nodes, window {k}: {:?}", est.anchors);
+            assert!(est.segments.iter().all(Option::is_some), "{nodes} nodes, window {k}: unreachable {:?}", est.unreachable);
+        }
+    }
+}

@@ -3,7 +3,7 @@
 //!
 //! The global timeline G is the reference node's clock. When the reference falls silent
 //! (it died, or every link to it did: no probe of this window touches it, or its probes
-//! stop before the window's last quarter, `stopped_before_last_quarter`), or part of the
+//! stop a quarter window before the others', `stopped_while_others_went_on`), or part of the
 //! network has no accepted path to it, the nodes it cannot place are solved again against
 //! an anchor: a node of theirs that an earlier window placed on G. The anchor's clock is
 //! carried onto G by its last segment there (its offset and drift, extrapolated to this
@@ -44,8 +44,8 @@ pub const EXTRAPOLATION_BOUND_RATE: f64 = 1e-6;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnchorReason {
-    /// No probe of this window touches the configured reference, or its probes stop
-    /// before the window's last quarter: it stopped, or every link to it did.
+    /// No probe of this window touches the configured reference, or its probes stop a
+    /// quarter window before the other nodes': it stopped, or every link to it did.
     ReferenceSilent,
     /// The reference is alive, but no accepted edge connects these nodes to it.
     CutOff,
@@ -90,7 +90,7 @@ impl Anchoring {
     pub fn solve_renumbered(&mut self, fits: &WindowFits, ids: Option<&[NodeId]>, settings: &EstimatorSettings) -> WindowEstimate {
         let run_id = |i: usize| ids.and_then(|v| v.get(i).copied()).unwrap_or(i as NodeId);
         let without_reference;
-        let fits = if stopped_before_last_quarter(fits) {
+        let fits = if stopped_while_others_went_on(fits) {
             without_reference = without_edges_of(fits, fits.spec.reference);
             &without_reference
         } else {
@@ -184,24 +184,29 @@ impl Anchoring {
     }
 }
 
-/// The reference stopped in this window's first half: it has fitted edges, but the points
-/// of every one end before the window's midpoint. Such a reference places G at the
+/// The reference stopped while the others went on: it has fitted edges, but the points of
+/// every one end at least a quarter window before the last point of the other nodes'
+/// edges. (Against the others, not the window's end: at the end of a run every node stops
+/// at once, often early in its last window, and that is no death; with no other edge
+/// there is nothing to tell a death from the end.) Such a reference places G at the
 /// midpoint from a few dozen probes at one end (each edge's theta is then microseconds
 /// off, and the network keeps whichever edge happens to agree: in the simulated
 /// `reference-dies`, seeds 1-4, a common error of up to 1.6 us under a stated 550 ns),
 /// where the anchor's segment of the previous, whole window carries G within a few
 /// hundred ns. So the window is solved as if the reference were silent.
-fn stopped_before_last_quarter(fits: &WindowFits) -> bool {
+fn stopped_while_others_went_on(fits: &WindowFits) -> bool {
     let reference = fits.spec.reference;
     let last_x = |f: &super::window_fits::FittedEdge| {
         let h = &f.line.hulls;
         h.fwd_lower.iter().chain(&h.rev_upper).map(|p| p.x_ns).fold(f64::NEG_INFINITY, f64::max)
     };
-    // x is from the window's midpoint: its last quarter starts at a quarter window.
     let w = fits.window();
-    let last_quarter_ns = (w.end_ns - w.start_ns) as f64 / 4.0;
-    let mut touching = fits.fitted.iter().filter(|f| f.key.0 == reference || f.key.1 == reference).peekable();
-    touching.peek().is_some() && touching.all(|f| last_x(f) < last_quarter_ns)
+    let quarter_ns = (w.end_ns - w.start_ns) as f64 / 4.0;
+    let touches = |f: &&super::window_fits::FittedEdge| f.key.0 == reference || f.key.1 == reference;
+    let last_of = |edges: &mut dyn Iterator<Item = &super::window_fits::FittedEdge>| edges.map(last_x).fold(f64::NEG_INFINITY, f64::max);
+    let reference_last = last_of(&mut fits.fitted.iter().filter(touches));
+    let others_last = last_of(&mut fits.fitted.iter().filter(|f| !touches(f)));
+    reference_last.is_finite() && others_last.is_finite() && reference_last < others_last - quarter_ns
 }
 
 /// The fits without any line of `node`'s edges (their reports stay, with no line).
