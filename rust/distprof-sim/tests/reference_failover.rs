@@ -190,7 +190,7 @@ fn a_part_cut_off_from_the_reference_is_re_anchored_on_its_lowest_node() {
 /// The reference dies inside a window, as a real one does (the windows above fall silent
 /// whole): the named `reference-dies` scenario, 16 nodes, four 15 s windows, the death at
 /// 30 s (each clock reads it within 1 s of a window's edge) and at 36 s (0.4 into window
-/// 2). A reference whose probes stop before the window's last quarter placed G from a few
+/// 2). A reference whose probes stopped early in the window placed G from a few
 /// dozen probes at one end, microseconds off (seed 3 at 64 nodes: 1.5 us under a stated
 /// 550 ns, in that window and the next carried from it); the window is re-anchored
 /// instead. After the death, at most a tenth of the surviving node-windows beyond 2 sigma
