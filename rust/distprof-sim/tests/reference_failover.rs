@@ -251,3 +251,21 @@ fn a_run_that_ends_early_in_its_last_window_is_not_a_dead_reference() {
         }
     }
 }
+
+/// Loss does not kill the reference: in 0.5 s windows (those of `bench faults`) a quarter
+/// window is three probe rounds, and with 30% of the packets lost a three-node run's
+/// reference edges often end their pure pairs that early by chance, yet its probes go on
+/// to the window's end. Nothing is re-anchored and no node is left without a segment.
+/// (Fails without `MIN_SILENCE_NS`.)
+#[test]
+fn a_lossy_reference_is_not_a_dead_one() {
+    for seed in 1..=40 {
+        let s = Scenario { nodes: 3, duration_s: 4.0, window_s: 0.5, loss: 0.3, seed, ..Scenario::reference() };
+        let c = Cluster::new(s).expect("valid scenario");
+        let windows: Vec<_> = (0..c.num_windows()).map(|k| (c.records(k), c.window_spec(k))).collect();
+        for (k, (est, _)) in estimate_run_windows(windows, &EstimatorSettings::default()).iter().enumerate() {
+            assert!(est.anchors.is_empty(), "seed {seed}, window {k}: {:?}", est.anchors);
+            assert!(est.segments.iter().all(Option::is_some), "seed {seed}, window {k}: unreachable {:?}", est.unreachable);
+        }
+    }
+}

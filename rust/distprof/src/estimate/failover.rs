@@ -26,7 +26,7 @@
 
 use super::online::{solve, WindowEstimate};
 use super::settings::EstimatorSettings;
-use super::window_fits::WindowFits;
+use super::window_fits::{FittedEdge, WindowFits};
 use crate::context::NodeId;
 use crate::model::{ns_between, ClockSegment};
 use serde::{Deserialize, Serialize};
@@ -184,29 +184,32 @@ impl Anchoring {
     }
 }
 
+/// Below this, a gap between the reference's last probe and the others' is no sign of a
+/// death, ns: an edge's last time is read from its half-second slices (`last_x_ns`), and
+/// with 30% loss a short window's last pure pairs can end early on every edge of a
+/// three-node run by chance (`bench faults --only loss`, 0.5 s windows). Two seconds
+/// are 50 probe rounds: no loss short of the reference's own end removes them all.
+const MIN_SILENCE_NS: f64 = 2.0e9;
+
 /// The reference stopped while the others went on: it has fitted edges, but the points of
-/// every one end at least a quarter window before the last point of the other nodes'
-/// edges. (Against the others, not the window's end: at the end of a run every node stops
-/// at once, often early in its last window, and that is no death; with no other edge
-/// there is nothing to tell a death from the end.) Such a reference places G at the
-/// midpoint from a few dozen probes at one end (each edge's theta is then microseconds
-/// off, and the network keeps whichever edge happens to agree: in the simulated
-/// `reference-dies`, seeds 1-4, a common error of up to 1.6 us under a stated 550 ns),
-/// where the anchor's segment of the previous, whole window carries G within a few
-/// hundred ns. So the window is solved as if the reference were silent.
+/// every one end at least a quarter window (and `MIN_SILENCE_NS`) before the last point of
+/// the other nodes' edges. (Against the others, not the window's end: at the end of a run
+/// every node stops at once, often early in its last window, and that is no death; with
+/// no other edge there is nothing to tell a death from the end.) Such a reference places
+/// G at the midpoint from a few dozen probes at one end (each edge's theta is then
+/// microseconds off, and the network keeps whichever edge happens to agree: in the
+/// simulated `reference-dies`, seeds 1-4, a common error of up to 1.6 us under a stated
+/// 550 ns), where the anchor's segment of the previous, whole window carries G within a
+/// few hundred ns. So the window is solved as if the reference were silent.
 fn stopped_while_others_went_on(fits: &WindowFits) -> bool {
     let reference = fits.spec.reference;
-    let last_x = |f: &super::window_fits::FittedEdge| {
-        let h = &f.line.hulls;
-        h.fwd_lower.iter().chain(&h.rev_upper).map(|p| p.x_ns).fold(f64::NEG_INFINITY, f64::max)
-    };
     let w = fits.window();
-    let quarter_ns = (w.end_ns - w.start_ns) as f64 / 4.0;
-    let touches = |f: &&super::window_fits::FittedEdge| f.key.0 == reference || f.key.1 == reference;
-    let last_of = |edges: &mut dyn Iterator<Item = &super::window_fits::FittedEdge>| edges.map(last_x).fold(f64::NEG_INFINITY, f64::max);
+    let silence_ns = ((w.end_ns - w.start_ns) as f64 / 4.0).max(MIN_SILENCE_NS);
+    let touches = |f: &&FittedEdge| f.key.0 == reference || f.key.1 == reference;
+    let last_of = |edges: &mut dyn Iterator<Item = &FittedEdge>| edges.map(FittedEdge::last_x_ns).fold(f64::NEG_INFINITY, f64::max);
     let reference_last = last_of(&mut fits.fitted.iter().filter(touches));
     let others_last = last_of(&mut fits.fitted.iter().filter(|f| !touches(f)));
-    reference_last.is_finite() && others_last.is_finite() && reference_last < others_last - quarter_ns
+    reference_last.is_finite() && others_last.is_finite() && reference_last < others_last - silence_ns
 }
 
 /// The fits without any line of `node`'s edges (their reports stay, with no line).

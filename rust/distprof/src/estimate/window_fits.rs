@@ -156,6 +156,15 @@ impl FittedEdge {
         let about = move |p: Point| Some(Point { x_ns: p.x_ns, y_ns: p.y_ns + taken_about?.at(p.x_ns) - self.line.line.at(p.x_ns) });
         self.slices.slices.iter().filter_map(move |s| Some(Slice { fwd: about(s.fwd)?, rev: about(s.rev)? }))
     }
+
+    /// The x of the edge's last point this window knows of: its last slice's, or its hulls'
+    /// (a shared fit's hulls are thinned, and a hull's last vertex can lie well before the
+    /// last probe, so the slices come first).
+    pub(super) fn last_x_ns(&self) -> f64 {
+        let h = &self.line.hulls;
+        let slices = self.slices.slices.iter().flat_map(|s| [s.fwd, s.rev]);
+        slices.chain(h.fwd_lower.iter().copied()).chain(h.rev_upper.iter().copied()).map(|p| p.x_ns).fold(f64::NEG_INFINITY, f64::max)
+    }
 }
 
 impl WindowFits {
