@@ -97,13 +97,8 @@ mod tests {
         assert_eq!(total_sigma_ns(0.0, 100.0, true), 0.0);
         // Monte Carlo of the stated model: the node's and the reference's biases uniform
         // within +-A, plus Gaussian noise; 2 total sigmas cover ~95%.
-        let mut state = 0x853c_49e6_748f_ea9bu64;
-        let mut uniform = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        };
+        let mut noise = crate::estimate::test_noise::XorShift::new(0x853c_49e6_748f_ea9b);
+        let mut uniform = move || noise.open_unit();
         let (stat, a) = (40.0, 100.0);
         let sigma = total_sigma_ns(stat, a, false);
         let n = 20_000;

@@ -120,13 +120,8 @@ mod tests {
     /// window edge when they differ). 10 us base delay, exponential queueing of 20 us
     /// shared by the two packets of a pair.
     fn three_windows(rates_ppb: [f64; 3]) -> Vec<WindowFits> {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut exp = move |mean: f64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            -mean * (1.0 - (state >> 11) as f64 / (1u64 << 53) as f64).ln()
-        };
+        let mut noise = crate::estimate::test_noise::XorShift::new(0x9e37_79b9_7f4a_7c15u64);
+        let mut exp = move |mean: f64| noise.exp(mean);
         // Node 1's clock: continuous, piecewise linear in true time t (ns from 0).
         let s1 = |t: f64| {
             let mut s = 1_000_000.0 + t;

@@ -95,13 +95,8 @@ mod tests {
     /// packet's points by their smaller sigma, and its line is closer to the truth.
     #[test]
     fn every_packet_wins_when_pure_pairs_are_few() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut exp = move |mean: f64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            -mean * (1.0 - (state >> 11) as f64 / (1u64 << 53) as f64).ln()
-        };
+        let mut noise = crate::estimate::test_noise::XorShift::new(0x2545_f491_4f6c_dd1du64);
+        let mut exp = move |mean: f64| noise.exp(mean);
         // theta = 0; 20 us floor each way, exponential jitter of mean 50 us per packet.
         let mut side = |sign: f64| -> Vec<Point> {
             (0..400).map(|i| Point { x_ns: i as f64 * 1e7 - 2e9, y_ns: sign * (20_000.0 + exp(50_000.0)) }).collect()

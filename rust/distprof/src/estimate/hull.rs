@@ -354,13 +354,8 @@ mod tests {
     fn the_pre_filter_keeps_the_exact_hull() {
         // Delay-like clouds (exponential excess over a sloped line, a few repeated x and
         // collinear runs, outliers) of many sizes: the filtered hull equals the plain one.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut unit = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut noise = crate::estimate::test_noise::XorShift::new(0x9e37_79b9_7f4a_7c15);
+        let mut unit = move || noise.unit();
         for n in [3usize, 17, 33, 34, 100, 401, 2000] {
             for round in 0..20 {
                 let mut v: Vec<Point> = (0..n)

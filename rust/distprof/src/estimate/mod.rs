@@ -34,6 +34,8 @@ pub mod settings;
 pub mod shared;
 pub mod smoother;
 pub mod stamp_mapping;
+#[cfg(test)]
+mod test_noise;
 #[cfg(feature = "svm")]
 pub mod svm;
 pub mod two_point;

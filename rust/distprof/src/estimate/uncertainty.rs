@@ -320,13 +320,8 @@ mod tests {
     /// (own-window slope error ~26 ppb at p99 over a 15 s window), from ~30 of 1,500 points.
     #[test]
     fn floor_points_give_the_sigma_of_the_refit_line() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut exp = move |mean: f64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            -mean * (1.0 - (state >> 11) as f64 / (1u64 << 53) as f64).ln()
-        };
+        let mut noise = crate::estimate::test_noise::XorShift::new(0x2545_f491_4f6c_dd1d);
+        let mut exp = move |mean: f64| noise.exp(mean);
         // 15 s window, 750 points a direction, 10 us floor, 20 us mean queueing.
         let mut side = |sign: f64| -> Vec<Point> {
             (0..750).map(|i| Point { x_ns: i as f64 * 2e7 - 7.5e9, y_ns: sign * (10_000.0 + exp(20_000.0)) }).collect()
@@ -381,18 +376,12 @@ mod tests {
     /// ratios is pushed up by the sigmas' noise.
     #[test]
     fn birge_ratio_is_the_residuals_scale_despite_noisy_sigmas_and_bursts() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut uniform = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        };
+        let mut noise = crate::estimate::test_noise::XorShift::new(0x9e37_79b9_7f4a_7c15);
         let mut pairs = Vec::new();
         for i in 0..2000 {
-            let gauss = (-2.0 * uniform().ln()).sqrt() * (std::f64::consts::TAU * uniform()).cos();
+            let gauss = noise.gauss();
             // A scale from 4 exponential spacings: Gamma(4) / 4, mean 1.
-            let scale = -(0..4).map(|_| uniform().ln()).sum::<f64>() / 4.0;
+            let scale = -(0..4).map(|_| noise.open_unit().ln()).sum::<f64>() / 4.0;
             let r = if i % 50 == 0 { 1e4 } else { 2.0 * gauss };
             pairs.push((r * r, scale * scale / 1.25));
         }
