@@ -194,9 +194,9 @@ fn simulated_nic_clocks_are_mapped_and_stated_in_the_output() {
 
 /// `--nic-clock-fault phc-step-900us`: node 2's PHC steps by 900 us 6 s in. Its mapping
 /// sees the break, counts the stamps converted across it, and states the step in their
-/// error; the estimate carries that error into the window's sigma and bound, so the
-/// window the step hit (hundreds of us off) is still within two sigma and its bound, and
-/// is flagged. The other nodes see no break. A fault of the host clock is refused.
+/// error; the estimate carries that error into the window's sigma and bound, so a
+/// window the step hit (up to hundreds of us off) is still within two sigma and its
+/// bound, and is flagged. The other nodes see no break. A fault of the host clock is refused.
 #[test]
 fn a_nic_clock_fault_is_seen_and_carried_into_the_uncertainty() {
     let dir = tempfile::tempdir().unwrap();
@@ -218,16 +218,22 @@ fn a_nic_clock_fault_is_seen_and_carried_into_the_uncertainty() {
             assert!(breaks == 0 && across == 0, "{t}");
         }
     }
-    // The step reached the estimate of some window of node 2 by hundreds of us, and each
-    // such window states it: within two sigma and within its bound.
+    // The step reached node 2's uncertainty: the mapping's error (the step) is carried
+    // into its sigma. Whether it reaches its estimate depends on which stamps the
+    // mapping dropped (under load, 0 to 450 us in 23 runs), so every window off by more
+    // than 10 us, of any node, must state it: within two sigma. Node 1 reaches the
+    // reference through node 2's edges too; before the bound counted crossing hulls
+    // (`bound::edge_uncertainty_ns`) one such edge stated 14 us and carried 233 us of
+    // the step into node 1 beyond its sigma (1 run in 5 under load); since, node 1 was
+    // off by at most 38 us at 24 us sigma (43 runs at load 8-9).
     let n2 = v["nodes"].as_array().unwrap().iter().find(|n| n["node"] == 2).unwrap();
-    assert!(n2["max_abs_error_ns"].as_f64().unwrap() > 100_000.0, "the step did reach the estimate: {n2}");
     assert_eq!(n2["windows_within_bound"], n2["windows_estimated"], "{n2}");
-    let hit: Vec<_> = v["node_windows"].as_array().unwrap().iter().filter(|w| w["error_ns"].as_f64().unwrap().abs() > 10_000.0).collect();
-    assert!(!hit.is_empty());
-    for w in hit {
+    let windows = v["node_windows"].as_array().unwrap();
+    let stated = windows.iter().filter(|w| w["node"] == 2).map(|w| w["uncertainty_ns"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!(stated >= 400_000.0, "the step did not reach node 2's sigma: {stated} ns");
+    for w in windows.iter().filter(|w| w["error_ns"].as_f64().unwrap().abs() > 10_000.0) {
         let (err, sigma) = (w["error_ns"].as_f64().unwrap(), w["uncertainty_ns"].as_f64().unwrap());
-        assert!(w["node"] == 2 && err.abs() <= 2.0 * sigma, "{w}");
+        assert!(err.abs() <= 2.0 * sigma, "{w}");
     }
     assert!(v["flagged_fraction"].as_f64().unwrap() > 0.0, "{v}");
     let refused = distprof().args(["local", "--simulate-nic-clock", "--nic-clock-fault", "leap-second"]).output().unwrap();

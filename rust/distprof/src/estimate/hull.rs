@@ -259,6 +259,14 @@ impl Hulls {
         (line.intercept_ns.is_finite() && line.slope.is_finite()).then_some(line)
     }
 
+    /// How far the two hulls cross along slope b, ns (0 when they do not): the forward
+    /// points that lie below the reverse ones. Delays are never negative, so on an edge
+    /// with consistent stamps they never do; a stamp that moved mid-window (a PHC step, a
+    /// clock step the line fits across) makes them.
+    pub fn overlap_ns(&self, b: f64) -> f64 {
+        (-self.gap(b)).max(0.0)
+    }
+
     fn gap(&self, b: f64) -> f64 {
         let (lo, hi) = self.support(b);
         lo - hi
