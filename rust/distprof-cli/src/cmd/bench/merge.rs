@@ -6,7 +6,8 @@
 //! Per-core throughput is input MB over the serial child's CPU time (user + system), which
 //! stays meaningful on a machine shared with other jobs; the all-cores figure is input MB
 //! over the parallel child's wall time, and the speed-up is serial wall over parallel wall
-//! (so it suffers when other jobs take the cores: the load average is printed with it).
+//! (so it suffers when other jobs take the cores: the load average is printed with it, and
+//! what each side's threads waited for a CPU that another job held, `run_queue`).
 //! The two merge sides run `--repeat` times, alternating, and the figures take each side's
 //! best run: on a shared or virtual machine the same run's CPU time varies by half
 //! (interference only ever adds time), so the best run is the closest to the merge's own
@@ -131,6 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(Run {
             cpu_s: v["cpu_secs"].as_f64().unwrap_or(f64::NAN),
             wall_s: v["wall_secs"].as_f64().unwrap_or(f64::NAN),
+            wait_s: v["run_queue_wait_secs"].as_f64().unwrap_or(f64::NAN),
             rss: v["peak_rss_bytes"].as_u64().unwrap_or(0),
             bytes_out: v["bytes_out"].as_u64().unwrap_or(0),
             perfetto_bytes: v["perfetto_bytes"].as_u64().unwrap_or(0),
@@ -138,7 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let load_before = load_average();
     let base = if args.skip_baseline {
-        Run { cpu_s: f64::NAN, wall_s: f64::NAN, rss: 0, bytes_out: 0, perfetto_bytes: 0 }
+        Run { cpu_s: f64::NAN, wall_s: f64::NAN, wait_s: f64::NAN, rss: 0, bytes_out: 0, perfetto_bytes: 0 }
     } else {
         side("baseline", 1, Output::None)?
     };
@@ -193,6 +195,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("merge:    {:>8.1} MB/s per core (CPU time; {:.1} MB/s wall), peak RSS {:.1} MB ({:.2} x largest input); best of {} runs: {:?}", g.mbps, mb / g.serial.wall_s, g.serial.rss as f64 / 1e6, g.rss_ratio, args.repeat, g.per_core_runs);
             println!("parallel: {:>8.1} MB/s on {cores} cores (wall), speed-up {:.2} x ({:.2} x cores), peak RSS {:.1} MB ({:.2} x the {workers} inputs at once)", mb / g.parallel.wall_s, g.speedup, g.speedup / cores as f64, g.parallel.rss as f64 / 1e6, g.par_rss_ratio);
             println!("parallel CPU efficiency (serial CPU / parallel CPU): {:.2}", g.serial.cpu_s / g.parallel.cpu_s);
+            println!("waited for a CPU held by other jobs (all threads): {:.2} s serial, {:.2} s parallel", g.serial.wait_s, g.parallel.wait_s);
             println!(
                 "output: {:.1} MB, {:.2} x the input (the Perfetto output {:.1} MB, {:.2} x)",
                 g.serial.bytes_out as f64 / 1e6,
@@ -252,6 +255,8 @@ impl Output {
 struct Run {
     cpu_s: f64,
     wall_s: f64,
+    /// What its threads waited for a CPU, summed (`run_queue`).
+    wait_s: f64,
     rss: u64,
     /// Every output file.
     bytes_out: u64,
@@ -282,7 +287,8 @@ impl Figures {
         let least = |runs: &[Run], by: fn(&Run) -> f64| *runs.iter().min_by(|x, y| by(x).total_cmp(&by(y))).expect("at least one run");
         let most_rss = |runs: &[Run]| runs.iter().map(|r| r.rss).max().unwrap_or(0);
         let mut serial = least(serial_runs, |r| r.cpu_s);
-        serial.wall_s = least(serial_runs, |r| r.wall_s).wall_s;
+        let fastest = least(serial_runs, |r| r.wall_s);
+        (serial.wall_s, serial.wait_s) = (fastest.wall_s, fastest.wait_s);
         serial.rss = most_rss(serial_runs);
         let mut parallel = least(parallel_runs, |r| r.wall_s);
         parallel.rss = most_rss(parallel_runs);
@@ -310,8 +316,8 @@ impl Figures {
     fn rows(&self, mb: f64, total: u64, largest: u64, at_once: u64, cores: usize) -> [serde_json::Value; 2] {
         let (s, p, output) = (&self.serial, &self.parallel, self.output.name());
         [
-            serde_json::json!({"side": "merge", "output": output, "jobs": 1, "cpu_secs": s.cpu_s, "wall_secs": s.wall_s, "mb_per_s": mb / s.cpu_s, "wall_mb_per_s": mb / s.wall_s, "peak_rss_bytes": s.rss, "input_bytes": total, "largest_input_bytes": largest, "output_bytes": s.bytes_out, "perfetto_bytes": s.perfetto_bytes}),
-            serde_json::json!({"side": "merge", "output": output, "jobs": cores, "cpu_secs": p.cpu_s, "wall_secs": p.wall_s, "mb_per_s": mb / p.cpu_s, "wall_mb_per_s": mb / p.wall_s, "peak_rss_bytes": p.rss, "inputs_at_once_bytes": at_once}),
+            serde_json::json!({"side": "merge", "output": output, "jobs": 1, "cpu_secs": s.cpu_s, "wall_secs": s.wall_s, "run_queue_wait_secs": s.wait_s, "mb_per_s": mb / s.cpu_s, "wall_mb_per_s": mb / s.wall_s, "peak_rss_bytes": s.rss, "input_bytes": total, "largest_input_bytes": largest, "output_bytes": s.bytes_out, "perfetto_bytes": s.perfetto_bytes}),
+            serde_json::json!({"side": "merge", "output": output, "jobs": cores, "cpu_secs": p.cpu_s, "wall_secs": p.wall_s, "run_queue_wait_secs": p.wait_s, "mb_per_s": mb / p.cpu_s, "wall_mb_per_s": mb / p.wall_s, "peak_rss_bytes": p.rss, "inputs_at_once_bytes": at_once}),
         ]
     }
 
@@ -332,6 +338,11 @@ impl Figures {
             // for the outputs (written as the merge writes them), at most `cores`.
             "speedup_bound": round2(self.speedup_bound),
             "disk_write_mb_per_s": round2(self.disk_mb_per_s),
+            // What the threads of the runs behind the speed-up waited for a CPU that
+            // another job held, summed over the threads (`run_queue`): wall time that the
+            // merge's own work does not explain.
+            "serial_run_queue_wait_secs": round2(self.serial.wait_s),
+            "parallel_run_queue_wait_secs": round2(self.parallel.wait_s),
             "output_mb": round2(mb(self.serial.bytes_out)),
             // Every output (XProf run directory and Perfetto output) over the input, and
             // the Perfetto output alone over the input.
@@ -364,6 +375,7 @@ fn child(side: &str, dir: &Path, output: Output, jobs: usize) -> anyhow::Result<
     let out = dir.join(format!("out-{side}-{jobs}"));
     std::fs::create_dir_all(&out)?;
     let start = std::time::Instant::now();
+    let waits = super::run_queue::RunQueueWait::start();
     let perfetto = out.join(output.file_name());
     match side {
         "merge" => {
@@ -399,9 +411,10 @@ fn child(side: &str, dir: &Path, output: Output, jobs: usize) -> anyhow::Result<
         other => anyhow::bail!("unknown bench side `{other}`"),
     }
     let wall_secs = start.elapsed().as_secs_f64();
+    let wait_secs = waits.finish();
     println!(
         "{}",
-        serde_json::json!({"wall_secs": wall_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes(), "bytes_out": tree_bytes(&out), "perfetto_bytes": std::fs::metadata(&perfetto).map_or(0, |m| m.len())})
+        serde_json::json!({"wall_secs": wall_secs, "run_queue_wait_secs": wait_secs, "cpu_secs": cpu_secs(), "peak_rss_bytes": peak_rss_bytes(), "bytes_out": tree_bytes(&out), "perfetto_bytes": std::fs::metadata(&perfetto).map_or(0, |m| m.len())})
     );
     // The outputs are big (the Chrome JSON five times the input): removed once measured,
     // so that repeated runs do not fill the disk of a reused --dir.

@@ -14,6 +14,7 @@ mod nic_clock;
 mod overhead;
 mod real_clocks;
 mod rendezvous;
+mod run_queue;
 mod scale;
 mod store_faults;
 
