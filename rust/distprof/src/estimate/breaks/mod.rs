@@ -12,18 +12,21 @@
 //!    NTP-like local offset, what is left of theta once the line is taken away.
 //! 2. After the network solve, each node's slices from all its accepted edges (signed so
 //!    that a change of the node's own clock counts the same on all of them, placed in the
-//!    node's clock) give its deviation D_i(t) from its line (`Deviation`): a line plus, per
-//!    break, a step and a change of slope, fitted by weighted least squares on bin
-//!    medians. A break is searched on a grid and kept only when it lowers the chi-square
-//!    by far more than the noise can (`ACCEPT_CHI2`), so the free-running clocks of the
-//!    reference scenario get none.
+//!    node's clock, taken about the network's lines: `slices_about_network`) give its
+//!    deviation D_i(t) from its line (`Deviation`): a line plus, per break, a step and a
+//!    change of slope, fitted by weighted least squares on bin medians. A break is
+//!    searched on a grid and kept only when it lowers the chi-square by far more than the
+//!    noise can (`ACCEPT_CHI2`), so the free-running clocks of the reference scenario get
+//!    none. Where some clock breaks, each edge's slices first lose the neighbour's own
+//!    deviation (`neighbours`): under a servo every clock kinks.
 //! 3. Node i's clock against the reference is then its window line plus D_i minus the
-//!    reference's own D_ref (the reference's change bends every node's offset). Where
-//!    either has a break, the window is cut there into pieces (`pieces`), each a
-//!    `ClockSegment` with its own line over its own part, and the uncertainty of the
-//!    deviation fit at the piece's midpoint added to the window's: a short piece with
-//!    little data says so. Merge follows each piece's own line across the break
-//!    (`ClockSegment::break_at_start`).
+//!    reference's own D_ref (the reference's change bends every node's offset; both are
+//!    known only up to a common curve, which this difference cancels). Where either has
+//!    a break, the window is cut there into pieces (`pieces`), each a `ClockSegment` with
+//!    its own line over its own part (continuous across a kink: `hinge`), and the
+//!    uncertainty of the deviation fit at the piece's midpoint added to the window's: a
+//!    short piece with little data says so. Merge follows each piece's own line across
+//!    the break (`ClockSegment::break_at_start`).
 
 use super::hull::Line;
 use super::network::NetworkSolution;
@@ -476,7 +479,8 @@ pub struct PieceLine {
 /// A node's breaks and the lines of its pieces between them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeBreaks {
-    pub deviation: Deviation,
+    /// None: the clock has no break here, and `pieces` is one line over the whole window.
+    pub deviation: Option<Deviation>,
     pub pieces: Vec<PieceLine>,
 }
 
@@ -507,15 +511,15 @@ fn median_and_error(v: &mut [f64]) -> (f64, f64) {
 /// max-margin line through its slices there (each at hull precision), the median.
 /// The slices within `BREAK_GUARD_NS` of a break are left out: a misplaced break would
 /// put a bent point on the wrong side, and one point can pin a max-margin line.
-fn piece_line(fits: &WindowFits, edges: &[NodeEdge], start_ns: f64, end_ns: f64, half: f64) -> Option<PieceLine> {
+fn piece_line(edges: &[CleanEdge], start_ns: f64, end_ns: f64, half: f64) -> Option<PieceLine> {
     let mid = 0.5 * (start_ns + end_ns);
     let from = if start_ns > -half { start_ns + BREAK_GUARD_NS } else { start_ns };
     let to = if end_ns < half { end_ns - BREAK_GUARD_NS } else { end_ns };
     let (mut at_mid, mut slopes) = (Vec::new(), Vec::new());
-    for &NodeEdge { k, sign, shift_ns: shift, scale } in edges {
-        let inside = |s: &Slice| (from..to).contains(&node_time(s, sign, shift));
-        let slices = fits.fitted[k].slices_about_line();
-        let (fwd, rev): (Vec<Point>, Vec<Point>) = slices.filter(inside).map(|s| (s.fwd, s.rev)).unzip();
+    for CleanEdge { edge: NodeEdge { sign, shift_ns: shift, scale, .. }, slices } in edges {
+        let (sign, shift, scale) = (*sign, *shift, *scale);
+        let inside = |s: &&Slice| (from..to).contains(&node_time(s, sign, shift));
+        let (fwd, rev): (Vec<Point>, Vec<Point>) = slices.iter().filter(inside).map(|s| (s.fwd, s.rev)).unzip();
         let Ok(fit) = super::hull::fit(&fwd, &rev) else { continue };
         // The edge's x where the node reads `mid`: the inverse of `node_time` (one step
         // of the fixed point: the residual changes little over its own size).
@@ -531,36 +535,83 @@ fn piece_line(fits: &WindowFits, edges: &[NodeEdge], start_ns: f64, end_ns: f64,
     Some(PieceLine { start_ns, end_ns, line: Line { slope, intercept_ns: value - slope * mid }, sigma_ns, slope_sigma })
 }
 
+/// An edge's slices about the line the network gives the edge (its two nodes' lines),
+/// not the edge's own: a node's window segment is the network's line, so its deviation
+/// must be measured from that. With clocks that bend inside the window (or a drift span
+/// over several windows, `drift::long_lines`), the edges' own lines disagree with the
+/// network's by hundreds of ppb (the edges' drift residuals).
+fn slices_about_network(fits: &WindowFits, solution: &NetworkSolution, k: usize) -> Vec<Slice> {
+    let (ro, rd) = solution.edges.get(k).map_or((0.0, 0.0), |v| (v.offset_residual_ns, v.drift_residual_ppb));
+    // The residual is the network's theta less the edge's, at the window midpoint.
+    let (ro, rd) = if ro.is_finite() && rd.is_finite() { (ro, rd) } else { (0.0, 0.0) };
+    let moved = |p: Point| Point { y_ns: p.y_ns - ro - rd * 1e-9 * p.x_ns, ..p };
+    fits.fitted[k].slices_about_line().map(|s| Slice { fwd: moved(s.fwd), rev: moved(s.rev) }).collect()
+}
+
+/// One node's breaks and the lines of its pieces (None: no break), from its edges.
+fn breaks_of(edges: &[CleanEdge], window_ns: i64) -> Option<NodeBreaks> {
+    let half = window_ns as f64 / 2.0;
+    let samples: Vec<(f64, f64)> = edges
+        .iter()
+        .flat_map(|e| e.slices.iter().map(move |s| (node_time(s, e.edge.sign, e.edge.shift_ns), e.edge.sign * s.midpoint().y_ns)))
+        .collect();
+    let mut deviation = deviation(&samples, window_ns)?;
+    // A piece without data of its own (between the two sides of a step, where the
+    // slices hold points of both and the clock never reads) joins its neighbour.
+    while !deviation.breaks.is_empty() {
+        let bounds: Vec<f64> =
+            std::iter::once(-half).chain(deviation.breaks.iter().map(|b| b.at_ns)).chain(std::iter::once(half)).collect();
+        let pieces: Vec<Option<PieceLine>> = bounds.windows(2).map(|w| piece_line(edges, w[0], w[1], half)).collect();
+        match pieces.iter().position(Option::is_none) {
+            None => {
+                // Across a kink the phase is continuous (`hinge`); these independent
+                // lines stand where that fit has too few edges.
+                let pieces = hinge::continuous_pieces(edges, &deviation.breaks, half)
+                    .unwrap_or_else(|| pieces.into_iter().flatten().collect());
+                return Some(NodeBreaks { deviation: Some(deviation), pieces });
+            }
+            Some(k) => deviation = deviation.without_break(k.saturating_sub(1)),
+        }
+    }
+    None
+}
+
 /// Every node's breaks (None: none, the window line holds), from the slices of the
 /// accepted edges of `fits` as the network solved them.
+///
+/// A node's deviation is known only up to a curve common to all nodes (the median over
+/// the nodes that `neighbours` takes out), which a piece cancels by taking the
+/// reference's from the node's. So where the reference breaks, every node gets its
+/// deviation over the whole window (one line, `deviation: None`), and where any node
+/// breaks, the reference gets its: without them, a piece kept that curve's line, up to
+/// ~750 ppb and microseconds off under a servo with the drift spans over 3 windows (seeds
+/// 1-4: p99 1,487 ns, 479 with them).
 pub fn node_breaks(fits: &WindowFits, solution: &NetworkSolution) -> Vec<Option<NodeBreaks>> {
     let window = fits.window();
     let window_ns = window.end_ns.saturating_sub(window.start_ns);
     let half = window_ns as f64 / 2.0;
-    node_edges(fits, solution)
+    let edges: Vec<Vec<CleanEdge>> = node_edges(fits, solution)
         .iter()
-        .map(|edges| {
-            let samples: Vec<(f64, f64)> = edges
-                .iter()
-                .flat_map(|e| {
-                    fits.fitted[e.k].slices_about_line().map(move |s| (node_time(&s, e.sign, e.shift_ns), e.sign * s.midpoint().y_ns))
-                })
-                .collect();
-            let mut deviation = deviation(&samples, window_ns)?;
-            // A piece without data of its own (between the two sides of a step, where the
-            // slices hold points of both and the clock never reads) joins its neighbour.
-            while !deviation.breaks.is_empty() {
-                let bounds: Vec<f64> =
-                    std::iter::once(-half).chain(deviation.breaks.iter().map(|b| b.at_ns)).chain(std::iter::once(half)).collect();
-                let pieces: Vec<Option<PieceLine>> = bounds.windows(2).map(|w| piece_line(fits, edges, w[0], w[1], half)).collect();
-                match pieces.iter().position(Option::is_none) {
-                    None => return Some(NodeBreaks { deviation, pieces: pieces.into_iter().flatten().collect() }),
-                    Some(k) => deviation = deviation.without_break(k.saturating_sub(1)),
-                }
-            }
-            None
-        })
-        .collect()
+        .map(|es| es.iter().map(|&edge| CleanEdge { edge, slices: slices_about_network(fits, solution, edge.k) }).collect())
+        .collect();
+    // Free-running clocks break nowhere, and most windows of them end at the first test
+    // of `deviation`: the joint solve of the neighbours' deviations is only paid for
+    // where some clock breaks (bench scale/estimate: 512 nodes cost 283 ms per window
+    // with it always, 222 without).
+    if edges.iter().all(|e| breaks_of(e, window_ns).is_none()) {
+        return vec![None; edges.len()];
+    }
+    let clean = neighbours::clean_edges(fits, edges, window_ns);
+    let mut out: Vec<Option<NodeBreaks>> = clean.iter().map(|edges| breaks_of(edges, window_ns)).collect();
+    let reference = fits.spec.reference as usize;
+    let any = out.iter().any(Option::is_some);
+    let reference_breaks = out.get(reference).is_some_and(Option::is_some);
+    for (i, edges) in clean.iter().enumerate() {
+        if out[i].is_none() && (reference_breaks || (i == reference && any)) {
+            out[i] = piece_line(edges, -half, half, half).map(|p| NodeBreaks { deviation: None, pieces: vec![p] });
+        }
+    }
+    out
 }
 
 /// The pieces of one node's window segment `seg` where its own clock (`own`) or the
@@ -575,7 +626,7 @@ pub fn pieces(seg: &ClockSegment, own: Option<&NodeBreaks>, reference: Option<&N
     let mid = seg.mid_local_ns;
     // The reference reads G; this node reads G + offset at the same instant.
     let shift = seg.offset_ns;
-    let breaks = |b: Option<&NodeBreaks>, by: f64| b.map_or(Vec::new(), |b| b.deviation.breaks.iter().map(|x| x.at_ns + by).collect());
+    let breaks = |b: Option<&NodeBreaks>, by: f64| b.and_then(|b| b.deviation.as_ref()).map_or(Vec::new(), |d| d.breaks.iter().map(|x| x.at_ns + by).collect());
     let mut cuts: Vec<i64> = breaks(own, 0.0)
         .into_iter()
         .chain(breaks(reference, shift))
@@ -624,6 +675,10 @@ pub fn pieces(seg: &ClockSegment, own: Option<&NodeBreaks>, reference: Option<&N
         })
         .collect()
 }
+
+mod hinge;
+mod neighbours;
+use neighbours::CleanEdge;
 
 #[cfg(test)]
 mod tests;
