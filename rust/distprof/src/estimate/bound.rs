@@ -44,15 +44,20 @@ pub fn edge_uncertainty_ns(hulls: &Hulls, line: &Line, x_ns: f64, gap_noise_ns: 
             // extrapolation rate.
             let hi = hv + line.slope * (x_ns - hx) + EXTRAPOLATION_RATE * (x_ns - hx).abs();
             let lo = lv + line.slope * (x_ns - lx) - EXTRAPOLATION_RATE * (x_ns - lx).abs();
-            // Crossing hulls contradict every line: the one used lies amid the crossing,
-            // and points of each side are half of it beyond. Without this such an edge
-            // states only its noise (a neighbour's 900 us PHC step once gave an edge
-            // crossed by 694 us an uncertainty of 14 us, and the network carried half the
-            // step into a healthy node through it).
-            (hi - est).max(est - lo).max(0.5 * hulls.overlap_ns(line.slope)) + noise
+            (hi - est).max(est - lo).max(0.0) + noise
         }
         _ => f64::INFINITY,
     }
+}
+
+/// Half of how far an edge's hulls cross along `line`: crossing hulls contradict every
+/// line, the one used lies amid the crossing and points of each side are half of it
+/// beyond. The bound of the edge is at least that (`online::solve`); its weight in the
+/// network is not lowered by it, because the robust rejection removes such an edge where
+/// a low weight would keep it (a stepping node's edges: with crossing-lowered weights the
+/// simulated leap second's p99 went from 37 us to 503 ms, seeds 101-102).
+pub fn crossing_ns(hulls: &Hulls, line: &Line) -> f64 {
+    0.5 * hulls.overlap_ns(line.slope)
 }
 
 /// Per node: shortest path of edge uncertainties to the reference plus the distance of
