@@ -10,6 +10,7 @@ use super::allowance::{nodes_beyond_allowance, total_sigma_ns};
 use super::bound::{crossing_ns, edge_uncertainty_ns, node_bounds_ns};
 use super::breaks::{edge_slices, node_breaks, pieces};
 use super::uncertainty::node_sigmas_ns;
+use super::wander::WanderSoFar;
 use super::failover::Anchor;
 use super::fit::fit_edge;
 use super::network::{self, EdgeObs, NetworkSolution};
@@ -61,10 +62,20 @@ impl WindowEstimate {
 }
 
 
-/// The past windows' fits of a sequence, for the online drift fit (`drift_span_s` back).
+/// The past windows' fits of a sequence, for the online drift fit (`drift_span_s` back),
+/// and the wander measured so far (`wander::WanderSoFar`), for the online sigmas.
 #[derive(Debug, Clone, Default)]
 pub struct History {
     past: VecDeque<WindowFits>,
+    wander: WanderSoFar,
+}
+
+impl History {
+    /// Each node's wander (ppb/sqrt(s) against the reference) measured so far: what
+    /// widened the last window's sigmas (`wander::WanderSoFar`).
+    pub fn wander_q_ppb(&self) -> Vec<Option<f64>> {
+        self.wander.q_ppb()
+    }
 }
 
 /// One window on its own: offset and drift from this window's points only.
@@ -75,8 +86,9 @@ pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Es
 /// One window of a sequence, as it closes: as `estimate_window`, but with the hull
 /// estimator the drift comes from this window and the past windows within `drift_span_s`
 /// before it (the error of an extreme-point slope falls with the square of the span), and
-/// the offset from this window's points at that slope. Call once per window, in order,
-/// with the same history. Offline, `Smoother` also uses the windows after each one.
+/// the offset from this window's points at that slope; the sigmas are widened by the
+/// wander measured from the windows so far (`wander::WanderSoFar`, none in the first).
+/// Call once per window, in order, with the same history. Offline, `Smoother` also uses the windows after each one.
 pub fn estimate_window_with_history(
     records: &[ProbeRecord],
     spec: &WindowSpec,
@@ -92,7 +104,9 @@ pub fn estimate_fits_with_history(mut fits: WindowFits, settings: &EstimatorSett
     let past: Vec<&WindowFits> = history.past.iter().collect();
     let lines = super::drift::long_lines(&fits, &past, settings);
     fits.set_lines(lines);
-    let estimate = solve(&fits, settings);
+    let mut estimate = solve(&fits, settings);
+    // The bend of the node's clock within the window: the loops cannot see it.
+    history.wander.add_window(&mut estimate, fits.spec.reference, settings);
     let window_ns = fits.spec.end_local_ns - fits.spec.start_local_ns;
     history.past.push_back(fits);
     while history.past.len() > settings.history_windows(window_ns) {

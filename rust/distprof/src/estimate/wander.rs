@@ -27,9 +27,13 @@
 //! window of a run have their span shifted inwards and bend further. The constants hold for
 //! the default span (three windows, `EstimatorSettings::smoothing_radius` 1).
 //!
-//! Only the model of a whole run has it (`estimate_run_windows`, merge's
-//! `solve_shared_run`): a window as it closes (`online`) has no later window to measure
-//! its bend with.
+//! The model of a whole run has it from every triple of the run (`estimate_run_windows`,
+//! merge's `solve_shared_run`). A window as it closes (`online`) has no later window, so
+//! `WanderSoFar` measures q from the windows seen so far instead, with the prediction
+//! residual P_k = o_k - (o_(k-1) + d_(k-1) (m_k - m_(k-1))): the offset the previous
+//! window's line predicts misses by the bend of one window, which needs two windows, not
+//! three. Its running sums per node and for the network make each window's cost O(1) per
+//! node whatever the run's length.
 
 use super::allowance::allowance_sigma_ns;
 use super::online::WindowEstimate;
@@ -56,6 +60,14 @@ const MID_PER_Q_END: f64 = 0.6 * 0.129;
 /// seeds: drift 2-sigma coverage 0.93-0.95 at 0.7x, 0.99 at 1x, 0.15-0.46 without).
 const DRIFT_PER_Q: f64 = 0.7 * 0.31;
 const DRIFT_PER_Q_END: f64 = 0.7 * 0.68;
+/// Sigma of the online model's offset at the midpoint / (q T^1.5): the geometry of a run's
+/// last window (0.129, the span ends at the window), but 0.78 times it where the run model
+/// takes 0.6: measured on seeds 1-4 (64 nodes, no asymmetry allowance), all windows pooled
+/// (the first, with nothing measured yet, covers ~0.87 at wander 20), 2-sigma coverage at
+/// wander 5 / 10 / 20 was 0.967 / 0.962 / 0.903 at 0.6x, 0.977 / 0.982 / 0.935 at 0.78x
+/// and 0.984 / 0.991 / 0.946 at 0.96x. The drift takes the run's last window's figure
+/// (`DRIFT_PER_Q_END`: drift coverage 0.88-0.93 there).
+const MID_PER_Q_ONLINE: f64 = 0.78 * 0.129;
 /// A node's own triples are pooled with this many of the network's: two triples alone
 /// (a 60 s run of 15 s windows) put its q² anywhere within a factor of ten.
 const PRIOR_TRIPLES: f64 = 4.0;
@@ -72,8 +84,16 @@ const MAX_Q_PPB: f64 = 150.0;
 /// Median of chi² with one degree of freedom: the median D² of pure noise over its mean.
 const CHI2_1_MEDIAN: f64 = 0.454_936;
 
+/// The online model's P² (`WanderSoFar`) / (q² T³), T the distance between the two
+/// windows' midpoints. Measured, not derived: the online offsets' geometry (each window's
+/// line over itself and the window before) is not the run model's. Under wander 20 (64
+/// nodes, tuning seeds 1-4) the median q measured by each run's end is 28.5 ppb/sqrt(s)
+/// with it against the true 28.3 of a node against the reference (19.9 with 1.0).
+const P_PER_Q2T3: f64 = 0.49;
+
 /// One node's triple: its D², the part of it the offsets' own noise explains, and the part
-/// a unit q² (ppb²/s) explains, all in ns².
+/// a unit q² (ppb²/s) explains, all in ns². Online (`WanderSoFar`), a prediction residual's
+/// P² in place of D².
 #[derive(Debug, Clone, Copy)]
 struct Triple {
     node: usize,
@@ -128,41 +148,150 @@ pub fn add_wander_terms<'a>(
     }
     let last = windows.len().saturating_sub(1);
     for (k, w) in windows.iter_mut().enumerate() {
-        let end = k == 0 || k == last;
-        for (node, seg) in w.segments.iter_mut().enumerate() {
-            let (Some(s), Some(q)) = (seg.as_mut(), q.get(node).copied().flatten()) else { continue };
-            // The reference is the timeline: it has no error to widen.
-            if node == reference as usize {
-                continue;
-            }
-            widen(s, q, end);
-            // A window cut at a break (`breaks`) is corrected by its pieces: each bends
-            // by the wander over its own, shorter span.
-            let mut flag = s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged;
-            for piece in w.pieces.get_mut(node).into_iter().flatten() {
-                widen(piece, q, end);
-                if piece.uncertainty_ns > settings.max_uncertainty_ns as f64 && !piece.flagged {
-                    piece.flagged = true;
-                    flag = true;
-                }
-            }
-            if flag {
-                s.flagged = true;
-                if !w.flagged.contains(&(node as NodeId)) {
-                    w.flagged.push(node as NodeId);
-                }
-            }
-        }
-        w.flagged.sort_unstable();
+        let span = if k == 0 || k == last { Span::RunEnd } else { Span::Centred };
+        widen_window(w, &q, reference, span, settings);
     }
     q
 }
 
+/// Widens every node's segment and pieces of `w` by its `q` (none where q is None, and
+/// never the reference's: it is the timeline), flagging those it takes beyond
+/// `max_uncertainty_ns`.
+fn widen_window(w: &mut WindowEstimate, q: &[Option<f64>], reference: NodeId, span: Span, settings: &EstimatorSettings) {
+    for (node, seg) in w.segments.iter_mut().enumerate() {
+        let (Some(s), Some(q)) = (seg.as_mut(), q.get(node).copied().flatten()) else { continue };
+        if node == reference as usize {
+            continue;
+        }
+        widen(s, q, span);
+        // A window cut at a break (`breaks`) is corrected by its pieces: each bends
+        // by the wander over its own, shorter span.
+        let mut flag = s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged;
+        for piece in w.pieces.get_mut(node).into_iter().flatten() {
+            widen(piece, q, span);
+            if piece.uncertainty_ns > settings.max_uncertainty_ns as f64 && !piece.flagged {
+                piece.flagged = true;
+                flag = true;
+            }
+        }
+        if flag {
+            s.flagged = true;
+            if !w.flagged.contains(&(node as NodeId)) {
+                w.flagged.push(node as NodeId);
+            }
+        }
+    }
+    w.flagged.sort_unstable();
+}
+
+/// The wander measured as a run's windows close (the online model, `online::History`):
+/// per node the statistical offset and drift of its last window and its running sums of
+/// P² excess and of what a unit q² explains; the network's sums likewise. Each window
+/// costs O(1) per node (a median over the window's nodes for the outlier cut), whatever
+/// the run's length.
+#[derive(Debug, Clone, Default)]
+pub struct WanderSoFar {
+    /// Indexed by node: its segment in the last window it had one, before any widening.
+    last: Vec<Option<ClockSegment>>,
+    /// Indexed by node: sum of P² minus its noise, and of `P_PER_Q2T3` T³ (ns², ns²/(ppb²/s)).
+    excess: Vec<f64>,
+    per_q2: Vec<f64>,
+    /// The network's sums over its residuals without the outliers, and the count and
+    /// sum of `per_q2` of all of them (the prior's weight).
+    network_excess: f64,
+    network_per_q2: f64,
+    residuals: usize,
+    residuals_per_q2: f64,
+    /// Each node's q after the last window (ppb/sqrt(s); None before any residual).
+    q: Vec<Option<f64>>,
+}
+
+impl WanderSoFar {
+    /// Measures `w`'s prediction residuals (each node's offset against its previous
+    /// window's line, where that window is the one just before), adds them to the sums,
+    /// and widens `w`'s segments by each node's q so far. Call once per window, in order.
+    pub fn add_window(&mut self, w: &mut WindowEstimate, reference: NodeId, settings: &EstimatorSettings) {
+        let n = w.segments.len();
+        if self.last.len() < n {
+            self.last.resize(n, None);
+            self.excess.resize(n, 0.0);
+            self.per_q2.resize(n, 0.0);
+        }
+        let allowance_var = allowance_sigma_ns(settings.asymmetry_allowance_ns).powi(2);
+        let stat_var = |s: &ClockSegment| (s.uncertainty_ns.powi(2) - allowance_var).max(0.0);
+        let mut residuals = Vec::new();
+        // Re-anchored windows carry another clock's extrapolation: not this node's bend.
+        let anchored = !w.anchors.is_empty();
+        for (node, seg) in w.segments.iter().enumerate() {
+            let now = seg.filter(|s| s.uncertainty_ns < f64::MAX);
+            let before = std::mem::replace(&mut self.last[node], now);
+            let (Some(b), Some(a)) = (now, before) else { continue };
+            if node == reference as usize || anchored || a.window_id + 1 != b.window_id || a.drift_uncertainty_ppb == f64::MAX {
+                continue;
+            }
+            let gap_s = (b.mid_local_ns - a.mid_local_ns) as f64 * 1e-9;
+            if !(gap_s > 0.0) {
+                continue;
+            }
+            // ppb x s = ns.
+            let p = b.offset_ns - (a.offset_ns + a.drift_ppb * gap_s);
+            residuals.push(Triple {
+                node,
+                d2: p * p,
+                noise: stat_var(&b) + stat_var(&a) + (a.drift_uncertainty_ppb * gap_s).powi(2),
+                per_q2: P_PER_Q2T3 * gap_s.powi(3),
+            });
+        }
+        for r in &residuals {
+            self.excess[r.node] += r.d2 - r.noise;
+            self.per_q2[r.node] += r.per_q2;
+            self.residuals += 1;
+            self.residuals_per_q2 += r.per_q2;
+        }
+        if let Some((excess, per_q2)) = without_outliers(&residuals) {
+            self.network_excess += excess;
+            self.network_per_q2 += per_q2;
+        }
+        self.q = if self.network_per_q2 > 0.0 {
+            let network = (self.network_excess / self.network_per_q2).max(0.0);
+            let prior = PRIOR_TRIPLES * self.residuals_per_q2 / self.residuals as f64;
+            (0..n).map(|i| Some(shrunk_q(self.excess[i], self.per_q2[i], network, prior))).collect()
+        } else {
+            vec![None; n]
+        };
+        if let Some(r) = self.q.get_mut(reference as usize) {
+            *r = None;
+        }
+        widen_window(w, &self.q, reference, Span::Online, settings);
+    }
+
+    /// Each node's q (ppb/sqrt(s), against the reference) as of the last window; None
+    /// before any residual (the run's first window) and for the reference.
+    pub fn q_ppb(&self) -> Vec<Option<f64>> {
+        self.q.clone()
+    }
+}
+
+/// Where a window's drift span lies, which sets how far the wander bends its line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Span {
+    /// The run model inside the run: one window either side.
+    Centred,
+    /// The run model's first and last window: the span shifted inwards.
+    RunEnd,
+    /// The online model: the window and the one before it (`online::History`).
+    Online,
+}
+
 /// A segment's offset and drift sigmas with the bend of a wander of `q_ppb` (ppb/sqrt(s))
 /// over its window added in quadrature; unknown sigmas stay unknown.
-fn widen(s: &mut ClockSegment, q_ppb: f64, end_of_run: bool) {
+fn widen(s: &mut ClockSegment, q_ppb: f64, span: Span) {
     let t_s = (s.end_local_ns - s.start_local_ns) as f64 * 1e-9;
-    let (mid, drift) = if end_of_run { (MID_PER_Q_END, DRIFT_PER_Q_END) } else { (MID_PER_Q, DRIFT_PER_Q) };
+    let (mid, drift) = match span {
+        Span::Centred => (MID_PER_Q, DRIFT_PER_Q),
+        Span::RunEnd => (MID_PER_Q_END, DRIFT_PER_Q_END),
+        Span::Online => (MID_PER_Q_ONLINE, DRIFT_PER_Q_END),
+    };
     if s.uncertainty_ns < f64::MAX {
         s.uncertainty_ns = s.uncertainty_ns.hypot(mid * q_ppb * t_s.powf(1.5));
     }
@@ -181,27 +310,39 @@ fn wander_per_node(n: usize, triples: &[Triple]) -> Vec<Option<f64>> {
         excess[t.node] += t.d2 - t.noise;
         per_q2[t.node] += t.per_q2;
     }
-    (0..n)
-        .map(|i| {
-            let prior = PRIOR_TRIPLES * mean_per_q2;
-            let q2 = (excess[i] + prior * network) / (per_q2[i] + prior);
-            Some(q2.max(0.0).sqrt().min(MAX_Q_PPB))
-        })
-        .collect()
+    (0..n).map(|i| Some(shrunk_q(excess[i], per_q2[i], network, PRIOR_TRIPLES * mean_per_q2))).collect()
+}
+
+/// A node's q (ppb/sqrt(s)): its own excess and unit-q² weight pooled with `prior` of
+/// the network's q², capped at `MAX_Q_PPB`.
+fn shrunk_q(excess: f64, per_q2: f64, network_q2: f64, prior: f64) -> f64 {
+    let q2 = (excess + prior * network_q2) / (per_q2 + prior);
+    q2.max(0.0).sqrt().min(MAX_Q_PPB)
 }
 
 /// The network's q² (ppb²/s): the excess over the noise summed over the triples, over what
 /// a unit q² predicts, without the outliers (`OUTLIER_RATIO`). Never below 0.
 fn network_q2(triples: &[Triple]) -> Option<f64> {
-    let mut ratios: Vec<f64> = triples.iter().map(|t| t.d2 / (t.noise + 1e-9)).collect();
-    ratios.sort_by(f64::total_cmp);
-    let median = *ratios.get(ratios.len() / 2)?;
-    let cut = OUTLIER_RATIO * median / CHI2_1_MEDIAN;
-    let (excess, per_q2) = triples
-        .iter()
-        .filter(|t| t.d2 / (t.noise + 1e-9) <= cut)
-        .fold((0.0, 0.0), |(e, p), t| (e + t.d2 - t.noise, p + t.per_q2));
+    let (excess, per_q2) = without_outliers(triples)?;
     (per_q2 > 0.0).then(|| (excess / per_q2).max(0.0))
+}
+
+/// The sums of the excess over the noise and of `per_q2` over the triples whose D² is
+/// within `OUTLIER_RATIO` times the median's expectation. None without any triple.
+fn without_outliers(triples: &[Triple]) -> Option<(f64, f64)> {
+    let mut ratios: Vec<f64> = triples.iter().map(|t| t.d2 / (t.noise + 1e-9)).collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    let half = ratios.len() / 2;
+    let median = *ratios.select_nth_unstable_by(half, f64::total_cmp).1;
+    let cut = OUTLIER_RATIO * median / CHI2_1_MEDIAN;
+    Some(
+        triples
+            .iter()
+            .filter(|t| t.d2 / (t.noise + 1e-9) <= cut)
+            .fold((0.0, 0.0), |(e, p), t| (e + t.d2 - t.noise, p + t.per_q2)),
+    )
 }
 
 #[cfg(test)]
@@ -248,6 +389,85 @@ mod tests {
         assert_eq!(wander_per_node(3, &[]), vec![None; 3]);
     }
 
+    /// One online window of `n` nodes (node 0 the reference) whose offsets are given, each
+    /// with a statistical sigma of 10 ns and a drift of 0 +- 1 ppb, over [15k, 15k + 15) s.
+    fn online_window(k: u64, offsets_ns: &[f64]) -> WindowEstimate {
+        let segments = offsets_ns
+            .iter()
+            .map(|&offset_ns| {
+                Some(ClockSegment {
+                    window_id: k,
+                    start_local_ns: k as i64 * 15_000_000_000,
+                    end_local_ns: (k as i64 + 1) * 15_000_000_000,
+                    mid_local_ns: k as i64 * 15_000_000_000 + 7_500_000_000,
+                    offset_ns,
+                    drift_ppb: 0.0,
+                    bound_ns: 1e3,
+                    uncertainty_ns: 10.0,
+                    drift_uncertainty_ppb: 1.0,
+                    flagged: false,
+                    break_at_start: false,
+                })
+            })
+            .collect::<Vec<_>>();
+        let n = segments.len();
+        WindowEstimate {
+            window_id: k,
+            counts: Default::default(),
+            edges: Vec::new(),
+            network: crate::estimate::network::NetworkSolution {
+                offset_ns: vec![None; n],
+                rate: vec![None; n],
+                edges: Vec::new(),
+                unreachable: Vec::new(),
+                rms_offset_residual_ns: 0.0,
+                rms_drift_residual_ppb: 0.0,
+                cg_iterations: 0,
+            },
+            segments,
+            pieces: vec![Vec::new(); n],
+            unreachable: Vec::new(),
+            flagged: Vec::new(),
+            anchors: Vec::new(),
+            beyond_allowance: Vec::new(),
+        }
+    }
+
+    /// Online, window after window, on clocks that hold their line but for the noise of
+    /// their sigmas: the first window has nothing measured and is left as it is; later
+    /// ones measure a q that is the noise's (under 3 ppb/sqrt(s)). Node 5 steps by 100 us
+    /// in window 3: its own q goes to the cap, every other node's stays small (the step
+    /// is out of the network's sums), and the reference gets none.
+    #[test]
+    fn online_q_measures_each_node_and_keeps_a_step_with_its_node() {
+        let settings = EstimatorSettings { asymmetry_allowance_ns: 0.0, ..EstimatorSettings::default() };
+        let mut so_far = WanderSoFar::default();
+        // Deterministic noise of about the stated 10 ns.
+        let noise = |k: u64, i: usize| 10.0 * (((k as usize * 64 + i) * 2_654_435_761usize % 1000) as f64 / 500.0 - 1.0) * 1.7;
+        for k in 0..8u64 {
+            let offsets: Vec<f64> = (0..64).map(|i| if i == 0 { 0.0 } else { 1e3 * i as f64 + noise(k, i) + if i == 5 && k >= 3 { 1e5 } else { 0.0 } }).collect();
+            let mut w = online_window(k, &offsets);
+            so_far.add_window(&mut w, 0, &settings);
+            let q = so_far.q_ppb();
+            if k == 0 {
+                assert!(q.iter().all(Option::is_none), "{q:?}");
+                assert!(w.segments.iter().flatten().all(|s| s.uncertainty_ns == 10.0));
+                continue;
+            }
+            assert_eq!(q[0], None);
+            for (i, q) in q.iter().enumerate().skip(1) {
+                let q = q.expect("measured");
+                if i == 5 && k >= 3 {
+                    assert_eq!(q, MAX_Q_PPB, "window {k}");
+                } else {
+                    assert!(q < 3.0, "node {i}, window {k}: q {q:.2}");
+                }
+            }
+        }
+        // The state is one segment and two sums per node, whatever the run's length.
+        assert_eq!((so_far.last.len(), so_far.excess.len(), so_far.residuals), (64, 64, 7 * 63));
+    }
+
     /// A piece bends by the wander over its own span: a third of a 15 s window widens by
     /// (1/3)^1.5 of what the whole window does, and an unknown sigma stays unknown.
     #[test]
@@ -266,8 +486,8 @@ mod tests {
             break_at_start: false,
         };
         let (mut window, mut piece) = (seg(15), seg(5));
-        widen(&mut window, 20.0, false);
-        widen(&mut piece, 20.0, false);
+        widen(&mut window, 20.0, Span::Centred);
+        widen(&mut piece, 20.0, Span::Centred);
         let ratio = piece.uncertainty_ns / window.uncertainty_ns;
         assert!((ratio - (1.0f64 / 3.0).powf(1.5)).abs() < 1e-9, "{ratio}");
         assert_eq!(piece.drift_uncertainty_ppb, f64::MAX);
