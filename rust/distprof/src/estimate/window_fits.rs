@@ -3,7 +3,7 @@
 //! (`drift`) and the shared fits (`shared`) read and change its lines, and `online::solve`
 //! turns it into node clocks. Its own module so that none of those reach into another.
 
-use super::breaks::{EdgeSlices, Slice};
+use super::breaks::{EdgeSlices, NodeStep, Slice};
 use super::fit::EdgeLine;
 use super::hull::{FitError, Line};
 use super::network::EdgeVerdict;
@@ -74,6 +74,9 @@ pub struct WindowFits {
     pub(super) edges: Vec<EdgeReport>,
     /// The edges with a line, in (src, dst) order.
     pub(super) fitted: Vec<FittedEdge>,
+    /// The nodes whose clock steps inside the window, found before the solve
+    /// (`breaks::find_steps`): their edges are fitted on one side of the step.
+    pub(super) steps: Vec<NodeStep>,
 }
 
 /// An edge with a line: what the network solve and the bound need of it.
@@ -120,6 +123,9 @@ impl WindowFits {
         for f in &mut out.fitted {
             f.key = (at(f.key.0), at(f.key.1));
         }
+        for s in &mut out.steps {
+            s.node = at(s.node);
+        }
         (out, ids)
     }
 
@@ -138,6 +144,11 @@ impl WindowFits {
                 }
             }
         }
+    }
+
+    /// The nodes whose clock steps inside this window (`breaks::find_steps`).
+    pub fn steps(&self) -> &[NodeStep] {
+        &self.steps
     }
 
     /// Each fitted edge's calibrated sigma (`uncertainty::edge_sigma_ns`), in the order

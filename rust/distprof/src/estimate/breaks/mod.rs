@@ -31,6 +31,9 @@ use super::points::Point;
 use super::window_fits::WindowFits;
 use crate::model::ClockSegment;
 
+mod steps;
+pub use steps::{find_steps, keeps_point, NodeStep};
+
 /// Length of one slice of an edge's points, ns. Each slice's extremes are a min filter of
 /// ~12 probe pairs (40 ms cadence): longer slices lower the noise of each value, shorter
 /// ones place a break more finely. 0.5 s places a 1 ppm kink to well under 100 ns of phase.
@@ -539,7 +542,12 @@ pub fn node_breaks(fits: &WindowFits, solution: &NetworkSolution) -> Vec<Option<
     let half = window_ns as f64 / 2.0;
     node_edges(fits, solution)
         .iter()
-        .map(|edges| {
+        .enumerate()
+        .map(|(node, edges)| {
+            // A step found before the solve (`steps`) places the node's pieces itself.
+            if let Some(step) = fits.steps.iter().find(|s| s.node as usize == node) {
+                return Some(steps::node_breaks_at_step(fits, edges, step, half));
+            }
             let samples: Vec<(f64, f64)> = edges
                 .iter()
                 .flat_map(|e| {
