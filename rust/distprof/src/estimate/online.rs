@@ -8,7 +8,7 @@
 
 use super::allowance::{nodes_beyond_allowance, total_sigma_ns};
 use super::bound::{edge_uncertainty_ns, node_bounds_ns};
-use super::breaks::{edge_slices, find_steps, keeps_point, node_breaks, pieces, NodeStep};
+use super::breaks::{edge_slices, find_steps, keeps_point, node_breaks, pieces, repeated_readings, NodeStep};
 use super::uncertainty::node_sigmas_ns;
 use super::failover::Anchor;
 use super::fit::fit_edge;
@@ -148,8 +148,11 @@ fn fitted_edge(
         fit_edge(settings.estimator, &side, settings.svm_c)?
     };
     let (fwd, rev) = if line.all_packets { (&e.fwd_all, &e.rev_all) } else { (&e.fwd, &e.rev) };
-    let slices = edge_slices(fwd, rev, &line.line, window.end_ns.saturating_sub(window.start_ns));
-    Ok(FittedEdge { report: 0, key: (e.src, e.dst), y_origin_ns: e.y_origin_ns, gap_noise_ns: e.gap_noise_ns, line, slices })
+    let window_ns = window.end_ns.saturating_sub(window.start_ns);
+    let slices = edge_slices(fwd, rev, &line.line, window_ns);
+    let sent = if e.fwd_all.is_empty() { &e.fwd } else { &e.fwd_all };
+    let src_repeats = repeated_readings(sent, window_ns);
+    Ok(FittedEdge { report: 0, key: (e.src, e.dst), y_origin_ns: e.y_origin_ns, gap_noise_ns: e.gap_noise_ns, line, slices, src_repeats })
 }
 
 /// Fits every edge of a node that steps inside the window again, on the side of the step

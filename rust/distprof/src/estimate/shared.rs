@@ -198,6 +198,7 @@ impl WindowFits {
                             .map(|s| Slice { fwd: Point { x_ns: s[0] + shift_ns, y_ns: s[1] }, rev: Point { x_ns: s[2] + shift_ns, y_ns: s[3] } })
                             .collect(),
                     },
+                    src_repeats: None,
                 });
             }
         }

@@ -91,6 +91,9 @@ pub(super) struct FittedEdge {
     /// The edge's points per slice of the window, about a line: what `breaks` finds a
     /// node's step or frequency change in. Empty for fits that carry none (older planes).
     pub(super) slices: EdgeSlices,
+    /// Where the src's clock read the same times twice (x from the window midpoint): it
+    /// stepped back there (`breaks::repeated_readings`). None for fits from a plane.
+    pub(super) src_repeats: Option<(f64, f64)>,
 }
 
 impl WindowFits {

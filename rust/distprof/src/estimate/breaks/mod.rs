@@ -24,6 +24,10 @@
 //!    deviation fit at the piece's midpoint added to the window's: a short piece with
 //!    little data says so. Merge follows each piece's own line across the break
 //!    (`ClockSegment::break_at_start`).
+//!
+//! A step of a millisecond or more wrecks the node's edge lines before any of this, and the
+//! network would reject them: such steps are found before the solve and the node's edges
+//! fitted on one side of them (`steps`); the node's pieces then come from there.
 
 use super::hull::Line;
 use super::network::NetworkSolution;
@@ -32,7 +36,7 @@ use super::window_fits::WindowFits;
 use crate::model::ClockSegment;
 
 mod steps;
-pub use steps::{find_steps, keeps_point, NodeStep};
+pub use steps::{find_steps, keeps_point, repeated_readings, NodeStep};
 
 /// Length of one slice of an edge's points, ns. Each slice's extremes are a min filter of
 /// ~12 probe pairs (40 ms cadence): longer slices lower the noise of each value, shorter
@@ -583,15 +587,20 @@ pub fn pieces(seg: &ClockSegment, own: Option<&NodeBreaks>, reference: Option<&N
     let mid = seg.mid_local_ns;
     // The reference reads G; this node reads G + offset at the same instant.
     let shift = seg.offset_ns;
-    let breaks = |b: Option<&NodeBreaks>, by: f64| b.map_or(Vec::new(), |b| b.deviation.breaks.iter().map(|x| x.at_ns + by).collect());
-    let mut cuts: Vec<i64> = breaks(own, 0.0)
+    let breaks = |b: Option<&NodeBreaks>, by: f64| b.map_or(Vec::new(), |b| b.deviation.breaks.iter().map(|x| (x.at_ns + by, x.step)).collect());
+    let mut cuts: Vec<(i64, bool)> = breaks(own, 0.0)
         .into_iter()
         .chain(breaks(reference, shift))
-        .map(|b| mid.saturating_add(b.round() as i64))
-        .filter(|&c| c > seg.start_local_ns && c < seg.end_local_ns)
+        .map(|(b, step)| (mid.saturating_add(b.round() as i64), step))
+        .filter(|&(c, _)| c > seg.start_local_ns && c < seg.end_local_ns)
         .collect();
     cuts.sort_unstable();
-    cuts.dedup();
+    // Steps of this node's clock and the reference's that close together are one step of
+    // both (a leap second: every clock steps back alike, each at its own midnight), placed
+    // to the slices' half second: a piece between the two cuts would be judged at an
+    // instant that no estimate places.
+    cuts.dedup_by(|later, kept| later.0 == kept.0 || (later.1 && kept.1 && later.0 - kept.0 < steps::ONE_STEP_NS));
+    let cuts: Vec<i64> = cuts.into_iter().map(|c| c.0).collect();
     if cuts.is_empty() {
         return Vec::new();
     }

@@ -48,6 +48,11 @@ const GUARD_NS: f64 = SLICE_NS as f64;
 /// can be (`network::MAX_ABS_RATE`).
 const UNKNOWN_SLOPE_SIGMA: f64 = 1e-3;
 
+/// Two steps found before the solve, one of a node's clock and one of the reference's,
+/// closer than this in the node's clock are one step of both (`super::pieces`): each is
+/// placed to within its guard.
+pub(super) const ONE_STEP_NS: i64 = 2 * GUARD_NS as i64;
+
 /// Which side of its step a node's window line is fitted on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
@@ -159,7 +164,8 @@ fn edge_jump(fits: &WindowFits, k: usize) -> Option<Jump> {
 /// its clock.
 pub fn find_steps(fits: &WindowFits) -> Vec<NodeStep> {
     let n = fits.spec.num_nodes as usize;
-    let half = (fits.spec.end_local_ns - fits.spec.start_local_ns).max(0) as f64 / 2.0;
+    let window = fits.window();
+    let half = window.end_ns.saturating_sub(window.start_ns) as f64 / 2.0;
     // Per node: how many edges have slices, and their jumps as (size, readings).
     let mut with_slices = vec![0usize; n];
     let mut jumps: Vec<Vec<(f64, [f64; 2])>> = vec![Vec::new(); n];
@@ -202,7 +208,85 @@ pub fn find_steps(fits: &WindowFits) -> Vec<NodeStep> {
         let side = if lo + half >= half - hi { Side::Before } else { Side::After };
         steps.push(NodeStep { node: node as NodeId, lo_ns: lo, hi_ns: hi, size_ns, side });
     }
+    // A node whose theta jumps is placed by that (its size to microseconds); the others
+    // by their own repeated readings.
+    for r in repeats(fits, half) {
+        if !steps.iter().any(|s| s.node == r.node) {
+            steps.push(r);
+        }
+    }
+    steps.sort_by_key(|s| s.node);
     steps
+}
+
+/// A slice of an edge's forward points (x in the src clock) holds readings of both
+/// passes of a backward step when it has this many times the edge's median count: probes
+/// go out at a steady cadence in true time.
+const REPEATED_DENSITY: f64 = 1.6;
+
+/// Where the src's clock read the same times twice in the window of `window_ns` (x from
+/// its midpoint): the slices of `SLICE_NS` that hold this many times the median count of
+/// forward points, when they are contiguous. A backward step of the clock by s makes the
+/// node read its last |s| before the step again; when every node steps alike (a leap
+/// second) no clock difference shows it, but the node's own readings do.
+pub fn repeated_readings(fwd: &[Point], window_ns: i64) -> Option<(f64, f64)> {
+    let half = window_ns as f64 / 2.0;
+    let count = (window_ns.max(0) as u64).div_ceil(SLICE_NS as u64) as usize;
+    if !(4..=7_200).contains(&count) {
+        return None;
+    }
+    let mut per = vec![0usize; count];
+    for p in fwd {
+        let k = ((p.x_ns + half) / SLICE_NS as f64).floor();
+        if k >= 0.0 && (k as usize) < count {
+            per[k as usize] += 1;
+        }
+    }
+    // The last slice of a window that does not end on a slice is short.
+    let full = if window_ns % SLICE_NS == 0 { count } else { count - 1 };
+    let mut counts: Vec<f64> = per[..full].iter().map(|&c| c as f64).collect();
+    let typical = median(&mut counts);
+    if typical < 4.0 {
+        return None;
+    }
+    let dense: Vec<usize> = (0..full).filter(|&k| per[k] as f64 >= REPEATED_DENSITY * typical).collect();
+    let (&first, &last) = (dense.first()?, dense.last()?);
+    // One region, not a few busy slices here and there.
+    if last - first + 1 != dense.len() {
+        return None;
+    }
+    let at = |k: usize| -half + (k as f64) * SLICE_NS as f64;
+    Some((at(first), at(last + 1)))
+}
+
+/// The steps back of the nodes whose own readings repeat on at least half of the edges
+/// they probe (and two), over the same region of their clock: `find_steps` for a step
+/// that every clock takes alike.
+fn repeats(fits: &WindowFits, half: f64) -> Vec<NodeStep> {
+    let n = fits.spec.num_nodes as usize;
+    let mut probed = vec![0usize; n];
+    let mut spans: Vec<Vec<(f64, f64)>> = vec![Vec::new(); n];
+    for f in &fits.fitted {
+        let src = f.key.0 as usize;
+        if src < n {
+            probed[src] += 1;
+            spans[src].extend(f.src_repeats);
+        }
+    }
+    let mut out = Vec::new();
+    for (node, spans) in spans.iter().enumerate() {
+        let overlapping = |c: &(f64, f64)| spans.iter().filter(|s| s.0 <= c.1 + GUARD_NS && c.0 <= s.1 + GUARD_NS).copied().collect::<Vec<_>>();
+        let Some(best) = spans.iter().map(overlapping).max_by_key(|a| a.len()) else { continue };
+        if best.len() < 2 || 2 * best.len() < probed[node] {
+            continue;
+        }
+        let from = best.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+        let to = best.iter().map(|s| s.1).fold(f64::NEG_INFINITY, f64::max);
+        let (lo, hi) = (from - GUARD_NS, to + GUARD_NS);
+        let side = if lo + half >= half - hi { Side::Before } else { Side::After };
+        out.push(NodeStep { node: node as NodeId, lo_ns: lo, hi_ns: hi, size_ns: -(to - from), side });
+    }
+    out
 }
 
 /// The breaks of a node with a step found before the solve: one step, cut in the middle
