@@ -17,6 +17,11 @@
 //! same side of the step, the longer one (`keeps_point`): the network sees the node's
 //! clock on that side, consistent on every edge. The other side becomes the node's other
 //! piece, fitted from the same edges' slices there (`node_breaks_at_step`).
+//!
+//! When every clock steps back alike (a leap second, each host at its own midnight) no
+//! edge's theta jumps, but each node reads the times before its step twice: the slices of
+//! its own clock there hold twice the probes it sends (`repeated_readings`). Such a node's
+//! edges are fitted before the step in the same way.
 
 use super::{median, piece_line, Break, Deviation, NodeBreaks, NodeEdge, PieceLine, SLICE_NS};
 use crate::context::NodeId;
