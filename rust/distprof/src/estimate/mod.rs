@@ -11,7 +11,9 @@
 //! (`online::History`), both sides for the model a run delivers (`smoother`);
 //! `stamp_mapping` adds what hardware stamps' mapping to the host clock may cost.
 //! `breaks` finds a step or a frequency change of a node's clock inside a window and cuts
-//! its segment into pieces there. `failover` solves a run's windows in order and
+//! its segment into pieces there; a step of a millisecond or more is found before the
+//! solve (`breaks::find_steps`, in `online::fit_window`), and the node's edges are fitted
+//! on one side of it. `failover` solves a run's windows in order and
 //! re-anchors those the reference cannot place on a surviving node; `wander` widens a
 //! whole run's sigmas by the bend of the clocks' wander it measures. See
 //! docs/estimation.md.

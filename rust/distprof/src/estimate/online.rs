@@ -8,13 +8,14 @@
 
 use super::allowance::{nodes_beyond_allowance, total_sigma_ns};
 use super::bound::{crossing_ns, edge_uncertainty_ns, node_bounds_ns};
-use super::breaks::{edge_slices, node_breaks, pieces};
+use super::breaks::{edge_slices, find_steps, keeps_point, node_breaks, pieces, repeated_readings, NodeStep};
 use super::uncertainty::node_sigmas_ns;
 use super::wander::WanderSoFar;
 use super::failover::Anchor;
 use super::fit::fit_edge;
+use super::hull::FitError;
 use super::network::{self, EdgeObs, NetworkSolution};
-use super::points::map_edges;
+use super::points::{map_edges, EdgePoints, Point, WindowBounds};
 use super::window_fits::{EdgeReport, FittedEdge, WindowFits, WindowSpec};
 use std::collections::VecDeque;
 use super::purity::{PurityCounts, PurityTolerance};
@@ -117,20 +118,14 @@ pub fn estimate_fits_with_history(mut fits: WindowFits, settings: &EstimatorSett
 
 /// Every edge of one window fitted with the configured estimator.
 pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &EstimatorSettings) -> WindowFits {
-    let mut fits = WindowFits { spec: *spec, counts: PurityCounts::default(), edges: Vec::new(), fitted: Vec::new() };
+    let mut fits = WindowFits { spec: *spec, counts: PurityCounts::default(), edges: Vec::new(), fitted: Vec::new(), steps: Vec::new() };
     let window = fits.window();
     let tol = PurityTolerance { abs_ns: settings.purity_abs_tolerance_ns, rel: settings.purity_rel_tolerance };
     // Only the round-trip baselines read the per-probe list.
     let want_probes = matches!(settings.estimator, EstimatorKind::Ntp | EstimatorKind::TwoPoint);
-    let window_ns = window.end_ns.saturating_sub(window.start_ns);
     let (edges, counts) = map_edges(records, spec.num_nodes, window, tol, want_probes, |e| {
         let report = EdgeReport::unfitted(e.src, e.dst, e.counts, None);
-        let fitted = fit_edge(settings.estimator, e, settings.svm_c).map(|line| {
-            let (fwd, rev) = if line.all_packets { (&e.fwd_all, &e.rev_all) } else { (&e.fwd, &e.rev) };
-            let slices = edge_slices(fwd, rev, &line.line, window_ns);
-            FittedEdge { report: 0, key: (e.src, e.dst), y_origin_ns: e.y_origin_ns, gap_noise_ns: e.gap_noise_ns, line, slices }
-        });
-        (report, fitted)
+        (report, fitted_edge(e, &[], window, settings))
     });
     fits.counts = counts;
     for (mut report, fitted) in edges {
@@ -140,7 +135,64 @@ pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Estimat
         }
         fits.edges.push(report);
     }
+    fits.steps = find_steps(&fits);
+    if !fits.steps.is_empty() {
+        refit_stepping_edges(&mut fits, records, tol, want_probes, settings);
+    }
     fits
+}
+
+/// One edge's line and slices; with `steps`, the line only from the points on the fitted
+/// side of each step of its ends (`breaks::keeps_point`), the slices from all of them
+/// (the pieces on the other side are fitted from those).
+fn fitted_edge(
+    e: &EdgePoints,
+    steps: &[NodeStep],
+    window: WindowBounds,
+    settings: &EstimatorSettings,
+) -> Result<FittedEdge, FitError> {
+    let on_side = |points: &[Point]| -> Vec<Point> {
+        points.iter().filter(|p| keeps_point(steps, e.src, e.dst, e.y_origin_ns, p)).copied().collect()
+    };
+    let line = if steps.is_empty() {
+        fit_edge(settings.estimator, e, settings.svm_c)?
+    } else {
+        let probes = e.probes.iter().filter(|p| keeps_point(steps, e.src, e.dst, e.y_origin_ns, &p.fwd)).copied().collect();
+        let side = EdgePoints { fwd: on_side(&e.fwd), rev: on_side(&e.rev), fwd_all: on_side(&e.fwd_all), rev_all: on_side(&e.rev_all), probes, ..e.clone() };
+        fit_edge(settings.estimator, &side, settings.svm_c)?
+    };
+    let (fwd, rev) = if line.all_packets { (&e.fwd_all, &e.rev_all) } else { (&e.fwd, &e.rev) };
+    let window_ns = window.end_ns.saturating_sub(window.start_ns);
+    let slices = edge_slices(fwd, rev, &line.line, window_ns);
+    let sent = if e.fwd_all.is_empty() { &e.fwd } else { &e.fwd_all };
+    let src_repeats = repeated_readings(sent, window_ns);
+    Ok(FittedEdge { report: 0, key: (e.src, e.dst), y_origin_ns: e.y_origin_ns, gap_noise_ns: e.gap_noise_ns, line, slices, src_repeats })
+}
+
+/// Fits every edge of a node that steps inside the window again, on the side of the step
+/// its line is kept on (`breaks::find_steps`): one more pass over the records, in the rare
+/// windows with a step. An edge with too few points there loses its line.
+fn refit_stepping_edges(fits: &mut WindowFits, records: &[ProbeRecord], tol: PurityTolerance, want_probes: bool, settings: &EstimatorSettings) {
+    let steps = fits.steps.clone();
+    let touches = |src: NodeId, dst: NodeId| steps.iter().any(|s| s.node == src || s.node == dst);
+    let window = fits.window();
+    let (refits, _) = map_edges(records, fits.spec.num_nodes, window, tol, want_probes, |e| {
+        touches(e.src, e.dst).then(|| ((e.src, e.dst), fitted_edge(e, &steps, window, settings)))
+    });
+    for ((src, dst), refit) in refits.into_iter().flatten() {
+        let Some(report) = fits.edges.iter().position(|r| (r.src, r.dst) == (src, dst)) else { continue };
+        let at = fits.fitted.binary_search_by_key(&(src, dst), |f| f.key);
+        match (refit, at) {
+            (Ok(f), Ok(i)) => fits.fitted[i] = FittedEdge { report, ..f },
+            (Ok(f), Err(i)) => fits.fitted.insert(i, FittedEdge { report, ..f }),
+            (Err(err), at) => {
+                if let Ok(i) = at {
+                    fits.fitted.remove(i);
+                }
+                fits.edges[report].fit_error = Some(err);
+            }
+        }
+    }
 }
 
 /// The network solve, the bounds and the segments of one fitted window.

@@ -157,7 +157,9 @@ impl WindowFits {
             reference,
         };
         let mid = common.mid_ns();
-        let mut fits = WindowFits { spec, counts: PurityCounts::default(), edges: Vec::new(), fitted: Vec::new() };
+        // A node's steps are found from every point of its edges (`online::fit_window`); a
+        // plane carries lines and slices, so its windows are solved without them.
+        let mut fits = WindowFits { spec, counts: PurityCounts::default(), edges: Vec::new(), fitted: Vec::new(), steps: Vec::new() };
         let mut all: Vec<(NodeId, &SharedEdge, f64)> = Vec::new();
         for p in parts.iter().filter(|p| p.window_id == spec.window_id) {
             // This part's x = 0 lies at its own midpoint; the common x = 0 at `mid`.
@@ -196,6 +198,7 @@ impl WindowFits {
                             .map(|s| Slice { fwd: Point { x_ns: s[0] + shift_ns, y_ns: s[1] }, rev: Point { x_ns: s[2] + shift_ns, y_ns: s[3] } })
                             .collect(),
                     },
+                    src_repeats: None,
                 });
             }
         }

@@ -3,7 +3,7 @@
 //! (`drift`) and the shared fits (`shared`) read and change its lines, and `online::solve`
 //! turns it into node clocks. Its own module so that none of those reach into another.
 
-use super::breaks::{EdgeSlices, Slice};
+use super::breaks::{EdgeSlices, NodeStep, Slice};
 use super::fit::EdgeLine;
 use super::hull::{FitError, Line};
 use super::network::EdgeVerdict;
@@ -74,6 +74,9 @@ pub struct WindowFits {
     pub(super) edges: Vec<EdgeReport>,
     /// The edges with a line, in (src, dst) order.
     pub(super) fitted: Vec<FittedEdge>,
+    /// The nodes whose clock steps inside the window, found before the solve
+    /// (`breaks::find_steps`): their edges are fitted on one side of the step.
+    pub(super) steps: Vec<NodeStep>,
 }
 
 /// An edge with a line: what the network solve and the bound need of it.
@@ -88,6 +91,9 @@ pub(super) struct FittedEdge {
     /// The edge's points per slice of the window, about a line: what `breaks` finds a
     /// node's step or frequency change in. Empty for fits that carry none (older planes).
     pub(super) slices: EdgeSlices,
+    /// Where the src's clock read the same times twice (x from the window midpoint): it
+    /// stepped back there (`breaks::repeated_readings`). None for fits from a plane.
+    pub(super) src_repeats: Option<(f64, f64)>,
 }
 
 impl WindowFits {
@@ -120,6 +126,9 @@ impl WindowFits {
         for f in &mut out.fitted {
             f.key = (at(f.key.0), at(f.key.1));
         }
+        for s in &mut out.steps {
+            s.node = at(s.node);
+        }
         (out, ids)
     }
 
@@ -138,6 +147,11 @@ impl WindowFits {
                 }
             }
         }
+    }
+
+    /// The nodes whose clock steps inside this window (`breaks::find_steps`).
+    pub fn steps(&self) -> &[NodeStep] {
+        &self.steps
     }
 
     /// Each fitted edge's calibrated sigma (`uncertainty::edge_sigma_ns`), in the order

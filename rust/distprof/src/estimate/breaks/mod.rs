@@ -27,12 +27,19 @@
 //!    uncertainty of the deviation fit at the piece's midpoint added to the window's: a
 //!    short piece with little data says so. Merge follows each piece's own line across
 //!    the break (`ClockSegment::break_at_start`).
+//!
+//! A step of a millisecond or more wrecks the node's edge lines before any of this, and the
+//! network would reject them: such steps are found before the solve and the node's edges
+//! fitted on one side of them (`steps`); the node's pieces then come from there.
 
 use super::hull::Line;
 use super::network::NetworkSolution;
 use super::points::Point;
 use super::window_fits::WindowFits;
 use crate::model::ClockSegment;
+
+mod steps;
+pub use steps::{find_steps, keeps_point, repeated_readings, NodeStep};
 
 /// Length of one slice of an edge's points, ns. Each slice's extremes are a min filter of
 /// ~12 probe pairs (40 ms cadence): longer slices lower the noise of each value, shorter
@@ -598,11 +605,21 @@ pub fn node_breaks(fits: &WindowFits, solution: &NetworkSolution) -> Vec<Option<
     // of `deviation`: the joint solve of the neighbours' deviations is only paid for
     // where some clock breaks (bench scale/estimate: 512 nodes cost 283 ms per window
     // with it always, 222 without).
-    if edges.iter().all(|e| breaks_of(e, window_ns).is_none()) {
+    if fits.steps.is_empty() && edges.iter().all(|e| breaks_of(e, window_ns).is_none()) {
         return vec![None; edges.len()];
     }
+    // A step found before the solve (`steps`) places the node's pieces itself, from its
+    // edges' own slices (refit on one side of the step).
+    let at_step = |node: usize, edges: &[CleanEdge]| {
+        let step = fits.steps.iter().find(|s| s.node as usize == node)?;
+        let own: Vec<CleanEdge> =
+            edges.iter().map(|e| CleanEdge { edge: e.edge, slices: fits.fitted[e.edge.k].slices_about_line().collect() }).collect();
+        Some(steps::node_breaks_at_step(&own, step, half))
+    };
+    let stepped: Vec<Option<NodeBreaks>> = edges.iter().enumerate().map(|(i, e)| at_step(i, e)).collect();
     let clean = neighbours::clean_edges(fits, edges, window_ns);
-    let mut out: Vec<Option<NodeBreaks>> = clean.iter().map(|edges| breaks_of(edges, window_ns)).collect();
+    let mut out: Vec<Option<NodeBreaks>> =
+        clean.iter().zip(stepped).map(|(edges, stepped)| stepped.or_else(|| breaks_of(edges, window_ns))).collect();
     let reference = fits.spec.reference as usize;
     let any = out.iter().any(Option::is_some);
     let reference_breaks = out.get(reference).is_some_and(Option::is_some);
@@ -626,15 +643,22 @@ pub fn pieces(seg: &ClockSegment, own: Option<&NodeBreaks>, reference: Option<&N
     let mid = seg.mid_local_ns;
     // The reference reads G; this node reads G + offset at the same instant.
     let shift = seg.offset_ns;
-    let breaks = |b: Option<&NodeBreaks>, by: f64| b.and_then(|b| b.deviation.as_ref()).map_or(Vec::new(), |d| d.breaks.iter().map(|x| x.at_ns + by).collect());
-    let mut cuts: Vec<i64> = breaks(own, 0.0)
+    let breaks = |b: Option<&NodeBreaks>, by: f64| {
+        b.and_then(|b| b.deviation.as_ref()).map_or(Vec::new(), |d| d.breaks.iter().map(|x| (x.at_ns + by, x.step)).collect())
+    };
+    let mut cuts: Vec<(i64, bool)> = breaks(own, 0.0)
         .into_iter()
         .chain(breaks(reference, shift))
-        .map(|b| mid.saturating_add(b.round() as i64))
-        .filter(|&c| c > seg.start_local_ns && c < seg.end_local_ns)
+        .map(|(b, step)| (mid.saturating_add(b.round() as i64), step))
+        .filter(|&(c, _)| c > seg.start_local_ns && c < seg.end_local_ns)
         .collect();
     cuts.sort_unstable();
-    cuts.dedup();
+    // Steps of this node's clock and the reference's that close together are one step of
+    // both (a leap second: every clock steps back alike, each at its own midnight), placed
+    // to the slices' half second: a piece between the two cuts would be judged at an
+    // instant that no estimate places.
+    cuts.dedup_by(|later, kept| later.0 == kept.0 || (later.1 && kept.1 && later.0 - kept.0 < steps::ONE_STEP_NS));
+    let cuts: Vec<i64> = cuts.into_iter().map(|c| c.0).collect();
     if cuts.is_empty() {
         return Vec::new();
     }
