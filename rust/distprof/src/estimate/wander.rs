@@ -356,16 +356,8 @@ mod tests {
     /// estimates are unmoved by it.
     #[test]
     fn pooled_q_recovers_the_wander_and_a_step_stays_with_its_node() {
-        let mut state = 0x853c_49e6_748f_ea9bu64;
-        let mut gauss = move || {
-            let mut u = || {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-            };
-            (-2.0 * u().ln()).sqrt() * (std::f64::consts::TAU * u()).cos()
-        };
+        let mut noise = crate::estimate::test_noise::XorShift::new(0x853c_49e6_748f_ea9b);
+        let mut gauss = move || noise.gauss();
         let per_q2 = D_PER_Q2T3 * 15f64.powi(3);
         let (q2, noise) = (400.0, 40.0f64.powi(2));
         let mut triples: Vec<Triple> = (1..64)

@@ -1,6 +1,5 @@
 //! Breaks found from probes with known clocks: a servo's frequency change mid-window.
 
-use super::*;
 use crate::estimate::online::{estimate_window, WindowEstimate};
 use crate::estimate::settings::EstimatorSettings;
 use crate::estimate::window_fits::WindowSpec;
@@ -16,13 +15,8 @@ type Clock = Box<dyn Fn(f64) -> f64>;
 /// and 20 us of exponential queueing shared by a pair's two packets, 100 ns of
 /// independent stamping noise.
 fn window(clocks: &[Clock], seed: u64) -> WindowEstimate {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut unit = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut noise = crate::estimate::test_noise::XorShift::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut unit = move || noise.unit();
     let mut records = Vec::new();
     for src in 0..NODES {
         for dst in (0..NODES).filter(|&d| d != src) {
