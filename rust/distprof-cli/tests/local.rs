@@ -226,7 +226,7 @@ fn a_nic_clock_fault_is_seen_and_carried_into_the_uncertainty() {
     // of the step into it: under load 8-9, 1 run in 5 put node 1 233 us off at a sigma
     // of 134 us (its edge to node 2 crossed by 694 us: its points contradict any line).
     // Its sigma does not know of node 2's stamps; its bound, which holds whatever the
-    // network did with the other edges, does (350 us there).
+    // network did with the other edges, does (340 us there).
     let n2 = v["nodes"].as_array().unwrap().iter().find(|n| n["node"] == 2).unwrap();
     assert_eq!(n2["windows_within_bound"], n2["windows_estimated"], "{n2}");
     let windows = v["node_windows"].as_array().unwrap();
