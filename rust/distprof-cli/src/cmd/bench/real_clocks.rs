@@ -58,6 +58,21 @@ pub struct ScenarioFigures {
     pub source: &'static str,
     pub nodes: u32,
     pub seeds: Vec<u64>,
+    /// The run model's figures (the row's top-level keys).
+    #[serde(flatten)]
+    pub model: ModelFigures,
+    /// The online model's figures on the same runs (simulation only; None from local):
+    /// each window as it closes, with only the past windows (no failover, no pieces'
+    /// later neighbours), as the JSONL's window knows it.
+    pub online: Option<OnlineFigures>,
+    pub asymmetry_per_hop_ns: f64,
+    pub within_allowance: bool,
+}
+
+/// One model's p99 offset error, 2-sigma coverages and flagged share over one scenario's
+/// runs.
+#[derive(Serialize, Clone)]
+pub struct ModelFigures {
     /// Node-windows judged (the reference's own excluded).
     pub node_windows: usize,
     pub p99_offset_err_ns: Option<f64>,
@@ -67,40 +82,48 @@ pub struct ScenarioFigures {
     pub drift_coverage_2sigma: Option<f64>,
     pub flagged_fraction: f64,
     pub unreachable_node_windows: usize,
-    /// The online model's figures on the same runs (simulation only; None from local):
-    /// each window as it closes, with only the past windows (no failover, no pieces'
-    /// later neighbours), as the JSONL's window knows it.
-    pub online: Option<OnlineFigures>,
-    pub asymmetry_per_hop_ns: f64,
-    pub within_allowance: bool,
 }
 
-/// The online model's p99 offset error and 2-sigma coverages over one scenario's runs.
-#[derive(Serialize, Clone)]
-pub struct OnlineFigures {
-    pub node_windows: usize,
-    pub p99_offset_err_ns: Option<f64>,
-    pub coverage_2sigma: Option<f64>,
-    pub drift_coverage_2sigma: Option<f64>,
-    pub flagged_fraction: f64,
-    pub unreachable_node_windows: usize,
-    /// The median over nodes and runs of the wander the online model measured by each
-    /// run's end (ppb/sqrt(s) against the reference; `History::wander_q_ppb`).
-    pub wander_q_ppb_p50: Option<f64>,
-}
-
-impl OnlineFigures {
-    fn of(row: &Row, mut wander_q_ppb: Vec<f64>) -> OnlineFigures {
-        OnlineFigures {
+impl ModelFigures {
+    fn of(row: &Row) -> ModelFigures {
+        ModelFigures {
             node_windows: row.samples,
             p99_offset_err_ns: row.p99_offset_err_ns,
             coverage_2sigma: coverage(row.within_2_sigma, row.samples),
             drift_coverage_2sigma: coverage(row.drift_within_2_sigma, row.drift_uncertainty_known),
             flagged_fraction: row.flagged_fraction,
             unreachable_node_windows: row.unreachable_node_windows,
-            wander_q_ppb_p50: crate::stats::quantile(&mut wander_q_ppb, 0.5),
         }
     }
+
+    /// One line of the bench's text output; `extra` ends it.
+    fn print(&self, source: &str, scenario: &str, what: &str, extra: &str) {
+        println!(
+            "real clocks {:>10} {:>17}: {:>5} node-windows{what}, p99 offset error {:>12} ns, within 2 sigma {:>6} (drift {:>6}), flagged {:>5.3}, unreachable {}{extra}",
+            source,
+            scenario,
+            self.node_windows,
+            optional(self.p99_offset_err_ns, 1),
+            optional(self.coverage_2sigma, 3),
+            optional(self.drift_coverage_2sigma, 3),
+            self.flagged_fraction,
+            self.unreachable_node_windows
+        );
+    }
+}
+
+fn optional(x: Option<f64>, precision: usize) -> String {
+    x.map_or("-".to_string(), |x| format!("{x:.precision$}"))
+}
+
+/// The online model's figures, and the wander it measured.
+#[derive(Serialize, Clone)]
+pub struct OnlineFigures {
+    #[serde(flatten)]
+    pub model: ModelFigures,
+    /// The median over nodes and runs of the wander the online model measured by each
+    /// run's end (ppb/sqrt(s) against the reference; `History::wander_q_ppb`).
+    pub wander_q_ppb_p50: Option<f64>,
 }
 
 fn coverage(within: usize, of: usize) -> Option<f64> {
@@ -248,16 +271,16 @@ pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Resul
     }
     // The goal's floor holds where the uncertainty's assumption does; its ceiling (an
     // uncertainty so wide it says nothing) everywhere.
-    let within: Vec<f64> = scenarios.iter().filter(|s| s.within_allowance).filter_map(|s| s.coverage_2sigma).collect();
-    let all: Vec<f64> = scenarios.iter().filter_map(|s| s.coverage_2sigma).collect();
-    let online_within = scenarios.iter().filter(|s| s.within_allowance).filter_map(|s| s.online.as_ref()?.coverage_2sigma);
+    let within: Vec<f64> = scenarios.iter().filter(|s| s.within_allowance).filter_map(|s| s.model.coverage_2sigma).collect();
+    let all: Vec<f64> = scenarios.iter().filter_map(|s| s.model.coverage_2sigma).collect();
+    let online_within = scenarios.iter().filter(|s| s.within_allowance).filter_map(|s| s.online.as_ref()?.model.coverage_2sigma);
     let online_min_coverage_2sigma = online_within.reduce(f64::min);
     let disciplined = scenarios.iter().find(|s| s.scenario == "disciplined" && s.source == "simulation");
     Ok(Figures {
         min_coverage_2sigma: within.iter().copied().reduce(f64::min),
         max_coverage_2sigma: all.iter().copied().reduce(f64::max),
         online_min_coverage_2sigma,
-        disciplined_p99_offset_ns: disciplined.and_then(|s| s.p99_offset_err_ns),
+        disciplined_p99_offset_ns: disciplined.and_then(|s| s.model.p99_offset_err_ns),
         reference_failover_unreachable_fraction: failover,
         local_coverage: local_coverage(args)?,
         scenarios,
@@ -265,31 +288,9 @@ pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Resul
 }
 
 fn print(f: &ScenarioFigures) {
-    let v = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |x| format!("{x:.p$}"));
-    println!(
-        "real clocks {:>10} {:>17}: {:>5} node-windows, p99 offset error {:>12} ns, within 2 sigma {:>6} (drift {:>6}), flagged {:>5.3}, unreachable {}",
-        f.source,
-        f.scenario,
-        f.node_windows,
-        v(f.p99_offset_err_ns, 1),
-        v(f.coverage_2sigma, 3),
-        v(f.drift_coverage_2sigma, 3),
-        f.flagged_fraction,
-        f.unreachable_node_windows
-    );
+    f.model.print(f.source, f.scenario, "", "");
     if let Some(o) = &f.online {
-        println!(
-            "real clocks {:>10} {:>17}: {:>5} node-windows online, p99 offset error {:>5} ns, within 2 sigma {:>6} (drift {:>6}), flagged {:>5.3}, unreachable {}, wander {} ppb/sqrt(s)",
-            f.source,
-            f.scenario,
-            o.node_windows,
-            v(o.p99_offset_err_ns, 1),
-            v(o.coverage_2sigma, 3),
-            v(o.drift_coverage_2sigma, 3),
-            o.flagged_fraction,
-            o.unreachable_node_windows,
-            v(o.wander_q_ppb_p50, 1)
-        );
+        o.model.print(f.source, f.scenario, " online", &format!(", wander {} ppb/sqrt(s)", optional(o.wander_q_ppb_p50, 1)));
     }
 }
 
@@ -332,7 +333,8 @@ fn simulate(named: &NamedScenario, args: &RealClocksArgs, settings: &EstimatorSe
     let unreachable = (after_death > 0).then(|| unreachable_after_death as f64 / after_death as f64);
     let row = acc.row(nodes, distprof::config::EstimatorKind::Hull, true, Fit::Run);
     let mut figures = figures(named, "simulation", &row, seeds, settings.asymmetry_allowance_ns);
-    figures.online = Some(OnlineFigures::of(&online.row(nodes, distprof::config::EstimatorKind::Hull, true, Fit::Online), online_q));
+    let online = online.row(nodes, distprof::config::EstimatorKind::Hull, true, Fit::Online);
+    figures.online = Some(OnlineFigures { model: ModelFigures::of(&online), wander_q_ppb_p50: crate::stats::quantile(&mut online_q, 0.5) });
     Ok((figures, unreachable))
 }
 
@@ -343,12 +345,7 @@ fn figures(named: &NamedScenario, source: &'static str, row: &Row, seeds: Vec<u6
         source,
         nodes: row.nodes,
         seeds,
-        node_windows: row.samples,
-        p99_offset_err_ns: row.p99_offset_err_ns,
-        coverage_2sigma: coverage(row.within_2_sigma, row.samples),
-        drift_coverage_2sigma: coverage(row.drift_within_2_sigma, row.drift_uncertainty_known),
-        flagged_fraction: row.flagged_fraction,
-        unreachable_node_windows: row.unreachable_node_windows,
+        model: ModelFigures::of(row),
         online: None,
         asymmetry_per_hop_ns: named.asymmetry_per_hop_ns,
         within_allowance: named.asymmetry_per_hop_ns <= allowance_ns,
