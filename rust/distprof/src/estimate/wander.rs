@@ -204,6 +204,9 @@ pub struct WanderSoFar {
     residuals_per_q2: f64,
     /// Each node's q after the last window (ppb/sqrt(s); None before any residual).
     q: Vec<Option<f64>>,
+    /// Whether the last window was re-anchored (`failover`): its segments predict nothing
+    /// of a node's own bend.
+    last_anchored: bool,
 }
 
 impl WanderSoFar {
@@ -220,8 +223,13 @@ impl WanderSoFar {
         let allowance_var = allowance_sigma_ns(settings.asymmetry_allowance_ns).powi(2);
         let stat_var = |s: &ClockSegment| (s.uncertainty_ns.powi(2) - allowance_var).max(0.0);
         let mut residuals = Vec::new();
-        // Re-anchored windows carry another clock's extrapolation: not this node's bend.
-        let anchored = !w.anchors.is_empty();
+        // Re-anchored windows carry another clock's extrapolation: not this node's bend. As
+        // the run model leaves out every triple that touches one, a residual is left out
+        // where either of its windows was: once the reference places a node again, the
+        // carried line's miss is the extrapolation's error, and would take the node's q
+        // to the cap.
+        let previous_anchored = std::mem::replace(&mut self.last_anchored, !w.anchors.is_empty());
+        let anchored = previous_anchored || self.last_anchored;
         for (node, seg) in w.segments.iter().enumerate() {
             let now = seg.filter(|s| s.uncertainty_ns < f64::MAX);
             let before = std::mem::replace(&mut self.last[node], now);
@@ -434,10 +442,8 @@ mod tests {
     fn online_q_measures_each_node_and_keeps_a_step_with_its_node() {
         let settings = EstimatorSettings { asymmetry_allowance_ns: 0.0, ..EstimatorSettings::default() };
         let mut so_far = WanderSoFar::default();
-        // Deterministic noise of about the stated 10 ns.
-        let noise = |k: u64, i: usize| 10.0 * (((k as usize * 64 + i) * 2_654_435_761usize % 1000) as f64 / 500.0 - 1.0) * 1.7;
         for k in 0..8u64 {
-            let offsets: Vec<f64> = (0..64).map(|i| if i == 0 { 0.0 } else { 1e3 * i as f64 + noise(k, i) + if i == 5 && k >= 3 { 1e5 } else { 0.0 } }).collect();
+            let offsets: Vec<f64> = (0..64).map(|i| if i == 0 { 0.0 } else { 1e3 * i as f64 + stated_noise(k, i) + if i == 5 && k >= 3 { 1e5 } else { 0.0 } }).collect();
             let mut w = online_window(k, &offsets);
             so_far.add_window(&mut w, 0, &settings);
             let q = so_far.q_ppb();
@@ -458,6 +464,42 @@ mod tests {
         }
         // The state is one segment and two sums per node, whatever the run's length.
         assert_eq!((so_far.last.len(), so_far.excess.len(), so_far.residuals), (64, 64, 7 * 63));
+    }
+
+    /// Deterministic noise of about the stated 10 ns of `online_window`'s segments.
+    fn stated_noise(k: u64, i: usize) -> f64 {
+        10.0 * (((k as usize * 64 + i) * 2_654_435_761usize % 1000) as f64 / 500.0 - 1.0) * 1.7
+    }
+
+    /// Windows 3 and 4 are re-anchored (`failover`), and their carried lines miss node 3
+    /// by 50 us. When the reference places it again in window 5, that miss is the
+    /// extrapolation's, not node 3's bend: its q stays the noise's, as every node's does.
+    #[test]
+    fn the_window_after_a_re_anchored_stretch_measures_no_bend() {
+        let settings = EstimatorSettings { asymmetry_allowance_ns: 0.0, ..EstimatorSettings::default() };
+        let mut so_far = WanderSoFar::default();
+        let carried = 3..=4u64;
+        for k in 0..8u64 {
+            let miss = |i: usize| if i == 3 && carried.contains(&k) { 5e4 } else { 0.0 };
+            let offsets: Vec<f64> = (0..16).map(|i| if i == 0 { 0.0 } else { 1e3 * i as f64 + stated_noise(k, i) + miss(i) }).collect();
+            let mut w = online_window(k, &offsets);
+            if carried.contains(&k) {
+                w.anchors.push(crate::estimate::Anchor {
+                    window_id: k,
+                    node: 1,
+                    base_window_id: 2,
+                    extrapolated_ns: (k as i64 - 2) * 15_000_000_000,
+                    added_sigma_ns: 300.0,
+                    nodes_placed: 15,
+                    reason: crate::estimate::AnchorReason::ReferenceSilent,
+                });
+            }
+            so_far.add_window(&mut w, 0, &settings);
+        }
+        for (i, q) in so_far.q_ppb().iter().enumerate().skip(1) {
+            let q = q.expect("measured");
+            assert!(q < 3.0, "node {i}: q {q:.2}");
+        }
     }
 
     /// A piece bends by the wander over its own span: a third of a 15 s window widens by
