@@ -155,23 +155,34 @@ pub fn add_wander_terms<'a>(
 }
 
 /// Widens every node's segment and pieces of `w` by its `q` (none where q is None, and
-/// never the reference's: it is the timeline), flagging those it takes beyond
-/// `max_uncertainty_ns`.
+/// never the reference's: it is the timeline), and a segment carried through an anchor
+/// (`failover`) by the anchor's bend over the extrapolation (`extrapolation_bend_ns`),
+/// flagging those it takes beyond `max_uncertainty_ns`.
 fn widen_window(w: &mut WindowEstimate, q: &[Option<f64>], reference: NodeId, span: Span, settings: &EstimatorSettings) {
+    let bend_ns = extrapolation_bend_ns(w, q);
     for (node, seg) in w.segments.iter_mut().enumerate() {
-        let (Some(s), Some(q)) = (seg.as_mut(), q.get(node).copied().flatten()) else { continue };
+        let Some(s) = seg.as_mut() else { continue };
         if node == reference as usize {
             continue;
         }
-        widen(s, q, span);
-        // A window cut at a break (`breaks`) is corrected by its pieces: each bends
-        // by the wander over its own, shorter span.
-        let mut flag = s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged;
-        for piece in w.pieces.get_mut(node).into_iter().flatten() {
-            widen(piece, q, span);
-            if piece.uncertainty_ns > settings.max_uncertainty_ns as f64 && !piece.flagged {
-                piece.flagged = true;
-                flag = true;
+        // Placed by an anchor, not by the network's solve against the reference.
+        let carried = w.network.offset_ns.get(node).is_some_and(Option::is_none);
+        let mut flag = false;
+        if let Some(bend_ns) = bend_ns.filter(|_| carried && s.uncertainty_ns < f64::MAX) {
+            s.uncertainty_ns = s.uncertainty_ns.hypot(bend_ns);
+            flag = s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged;
+        }
+        if let Some(q) = q.get(node).copied().flatten() {
+            widen(s, q, span);
+            // A window cut at a break (`breaks`) is corrected by its pieces: each bends
+            // by the wander over its own, shorter span.
+            flag |= s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged;
+            for piece in w.pieces.get_mut(node).into_iter().flatten() {
+                widen(piece, q, span);
+                if piece.uncertainty_ns > settings.max_uncertainty_ns as f64 && !piece.flagged {
+                    piece.flagged = true;
+                    flag = true;
+                }
             }
         }
         if flag {
@@ -182,6 +193,28 @@ fn widen_window(w: &mut WindowEstimate, q: &[Option<f64>], reference: NodeId, sp
         }
     }
     w.flagged.sort_unstable();
+}
+
+/// How far a re-anchored window's anchor clock can have bent away from the line that
+/// carries it onto G (`failover::carry`), ns: the line was fitted t before this window's
+/// midpoint (`Anchor::extrapolated_ns`), and since then the anchor's frequency against the
+/// reference (q, measured before) random-walked, which no line can know. Two parts, in
+/// quadrature: the base's drift is off by the wander over its own span
+/// (`DRIFT_PER_Q_END` q sqrt(T), a run's last window's), carried over t; and the frequency
+/// walks on, whose phase t after a known point has variance q² t³ / 3. The stated sigma of
+/// the base carries neither (its drift sigma is the fit's, floored at 20 ppb). The largest
+/// over the window's anchors (a network cut in parts has one each; which node stood on
+/// which is not kept). None without an anchor whose q is known.
+fn extrapolation_bend_ns(w: &WindowEstimate, q: &[Option<f64>]) -> Option<f64> {
+    let window_s = w.segments.iter().flatten().next().map(|s| (s.end_local_ns - s.start_local_ns) as f64 * 1e-9)?;
+    w.anchors
+        .iter()
+        .filter_map(|a| {
+            let q = q.get(a.node as usize).copied().flatten()?;
+            let t_s = a.extrapolated_ns.max(0) as f64 * 1e-9;
+            Some(q * (DRIFT_PER_Q_END * window_s.sqrt() * t_s).hypot(t_s.powf(1.5) / 3f64.sqrt()))
+        })
+        .reduce(f64::max)
 }
 
 /// The wander measured as a run's windows close (the online model, `online::History`):
