@@ -27,6 +27,10 @@
 //! window of a run have their span shifted inwards and bend further. The constants hold for
 //! the default span (three windows, `EstimatorSettings::smoothing_radius` 1).
 //!
+//! A window re-anchored after the reference stopped (`failover`) carries its nodes onto G
+//! by the anchor's line of an earlier window; the anchor's own q states how far its clock
+//! bends away from that line over the extrapolation (`extrapolation_bend_ns`).
+//!
 //! The model of a whole run has it from every triple of the run (`estimate_run_windows`,
 //! merge's `solve_shared_run`). A window as it closes (`online`) has no later window, so
 //! `WanderSoFar` measures q from the windows seen so far instead, with the prediction
