@@ -98,9 +98,9 @@ pub struct ProtoWriter {
     names: LineNames,
     /// A packet being encoded (its length precedes it): the rare packets (`packet`).
     scratch: Vec<u8>,
-    /// Where the packets gather to be deflated (`PftraceCompression::Deflate`); None
-    /// writes them to `out` as they are.
-    runs: Option<PacketRuns>,
+    /// Where the packets gather in runs, to be deflated (`PftraceCompression::Deflate`)
+    /// or written as they are.
+    runs: PacketRuns,
     pub events: u64,
     /// Packets written.
     pub records: u64,
@@ -123,7 +123,7 @@ impl ProtoWriter {
             clock_ns: 0,
             names: LineNames::new(),
             scratch: Vec::new(),
-            runs: Some(PacketRuns::new()),
+            runs: PacketRuns::new(PftraceCompression::default()),
             events: 0,
             records: 0,
         }
@@ -137,25 +137,19 @@ impl ProtoWriter {
 
     /// Stores the packets as `compression` says (deflated by default).
     pub fn with_compression(mut self, compression: PftraceCompression) -> Self {
-        self.runs = match compression {
-            PftraceCompression::Deflate => Some(PacketRuns::new()),
-            PftraceCompression::None => None,
-        };
+        self.runs = PacketRuns::new(compression);
         self
     }
 
-    /// After each packet: deflates the run once it is full, writes the output's chunk once
-    /// there is one.
+    /// After each packet: once the run is full, moves it to the output (deflated or
+    /// plain) and writes the output's chunk if there is one.
     #[inline(always)]
     fn packet_done(&mut self) -> io::Result<()> {
-        match &mut self.runs {
-            Some(runs) if !runs.is_full() => Ok(()),
-            Some(runs) => {
-                runs.flush(self.out.buf())?;
-                self.out.maybe_flush()
-            }
-            None => self.out.maybe_flush(),
+        if !self.runs.is_full() {
+            return Ok(());
         }
+        self.runs.flush(self.out.buf())?;
+        self.out.maybe_flush()
     }
 
     /// Appends one packet: the sequence id, then what `body` writes.
@@ -167,7 +161,7 @@ impl ProtoWriter {
         put_varint_field(&mut c, SEQUENCE_ID, SEQUENCE);
         body(&mut c);
         drop(c);
-        let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
+        let mut c = Cursor::new(self.runs.buf());
         protobuf::write_len_header(&mut c, PACKET, inner.len());
         c.put(&inner);
         drop(c);
@@ -273,7 +267,7 @@ impl ProtoWriter {
         let packet_len = 2 + 4 + 1 + varint_len(ts);
         const { assert!(key(TRACK_EVENT, protobuf::LEN) < 0x80 && SEQUENCE < 0x80 && TYPE_SLICE_END < 0x80) };
         self.records += 1;
-        let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
+        let mut c = Cursor::new(self.runs.buf());
         c.put_fixed(
             [
                 key(PACKET, protobuf::LEN) as u8,
@@ -320,7 +314,7 @@ impl ProtoWriter {
         // Packet { sequence id, TrackEvent { type, name, args, flows }, interned names,
         // timestamp }, written where it goes, each length one byte to be set once known
         // (`set_begin_lengths`): no copy of the event, no second pass for its length.
-        let buf = sink(&mut self.runs, &mut self.out);
+        let buf = self.runs.buf();
         let at = buf.len();
         let mut c = Cursor::new(buf);
         c.put_fixed([key(PACKET, protobuf::LEN) as u8, 0, key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TRACK_EVENT, protobuf::LEN) as u8, 0], BEGIN_HEADER);
@@ -336,7 +330,7 @@ impl ProtoWriter {
         c.push(key(TIMESTAMP, protobuf::VARINT) as u8);
         write_varint(&mut c, ts);
         drop(c);
-        set_begin_lengths(sink(&mut self.runs, &mut self.out), at, event_len);
+        set_begin_lengths(self.runs.buf(), at, event_len);
         self.packet_done()
     }
 
@@ -350,9 +344,7 @@ impl ProtoWriter {
     /// what overflowed it.
     pub fn finish(mut self) -> io::Result<(Part, Option<Part>)> {
         self.end_thread()?;
-        if let Some(runs) = &mut self.runs {
-            runs.flush(self.out.buf())?;
-        }
+        self.runs.flush(self.out.buf())?;
         let len = (self.out.pos() - self.start) as usize;
         pad(self.out.buf(), len);
         self.out.finish_region(self.start)
@@ -389,15 +381,6 @@ fn set_long_begin_lengths(buf: &mut Vec<u8>, at: usize, event_len: usize) {
     protobuf::write_len_header(&mut c, TRACK_EVENT, event_len);
     drop(c);
     buf.splice(at..at + BEGIN_HEADER, header);
-}
-
-/// Where the next packet goes: the run being gathered (`runs`), or the output.
-#[inline(always)]
-fn sink<'a>(runs: &'a mut Option<PacketRuns>, out: &'a mut DirectWriter) -> &'a mut Vec<u8> {
-    match runs {
-        Some(runs) => runs.buf(),
-        None => out.buf(),
-    }
 }
 
 /// A TrackDescriptor field: `uuid`, and `descriptor` as its field `kind`.
