@@ -233,3 +233,59 @@ fn is_one_varint(b: &[u8]) -> bool {
         None => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::protobuf::Fields;
+    use distprof::xplane::{XPlane, XStat, XStatValue};
+    use prost::Message;
+
+    #[test]
+    fn copied_stats_are_the_annotations_that_decoding_writes() {
+        let mut p = XPlane::default();
+        let corr = p.intern_stat("correlation_id");
+        let op = p.intern_stat("hlo_op");
+        let short = p.intern_stat("all-reduce.1");
+        // The longest name a reference copies (123 bytes), one byte more, and a long one.
+        let names: Vec<i64> = [123, 124, 300].iter().map(|&n| p.intern_stat(&"x".repeat(n))).collect();
+        // Stat ids past 127 (two-byte varints), names past iid 127: left to the general way.
+        let far: Vec<i64> = (0..140).map(|k| p.intern_stat(&format!("s{k}"))).collect();
+        let bytes = p.encode_to_vec();
+        let mut fields = Vec::new();
+        let mut f = Fields::new(&bytes, 0);
+        while let Some(x) = f.next_field().unwrap() {
+            fields.push(x);
+        }
+        let plane = ProtoPlane::new(&fields).unwrap();
+        let unknown = 100_000;
+        let mut stats = Vec::new();
+        for id in [corr, far[0], far[139], unknown] {
+            for v in [0, 1, 127, 128, 300, 1 << 40, (1 << 63) - 1, 1 << 63, u64::MAX] {
+                stats.push(XStat { metadata_id: id, value: Some(XStatValue::Uint64Value(v)) });
+                stats.push(XStat { metadata_id: id, value: Some(XStatValue::Int64Value(v as i64)) });
+            }
+            for r in [short, names[0], names[1], names[2], far[139], unknown] {
+                stats.push(XStat { metadata_id: id, value: Some(XStatValue::RefValue(r as u64)) });
+            }
+            stats.push(XStat { metadata_id: op, value: Some(XStatValue::StrValue("fusion".into())) });
+        }
+        for stat in &stats {
+            let stat = stat.encode_to_vec();
+            let (mut copied, mut decoded) = (Vec::new(), Vec::new());
+            let (mut copied_names, mut decoded_names) = (Vec::<u64>::new(), Vec::<u64>::new());
+            plane.render_stat(&stat, &mut Cursor::new(&mut copied), &mut copied_names).unwrap();
+            plane.render_stat_general(&stat, &mut Cursor::new(&mut decoded), &mut decoded_names).unwrap();
+            assert_eq!(copied, decoded, "{stat:02x?}");
+            assert_eq!(copied_names, decoded_names, "{stat:02x?}");
+        }
+        // The copy itself: correlation_id = 300 is the stat's bytes after its id, behind the
+        // annotation's key, length and name.
+        let iid = plane.stats.get(corr).unwrap().name_iid as u8;
+        let stat = XStat { metadata_id: corr, value: Some(XStatValue::Uint64Value(300)) }.encode_to_vec();
+        assert_eq!(stat, [0x08, corr as u8, 0x18, 0xac, 0x02]);
+        let mut out = Vec::new();
+        plane.render_stat(&stat, &mut Cursor::new(&mut out), &mut Vec::new()).unwrap();
+        assert_eq!(out, [0x22, 5, 0x08, iid, 0x18, 0xac, 0x02]);
+    }
+}
