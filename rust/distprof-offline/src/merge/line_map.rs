@@ -111,7 +111,11 @@ impl<'a, 'm> LineMapper<'a, 'm> {
     pub fn rel(&self, off_ps: i64) -> i64 {
         let c = self.composed.get();
         if c.lo <= off_ps && off_ps < c.hi {
-            return round_i64(c.at0 + c.slope * off_ps as f64);
+            let x = c.at0 + c.slope * off_ps as f64;
+            // SAFETY: a composed piece holds only where |at0| < 2^52, 0.5 < slope < 2 and
+            // |offset| <= 2^52 (`rel_exact`), so x is finite and |x| < 2^54: within i64.
+            // (`round_i64`'s conversion checks for NaN and the i64 range on every event.)
+            return unsafe { (x + 0.5f64.copysign(x)).to_int_unchecked::<i64>() };
         }
         self.rel_exact(off_ps)
     }

@@ -175,9 +175,12 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// Bytes of varint `v`: its significant bits over 7, rounded up, as `(9 bits + 64) / 64`
+/// (exact for 1 to 64 bits) with a shift instead of a division.
 #[inline(always)]
 pub fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    (bits * 9 + 64) >> 6
 }
 
 /// Appends varint `v`. Below 2^56 (every offset and duration of a trace shorter than 20
@@ -332,6 +335,17 @@ mod tests {
             let mut pos = 1;
             assert_eq!(read_varint(&out, &mut pos), Some(v), "{v}");
             assert_eq!(pos, out.len(), "{v}");
+            // With more bytes after it: the same value and length, whatever follows.
+            for tail in [0x00, 0xff] {
+                let mut more = out.clone();
+                more.resize(out.len() + 9, tail);
+                let mut pos = 1;
+                assert_eq!(read_varint(&more, &mut pos), Some(v), "{v} before {tail:#x}");
+                assert_eq!(pos, out.len(), "{v} before {tail:#x}");
+                let mut f = Fields::new(&more[1..], 0);
+                assert_eq!(f.varint().unwrap(), v, "{v} before {tail:#x}");
+                assert_eq!(f.pos, out.len() - 1, "{v} before {tail:#x}");
+            }
         }
     }
 

@@ -6,17 +6,17 @@
 //! line lengths are patched afterwards (see `sink`), so memory stays at the input buffer plus
 //! the output buffer.
 
-use super::trace_out::{LineTrack, PlaneNames, TraceWriter};
-use super::cursor::Cursor;
+use super::trace_out::{PlaneNames, TraceWriter};
 use super::line_map::{LineMapper, Mapper};
 use super::sink::PatchWriter;
 use super::timemap::{CorrectionPiece, NodeTimeMap};
 use super::prescan::SpaceInfo;
-use super::protobuf::{self, read_varint, Fields, WireError};
+use super::protobuf::{self, Fields, WireError};
 use super::xspace_fields::*;
 use distprof::distprof_plane::{DISTPROF_APPLIED_PLANE, DISTPROF_PLANE};
 use distprof::xplane::{XPlane, XStatValue, PROFILE_START_STAT, PROFILE_STOP_STAT, TASK_ENV_PLANE};
 use prost::Message;
+use event::{LineCopy, LineTrace, EVENT_KEY};
 use std::io;
 
 
@@ -245,12 +245,6 @@ fn rewrite_plane(
     Ok(())
 }
 
-/// Fields of an event kept verbatim, collected in one parse (events have 2-6 fields).
-const MAX_KEPT: usize = 8;
-
-/// The one-byte key of a line's events (field 4, length-delimited).
-const EVENT_KEY: u8 = ((LINE_EVENTS << 3) as u8) | protobuf::LEN;
-
 /// Writes one line; returns (events written, events mapped).
 fn write_line(
     line: &[u8],
@@ -276,11 +270,11 @@ fn write_line(
             _ => {}
         }
     }
-    let mut chrome = match chrome {
-        Some((pid, tid, ch, args)) => {
+    let trace = match chrome {
+        Some((pid, tid, writer, names)) => {
             let n = if display.is_empty() { line_name } else { display };
-            let track = ch.thread(pid, tid, line_id, &String::from_utf8_lossy(n))?;
-            Some((track, ch, args))
+            let track = writer.thread(pid, tid, line_id, &String::from_utf8_lossy(n))?;
+            Some(LineTrace { track, writer, names })
         }
         None => None,
     };
@@ -298,214 +292,27 @@ fn write_line(
     let at = out.placeholder();
     protobuf::put_int_field(out.buf(), LINE_TIMESTAMP, new_ts_ns);
     protobuf::put_int_field(out.buf(), LINE_DURATION, new_dur_ps);
-    let mut events = 0u64;
     let lm = LineMapper::new(m, base_ps, ref_ps);
+    let mut copy = LineCopy { lm: &lm, new_ts_ns, trace, events: 0 };
     let mut f = Fields::new(line, base);
-    let mut write = |ev: &[u8], out: &mut PatchWriter| -> Result<(), RewriteError> {
-        // The event's place in its line, by which `--flows` finds its flow ids.
-        let index = u32::try_from(events).unwrap_or(u32::MAX);
-        events += 1;
-        write_event(ev, &lm, out.buf(), chrome.as_mut().map(|(t, c, a)| (&*t, &mut **c, &**a)), new_ts_ns, index)?;
-        Ok(out.maybe_flush()?)
-    };
     loop {
         // The events (the bulk) one after the other, then whatever field follows them.
-        while let Some(ev) = f.next_in_run(EVENT_KEY) {
-            write(ev, out)?;
-        }
+        copy.run(&mut f, out)?;
         let Some(x) = f.next_field()? else { break };
         match x.number {
             LINE_TIMESTAMP | LINE_DURATION => {}
-            LINE_EVENTS => write(x.bytes, out)?,
+            LINE_EVENTS => copy.one(x.bytes, out)?,
             _ => out.buf().extend_from_slice(x.raw),
         }
     }
     out.patch_len(at)?;
-    if let Some((_, ch, _)) = chrome {
-        ch.end_thread()?;
+    if let Some(t) = copy.trace {
+        t.writer.end_thread()?;
     }
+    let events = copy.events;
     Ok((events, events))
 }
 
-/// What the fast path learned of an event: its metadata id, mapped offset and duration,
-/// and where its stats lie (for the Chrome args, so they are not searched for again).
-struct FastEvent {
-    meta: i64,
-    new_off: i64,
-    new_dur: i64,
-    /// The stats as one run of fields, or (rare: other fields between them) the whole event.
-    stats: (usize, usize),
-}
-
-/// The common event shape (metadata id, offset, duration, stats), parsed in one tight loop
-/// with kept bytes as at most 4 contiguous ranges. None for anything else (aggregated
-/// events, unknown fields, malformed input): the general path handles those and reports errors.
-#[inline(always)]
-fn write_event_fast(ev: &[u8], lm: &LineMapper<'_, '_>, out: &mut Vec<u8>) -> Option<FastEvent> {
-    let (mut off, mut dur, mut meta) = (0i64, 0i64, 0i64);
-    let mut ranges = [(0usize, 0usize); 4];
-    let mut nr = 0usize;
-    let mut kept_len = 0usize;
-    let mut pos = 0usize;
-    // The stats' run [from, to); `split` when another field lies between two stats.
-    let (mut stats_from, mut stats_to, mut split) = (0usize, 0usize, false);
-    while pos < ev.len() {
-        let start = pos;
-        let key = ev[pos];
-        pos += 1;
-        match key {
-            0x08 => meta = read_varint(ev, &mut pos)? as i64,
-            0x10 => {
-                off = read_varint(ev, &mut pos)? as i64;
-                continue;
-            }
-            0x18 => {
-                dur = read_varint(ev, &mut pos)? as i64;
-                continue;
-            }
-            0x22 => {
-                let len = read_varint(ev, &mut pos)? as usize;
-                pos = pos.checked_add(len).filter(|&e| e <= ev.len())?;
-                if stats_to == 0 {
-                    stats_from = start;
-                } else {
-                    split |= stats_to != start;
-                }
-                stats_to = pos;
-            }
-            _ => return None,
-        }
-        // Kept field [start, pos): extend the last range when contiguous.
-        if nr > 0 && ranges[nr - 1].1 == start {
-            ranges[nr - 1].1 = pos;
-        } else {
-            if nr == ranges.len() {
-                return None;
-            }
-            ranges[nr] = (start, pos);
-            nr += 1;
-        }
-        kept_len += pos - start;
-    }
-    let (new_off, new_dur) = map_event(lm, off, dur);
-    let mut out = Cursor::new(out);
-    put_event_header(&mut out, kept_len, new_off, new_dur);
-    for &(a, b) in &ranges[..nr] {
-        out.put(&ev[a..b]);
-    }
-    put_event_times(&mut out, new_off, new_dur);
-    let stats = if split { (0, ev.len()) } else { (stats_from, stats_to) };
-    Some(FastEvent { meta, new_off, new_dur, stats })
-}
-
-/// The mapped offset and duration (ps, relative to the output line) of an event at `off`
-/// lasting `dur` on its input line. The map is monotone, so the offset is >= 0 up to
-/// rounding; the rounding is clamped away.
-#[inline(always)]
-fn map_event(lm: &LineMapper<'_, '_>, off: i64, dur: i64) -> (i64, i64) {
-    let s = lm.rel(off);
-    let e = lm.rel(off.saturating_add(dur));
-    (s.max(0), e.saturating_sub(s).max(0))
-}
-
-/// The length header of a mapped event: its `kept_len` verbatim bytes and its new times.
-#[inline(always)]
-fn put_event_header(out: &mut Cursor<'_>, kept_len: usize, new_off: i64, new_dur: i64) {
-    let len = kept_len
-        + protobuf::int_field_len(EVENT_OFFSET, new_off)
-        + protobuf::int_field_len(EVENT_DURATION, new_dur);
-    protobuf::write_len_header(out, LINE_EVENTS, len);
-}
-
-/// A mapped event's new times, after its verbatim fields.
-#[inline(always)]
-fn put_event_times(out: &mut Cursor<'_>, new_off: i64, new_dur: i64) {
-    protobuf::write_int_field(out, EVENT_OFFSET, new_off);
-    protobuf::write_int_field(out, EVENT_DURATION, new_dur);
-}
-
-/// `ns` in ps plus `ps`, saturating: a corrupt line timestamp near the i64 range must give
-/// a clamped time, not an overflow.
-#[inline]
-fn ns_plus_ps(ns: i64, ps: i64) -> i64 {
-    ns.saturating_mul(1000).saturating_add(ps)
-}
-
-#[inline(always)]
-fn write_event(
-    ev: &[u8],
-    lm: &LineMapper<'_, '_>,
-    out: &mut Vec<u8>,
-    chrome: Option<(&LineTrack, &mut TraceWriter, &PlaneNames)>,
-    new_ts_ns: i64,
-    index: u32,
-) -> Result<(), RewriteError> {
-    let mark = out.len();
-    if let Some(e) = write_event_fast(ev, lm, out) {
-        if let Some((track, ch, names)) = chrome {
-            let stats = &ev[e.stats.0..e.stats.1];
-            ch.slice(track, names, ns_plus_ps(new_ts_ns, e.new_off), e.new_dur, e.meta, stats, index)?;
-        }
-        return Ok(());
-    }
-    out.truncate(mark);
-    let (mut off, mut dur, mut aggregated, mut meta) = (0i64, 0i64, false, 0i64);
-    let mut kept: [&[u8]; MAX_KEPT] = [&[]; MAX_KEPT];
-    let (mut nkept, mut kept_len) = (0usize, 0usize);
-    let mut dur_raw: &[u8] = &[];
-    let mut f = Fields::new(ev, 0);
-    while let Some(x) = f.next_field()? {
-        match x.number {
-            EVENT_OFFSET => off = x.int as i64,
-            EVENT_DURATION => {
-                dur = x.int as i64;
-                dur_raw = x.raw;
-            }
-            n => {
-                if n == EVENT_NUM_OCCURRENCES {
-                    aggregated = true;
-                } else if n == 1 {
-                    meta = x.int as i64;
-                }
-                if nkept < MAX_KEPT {
-                    kept[nkept] = x.raw;
-                }
-                nkept += 1;
-                kept_len += x.raw.len();
-            }
-        }
-    }
-    let put_kept = |out: &mut Vec<u8>| -> Result<(), WireError> {
-        if nkept <= MAX_KEPT {
-            for k in &kept[..nkept] {
-                out.extend_from_slice(k);
-            }
-        } else {
-            let mut f = Fields::new(ev, 0);
-            while let Some(x) = f.next_field()? {
-                if x.number != EVENT_OFFSET && x.number != EVENT_DURATION {
-                    out.extend_from_slice(x.raw);
-                }
-            }
-        }
-        Ok(())
-    };
-    if aggregated {
-        // No position to map: keep the event as it is.
-        protobuf::put_len_header(out, LINE_EVENTS, kept_len + dur_raw.len());
-        put_kept(out)?;
-        out.extend_from_slice(dur_raw);
-        return Ok(());
-    }
-    let (new_off, new_dur) = map_event(lm, off, dur);
-    put_event_header(&mut Cursor::new(out), kept_len, new_off, new_dur);
-    put_kept(out)?;
-    put_event_times(&mut Cursor::new(out), new_off, new_dur);
-    if let Some((track, ch, names)) = chrome {
-        ch.slice(track, names, ns_plus_ps(new_ts_ns, new_off), new_dur, meta, ev, index)?;
-    }
-    Ok(())
-}
-
+mod event;
 #[cfg(test)]
 mod tests;

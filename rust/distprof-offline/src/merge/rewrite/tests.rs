@@ -3,7 +3,9 @@
 //! cached pieces, must land every event where the map says, keep every other byte, and
 //! renumber, rename and mark what it should. (Whole merges are tested in
 //! rust/distprof-offline/tests/merge_jax.rs.)
+use super::event::ns_plus_ps;
 use super::*;
+use crate::merge::protobuf::read_varint;
 use crate::merge::line_map::round_i64;
 use crate::merge::prescan::prescan;
 use distprof::distprof_plane::{DistprofPlaneData, TracerStart};
