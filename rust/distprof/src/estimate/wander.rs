@@ -539,6 +539,45 @@ mod tests {
         }
     }
 
+    /// A window re-anchored on node 1, whose line was fitted 30 s before (q 10 ppb/sqrt(s)
+    /// against the reference): the nodes it carried (no network offset of their own) widen
+    /// by 10 x hypot(0.476 sqrt(15) 30, 30^1.5 / sqrt(3)) = 1,098 ns in quadrature, besides
+    /// their own bend; a node the reference placed does not, and an anchor without a q adds
+    /// nothing.
+    #[test]
+    fn a_carried_segment_states_the_anchors_bend_over_the_extrapolation() {
+        let settings = EstimatorSettings { asymmetry_allowance_ns: 0.0, ..EstimatorSettings::default() };
+        let anchored = |q_anchor: Option<f64>| {
+            let mut w = online_window(4, &[0.0, 1e3, 2e3, 3e3]);
+            // Nodes 0 (the reference) and 3 placed by the network, 1 and 2 carried.
+            w.network.offset_ns = vec![Some(0.0), None, None, Some(3e3)];
+            w.anchors.push(crate::estimate::Anchor {
+                window_id: 4,
+                node: 1,
+                base_window_id: 2,
+                extrapolated_ns: 30_000_000_000,
+                added_sigma_ns: 0.0,
+                nodes_placed: 2,
+                reason: crate::estimate::AnchorReason::CutOff,
+            });
+            widen_window(&mut w, &[None, q_anchor, None, None], 0, Span::Online, &settings);
+            w
+        };
+        let bend = 10.0 * (DRIFT_PER_Q_END * 15f64.sqrt() * 30.0).hypot(30f64.powf(1.5) / 3f64.sqrt());
+        assert!((bend - 1_098.1).abs() < 0.1, "{bend}");
+        let w = anchored(Some(10.0));
+        let sigma = |w: &WindowEstimate, i: usize| w.segments[i].unwrap().uncertainty_ns;
+        // Node 1 (the anchor) bends by its own q within the window too; node 2 has none.
+        let own = MID_PER_Q_ONLINE * 10.0 * 15f64.powf(1.5);
+        assert!((sigma(&w, 1) - 10f64.hypot(bend).hypot(own)).abs() < 1e-6, "{}", sigma(&w, 1));
+        assert!((sigma(&w, 2) - 10f64.hypot(bend)).abs() < 1e-6, "{}", sigma(&w, 2));
+        assert_eq!((sigma(&w, 0), sigma(&w, 3)), (10.0, 10.0));
+        // Beyond the 1 us flag threshold: flagged.
+        assert_eq!(w.flagged, [1, 2]);
+        let unknown = anchored(None);
+        assert!(unknown.segments.iter().flatten().all(|s| s.uncertainty_ns == 10.0) && unknown.flagged.is_empty());
+    }
+
     /// A piece bends by the wander over its own span: a third of a 15 s window widens by
     /// (1/3)^1.5 of what the whole window does, and an unknown sigma stays unknown.
     #[test]
