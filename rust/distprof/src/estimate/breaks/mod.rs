@@ -41,6 +41,7 @@ use crate::model::ClockSegment;
 mod deviation;
 mod steps;
 pub use deviation::{deviation, Break, Deviation};
+use deviation::{ACCEPT_CHI2, ACCEPT_CHI2_CLEANED};
 pub use steps::{find_steps, keeps_point, repeated_readings, NodeStep};
 
 /// Length of one slice of an edge's points, ns. Each slice's extremes are a min filter of
@@ -263,14 +264,15 @@ fn slices_about_network(fits: &WindowFits, solution: &NetworkSolution, k: usize)
     fits.fitted[k].slices_about_line().map(|s| Slice { fwd: moved(s.fwd), rev: moved(s.rev) }).collect()
 }
 
-/// One node's breaks and the lines of its pieces (None: no break), from its edges.
-fn breaks_of(edges: &[CleanEdge], window_ns: i64) -> Option<NodeBreaks> {
+/// One node's breaks and the lines of its pieces (None: no break), from its edges; a
+/// break lowers the chi-square of its deviation fit by more than `accept_chi2`.
+fn breaks_of(edges: &[CleanEdge], window_ns: i64, accept_chi2: f64) -> Option<NodeBreaks> {
     let half = window_ns as f64 / 2.0;
     let samples: Vec<(f64, f64)> = edges
         .iter()
         .flat_map(|e| e.slices.iter().map(move |s| (node_time(s, e.edge.sign, e.edge.shift_ns), e.edge.sign * s.midpoint().y_ns)))
         .collect();
-    let mut deviation = deviation(&samples, window_ns)?;
+    let mut deviation = deviation(&samples, window_ns, accept_chi2)?;
     // A piece without data of its own (between the two sides of a step, where the
     // slices hold points of both and the clock never reads) joins its neighbour.
     while !deviation.breaks.is_empty() {
@@ -313,7 +315,7 @@ pub fn node_breaks(fits: &WindowFits, solution: &NetworkSolution) -> Vec<Option<
     // of `deviation`: the joint solve of the neighbours' deviations is only paid for
     // where some clock breaks (bench scale/estimate: 512 nodes cost 283 ms per window
     // with it always, 222 without).
-    if fits.steps.is_empty() && edges.iter().all(|e| breaks_of(e, window_ns).is_none()) {
+    if fits.steps.is_empty() && edges.iter().all(|e| breaks_of(e, window_ns, ACCEPT_CHI2).is_none()) {
         return vec![None; edges.len()];
     }
     // A step found before the solve (`steps`) places the node's pieces itself, from its
@@ -325,9 +327,14 @@ pub fn node_breaks(fits: &WindowFits, solution: &NetworkSolution) -> Vec<Option<
         Some(steps::node_breaks_at_step(&own, step, half))
     };
     let stepped: Vec<Option<NodeBreaks>> = edges.iter().enumerate().map(|(i, e)| at_step(i, e)).collect();
+    // With the neighbours' deviations taken out, a node's own kink stands out of less
+    // noise, and a smaller one is kept (`ACCEPT_CHI2_CLEANED`).
     let clean = neighbours::clean_edges(fits, edges, window_ns);
-    let mut out: Vec<Option<NodeBreaks>> =
-        clean.iter().zip(stepped).map(|(edges, stepped)| stepped.or_else(|| breaks_of(edges, window_ns))).collect();
+    let mut out: Vec<Option<NodeBreaks>> = clean
+        .iter()
+        .zip(stepped)
+        .map(|(edges, stepped)| stepped.or_else(|| breaks_of(edges, window_ns, ACCEPT_CHI2_CLEANED)))
+        .collect();
     let reference = fits.spec.reference as usize;
     let any = out.iter().any(Option::is_some);
     let reference_breaks = out.get(reference).is_some_and(Option::is_some);
