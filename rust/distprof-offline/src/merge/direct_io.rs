@@ -59,6 +59,39 @@ fn write_at_or_cached(file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
     }
 }
 
+/// Reads the whole file at `path` into `buf` (its contents replaced). A buffer too small for
+/// it is replaced by a fresh one whose memory the kernel is asked to back with huge pages
+/// (`MADV_HUGEPAGE`, where transparent huge pages are on "madvise"): the read then faults
+/// 2 MiB at a time instead of 4 KiB. (A 63 MB input took 16,000 page faults, 2 % of a
+/// serial merge's CPU.) A worker reuses its buffer from node to node.
+pub fn read_whole(path: &std::path::Path, buf: &mut Vec<u8>) -> io::Result<()> {
+    use std::io::Read;
+    let mut file = File::open(path)?;
+    let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+    buf.clear();
+    if buf.capacity() < len {
+        // One byte more: `read_to_end` reads until a read returns nothing.
+        *buf = Vec::with_capacity(len.saturating_add(1));
+        advise_huge_pages(buf);
+    }
+    file.read_to_end(buf)?;
+    Ok(())
+}
+
+/// Asks for huge pages under the whole 2 MiB pages inside `buf`'s spare capacity, which
+/// nothing has touched yet. Only advice: refused or unsupported, the pages stay small.
+fn advise_huge_pages(buf: &mut Vec<u8>) {
+    const HUGE: usize = 2 << 20;
+    let spare = buf.spare_capacity_mut();
+    let (start, end) = (spare.as_ptr() as usize, spare.as_ptr() as usize + spare.len());
+    let (from, to) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+    if from < to {
+        // SAFETY: madvise on whole pages of memory this Vec owns; MADV_HUGEPAGE changes
+        // how the kernel backs them, not their contents or mapping.
+        unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE) };
+    }
+}
+
 /// Bytes that sit before `ptr` reaches the next [`ALIGN`]ed address.
 fn pad_to_align(ptr: *const u8) -> usize {
     (ALIGN - ptr as usize % ALIGN) % ALIGN
@@ -470,6 +503,23 @@ mod tests {
         (0..n)
             .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[2] ^ seed)
             .collect()
+    }
+
+    /// A file read into a buffer holds exactly the file, whether the buffer was new, too
+    /// small (replaced by one with huge-page advice: 5 MiB spans whole 2 MiB pages) or
+    /// larger and holding an earlier file; a missing file is an error.
+    #[test]
+    fn read_whole_replaces_the_buffer_with_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (big, small) = (pattern(5 << 20, 3), pattern(3, 9));
+        std::fs::write(tmp.path().join("big"), &big).unwrap();
+        std::fs::write(tmp.path().join("small"), &small).unwrap();
+        let mut buf = b"old".to_vec();
+        read_whole(&tmp.path().join("big"), &mut buf).unwrap();
+        assert!(buf == big);
+        read_whole(&tmp.path().join("small"), &mut buf).unwrap();
+        assert_eq!(buf, small);
+        assert!(read_whole(&tmp.path().join("missing"), &mut buf).is_err());
     }
 
     #[test]
