@@ -11,7 +11,7 @@ use super::bound::{crossing_ns, edge_uncertainty_ns, node_bounds_ns};
 use super::breaks::{edge_slices, find_steps, keeps_point, node_breaks, pieces, repeated_readings, NodeStep};
 use super::uncertainty::node_sigmas_ns;
 use super::wander::WanderSoFar;
-use super::failover::Anchor;
+use super::failover::{Anchor, Anchoring};
 use super::fit::fit_edge;
 use super::hull::FitError;
 use super::network::{self, EdgeObs, NetworkSolution};
@@ -63,12 +63,15 @@ impl WindowEstimate {
 }
 
 
-/// The past windows' fits of a sequence, for the online drift fit (`drift_span_s` back),
-/// and the wander measured so far (`wander::WanderSoFar`), for the online sigmas.
+/// The past windows' fits of a sequence, for the online drift fit (`drift_span_s` back);
+/// the wander measured so far (`wander::WanderSoFar`), for the online sigmas; and every
+/// node's last segment on G with the anchors in use (`failover::Anchoring`), so that a
+/// window the reference cannot place is re-anchored online as the run model does.
 #[derive(Debug, Clone, Default)]
 pub struct History {
     past: VecDeque<WindowFits>,
     wander: WanderSoFar,
+    anchoring: Anchoring,
 }
 
 impl History {
@@ -88,7 +91,9 @@ pub fn estimate_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Es
 /// estimator the drift comes from this window and the past windows within `drift_span_s`
 /// before it (the error of an extreme-point slope falls with the square of the span), and
 /// the offset from this window's points at that slope; the sigmas are widened by the
-/// wander measured from the windows so far (`wander::WanderSoFar`, none in the first).
+/// wander measured from the windows so far (`wander::WanderSoFar`, none in the first);
+/// where the reference cannot place a node (it stopped, or no path leads to it), the
+/// window is re-anchored on a surviving node an earlier window placed (`failover`).
 /// Call once per window, in order, with the same history. Offline, `Smoother` also uses the windows after each one.
 pub fn estimate_window_with_history(
     records: &[ProbeRecord],
@@ -105,8 +110,13 @@ pub fn estimate_fits_with_history(mut fits: WindowFits, settings: &EstimatorSett
     let past: Vec<&WindowFits> = history.past.iter().collect();
     let lines = super::drift::long_lines(&fits, &past, settings);
     fits.set_lines(lines);
-    let mut estimate = solve(&fits, settings);
-    // The bend of the node's clock within the window: the loops cannot see it.
+    // Past windows' fits of the reference's edges serve only those edges' lines, which the
+    // anchoring sets aside once the reference falls silent.
+    let mut estimate = history.anchoring.solve(&fits, settings);
+    // The bend of each node's clock within the window: the loops cannot see it. A
+    // re-anchored window adds nothing to the wander's sums (its carried segments bend with
+    // the anchor's extrapolation, not with their own clocks), but is widened by each
+    // node's q so far.
     history.wander.add_window(&mut estimate, fits.spec.reference, settings);
     let window_ns = fits.spec.end_local_ns - fits.spec.start_local_ns;
     history.past.push_back(fits);

@@ -27,6 +27,10 @@
 //! window of a run have their span shifted inwards and bend further. The constants hold for
 //! the default span (three windows, `EstimatorSettings::smoothing_radius` 1).
 //!
+//! A window re-anchored after the reference stopped (`failover`) carries its nodes onto G
+//! by the anchor's line of an earlier window; the anchor's own q states how far its clock
+//! bends away from that line over the extrapolation (`extrapolation_bend_ns`).
+//!
 //! The model of a whole run has it from every triple of the run (`estimate_run_windows`,
 //! merge's `solve_shared_run`). A window as it closes (`online`) has no later window, so
 //! `WanderSoFar` measures q from the windows seen so far instead, with the prediction
@@ -155,23 +159,34 @@ pub fn add_wander_terms<'a>(
 }
 
 /// Widens every node's segment and pieces of `w` by its `q` (none where q is None, and
-/// never the reference's: it is the timeline), flagging those it takes beyond
-/// `max_uncertainty_ns`.
+/// never the reference's: it is the timeline), and a segment carried through an anchor
+/// (`failover`) by the anchor's bend over the extrapolation (`extrapolation_bend_ns`),
+/// flagging those it takes beyond `max_uncertainty_ns`.
 fn widen_window(w: &mut WindowEstimate, q: &[Option<f64>], reference: NodeId, span: Span, settings: &EstimatorSettings) {
+    let bend_ns = extrapolation_bend_ns(w, q);
     for (node, seg) in w.segments.iter_mut().enumerate() {
-        let (Some(s), Some(q)) = (seg.as_mut(), q.get(node).copied().flatten()) else { continue };
+        let Some(s) = seg.as_mut() else { continue };
         if node == reference as usize {
             continue;
         }
-        widen(s, q, span);
-        // A window cut at a break (`breaks`) is corrected by its pieces: each bends
-        // by the wander over its own, shorter span.
-        let mut flag = s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged;
-        for piece in w.pieces.get_mut(node).into_iter().flatten() {
-            widen(piece, q, span);
-            if piece.uncertainty_ns > settings.max_uncertainty_ns as f64 && !piece.flagged {
-                piece.flagged = true;
-                flag = true;
+        // Placed by an anchor, not by the network's solve against the reference.
+        let carried = w.network.offset_ns.get(node).is_some_and(Option::is_none);
+        let mut flag = false;
+        if let Some(bend_ns) = bend_ns.filter(|_| carried && s.uncertainty_ns < f64::MAX) {
+            s.uncertainty_ns = s.uncertainty_ns.hypot(bend_ns);
+            flag = s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged;
+        }
+        if let Some(q) = q.get(node).copied().flatten() {
+            widen(s, q, span);
+            // A window cut at a break (`breaks`) is corrected by its pieces: each bends
+            // by the wander over its own, shorter span.
+            flag |= s.uncertainty_ns > settings.max_uncertainty_ns as f64 && !s.flagged;
+            for piece in w.pieces.get_mut(node).into_iter().flatten() {
+                widen(piece, q, span);
+                if piece.uncertainty_ns > settings.max_uncertainty_ns as f64 && !piece.flagged {
+                    piece.flagged = true;
+                    flag = true;
+                }
             }
         }
         if flag {
@@ -182,6 +197,28 @@ fn widen_window(w: &mut WindowEstimate, q: &[Option<f64>], reference: NodeId, sp
         }
     }
     w.flagged.sort_unstable();
+}
+
+/// How far a re-anchored window's anchor clock can have bent away from the line that
+/// carries it onto G (`failover::carry`), ns: the line was fitted t before this window's
+/// midpoint (`Anchor::extrapolated_ns`), and since then the anchor's frequency against the
+/// reference (q, measured before) random-walked, which no line can know. Two parts, in
+/// quadrature: the base's drift is off by the wander over its own span
+/// (`DRIFT_PER_Q_END` q sqrt(T), a run's last window's), carried over t; and the frequency
+/// walks on, whose phase t after a known point has variance q² t³ / 3. The stated sigma of
+/// the base carries neither (its drift sigma is the fit's, floored at 20 ppb). The largest
+/// over the window's anchors (a network cut in parts has one each; which node stood on
+/// which is not kept). None without an anchor whose q is known.
+fn extrapolation_bend_ns(w: &WindowEstimate, q: &[Option<f64>]) -> Option<f64> {
+    let window_s = w.segments.iter().flatten().next().map(|s| (s.end_local_ns - s.start_local_ns) as f64 * 1e-9)?;
+    w.anchors
+        .iter()
+        .filter_map(|a| {
+            let q = q.get(a.node as usize).copied().flatten()?;
+            let t_s = a.extrapolated_ns.max(0) as f64 * 1e-9;
+            Some(q * (DRIFT_PER_Q_END * window_s.sqrt() * t_s).hypot(t_s.powf(1.5) / 3f64.sqrt()))
+        })
+        .reduce(f64::max)
 }
 
 /// The wander measured as a run's windows close (the online model, `online::History`):
@@ -204,6 +241,9 @@ pub struct WanderSoFar {
     residuals_per_q2: f64,
     /// Each node's q after the last window (ppb/sqrt(s); None before any residual).
     q: Vec<Option<f64>>,
+    /// Whether the last window was re-anchored (`failover`): its segments predict nothing
+    /// of a node's own bend.
+    last_anchored: bool,
 }
 
 impl WanderSoFar {
@@ -220,8 +260,13 @@ impl WanderSoFar {
         let allowance_var = allowance_sigma_ns(settings.asymmetry_allowance_ns).powi(2);
         let stat_var = |s: &ClockSegment| (s.uncertainty_ns.powi(2) - allowance_var).max(0.0);
         let mut residuals = Vec::new();
-        // Re-anchored windows carry another clock's extrapolation: not this node's bend.
-        let anchored = !w.anchors.is_empty();
+        // Re-anchored windows carry another clock's extrapolation: not this node's bend. As
+        // the run model leaves out every triple that touches one, a residual is left out
+        // where either of its windows was: once the reference places a node again, the
+        // carried line's miss is the extrapolation's error, and would take the node's q
+        // to the cap.
+        let previous_anchored = std::mem::replace(&mut self.last_anchored, !w.anchors.is_empty());
+        let anchored = previous_anchored || self.last_anchored;
         for (node, seg) in w.segments.iter().enumerate() {
             let now = seg.filter(|s| s.uncertainty_ns < f64::MAX);
             let before = std::mem::replace(&mut self.last[node], now);
@@ -434,10 +479,8 @@ mod tests {
     fn online_q_measures_each_node_and_keeps_a_step_with_its_node() {
         let settings = EstimatorSettings { asymmetry_allowance_ns: 0.0, ..EstimatorSettings::default() };
         let mut so_far = WanderSoFar::default();
-        // Deterministic noise of about the stated 10 ns.
-        let noise = |k: u64, i: usize| 10.0 * (((k as usize * 64 + i) * 2_654_435_761usize % 1000) as f64 / 500.0 - 1.0) * 1.7;
         for k in 0..8u64 {
-            let offsets: Vec<f64> = (0..64).map(|i| if i == 0 { 0.0 } else { 1e3 * i as f64 + noise(k, i) + if i == 5 && k >= 3 { 1e5 } else { 0.0 } }).collect();
+            let offsets: Vec<f64> = (0..64).map(|i| if i == 0 { 0.0 } else { 1e3 * i as f64 + stated_noise(k, i) + if i == 5 && k >= 3 { 1e5 } else { 0.0 } }).collect();
             let mut w = online_window(k, &offsets);
             so_far.add_window(&mut w, 0, &settings);
             let q = so_far.q_ppb();
@@ -458,6 +501,81 @@ mod tests {
         }
         // The state is one segment and two sums per node, whatever the run's length.
         assert_eq!((so_far.last.len(), so_far.excess.len(), so_far.residuals), (64, 64, 7 * 63));
+    }
+
+    /// Deterministic noise of about the stated 10 ns of `online_window`'s segments.
+    fn stated_noise(k: u64, i: usize) -> f64 {
+        10.0 * (((k as usize * 64 + i) * 2_654_435_761usize % 1000) as f64 / 500.0 - 1.0) * 1.7
+    }
+
+    /// Windows 3 and 4 are re-anchored (`failover`), and their carried lines miss node 3
+    /// by 50 us. When the reference places it again in window 5, that miss is the
+    /// extrapolation's, not node 3's bend: its q stays the noise's, as every node's does.
+    #[test]
+    fn the_window_after_a_re_anchored_stretch_measures_no_bend() {
+        let settings = EstimatorSettings { asymmetry_allowance_ns: 0.0, ..EstimatorSettings::default() };
+        let mut so_far = WanderSoFar::default();
+        let carried = 3..=4u64;
+        for k in 0..8u64 {
+            let miss = |i: usize| if i == 3 && carried.contains(&k) { 5e4 } else { 0.0 };
+            let offsets: Vec<f64> = (0..16).map(|i| if i == 0 { 0.0 } else { 1e3 * i as f64 + stated_noise(k, i) + miss(i) }).collect();
+            let mut w = online_window(k, &offsets);
+            if carried.contains(&k) {
+                w.anchors.push(crate::estimate::Anchor {
+                    window_id: k,
+                    node: 1,
+                    base_window_id: 2,
+                    extrapolated_ns: (k as i64 - 2) * 15_000_000_000,
+                    added_sigma_ns: 300.0,
+                    nodes_placed: 15,
+                    reason: crate::estimate::AnchorReason::ReferenceSilent,
+                });
+            }
+            so_far.add_window(&mut w, 0, &settings);
+        }
+        for (i, q) in so_far.q_ppb().iter().enumerate().skip(1) {
+            let q = q.expect("measured");
+            assert!(q < 3.0, "node {i}: q {q:.2}");
+        }
+    }
+
+    /// A window re-anchored on node 1, whose line was fitted 30 s before (q 10 ppb/sqrt(s)
+    /// against the reference): the nodes it carried (no network offset of their own) widen
+    /// by 10 x hypot(0.476 sqrt(15) 30, 30^1.5 / sqrt(3)) = 1,098 ns in quadrature, besides
+    /// their own bend; a node the reference placed does not, and an anchor without a q adds
+    /// nothing.
+    #[test]
+    fn a_carried_segment_states_the_anchors_bend_over_the_extrapolation() {
+        let settings = EstimatorSettings { asymmetry_allowance_ns: 0.0, ..EstimatorSettings::default() };
+        let anchored = |q_anchor: Option<f64>| {
+            let mut w = online_window(4, &[0.0, 1e3, 2e3, 3e3]);
+            // Nodes 0 (the reference) and 3 placed by the network, 1 and 2 carried.
+            w.network.offset_ns = vec![Some(0.0), None, None, Some(3e3)];
+            w.anchors.push(crate::estimate::Anchor {
+                window_id: 4,
+                node: 1,
+                base_window_id: 2,
+                extrapolated_ns: 30_000_000_000,
+                added_sigma_ns: 0.0,
+                nodes_placed: 2,
+                reason: crate::estimate::AnchorReason::CutOff,
+            });
+            widen_window(&mut w, &[None, q_anchor, None, None], 0, Span::Online, &settings);
+            w
+        };
+        let bend = 10.0 * (DRIFT_PER_Q_END * 15f64.sqrt() * 30.0).hypot(30f64.powf(1.5) / 3f64.sqrt());
+        assert!((bend - 1_098.1).abs() < 0.1, "{bend}");
+        let w = anchored(Some(10.0));
+        let sigma = |w: &WindowEstimate, i: usize| w.segments[i].unwrap().uncertainty_ns;
+        // Node 1 (the anchor) bends by its own q within the window too; node 2 has none.
+        let own = MID_PER_Q_ONLINE * 10.0 * 15f64.powf(1.5);
+        assert!((sigma(&w, 1) - 10f64.hypot(bend).hypot(own)).abs() < 1e-6, "{}", sigma(&w, 1));
+        assert!((sigma(&w, 2) - 10f64.hypot(bend)).abs() < 1e-6, "{}", sigma(&w, 2));
+        assert_eq!((sigma(&w, 0), sigma(&w, 3)), (10.0, 10.0));
+        // Beyond the 1 us flag threshold: flagged.
+        assert_eq!(w.flagged, [1, 2]);
+        let unknown = anchored(None);
+        assert!(unknown.segments.iter().flatten().all(|s| s.uncertainty_ns == 10.0) && unknown.flagged.is_empty());
     }
 
     /// A piece bends by the wander over its own span: a third of a 15 s window widens by

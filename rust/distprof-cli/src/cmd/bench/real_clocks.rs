@@ -3,9 +3,10 @@
 //! the simulator at 64 nodes on seeds no test uses, and those `distprof local` can emulate
 //! in `local`; per scenario the p99 offset error, the share of node-windows whose truth is
 //! within 2 sigma, and the flagged share; in the simulator also the same figures for the
-//! online model (what each window's close knows, `estimate_window_with_history`). Plus the uncertainty's coverage over many real
-//! `local` runs of 3-6 nodes, and how many node-windows the reference's death leaves
-//! without a model.
+//! online model (what each window's close knows, `estimate_window_with_history`, which
+//! re-anchors as the run model does when the reference dies). Plus the uncertainty's
+//! coverage over many real `local` runs of 3-6 nodes, and how many node-windows the
+//! reference's death leaves without a model.
 //!
 //! The truth after the reference dies is its clock running on as it would have: the one
 //! timeline continues the dead reference's (see docs/estimation.md).
@@ -62,8 +63,9 @@ pub struct ScenarioFigures {
     #[serde(flatten)]
     pub model: ModelFigures,
     /// The online model's figures on the same runs (simulation only; None from local):
-    /// each window as it closes, with only the past windows (no failover, no pieces'
-    /// later neighbours), as the JSONL's window knows it.
+    /// each window as it closes, with only the past windows (no pieces' later
+    /// neighbours; re-anchored as the run model is where the reference cannot place a
+    /// node), as the JSONL's window knows it.
     pub online: Option<OnlineFigures>,
     pub asymmetry_per_hop_ns: f64,
     pub within_allowance: bool,

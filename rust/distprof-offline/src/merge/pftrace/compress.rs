@@ -35,12 +35,17 @@ pub struct PacketRuns {
     /// Whole `Trace.packet` fields, key and length included.
     raw: Vec<u8>,
     deflated: Vec<u8>,
-    z: flate2::Compress,
+    /// None: the runs are written as they are (`PftraceCompression::None`).
+    z: Option<flate2::Compress>,
 }
 
 impl PacketRuns {
-    pub fn new() -> Self {
-        Self { raw: Vec::with_capacity(RAW_RUN + (64 << 10)), deflated: Vec::new(), z: flate2::Compress::new(flate2::Compression::new(LEVEL), true) }
+    pub fn new(compression: PftraceCompression) -> Self {
+        let z = match compression {
+            PftraceCompression::Deflate => Some(flate2::Compress::new(flate2::Compression::new(LEVEL), true)),
+            PftraceCompression::None => None,
+        };
+        Self { raw: Vec::with_capacity(RAW_RUN + (64 << 10)), deflated: Vec::new(), z }
     }
 
     /// Where the packets go.
@@ -55,18 +60,24 @@ impl PacketRuns {
         self.raw.len() >= RAW_RUN
     }
 
-    /// Deflates the packets gathered (if any) into one packet appended to `out`.
+    /// Appends the packets gathered (if any) to `out`: deflated into one packet, or as
+    /// they are.
     pub fn flush(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        let Some(z) = &mut self.z else {
+            out.extend_from_slice(&self.raw);
+            self.raw.clear();
+            return Ok(());
+        };
         if self.raw.is_empty() {
             return Ok(());
         }
-        self.z.reset();
+        z.reset();
         self.deflated.clear();
         // Room for the usual case (a third of the input and less); the loop gives more to
         // the rare run that does not fit.
         self.deflated.reserve(self.raw.len() / 2 + 64);
         loop {
-            let status = self.z.compress_vec(&self.raw[self.z.total_in() as usize..], &mut self.deflated, flate2::FlushCompress::Finish).map_err(io::Error::other)?;
+            let status = z.compress_vec(&self.raw[z.total_in() as usize..], &mut self.deflated, flate2::FlushCompress::Finish).map_err(io::Error::other)?;
             if status == flate2::Status::StreamEnd {
                 break;
             }
@@ -113,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_run_is_one_packet_whose_field_inflates_to_the_packets_gathered() {
-        let mut runs = PacketRuns::new();
+        let mut runs = PacketRuns::new(PftraceCompression::Deflate);
         let mut out = Vec::new();
         runs.flush(&mut out).unwrap();
         assert!(out.is_empty(), "no packets, no compressed packet");

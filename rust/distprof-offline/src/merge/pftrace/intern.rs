@@ -5,6 +5,10 @@
 //! A name is therefore interned again on each line that uses it, in the packet of its first
 //! use there: a line interns the names it uses, not the plane's whole table.
 
+use super::super::cursor::Cursor;
+use super::super::protobuf;
+use super::fields::INTERNED_DATA;
+
 /// The `InternedData` entries of a plane by iid (index 0 unused: iids count from 1), each a
 /// whole `EventName` or `DebugAnnotationName` field, key and length included.
 pub type Entries = [Vec<u8>];
@@ -40,11 +44,20 @@ impl LineNames {
         self.pending.clear();
     }
 
-    /// The `InternedData` body that the packet being written must carry (empty when its
-    /// names are all interned), taken: the names are interned once the packet is written.
-    pub fn take_pending(&mut self, into: &mut Vec<u8>) {
-        into.clear();
-        std::mem::swap(into, &mut self.pending);
+    /// Appends the `InternedData` field that the packet being written must carry, if any
+    /// of its names is new on the line: the names are interned once the packet is written.
+    #[inline(always)]
+    pub fn put_pending(&mut self, c: &mut Cursor<'_>) {
+        if !self.pending.is_empty() {
+            self.put_pending_field(c);
+        }
+    }
+
+    #[inline(never)]
+    fn put_pending_field(&mut self, c: &mut Cursor<'_>) {
+        protobuf::write_len_header(c, INTERNED_DATA, self.pending.len());
+        c.put(&self.pending);
+        self.pending.clear();
     }
 }
 
@@ -87,20 +100,23 @@ mod tests {
     fn a_name_is_pending_once_per_line_and_again_on_the_next_line() {
         let entries = vec![vec![], b"A".to_vec(), b"B".to_vec()];
         let mut n = LineNames::new();
-        let mut out = Vec::new();
+        // The InternedData field that the packet carries: its key, its length, the entries.
+        let pending = |n: &mut LineNames| {
+            let mut out = Vec::new();
+            n.put_pending(&mut Cursor::new(&mut out));
+            out
+        };
+        let field = |entries: &[u8]| [&[(INTERNED_DATA << 3 | 2) as u8, entries.len() as u8], entries].concat();
         n.uses(2, &entries);
         n.uses(1, &entries);
         n.uses(2, &entries);
-        n.take_pending(&mut out);
-        assert_eq!(out, b"BA");
+        assert_eq!(pending(&mut n), field(b"BA"));
         n.uses(1, &entries);
-        n.take_pending(&mut out);
-        assert_eq!(out, b"");
+        assert_eq!(pending(&mut n), b"", "no new name, no field");
         n.next_line();
         n.uses(1, &entries);
         // An iid without an entry (a plane lacking the name) is left out.
         n.uses(7, &entries);
-        n.take_pending(&mut out);
-        assert_eq!(out, b"A");
+        assert_eq!(pending(&mut n), field(b"A"));
     }
 }

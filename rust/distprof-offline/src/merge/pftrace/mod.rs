@@ -96,13 +96,11 @@ pub struct ProtoWriter {
     clock_ns: u64,
     /// The names interned on the current line.
     names: LineNames,
-    /// The TrackEvent being encoded (its length precedes it), and the InternedData of the
-    /// names it uses first.
+    /// A packet being encoded (its length precedes it): the rare packets (`packet`).
     scratch: Vec<u8>,
-    interned: Vec<u8>,
-    /// Where the packets gather to be deflated (`PftraceCompression::Deflate`); None
-    /// writes them to `out` as they are.
-    runs: Option<PacketRuns>,
+    /// Where the packets gather in runs, to be deflated (`PftraceCompression::Deflate`)
+    /// or written as they are.
+    runs: PacketRuns,
     pub events: u64,
     /// Packets written.
     pub records: u64,
@@ -125,8 +123,7 @@ impl ProtoWriter {
             clock_ns: 0,
             names: LineNames::new(),
             scratch: Vec::new(),
-            interned: Vec::new(),
-            runs: Some(PacketRuns::new()),
+            runs: PacketRuns::new(PftraceCompression::default()),
             events: 0,
             records: 0,
         }
@@ -140,25 +137,19 @@ impl ProtoWriter {
 
     /// Stores the packets as `compression` says (deflated by default).
     pub fn with_compression(mut self, compression: PftraceCompression) -> Self {
-        self.runs = match compression {
-            PftraceCompression::Deflate => Some(PacketRuns::new()),
-            PftraceCompression::None => None,
-        };
+        self.runs = PacketRuns::new(compression);
         self
     }
 
-    /// After each packet: deflates the run once it is full, writes the output's chunk once
-    /// there is one.
+    /// After each packet: once the run is full, moves it to the output (deflated or
+    /// plain) and writes the output's chunk if there is one.
     #[inline(always)]
     fn packet_done(&mut self) -> io::Result<()> {
-        match &mut self.runs {
-            Some(runs) if !runs.is_full() => Ok(()),
-            Some(runs) => {
-                runs.flush(self.out.buf())?;
-                self.out.maybe_flush()
-            }
-            None => self.out.maybe_flush(),
+        if !self.runs.is_full() {
+            return Ok(());
         }
+        self.runs.flush(self.out.buf())?;
+        self.out.maybe_flush()
     }
 
     /// Appends one packet: the sequence id, then what `body` writes.
@@ -170,7 +161,7 @@ impl ProtoWriter {
         put_varint_field(&mut c, SEQUENCE_ID, SEQUENCE);
         body(&mut c);
         drop(c);
-        let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
+        let mut c = Cursor::new(self.runs.buf());
         protobuf::write_len_header(&mut c, PACKET, inner.len());
         c.put(&inner);
         drop(c);
@@ -276,7 +267,7 @@ impl ProtoWriter {
         let packet_len = 2 + 4 + 1 + varint_len(ts);
         const { assert!(key(TRACK_EVENT, protobuf::LEN) < 0x80 && SEQUENCE < 0x80 && TYPE_SLICE_END < 0x80) };
         self.records += 1;
-        let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
+        let mut c = Cursor::new(self.runs.buf());
         c.put_fixed(
             [
                 key(PACKET, protobuf::LEN) as u8,
@@ -319,42 +310,27 @@ impl ProtoWriter {
         }
         self.open.push(end_ns);
         let ts = self.delta(start_ns)?;
-        let mut event = std::mem::take(&mut self.scratch);
-        event.clear();
-        let mut c = Cursor::new(&mut event);
-        let name_iid = plane.name_iid(meta);
-        if name_iid != 0 {
-            intern::NameUse::uses(&mut self.names, name_iid, plane.entries());
-        }
-        c.put_fixed([key(EVENT_TYPE, protobuf::VARINT) as u8, TYPE_SLICE_BEGIN as u8, key(EVENT_NAME_IID, protobuf::VARINT) as u8], 3);
-        write_varint(&mut c, name_iid);
-        plane.write_annotations(meta, ev, &mut c, &mut self.names);
+        self.records += 1;
+        // Packet { sequence id, TrackEvent { type, name, args, flows }, interned names,
+        // timestamp }, written where it goes, each length one byte to be set once known
+        // (`set_begin_lengths`): no copy of the event, no second pass for its length.
+        let buf = self.runs.buf();
+        let at = buf.len();
+        let mut c = Cursor::new(buf);
+        c.put_fixed([key(PACKET, protobuf::LEN) as u8, 0, key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8, key(TRACK_EVENT, protobuf::LEN) as u8, 0], BEGIN_HEADER);
+        plane.write_begin(meta, ev, &mut c, &mut self.names);
         if let Some(f) = &self.flows {
             for &(_, _, _, id) in f.of(&mut self.flow_cursor, index) {
                 put_varint_field(&mut c, EVENT_FLOW_IDS, id);
             }
         }
-        drop(c);
-        self.names.take_pending(&mut self.interned);
-        self.records += 1;
-        let interned_len = if self.interned.is_empty() { 0 } else { protobuf::len_field_len(INTERNED_DATA, self.interned.len()) };
-        let packet_len = varint_field_len(SEQUENCE_ID, SEQUENCE)
-            + varint_field_len(TIMESTAMP, ts)
-            + protobuf::len_field_len(TRACK_EVENT, event.len())
-            + interned_len;
-        let mut c = Cursor::new(sink(&mut self.runs, &mut self.out));
-        protobuf::write_len_header(&mut c, PACKET, packet_len);
-        c.put_fixed([key(SEQUENCE_ID, protobuf::VARINT) as u8, SEQUENCE as u8], 2);
-        protobuf::write_len_header(&mut c, TRACK_EVENT, event.len());
-        c.put(&event);
-        if !self.interned.is_empty() {
-            put_bytes_field(&mut c, INTERNED_DATA, &self.interned);
-        }
+        let event_len = c.len() - at - BEGIN_HEADER;
+        self.names.put_pending(&mut c);
         // The time last, as in an end (`slice_end`).
         c.push(key(TIMESTAMP, protobuf::VARINT) as u8);
         write_varint(&mut c, ts);
         drop(c);
-        self.scratch = event;
+        set_begin_lengths(self.runs.buf(), at, event_len);
         self.packet_done()
     }
 
@@ -368,22 +344,43 @@ impl ProtoWriter {
     /// what overflowed it.
     pub fn finish(mut self) -> io::Result<(Part, Option<Part>)> {
         self.end_thread()?;
-        if let Some(runs) = &mut self.runs {
-            runs.flush(self.out.buf())?;
-        }
+        self.runs.flush(self.out.buf())?;
         let len = (self.out.pos() - self.start) as usize;
         pad(self.out.buf(), len);
         self.out.finish_region(self.start)
     }
 }
 
-/// Where the next packet goes: the run being gathered (`runs`), or the output.
+/// The bytes of a begin before its TrackEvent's fields: the packet's key and length, the
+/// sequence id, the TrackEvent's key and length.
+const BEGIN_HEADER: usize = 6;
+
+/// Sets the lengths of the begin written from `at` on, whose TrackEvent holds `event_len`
+/// bytes: in the one byte left for each, or, for a packet of 128 bytes or more (many or
+/// long args, names interned), by writing the header again with the varints it needs.
 #[inline(always)]
-fn sink<'a>(runs: &'a mut Option<PacketRuns>, out: &'a mut DirectWriter) -> &'a mut Vec<u8> {
-    match runs {
-        Some(runs) => runs.buf(),
-        None => out.buf(),
+fn set_begin_lengths(buf: &mut Vec<u8>, at: usize, event_len: usize) {
+    let packet_len = buf.len() - at - 2;
+    if packet_len < 0x80 {
+        buf[at + 1] = packet_len as u8;
+        buf[at + BEGIN_HEADER - 1] = event_len as u8;
+    } else {
+        set_long_begin_lengths(buf, at, event_len);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn set_long_begin_lengths(buf: &mut Vec<u8>, at: usize, event_len: usize) {
+    let rest = buf.len() - at - BEGIN_HEADER;
+    let inner = varint_field_len(SEQUENCE_ID, SEQUENCE) + protobuf::len_field_len(TRACK_EVENT, event_len) + (rest - event_len);
+    let mut header = Vec::new();
+    let mut c = Cursor::new(&mut header);
+    protobuf::write_len_header(&mut c, PACKET, inner);
+    put_varint_field(&mut c, SEQUENCE_ID, SEQUENCE);
+    protobuf::write_len_header(&mut c, TRACK_EVENT, event_len);
+    drop(c);
+    buf.splice(at..at + BEGIN_HEADER, header);
 }
 
 /// A TrackDescriptor field: `uuid`, and `descriptor` as its field `kind`.

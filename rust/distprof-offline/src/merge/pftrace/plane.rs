@@ -5,30 +5,55 @@
 
 use super::super::chrome_args::{common_event_stats, event_metadata, event_stats, stat_fields, stat_metadata, IdTable, ARGS_CAP_BYTES, STR_CAP_BYTES};
 use super::super::cursor::Cursor;
-use super::super::protobuf::{self, read_varint, Field, WireError};
+use super::super::protobuf::{self, Field, WireError};
 use super::super::rewrite::RewriteError;
 use super::super::xspace_fields::*;
 use super::annotations::{cut_text, put_annotation, Name, Value};
 use super::fields::*;
 use super::intern::{Entries, NameUse};
 
+/// What every begin of an event with this metadata starts with, encoded once.
 struct EventMeta {
-    name_iid: u64,
-    /// The metadata's stats as annotations, and the names they use.
-    annotations: Vec<u8>,
-    annotation_iids: Vec<u64>,
+    /// The TrackEvent's fields before the event's own stats: its type (a slice's begin),
+    /// its interned name and the metadata's stats as annotations.
+    head: Vec<u8>,
+    /// Where the annotations start in `head`: the args cap counts from there.
+    annotations_at: usize,
+    /// The names `head` uses, in the order they are interned: the event's, then its
+    /// annotations'.
+    iids: Vec<u64>,
+    /// The metadata's stats left out at the cap.
     dropped: u32,
+}
+
+impl EventMeta {
+    /// The head of a begin named by iid `name_iid` (0: no name), before its annotations.
+    fn begin(name_iid: u64) -> Self {
+        let mut head = Vec::new();
+        let mut c = Cursor::new(&mut head);
+        put_varint_field(&mut c, EVENT_TYPE, TYPE_SLICE_BEGIN);
+        put_varint_field(&mut c, EVENT_NAME_IID, name_iid);
+        drop(c);
+        let iids = if name_iid == 0 { Vec::new() } else { vec![name_iid] };
+        Self { annotations_at: head.len(), head, iids, dropped: 0 }
+    }
 }
 
 struct StatMeta {
     name_iid: u64,
     /// The name as the value of a reference stat (cut).
     as_value: Vec<u8>,
+    /// `as_value` as a whole `DebugAnnotation.string_value` field, when it fits in an
+    /// annotation of one-byte lengths (empty otherwise): what a reference to this stat
+    /// copies (`render_stat`).
+    as_value_field: Vec<u8>,
 }
 
 /// One plane's interned names and stat renderings for the protobuf trace.
 pub struct ProtoPlane {
     events: IdTable<EventMeta>,
+    /// The head of an event whose metadata the plane lacks: no name.
+    unnamed: EventMeta,
     stats: IdTable<StatMeta>,
     /// By iid (from 1): the `InternedData` entry of each name.
     entries: Vec<Vec<u8>>,
@@ -54,21 +79,29 @@ impl ProtoPlane {
         for (id, name) in stat_metadata(fields)? {
             let as_value = cut_text(name, STR_CAP_BYTES);
             let name_iid = entry(INTERNED_ANNOTATION_NAMES, &as_value);
-            stats.insert(id, StatMeta { name_iid, as_value });
+            // Key, length, then the text: with the annotation's name, 4 bytes more.
+            let as_value_field = if as_value.len() < 0x80 - 4 {
+                let mut f = Vec::new();
+                put_bytes_field(&mut Cursor::new(&mut f), ANNOTATION_STRING, &as_value);
+                f
+            } else {
+                Vec::new()
+            };
+            stats.insert(id, StatMeta { name_iid, as_value, as_value_field });
         }
         let mut events = Vec::new();
         for (id, n, meta_stats) in event_metadata(fields)? {
             events.push((id, entry(INTERNED_EVENT_NAMES, &cut_text(n, usize::MAX)), meta_stats));
         }
-        let mut out = Self { events: IdTable::new(), stats, entries };
+        let mut out = Self { events: IdTable::new(), unnamed: EventMeta::begin(0), stats, entries };
         for (id, name_iid, meta_stats) in events {
-            let mut annotations = Vec::new();
-            let mut annotation_iids = Vec::new();
-            let mut dropped = 0;
+            let mut meta = EventMeta::begin(name_iid);
+            let mut c = Cursor::new(&mut meta.head);
             for s in meta_stats {
-                dropped += out.push_stat(s, &mut Cursor::new(&mut annotations), 0, &mut annotation_iids);
+                meta.dropped += out.push_stat(s, &mut c, meta.annotations_at, &mut meta.iids);
             }
-            out.events.insert(id, EventMeta { name_iid, annotations, annotation_iids, dropped });
+            drop(c);
+            out.events.insert(id, meta);
         }
         Ok(out)
     }
@@ -76,12 +109,6 @@ impl ProtoPlane {
     /// The `InternedData` entries of the plane's names, by iid.
     pub fn entries(&self) -> &Entries {
         &self.entries
-    }
-
-    /// The interned name of event metadata `id` (0, no name, when the plane lacks it).
-    #[inline]
-    pub fn name_iid(&self, id: i64) -> u64 {
-        self.events.get(id).map_or(0, |m| m.name_iid)
     }
 
     /// Appends one stat as an annotation unless the annotations since `body_start` would
@@ -96,27 +123,33 @@ impl ProtoPlane {
         0
     }
 
-    /// One XStat as an annotation: the common shape (an id, then one integer or a
-    /// reference) read directly, anything else field by field.
+    /// One XStat as an annotation. The common shapes, a one-byte stat id with iid below
+    /// 128 and then one of:
+    /// - an unsigned or signed integer (`08 id 18|20 varint`): copied, not decoded, since
+    ///   `DebugAnnotation.uint_value` and `int_value` have the numbers (3, 4) and varint
+    ///   of `XStat.uint64_value` and `int64_value`: the annotation is the stat with the
+    ///   name's iid in place of its id;
+    /// - a reference to another stat's name (an `hlo_op`, `08 id 38 ref`): that name's
+    ///   string field, encoded once (`StatMeta::as_value_field`).
+    ///
+    /// Anything else is read field by field.
     #[inline]
     fn render_stat(&self, stat: &[u8], out: &mut Cursor<'_>, names: &mut impl NameUse) -> Result<(), WireError> {
-        let mut pos = 1;
-        if stat.first() == Some(&0x08) {
-            if let (Some(id), Some(&k)) = (read_varint(stat, &mut pos), stat.get(pos)) {
-                if let Some(m) = self.stats.get(id as i64) {
-                    let mut p = pos + 1;
-                    let value = match k {
-                        0x18 => read_varint(stat, &mut p).map(Value::Uint),
-                        0x20 => read_varint(stat, &mut p).map(|v| Value::Int(v as i64)),
-                        // A reference to another stat's name (an `hlo_op`), when there is one.
-                        0x38 => read_varint(stat, &mut p).and_then(|r| self.stats.get(r as i64)).map(|r| Value::Text(&r.as_value)),
-                        _ => None,
-                    };
-                    if let Some(v) = value.filter(|_| p == stat.len()) {
-                        names.uses(m.name_iid, &self.entries);
-                        put_annotation(out, Name::Iid(m.name_iid), v);
-                        return Ok(());
-                    }
+        const ANNOTATION: u8 = key(EVENT_ANNOTATIONS, protobuf::LEN) as u8;
+        const NAME_IID: u8 = key(ANNOTATION_NAME_IID, protobuf::VARINT) as u8;
+        if let &[0x08, id @ 0..0x80, k, ref value @ ..] = stat {
+            if let Some(m) = self.stats.get(i64::from(id)).filter(|m| m.name_iid < 0x80) {
+                let copied = match (k, value) {
+                    (0x18 | 0x20, _) if is_one_varint(value) => Some(&stat[2..]),
+                    (0x38, &[r @ 0..0x80]) => self.stats.get(i64::from(r)).map(|r| &r.as_value_field[..]).filter(|f| !f.is_empty()),
+                    _ => None,
+                };
+                if let Some(body) = copied {
+                    names.uses(m.name_iid, &self.entries);
+                    // The name's key and iid, then the value's key and bytes: under 128.
+                    out.put_fixed([ANNOTATION, 2 + body.len() as u8, NAME_IID, m.name_iid as u8], 4);
+                    out.put(body);
+                    return Ok(());
                 }
             }
         }
@@ -164,26 +197,23 @@ impl ProtoPlane {
         Ok(())
     }
 
-    /// Puts the precomputed annotations of event metadata `meta`; returns the stats they
-    /// left out.
-    fn put_meta_annotations(&self, meta: i64, out: &mut Cursor<'_>, names: &mut impl NameUse) -> u32 {
-        let Some(m) = self.events.get(meta) else { return 0 };
-        out.put(&m.annotations);
-        for &iid in &m.annotation_iids {
+    /// Appends the TrackEvent fields of the begin of an event with metadata `meta` and
+    /// XEvent fields `ev` (or only the run of them that holds its stats): its type, name
+    /// and annotations, reporting the names they use.
+    #[inline]
+    pub fn write_begin(&self, meta: i64, ev: &[u8], out: &mut Cursor<'_>, names: &mut impl NameUse) {
+        let m = self.events.get(meta).unwrap_or(&self.unnamed);
+        for &iid in &m.iids {
             names.uses(iid, &self.entries);
         }
-        m.dropped
-    }
-
-    /// Appends the annotations of an event with metadata `meta` and XEvent fields `ev`
-    /// (or only the run of them that holds its stats), reporting the names they use.
-    pub fn write_annotations(&self, meta: i64, ev: &[u8], out: &mut Cursor<'_>, names: &mut impl NameUse) {
-        let body = out.len();
-        let mut dropped = self.put_meta_annotations(meta, out, names);
+        let start = out.len();
+        out.put(&m.head);
+        let body = start + m.annotations_at;
+        let mut dropped = m.dropped;
         if !common_event_stats(ev, |stat| dropped += self.push_stat(stat, out, body, names)) {
             // An unusual shape: every field the slow way.
-            out.truncate(body);
-            dropped = self.put_meta_annotations(meta, out, names);
+            out.truncate(start + m.head.len());
+            dropped = m.dropped;
             for stat in event_stats(ev) {
                 dropped += self.push_stat(stat, out, body, names);
             }
@@ -191,5 +221,71 @@ impl ProtoPlane {
         if dropped > 0 {
             put_annotation(out, Name::Inline(b"distprof_args_dropped"), Value::Uint(u64::from(dropped)));
         }
+    }
+}
+
+/// Whether `b` is exactly one varint below 2^63 (at most 9 bytes): the value bytes of a
+/// stat that its annotation copies.
+#[inline(always)]
+fn is_one_varint(b: &[u8]) -> bool {
+    match b.split_last() {
+        Some((&last, rest)) => last < 0x80 && rest.len() < 9 && rest.iter().all(|&x| x >= 0x80),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::protobuf::Fields;
+    use distprof::xplane::{XPlane, XStat, XStatValue};
+    use prost::Message;
+
+    #[test]
+    fn copied_stats_are_the_annotations_that_decoding_writes() {
+        let mut p = XPlane::default();
+        let corr = p.intern_stat("correlation_id");
+        let op = p.intern_stat("hlo_op");
+        let short = p.intern_stat("all-reduce.1");
+        // The longest name a reference copies (123 bytes), one byte more, and a long one.
+        let names: Vec<i64> = [123, 124, 300].iter().map(|&n| p.intern_stat(&"x".repeat(n))).collect();
+        // Stat ids past 127 (two-byte varints), names past iid 127: left to the general way.
+        let far: Vec<i64> = (0..140).map(|k| p.intern_stat(&format!("s{k}"))).collect();
+        let bytes = p.encode_to_vec();
+        let mut fields = Vec::new();
+        let mut f = Fields::new(&bytes, 0);
+        while let Some(x) = f.next_field().unwrap() {
+            fields.push(x);
+        }
+        let plane = ProtoPlane::new(&fields).unwrap();
+        let unknown = 100_000;
+        let mut stats = Vec::new();
+        for id in [corr, far[0], far[139], unknown] {
+            for v in [0, 1, 127, 128, 300, 1 << 40, (1 << 63) - 1, 1 << 63, u64::MAX] {
+                stats.push(XStat { metadata_id: id, value: Some(XStatValue::Uint64Value(v)) });
+                stats.push(XStat { metadata_id: id, value: Some(XStatValue::Int64Value(v as i64)) });
+            }
+            for r in [short, names[0], names[1], names[2], far[139], unknown] {
+                stats.push(XStat { metadata_id: id, value: Some(XStatValue::RefValue(r as u64)) });
+            }
+            stats.push(XStat { metadata_id: op, value: Some(XStatValue::StrValue("fusion".into())) });
+        }
+        for stat in &stats {
+            let stat = stat.encode_to_vec();
+            let (mut copied, mut decoded) = (Vec::new(), Vec::new());
+            let (mut copied_names, mut decoded_names) = (Vec::<u64>::new(), Vec::<u64>::new());
+            plane.render_stat(&stat, &mut Cursor::new(&mut copied), &mut copied_names).unwrap();
+            plane.render_stat_general(&stat, &mut Cursor::new(&mut decoded), &mut decoded_names).unwrap();
+            assert_eq!(copied, decoded, "{stat:02x?}");
+            assert_eq!(copied_names, decoded_names, "{stat:02x?}");
+        }
+        // The copy itself: correlation_id = 300 is the stat's bytes after its id, behind the
+        // annotation's key, length and name.
+        let iid = plane.stats.get(corr).unwrap().name_iid as u8;
+        let stat = XStat { metadata_id: corr, value: Some(XStatValue::Uint64Value(300)) }.encode_to_vec();
+        assert_eq!(stat, [0x08, corr as u8, 0x18, 0xac, 0x02]);
+        let mut out = Vec::new();
+        plane.render_stat(&stat, &mut Cursor::new(&mut out), &mut Vec::new()).unwrap();
+        assert_eq!(out, [0x22, 5, 0x08, iid, 0x18, 0xac, 0x02]);
     }
 }

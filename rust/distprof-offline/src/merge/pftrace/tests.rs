@@ -273,3 +273,50 @@ fn each_line_interns_the_names_it_uses_in_the_packet_of_their_first_use() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_begin_of_128_bytes_or_more_gets_the_longer_lengths_it_needs() {
+    use distprof::xplane::{XEvent, XEventData, XPlane, XStat, XStatValue};
+    use prost::Message;
+    let mut p = XPlane::default();
+    let text = p.intern_stat("text");
+    let kernel = p.intern_event("kernel");
+    let bytes = p.encode_to_vec();
+    let mut fields = Vec::new();
+    let mut f = Fields::new(&bytes, 0);
+    while let Some(x) = f.next_field().unwrap() {
+        fields.push(x);
+    }
+    let plane = ProtoPlane::new(&fields).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t.pftrace");
+    let doc = ChromeDoc::create(&path, Some(0), TraceFormat::Pftrace).unwrap();
+    let region = doc.next_job(1, |_| 1_000).unwrap();
+    let mut w = ProtoWriter::new(region.writer, 1, 0).with_compression(PftraceCompression::None);
+    let pid = w.begin_process("p").unwrap();
+    w.thread(pid, 1, "line").unwrap();
+    // String args of 10 to 250 bytes: packets on both sides of 128 bytes, and TrackEvents
+    // too.
+    let lengths = [10, 100, 110, 120, 121, 122, 123, 124, 125, 130, 250];
+    for (k, &n) in lengths.iter().enumerate() {
+        let value = "v".repeat(n);
+        let ev = XEvent { metadata_id: kernel, data: Some(XEventData::OffsetPs(0)), duration_ps: 0, stats: vec![XStat { metadata_id: text, value: Some(XStatValue::StrValue(value)) }] }.encode_to_vec();
+        w.slice(&plane, 1_000 * k as i64, 500, kernel, &ev, k as u32).unwrap();
+    }
+    doc.fragment_done(region.order, w.finish().unwrap());
+    doc.commit().unwrap();
+    let mut got = Vec::new();
+    for p in packets(&std::fs::read(&path).unwrap()) {
+        let Some(te) = get(&p, TRACK_EVENT) else { continue };
+        assert_eq!(p.last().unwrap().0, TIMESTAMP, "{p:?}");
+        let mut f = Fields::new(&te.2, 0);
+        while let Some(x) = f.next_field().unwrap() {
+            if x.number == EVENT_ANNOTATIONS {
+                let mut g = Fields::new(x.bytes, 0);
+                g.next_field().unwrap().unwrap();
+                got.push(g.next_field().unwrap().unwrap().bytes.len());
+            }
+        }
+    }
+    assert_eq!(got, lengths);
+}
