@@ -59,9 +59,69 @@ fn write_at_or_cached(file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
     }
 }
 
+/// Reads the whole file at `path` into `buf` (its contents replaced). A buffer too small for
+/// it is replaced by a fresh one whose memory the kernel is asked to back with huge pages
+/// (`MADV_HUGEPAGE`, where transparent huge pages are on "madvise"): the read then faults
+/// 2 MiB at a time instead of 4 KiB. (A 63 MB input took 16,000 page faults, 2 % of a
+/// serial merge's CPU.) A worker reuses its buffer from node to node.
+pub fn read_whole(path: &std::path::Path, buf: &mut Vec<u8>) -> io::Result<()> {
+    use std::io::Read;
+    let mut file = File::open(path)?;
+    let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+    buf.clear();
+    if buf.capacity() < len {
+        // One byte more: `read_to_end` reads until a read returns nothing.
+        *buf = Vec::with_capacity(len.saturating_add(1));
+        advise_huge_pages(buf);
+    }
+    file.read_to_end(buf)?;
+    Ok(())
+}
+
+/// Asks for huge pages under the whole 2 MiB pages inside `buf`'s spare capacity, which
+/// nothing has touched yet. Only advice: refused or unsupported, the pages stay small.
+fn advise_huge_pages(buf: &mut Vec<u8>) {
+    const HUGE: usize = 2 << 20;
+    let spare = buf.spare_capacity_mut();
+    let (start, end) = (spare.as_ptr() as usize, spare.as_ptr() as usize + spare.len());
+    let (from, to) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+    if from < to {
+        // SAFETY: madvise on whole pages of memory this Vec owns; MADV_HUGEPAGE changes
+        // how the kernel backs them, not their contents or mapping.
+        unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE) };
+    }
+}
+
 /// Bytes that sit before `ptr` reaches the next [`ALIGN`]ed address.
 fn pad_to_align(ptr: *const u8) -> usize {
     (ALIGN - ptr as usize % ALIGN) % ALIGN
+}
+
+thread_local! {
+    /// Chunk buffers of the writers this thread dropped, for its next writers: a fresh
+    /// buffer costs a page fault per 4 KiB it fills, and a merge worker opens two writers
+    /// (two buffers each) for every node (about 7,000 of a 4-node serial merge's faults).
+    static SPARE_BUFFERS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare buffers a thread keeps: those of two writers.
+const MAX_SPARE_BUFFERS: usize = 4;
+
+/// A buffer that this thread's writers used before, else a new one.
+fn spare_buffer() -> Vec<u8> {
+    SPARE_BUFFERS.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+}
+
+/// Keeps a writer's buffer for the thread's next writer.
+fn keep_buffer(v: Vec<u8>) {
+    if v.capacity() >= CHUNK + SLACK {
+        SPARE_BUFFERS.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < MAX_SPARE_BUFFERS {
+                s.push(v);
+            }
+        });
+    }
 }
 
 /// An empty buffer whose data starts at an aligned address: (vector, padding length).
@@ -177,7 +237,7 @@ impl DirectWriter {
     }
 
     fn with_mode(file: File, direct: bool) -> Self {
-        let (buf, head) = aligned_buffer(Vec::new());
+        let (buf, head) = aligned_buffer(spare_buffer());
         Self { file: Arc::new(file), direct, buf, head, at: 0, limit: u64::MAX, overflow: None, thread: None, writing: false }
     }
 
@@ -187,7 +247,7 @@ impl DirectWriter {
     pub fn region(file: Arc<File>, start: u64, limit: u64, overflow: std::path::PathBuf) -> Self {
         debug_assert!(start % ALIGN as u64 == 0 && limit % ALIGN as u64 == 0);
         let direct = set_direct(&file, true);
-        let (buf, head) = aligned_buffer(Vec::new());
+        let (buf, head) = aligned_buffer(spare_buffer());
         Self {
             file,
             direct,
@@ -237,10 +297,11 @@ impl DirectWriter {
         Ok(())
     }
 
-    /// Waits for the chunk being written; returns its buffer for reuse.
+    /// Waits for the chunk being written; returns its buffer for reuse (with none being
+    /// written, a spare one).
     fn wait(&mut self) -> io::Result<Vec<u8>> {
         if !std::mem::take(&mut self.writing) {
-            return Ok(Vec::new());
+            return Ok(spare_buffer());
         }
         let thread = self.thread.as_ref().ok_or_else(|| io::Error::other("a chunk was written without a writer thread"))?;
         thread.written.recv().map_err(|_| io::Error::other("the output writer thread panicked"))?
@@ -301,7 +362,7 @@ impl DirectWriter {
             return Err(io::Error::other("a region must end on a block boundary"));
         }
         self.flush_aligned()?;
-        self.wait()?;
+        keep_buffer(self.wait()?);
         let end = self.pos();
         let inside = end.min(self.limit).saturating_sub(start);
         let region = Part { file: self.file.clone(), from: start, len: inside, read_direct: self.direct };
@@ -317,7 +378,7 @@ impl DirectWriter {
     /// Writes the whole aligned blocks and waits for them; leaves `O_DIRECT` off.
     fn settle(&mut self) -> io::Result<()> {
         self.flush_aligned()?;
-        self.wait()?;
+        keep_buffer(self.wait()?);
         if self.direct && !set_direct(&self.file, false) {
             return Err(io::Error::other("cannot switch O_DIRECT off for the last block"));
         }
@@ -440,7 +501,10 @@ impl DirectWriter {
 impl Drop for DirectWriter {
     fn drop(&mut self) {
         // A writer dropped on an error path: its thread must not outlive the file's owner.
-        let _ = self.wait();
+        if let Ok(v) = self.wait() {
+            keep_buffer(v);
+        }
+        keep_buffer(std::mem::take(&mut self.buf));
     }
 }
 
@@ -470,6 +534,43 @@ mod tests {
         (0..n)
             .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[2] ^ seed)
             .collect()
+    }
+
+    /// A thread's second writer takes the buffers its first one left (no fresh memory to
+    /// fault in), and writes only its own bytes, none of the first file's left in them.
+    #[test]
+    fn a_writer_reuses_the_buffers_of_the_one_before_and_writes_only_its_own_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (first, second) = (pattern(2 * CHUNK + 5, 1), pattern(ALIGN + 3, 2));
+        let mut w = DirectWriter::new(File::create(tmp.path().join("first")).unwrap());
+        w.buf().extend_from_slice(&first);
+        w.maybe_flush().unwrap();
+        w.finish().unwrap();
+        let kept = SPARE_BUFFERS.with(|s| s.borrow().len());
+        assert_eq!(kept, 2, "the writer's two buffers are kept");
+        let mut w = DirectWriter::new(File::create(tmp.path().join("second")).unwrap());
+        assert_eq!(SPARE_BUFFERS.with(|s| s.borrow().len()), 1, "the next writer took one");
+        w.buf().extend_from_slice(&second);
+        w.finish().unwrap();
+        assert!(std::fs::read(tmp.path().join("first")).unwrap() == first);
+        assert!(std::fs::read(tmp.path().join("second")).unwrap() == second);
+    }
+
+    /// A file read into a buffer holds exactly the file, whether the buffer was new, too
+    /// small (replaced by one with huge-page advice: 5 MiB spans whole 2 MiB pages) or
+    /// larger and holding an earlier file; a missing file is an error.
+    #[test]
+    fn read_whole_replaces_the_buffer_with_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (big, small) = (pattern(5 << 20, 3), pattern(3, 9));
+        std::fs::write(tmp.path().join("big"), &big).unwrap();
+        std::fs::write(tmp.path().join("small"), &small).unwrap();
+        let mut buf = b"old".to_vec();
+        read_whole(&tmp.path().join("big"), &mut buf).unwrap();
+        assert!(buf == big);
+        read_whole(&tmp.path().join("small"), &mut buf).unwrap();
+        assert_eq!(buf, small);
+        assert!(read_whole(&tmp.path().join("missing"), &mut buf).is_err());
     }
 
     #[test]

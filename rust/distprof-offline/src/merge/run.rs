@@ -303,10 +303,7 @@ fn merge_node(
         }
         None => (None, None),
     };
-    buf.clear();
-    std::fs::File::open(&n.path)
-        .and_then(|mut f| std::io::Read::read_to_end(&mut f, buf))
-        .map_err(|e| MergeError::Io { path: n.path.clone(), err: e })?;
+    super::direct_io::read_whole(&n.path, buf).map_err(|e| MergeError::Io { path: n.path.clone(), err: e })?;
     let mut writer = match writer {
         Some(TraceWriter::Proto(w)) if flows => {
             let start_ns = n.info.profile_start_ns.unwrap_or(0);
