@@ -377,6 +377,7 @@ pub(super) fn map_entry(entry: &[u8]) -> Result<(i64, &[u8]), WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use super::protobuf::fields_of;
     use distprof::xplane::{XEvent, XEventData, XPlane, XStat, XStatValue};
     use prost::Message;
 
@@ -398,11 +399,7 @@ mod tests {
             XEvent { metadata_id: ev, data: Some(XEventData::OffsetPs(5)), duration_ps: 7, stats }.encode_to_vec()
         };
         let bytes = p.encode_to_vec();
-        let mut fields = Vec::new();
-        let mut f = Fields::new(&bytes, 0);
-        while let Some(x) = f.next_field().unwrap() {
-            fields.push(x);
-        }
+        let fields = fields_of(&bytes);
         let args = PlaneArgs::new(&fields).unwrap();
         assert_eq!(args.name_field(ev), b",\"name\":\"kernel\"");
         let render = |e: &[u8]| {

@@ -175,6 +175,13 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// Every field of a message, in order: for tests, on a buffer they built themselves.
+#[cfg(test)]
+pub fn fields_of(buf: &[u8]) -> Vec<Field<'_>> {
+    let mut f = Fields::new(buf, 0);
+    std::iter::from_fn(|| f.next_field().unwrap()).collect()
+}
+
 /// Bytes of varint `v`: its significant bits over 7, rounded up, as `(9 bits + 64) / 64`
 /// (exact for 1 to 64 bits) with a shift instead of a division.
 #[inline(always)]

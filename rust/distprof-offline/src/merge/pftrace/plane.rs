@@ -237,7 +237,7 @@ fn is_one_varint(b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::protobuf::Fields;
+    use crate::merge::protobuf::fields_of;
     use distprof::xplane::{XPlane, XStat, XStatValue};
     use prost::Message;
 
@@ -252,11 +252,7 @@ mod tests {
         // Stat ids past 127 (two-byte varints), names past iid 127: left to the general way.
         let far: Vec<i64> = (0..140).map(|k| p.intern_stat(&format!("s{k}"))).collect();
         let bytes = p.encode_to_vec();
-        let mut fields = Vec::new();
-        let mut f = Fields::new(&bytes, 0);
-        while let Some(x) = f.next_field().unwrap() {
-            fields.push(x);
-        }
+        let fields = fields_of(&bytes);
         let plane = ProtoPlane::new(&fields).unwrap();
         let unknown = 100_000;
         let mut stats = Vec::new();

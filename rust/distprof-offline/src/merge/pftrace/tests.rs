@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::merge::chrome_doc::ChromeDoc;
-use crate::merge::protobuf::Fields;
+use crate::merge::protobuf::{fields_of, Fields};
 use crate::merge::trace_out::TraceFormat;
 
 /// The packets of `bytes`, each as its fields (number, value: varint or bytes), those
@@ -190,11 +190,7 @@ fn each_line_interns_the_names_it_uses_in_the_packet_of_their_first_use() {
     let other = p.intern_event("other");
     p.event_metadata.get_mut(&kernel).unwrap().stats.push(XStat { metadata_id: module, value: Some(XStatValue::StrValue("jit_step".into())) });
     let bytes = p.encode_to_vec();
-    let mut fields = Vec::new();
-    let mut f = Fields::new(&bytes, 0);
-    while let Some(x) = f.next_field().unwrap() {
-        fields.push(x);
-    }
+    let fields = fields_of(&bytes);
     let plane = ProtoPlane::new(&fields).unwrap();
     let event = |meta, corr_value: u64| {
         XEvent { metadata_id: meta, data: Some(XEventData::OffsetPs(0)), duration_ps: 0, stats: vec![XStat { metadata_id: corr, value: Some(XStatValue::Uint64Value(corr_value)) }] }.encode_to_vec()
@@ -282,11 +278,7 @@ fn a_begin_of_128_bytes_or_more_gets_the_longer_lengths_it_needs() {
     let text = p.intern_stat("text");
     let kernel = p.intern_event("kernel");
     let bytes = p.encode_to_vec();
-    let mut fields = Vec::new();
-    let mut f = Fields::new(&bytes, 0);
-    while let Some(x) = f.next_field().unwrap() {
-        fields.push(x);
-    }
+    let fields = fields_of(&bytes);
     let plane = ProtoPlane::new(&fields).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("t.pftrace");
