@@ -62,6 +62,9 @@ pub fn long_lines(fits: &WindowFits, neighbours: &[&WindowFits], settings: &Esti
             let mut rev = f.line.hulls.rev_upper.clone();
             let mut found = false;
             let (mut before_cut, mut after_cut) = (false, false);
+            // This window's own slope, for `consistent`: fitted from its hulls, so it is this
+            // window's alone whatever line it carries.
+            let own_slope = hull::fit(&fwd, &rev).ok().map(|own| own.line.slope);
             for n in &order {
                 let Some(other) = n.edge(f.key) else { continue };
                 // Into this window's frame: x from this midpoint, y from this origin.
@@ -77,7 +80,7 @@ pub fn long_lines(fits: &WindowFits, neighbours: &[&WindowFits], settings: &Esti
                 let shift = |p: &Point| Point { x_ns: p.x_ns + dx as f64, y_ns: p.y_ns + dy as f64 };
                 let (n_fwd, n_rev): (Vec<Point>, Vec<Point>) =
                     (other.line.hulls.fwd_lower.iter().map(shift).collect(), other.line.hulls.rev_upper.iter().map(shift).collect());
-                if !consistent(f, other, &n_fwd, &n_rev) {
+                if !consistent(f, own_slope, other, &n_fwd, &n_rev) {
                     *cut = true;
                     continue;
                 }
@@ -99,9 +102,9 @@ pub fn long_lines(fits: &WindowFits, neighbours: &[&WindowFits], settings: &Esti
 /// Whether the edge's points of this window (`own`) and of a neighbour (`other`, its hulls
 /// `fwd` / `rev` moved into this window's frame) agree: at the slope of their max-margin
 /// fit together, each window's own max-margin intercept is within the tolerance of the
-/// other's, and each window's own slope is within `CUT_SLOPE_NS` of the other's. Fits that
-/// could not be made say nothing: kept.
-fn consistent(own: &FittedEdge, other: &FittedEdge, fwd: &[Point], rev: &[Point]) -> bool {
+/// other's, and this window's own slope (`own_slope`) is within `CUT_SLOPE_NS` of the
+/// other's. Fits that could not be made say nothing: kept.
+fn consistent(own: &FittedEdge, own_slope: Option<f64>, other: &FittedEdge, fwd: &[Point], rev: &[Point]) -> bool {
     let mut pair_fwd: Vec<Point> = own.line.hulls.fwd_lower.iter().chain(fwd).copied().collect();
     let mut pair_rev: Vec<Point> = own.line.hulls.rev_upper.iter().chain(rev).copied().collect();
     pair_fwd.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
@@ -118,9 +121,9 @@ fn consistent(own: &FittedEdge, other: &FittedEdge, fwd: &[Point], rev: &[Point]
     }
     // A kink where the two windows meet puts both midpoints on one chord, so the offsets
     // above agree: only the windows' own slopes show it.
-    let (Ok(mine), Ok(theirs)) = (hull::fit(&own.line.hulls.fwd_lower, &own.line.hulls.rev_upper), hull::fit(fwd, rev)) else { return true };
+    let (Some(mine), Ok(theirs)) = (own_slope, hull::fit(fwd, rev)) else { return true };
     let lever_ns = fwd.iter().chain(rev).map(|p| p.x_ns.abs()).fold(0.0, f64::max) / 2.0;
-    (mine.line.slope - theirs.line.slope).abs() * lever_ns <= CUT_SLOPE_NS
+    (mine - theirs.line.slope).abs() * lever_ns <= CUT_SLOPE_NS
 }
 #[cfg(test)]
 mod tests {
