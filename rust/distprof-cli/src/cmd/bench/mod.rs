@@ -9,6 +9,7 @@ mod estimator;
 mod failover;
 mod faults;
 mod hooks;
+mod local_runs;
 mod merge;
 mod nic_clock;
 mod overhead;

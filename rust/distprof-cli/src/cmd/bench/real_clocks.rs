@@ -11,7 +11,8 @@
 //! The truth after the reference dies is its clock running on as it would have: the one
 //! timeline continues the dead reference's (see docs/estimation.md).
 
-use super::accuracy::{local_json, pooled_local_row, Acc, Fit, LocalRun, Row};
+use super::accuracy::{Acc, Fit, Row};
+use super::local_runs::{local_json, pooled_local_row, LocalRun};
 use distprof::clock::thread_cpu_s;
 use distprof::estimate::{estimate_run_windows, estimate_window_with_history, EstimatorSettings, History};
 use distprof_sim::cluster::scenarios::{LocalEmulation, NamedScenario, SCENARIOS};
