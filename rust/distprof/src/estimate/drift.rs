@@ -7,8 +7,9 @@
 //!
 //! The span stops where the data show a change: a neighbour whose offset at the pair's
 //! common slope disagrees with this window's beyond their noise (a frequency correction, a
-//! wander of 10-20 ppb/sqrt(s), a step) is left out, and so is everything beyond it on that
-//! side.
+//! wander of 10-20 ppb/sqrt(s), a step), or whose own slope does (a correction right at the
+//! edge between them, which leaves the offsets on one chord), is left out, and so is
+//! everything beyond it on that side.
 //!
 //! The online path (`online::History`) can only look back; `Smoother` looks both ways,
 //! which centres the span on the window and so follows a wandering rate better.
@@ -31,6 +32,13 @@ const CUT_SIGMAS: f64 = 6.0;
 /// the rate ~5 ppb in 15 s (~40 ns); a step of either clock moves it by the step.
 const CUT_MIN_NS: f64 = 100.0;
 const CUT_NOISE_SIGMAS: f64 = 4.0;
+/// ...and their own max-margin slopes part by at most this (ns) over the lever of half the
+/// neighbour's farthest point from this midpoint (0.75 W for an adjacent window: 1,500 ns
+/// is 133 ppb between 15 s windows). One window's slope is good to tens of ppb; chrony's
+/// corrections are 100-2,000 ppb. Chosen on seeds 1-4 of bench accuracy's disciplined,
+/// wander-20 and reference scenarios (600 ns cut the reference's spans: p99 79 -> 85 ns;
+/// 1,000-3,000 ns gave disciplined p99 222-268 ns, wander-20 213-306 ns).
+const CUT_SLOPE_NS: f64 = 1_500.0;
 
 /// Every hull line of `fits` refit over its own and the `neighbours`' hulls of the same
 /// edge, in `fits`' edge order; None where the line stays (other estimators, edges no
@@ -54,6 +62,9 @@ pub fn long_lines(fits: &WindowFits, neighbours: &[&WindowFits], settings: &Esti
             let mut rev = f.line.hulls.rev_upper.clone();
             let mut found = false;
             let (mut before_cut, mut after_cut) = (false, false);
+            // This window's own slope, for `consistent`: fitted from its hulls, so it is this
+            // window's alone whatever line it carries.
+            let own_slope = hull::fit(&fwd, &rev).ok().map(|own| own.line.slope);
             for n in &order {
                 let Some(other) = n.edge(f.key) else { continue };
                 // Into this window's frame: x from this midpoint, y from this origin.
@@ -69,7 +80,7 @@ pub fn long_lines(fits: &WindowFits, neighbours: &[&WindowFits], settings: &Esti
                 let shift = |p: &Point| Point { x_ns: p.x_ns + dx as f64, y_ns: p.y_ns + dy as f64 };
                 let (n_fwd, n_rev): (Vec<Point>, Vec<Point>) =
                     (other.line.hulls.fwd_lower.iter().map(shift).collect(), other.line.hulls.rev_upper.iter().map(shift).collect());
-                if !consistent(f, other, &n_fwd, &n_rev) {
+                if !consistent(f, own_slope, other, &n_fwd, &n_rev) {
                     *cut = true;
                     continue;
                 }
@@ -91,8 +102,9 @@ pub fn long_lines(fits: &WindowFits, neighbours: &[&WindowFits], settings: &Esti
 /// Whether the edge's points of this window (`own`) and of a neighbour (`other`, its hulls
 /// `fwd` / `rev` moved into this window's frame) agree: at the slope of their max-margin
 /// fit together, each window's own max-margin intercept is within the tolerance of the
+/// other's, and this window's own slope (`own_slope`) is within `CUT_SLOPE_NS` of the
 /// other's. Fits that could not be made say nothing: kept.
-fn consistent(own: &FittedEdge, other: &FittedEdge, fwd: &[Point], rev: &[Point]) -> bool {
+fn consistent(own: &FittedEdge, own_slope: Option<f64>, other: &FittedEdge, fwd: &[Point], rev: &[Point]) -> bool {
     let mut pair_fwd: Vec<Point> = own.line.hulls.fwd_lower.iter().chain(fwd).copied().collect();
     let mut pair_rev: Vec<Point> = own.line.hulls.rev_upper.iter().chain(rev).copied().collect();
     pair_fwd.sort_by(|a, b| a.x_ns.total_cmp(&b.x_ns));
@@ -104,7 +116,14 @@ fn consistent(own: &FittedEdge, other: &FittedEdge, fwd: &[Point], rev: &[Point]
     };
     let sigmas = own.line.sigma_ns.hypot(other.line.sigma_ns);
     let tolerance = CUT_MIN_NS.max(CUT_NOISE_SIGMAS * own.gap_noise_ns.max(other.gap_noise_ns)).max(if sigmas.is_finite() { CUT_SIGMAS * sigmas } else { 0.0 });
-    (a.intercept_ns - b.intercept_ns).abs() <= tolerance
+    if (a.intercept_ns - b.intercept_ns).abs() > tolerance {
+        return false;
+    }
+    // A kink where the two windows meet puts both midpoints on one chord, so the offsets
+    // above agree: only the windows' own slopes show it.
+    let (Some(mine), Ok(theirs)) = (own_slope, hull::fit(fwd, rev)) else { return true };
+    let lever_ns = fwd.iter().chain(rev).map(|p| p.x_ns.abs()).fold(0.0, f64::max) / 2.0;
+    (mine - theirs.line.slope).abs() * lever_ns <= CUT_SLOPE_NS
 }
 #[cfg(test)]
 mod tests {
@@ -199,5 +218,20 @@ mod tests {
         assert!((kept - 1_000.0).abs() < 5.0, "steady clock: {kept:.1} ppb");
         let own = steady[1].fitted[0].line.line.slope * 1e9;
         assert!((kept - 1_000.0).abs() < (own - 1_000.0).abs().max(1.0), "the span did not help: {kept:.1} vs own {own:.1}");
+    }
+
+    /// The run's first window, its only neighbour the next, with a 600 ppb frequency
+    /// correction exactly at the edge between them (disciplined seed 1's reference). The
+    /// two windows' midpoints lie on one chord, so their offsets at the common slope agree
+    /// and only the slopes show the kink: the span stops there and the first window keeps
+    /// its own rate (truth 1,000 ppb) instead of the chord's (~1,300).
+    #[test]
+    fn a_kink_at_the_window_edge_cuts_the_span_by_slope() {
+        let w = three_windows([1_000.0, 1_600.0, 1_600.0]);
+        let first = long_lines(&w[0], &[&w[1]], &EstimatorSettings::default())[0].map(|l| l.slope * 1e9);
+        let own = w[0].fitted[0].line.line.slope * 1e9;
+        // Cut: no refit (None) or a refit at this window's own rate.
+        let slope = first.unwrap_or(own);
+        assert!((slope - 1_000.0).abs() < 30.0, "first window's drift {slope:.1} ppb (own {own:.1}), truth 1000");
     }
 }
