@@ -123,7 +123,10 @@ fn consistent(own: &FittedEdge, own_slope: Option<f64>, other: &FittedEdge, fwd:
     // above agree: only the windows' own slopes show it.
     let (Some(mine), Ok(theirs)) = (own_slope, hull::fit(fwd, rev)) else { return true };
     let lever_ns = fwd.iter().chain(rev).map(|p| p.x_ns.abs()).fold(0.0, f64::max) / 2.0;
-    (mine - theirs.line.slope).abs() * lever_ns <= CUT_SLOPE_NS
+    // Never tighter than the offsets' own tolerance: where stamps are noisy (kernel stamps
+    // on a loaded host, microseconds) one window's slope is too, and a fixed floor would cut
+    // real neighbours and leave one-window spans.
+    (mine - theirs.line.slope).abs() * lever_ns <= CUT_SLOPE_NS.max(tolerance)
 }
 #[cfg(test)]
 mod tests {
