@@ -305,10 +305,10 @@ pub fn deviation(samples: &[(f64, f64)], window_ns: i64, accept_chi2: f64) -> Op
     fitted(&bins, breaks)
 }
 
-/// The deviation with its breaks at `breaks` (by time; none: a line), from the same
-/// samples as `deviation`. None when too few.
-pub(super) fn fit_at(samples: &[(f64, f64)], window_ns: i64, breaks: Vec<Break>) -> Option<Deviation> {
-    fitted(&bins_of(samples, window_ns), breaks)
+/// The deviation as a line without breaks, from the same samples as `deviation`: where
+/// `deviation` finds no break. None when too few.
+pub(super) fn line_fit(samples: &[(f64, f64)], window_ns: i64) -> Option<Deviation> {
+    fitted(&bins_of(samples, window_ns), Vec::new())
 }
 
 /// The least-squares deviation of `bins` with `breaks`, its covariance scaled by the fit's

@@ -22,7 +22,7 @@
 //! midpoints 171 -> 99 of ~740, p95 of all samples 219 -> 192 ns. With the cleaner edges
 //! a node's own smaller kinks are kept too (`ACCEPT_CHI2_CLEANED`).
 
-use super::deviation::{fit_at, Deviation, ACCEPT_CHI2};
+use super::deviation::{line_fit, Deviation, ACCEPT_CHI2};
 use super::{median, node_time, slice_count, NodeEdge, Slice, SLICE_NS};
 use crate::estimate::window_fits::WindowFits;
 
@@ -123,8 +123,7 @@ pub(super) fn clean_edges(fits: &WindowFits, raw: Vec<Vec<CleanEdge>>, window_ns
                 .iter()
                 .map(|s| (s.t, s.value + s.other_bin.map_or(0.0, |b| deviation[s.other][b]) - common[s.bin]))
                 .collect();
-            let breaks = super::deviation(&said, window_ns, ACCEPT_CHI2).map_or(Vec::new(), |d| d.breaks);
-            fit_at(&said, window_ns, breaks)
+            super::deviation(&said, window_ns, ACCEPT_CHI2).or_else(|| line_fit(&said, window_ns))
         })
         .collect();
     raw.into_iter()
