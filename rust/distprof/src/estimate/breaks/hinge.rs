@@ -8,11 +8,11 @@
 //! the kink, only its slope is free. So, per edge: the longest piece of each run of pieces
 //! joined by kinks is fitted as before (`piece_line`'s max-margin line), and its
 //! neighbours, outward, each get the max-margin line through the edge's value at the kink
-//! (`pivoted_fit`). The node's piece is then the median over its edges, as for
-//! independent pieces. A step breaks the phase: the pieces on its two sides are fitted
-//! independently, as before.
+//! (`pivoted_fit`). The node's piece is then the mean of the middle half over its edges,
+//! as for independent pieces. A step breaks the phase: the pieces on its two sides are
+//! fitted independently, as before.
 
-use super::{median_and_error, node_time, Break, CleanEdge, NodeEdge, PieceLine, Slice, BREAK_GUARD_NS};
+use super::{middle_mean_and_error, node_time, Break, CleanEdge, NodeEdge, PieceLine, Slice, BREAK_GUARD_NS};
 use crate::estimate::hull::{self, Line};
 use crate::estimate::points::Point;
 
@@ -113,8 +113,9 @@ fn edge_lines(slices: &[Slice], edge: &NodeEdge, bounds: &[f64], kink: &[bool], 
 }
 
 /// The node's pieces between its `breaks`, each piece continuous with its neighbour
-/// across a kink: per piece, the median over the node's edges of their lines'
-/// values at its midpoint and slopes. None when a piece has fewer than two edges' lines.
+/// across a kink: per piece, the mean of the middle half over the node's edges of their
+/// lines' values at its midpoint and slopes. None when a piece has fewer than two edges'
+/// lines.
 pub(super) fn continuous_pieces(edges: &[CleanEdge], breaks: &[Break], half: f64) -> Option<Vec<PieceLine>> {
     let bounds: Vec<f64> = std::iter::once(-half).chain(breaks.iter().map(|b| b.at_ns)).chain(std::iter::once(half)).collect();
     let kink: Vec<bool> = breaks.iter().map(|b| !b.step).collect();
@@ -134,8 +135,8 @@ pub(super) fn continuous_pieces(edges: &[CleanEdge], breaks: &[Break], half: f64
                 return None;
             }
             let mid = 0.5 * (bounds[j] + bounds[j + 1]);
-            let (value, sigma_ns) = median_and_error(&mut at_mid[j]);
-            let (slope, slope_sigma) = median_and_error(&mut slopes[j]);
+            let (value, sigma_ns) = middle_mean_and_error(&mut at_mid[j]);
+            let (slope, slope_sigma) = middle_mean_and_error(&mut slopes[j]);
             Some(PieceLine {
                 start_ns: bounds[j],
                 end_ns: bounds[j + 1],

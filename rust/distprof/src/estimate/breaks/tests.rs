@@ -113,3 +113,21 @@ fn a_one_ppm_frequency_change_mid_window_gives_two_right_pieces() {
         assert!(worst < 600.0, "seed {seed}: a piece {worst} ns off within the window");
     }
 }
+
+/// The middle half of the edges' values: the quarter below and above left out, the rest
+/// averaged (so far-off edges do not move it); the median itself below four values. The
+/// error is the median's, from the spread (1.2533 x 1.4826 x the median absolute
+/// deviation / sqrt(n)).
+#[test]
+fn a_piece_takes_the_mean_of_its_edges_middle_half() {
+    // 12 values: the quarter each side is 3 values; far outliers fall into it.
+    let mut v = vec![-5_000.0, 104.0, 98.0, 101.0, 9_000.0, 97.0, 103.0, 100.0, 99.0, 102.0, 4_000.0, 96.0];
+    let (mean, error) = super::middle_mean_and_error(&mut v);
+    // Sorted: -5000, 96, 97 | 98 99 100 101 102 103 | 104, 4000, 9000.
+    assert!((mean - 100.5).abs() < 1e-9, "{mean}");
+    // The median (the upper of the middle two) is 101; the absolute deviations from it,
+    // sorted, 0 1 1 2 2 3 | 3 4 5 3899 5101 8899: their median is 3.
+    assert!((error - 1.2533 * 1.4826 * 3.0 / 12f64.sqrt()).abs() < 1e-9, "{error}");
+    let mut three = vec![7.0, -400.0, 9.0];
+    assert_eq!(super::middle_mean_and_error(&mut three).0, 7.0);
+}
