@@ -118,12 +118,17 @@ pub struct Scenario {
 
 impl Scenario {
     /// The reference scenario of the accuracy goals (issue 5), with the default cadence,
-    /// gap and window of `Config::default()`.
+    /// gap, window and out-degree of `Config::default()`.
     pub fn reference() -> Self {
-        let c = distprof::config::Config::default();
+        Self::probed_as(&distprof::config::Config::default())
+    }
+
+    /// The reference scenario's clocks and network, probed as `c` configures: its cadence,
+    /// pair gap, window and out-degree (a preset of examples/configs/, say).
+    pub fn probed_as(c: &distprof::config::Config) -> Self {
         Self {
             nodes: 64,
-            out_degree: 8,
+            out_degree: c.probe_out_degree,
             seed: 1,
             cadence_us: c.probe_cadence_us,
             gap_us: c.packet_spacing_us,

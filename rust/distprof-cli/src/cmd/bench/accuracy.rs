@@ -40,6 +40,15 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     svm_windows: u64,
     /// Probe interval per edge, µs (default: the configuration default).
+    /// Configuration whose probing (cadence, pair gap, window, out-degree) and estimator
+    /// settings every simulated run uses, the real-clock scenarios' included: a preset of
+    /// examples/configs/, say (default: the built-in defaults). The knobs below override
+    /// it; the `distprof local` runs keep local's own.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// `--config` as loaded (the defaults without it), set once by `run`.
+    #[arg(skip)]
+    loaded: distprof::config::Config,
     #[arg(long)]
     cadence_us: Option<u64>,
     /// Estimation window, s (default: the configuration default).
@@ -266,9 +275,9 @@ impl Acc {
     }
 }
 
-/// The default estimator's settings with the knobs of `args`.
+/// The estimator's settings of `--config` (the defaults without it) with the knobs of `args`.
 fn base_settings(args: &Args) -> EstimatorSettings {
-    let d = EstimatorSettings::default();
+    let d = EstimatorSettings::from_config(&args.loaded);
     EstimatorSettings {
         drift_span_s: args.drift_span_s.unwrap_or(d.drift_span_s),
         asymmetry_allowance_ns: args.asymmetry_allowance_ns.unwrap_or(d.asymmetry_allowance_ns),
@@ -381,7 +390,7 @@ fn solve_curve(reference: &Scenario, args: &Args, out: &mut impl Write) -> anyho
         return Ok(Vec::new());
     }
     use distprof_sim::window_solve::{shared_window_fits, sigma_projection_error, time_window_solve};
-    let settings = EstimatorSettings::default();
+    let settings = base_settings(args);
     writeln!(
         out,
         "{:>6} {:>8} {:>9} {:>8} {:>6} {:>6} {:>9} {:>9} {:>9}",
@@ -475,7 +484,10 @@ fn jitter_rows(args: &Args) -> anyhow::Result<Vec<Row>> {
     Ok(vec![local_row(&run, &seeds, "local_jitter")?])
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.config {
+        args.loaded = distprof::config::check_file(path).map_err(|e| anyhow::anyhow!("--config `{}`:\n{e}", path.display()))?;
+    }
     if let Some(bad) = args.nodes.iter().find(|&&n| !(2..=distprof_sim::cluster::MAX_NODES).contains(&n)) {
         anyhow::bail!("--nodes {bad}: each node count must be in 2..={}", distprof_sim::cluster::MAX_NODES);
     }
@@ -483,9 +495,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--packet-jitter-ns {j}: must be a number of ns >= 0 (0: no jitter beyond the pair's shared queueing)");
     }
     super::real_clocks::check_args(&args.real_clocks)?;
-    let mut reference = Scenario { seed: args.seed, ..Scenario::reference() };
-    reference.cadence_us = args.cadence_us.unwrap_or(reference.cadence_us);
-    reference.window_s = args.window_s.unwrap_or(reference.window_s);
+    // How every simulated run probes; the knobs after it shape only the accuracy rows' reference.
+    let mut probing = Scenario::probed_as(&args.loaded);
+    probing.cadence_us = args.cadence_us.unwrap_or(probing.cadence_us);
+    probing.window_s = args.window_s.unwrap_or(probing.window_s);
+    let mut reference = Scenario { seed: args.seed, ..probing.clone() };
     reference.packet_jitter_mean_ns = args.packet_jitter_ns.unwrap_or(reference.packet_jitter_mean_ns);
     reference.wander_ppb_per_sqrt_s = args.wander_ppb_per_sqrt_s.unwrap_or(reference.wander_ppb_per_sqrt_s);
     reference.asymmetry_max_ns = args.asymmetry_ns.unwrap_or(reference.asymmetry_max_ns);
@@ -520,13 +534,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None
     } else {
         eprintln!("bench accuracy: reference failover, 64 nodes, {} run(s)", args.failover_runs);
-        let settings = EstimatorSettings { drift_span_s: args.drift_span_s.unwrap_or(EstimatorSettings::default().drift_span_s), ..EstimatorSettings::default() };
-        let f = super::failover::failover_figures(&reference, args.failover_runs, &settings)?;
+        let f = super::failover::failover_figures(&reference, args.failover_runs, &base_settings(&args))?;
         writeln!(out, "reference failover: {}", serde_json::to_string(&f)?)?;
         Some(f)
     };
     drop(out);
-    let real = super::real_clocks::run(&args.real_clocks, &base_settings(&args))?;
+    let real = super::real_clocks::run(&args.real_clocks, &probing, &base_settings(&args))?;
     let mut out = std::io::stdout().lock();
     let find = |source: &str, n: Option<u32>, fit: Fit| {
         rows.iter().find(|r| {
@@ -564,6 +577,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut summary = serde_json::json!({
         "rows": rows,
         "scenario": reference,
+        "config": args.config.as_ref().map(|p| p.display().to_string()),
         "seeds": (args.seed..args.seed + args.seeds.max(1)).collect::<Vec<u64>>(),
         "sim64_p99_offset_ns": find("simulation", Some(64), Fit::Run).and_then(|r| r.p99_offset_err_ns),
         "sim64_p99_drift_ppb": find("simulation", Some(64), Fit::Run).and_then(|r| r.p99_drift_err_ppb),

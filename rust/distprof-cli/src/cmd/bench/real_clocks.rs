@@ -236,10 +236,12 @@ impl AssumptionHeld {
     }
 }
 
-/// The scenarios with the estimator's `settings` (their `asymmetry_allowance_ns` is the
-/// allowance the uncertainty states: `real_clocks_min_coverage_2sigma` is over the
-/// scenarios within it). The local runs use `distprof local`'s own configuration.
-pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Result<Figures> {
+/// The scenarios probed as `probing` is (its cadence, pair gap, window and out-degree; the
+/// rest of it is the reference scenario's) with the estimator's `settings` (their
+/// `asymmetry_allowance_ns` is the allowance the uncertainty states:
+/// `real_clocks_min_coverage_2sigma` is over the scenarios within it). The local runs use
+/// `distprof local`'s own configuration.
+pub fn run(args: &RealClocksArgs, probing: &Scenario, settings: &EstimatorSettings) -> anyhow::Result<Figures> {
     let mut scenarios = Vec::new();
     let mut failover = None;
     if args.no_real_clocks {
@@ -257,7 +259,7 @@ pub fn run(args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Resul
     let chosen = |n: &&NamedScenario| args.real_clocks_scenarios.is_empty() || args.real_clocks_scenarios.iter().any(|s| s == n.name);
     if args.real_clocks_seeds > 0 {
         for named in SCENARIOS.iter().filter(chosen) {
-            let (figures, unreachable) = simulate(named, args, settings)?;
+            let (figures, unreachable) = simulate(named, args, probing, settings)?;
             print(&figures);
             if named.name == "reference-dies" {
                 failover = unreachable;
@@ -300,14 +302,19 @@ fn print(f: &ScenarioFigures) {
 /// The scenario at `real_clocks_nodes` (64) nodes on `real_clocks_seeds` seeds, hull with network correction
 /// as a run delivers it and as each window closes (the online model); for a scenario in which a node dies, also the share of the
 /// surviving nodes' windows from its death on that have no model.
-fn simulate(named: &NamedScenario, args: &RealClocksArgs, settings: &EstimatorSettings) -> anyhow::Result<(ScenarioFigures, Option<f64>)> {
+fn simulate(
+    named: &NamedScenario,
+    args: &RealClocksArgs,
+    probing: &Scenario,
+    settings: &EstimatorSettings,
+) -> anyhow::Result<(ScenarioFigures, Option<f64>)> {
     let nodes = args.real_clocks_nodes;
     eprintln!("bench accuracy: real clocks, {} in the simulator, {} run(s) of {nodes} nodes", named.name, args.real_clocks_seeds);
     let seeds: Vec<u64> = (args.real_clocks_first_seed..args.real_clocks_first_seed + args.real_clocks_seeds).collect();
     let (mut acc, mut online, mut online_q) = (Acc::default(), Acc::default(), Vec::new());
     let (mut after_death, mut unreachable_after_death) = (0usize, 0usize);
     for &seed in &seeds {
-        let c = Cluster::new(named.apply(Scenario { nodes, seed, ..Scenario::reference() }))
+        let c = Cluster::new(named.apply(Scenario { nodes, seed, ..probing.clone() }))
             .map_err(|e| anyhow::anyhow!("scenario {}: {e}", named.name))?;
         let mut history = History::default();
         for k in 0..c.num_windows() {
