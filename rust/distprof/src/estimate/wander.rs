@@ -25,7 +25,8 @@
 //! Monte Carlo on an integrated random walk, and scaled to what the real estimator shows
 //! in the simulator on tuning seeds (docs/estimation.md, "Wander"); the first and last
 //! window of a run have their span shifted inwards and bend further. The constants hold for
-//! the default span (three windows, `EstimatorSettings::smoothing_radius` 1).
+//! the default span (three windows, `EstimatorSettings::smoothing_radius` 1); the drift's
+//! follows a longer span in windows by the square root of its length (`Span::drift_scale`).
 //!
 //! A window re-anchored after the reference stopped (`failover`) carries its nodes onto G
 //! by the anchor's line of an earlier window; the anchor's own q states how far its clock
