@@ -154,26 +154,34 @@ pub fn fit_window(records: &[ProbeRecord], spec: &WindowSpec, settings: &Estimat
 
 /// One edge's line and slices; with `steps`, the line only from the points on the fitted
 /// side of each step of its ends (`breaks::keeps_point`), the slices from all of them
-/// (the pieces on the other side are fitted from those).
+/// (the pieces on the other side are fitted from those). Where the window's first or last
+/// slices hold both sides of a step (`EdgeSlices::clean_x_ns`), the line is fitted again
+/// without them.
 fn fitted_edge(
     e: &EdgePoints,
     steps: &[NodeStep],
     window: WindowBounds,
     settings: &EstimatorSettings,
 ) -> Result<FittedEdge, FitError> {
-    let on_side = |points: &[Point]| -> Vec<Point> {
-        points.iter().filter(|p| keeps_point(steps, e.src, e.dst, e.y_origin_ns, p)).copied().collect()
-    };
-    let line = if steps.is_empty() {
-        fit_edge(settings.estimator, e, settings.svm_c)?
-    } else {
-        let probes = e.probes.iter().filter(|p| keeps_point(steps, e.src, e.dst, e.y_origin_ns, &p.fwd)).copied().collect();
-        let side = EdgePoints { fwd: on_side(&e.fwd), rev: on_side(&e.rev), fwd_all: on_side(&e.fwd_all), rev_all: on_side(&e.rev_all), probes, ..e.clone() };
-        fit_edge(settings.estimator, &side, settings.svm_c)?
-    };
-    let (fwd, rev) = if line.all_packets { (&e.fwd_all, &e.rev_all) } else { (&e.fwd, &e.rev) };
     let window_ns = window.end_ns.saturating_sub(window.start_ns);
-    let slices = edge_slices(fwd, rev, &line.line, window_ns);
+    let fit_within = |clean: Option<(f64, f64)>| {
+        let keep = |p: &Point| clean.is_none_or(|(from, to)| (from..to).contains(&p.x_ns)) && keeps_point(steps, e.src, e.dst, e.y_origin_ns, p);
+        let line = if steps.is_empty() && clean.is_none() {
+            fit_edge(settings.estimator, e, settings.svm_c)?
+        } else {
+            let on_side = |points: &[Point]| -> Vec<Point> { points.iter().filter(|p| keep(p)).copied().collect() };
+            let probes = e.probes.iter().filter(|p| keep(&p.fwd)).copied().collect();
+            let side = EdgePoints { fwd: on_side(&e.fwd), rev: on_side(&e.rev), fwd_all: on_side(&e.fwd_all), rev_all: on_side(&e.rev_all), probes, ..e.clone() };
+            fit_edge(settings.estimator, &side, settings.svm_c)?
+        };
+        let (fwd, rev) = if line.all_packets { (&e.fwd_all, &e.rev_all) } else { (&e.fwd, &e.rev) };
+        let slices = edge_slices(fwd, rev, &line.line, window_ns);
+        Ok::<_, FitError>((line, slices))
+    };
+    let (mut line, mut slices) = fit_within(None)?;
+    if let Some(clean) = slices.clean_x_ns {
+        (line, slices) = fit_within(Some(clean))?;
+    }
     let sent = if e.fwd_all.is_empty() { &e.fwd } else { &e.fwd_all };
     let src_repeats = repeated_readings(sent, window_ns);
     Ok(FittedEdge { report: 0, key: (e.src, e.dst), y_origin_ns: e.y_origin_ns, gap_noise_ns: e.gap_noise_ns, line, slices, src_repeats })

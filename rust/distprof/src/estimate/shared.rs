@@ -197,6 +197,7 @@ impl WindowFits {
                             .iter()
                             .map(|s| Slice { fwd: Point { x_ns: s[0] + shift_ns, y_ns: s[1] }, rev: Point { x_ns: s[2] + shift_ns, y_ns: s[3] } })
                             .collect(),
+                        clean_x_ns: None,
                     },
                     src_repeats: None,
                 });

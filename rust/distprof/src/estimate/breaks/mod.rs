@@ -72,6 +72,9 @@ impl Slice {
 pub struct EdgeSlices {
     pub line: Option<Line>,
     pub slices: Vec<Slice>,
+    /// Where the window's first or last slices with points hold both sides of a step: the
+    /// x range of the other slices (`edge_slices`). None where its ends are clean.
+    pub clean_x_ns: Option<(f64, f64)>,
 }
 
 /// A slice holds points of both sides of a step when its round trip (lowest forward less
@@ -125,19 +128,30 @@ pub fn edge_slices(fwd: &[Point], rev: &[Point], line: &Line, window_ns: i64) ->
             }
         }
     }
-    let mut slices: Vec<Slice> =
-        (0..count).filter(|&k| lo[k].y_ns.is_finite() && hi[k].y_ns.is_finite()).map(|k| Slice { fwd: lo[k], rev: hi[k] }).collect();
+    let mut slices: Vec<(usize, Slice)> =
+        (0..count).filter(|&k| lo[k].y_ns.is_finite() && hi[k].y_ns.is_finite()).map(|k| (k, Slice { fwd: lo[k], rev: hi[k] })).collect();
     // A slice across a step holds points of both sides: its lowest forward and highest
     // reverse point are then apart by the step, not by about twice the path's delay as
     // in every other slice. It says nothing about either side.
-    let mut gaps: Vec<f64> = slices.iter().map(|s| s.fwd.y_ns - s.rev.y_ns).collect();
+    let mut gaps: Vec<f64> = slices.iter().map(|(_, s)| s.fwd.y_ns - s.rev.y_ns).collect();
+    let mut clean_x_ns = None;
     if gaps.len() >= 3 {
         let typical = median(&mut gaps);
         let mut spread: Vec<f64> = gaps.iter().map(|g| (g - typical).abs()).collect();
         let limit = (MIXED_SPREADS * median(&mut spread)).max(MIXED_MIN_NS);
-        slices.retain(|s| (s.fwd.y_ns - s.rev.y_ns - typical).abs() <= limit);
+        let (first, last) = (slices[0].0, slices[slices.len() - 1].0);
+        slices.retain(|(_, s)| (s.fwd.y_ns - s.rev.y_ns - typical).abs() <= limit);
+        // A step in the window's first or last slices has no clean slice beyond it, so no
+        // jump shows it (`steps`), and the edge's line would cross it: fitted without
+        // those slices, it holds for the rest of the window.
+        if let (Some(&(from, _)), Some(&(to, _))) = (slices.first(), slices.last()) {
+            if from > first || to < last {
+                let at = |k: usize| k as f64 * SLICE_NS as f64 - half;
+                clean_x_ns = Some((at(from), at(to + 1)));
+            }
+        }
     }
-    EdgeSlices { line: Some(*line), slices }
+    EdgeSlices { line: Some(*line), slices: slices.into_iter().map(|(_, s)| s).collect(), clean_x_ns }
 }
 
 /// One of a node's edges as its breaks see them (`node_edges`).

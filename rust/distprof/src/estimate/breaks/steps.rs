@@ -27,7 +27,7 @@ use super::neighbours::CleanEdge;
 use super::{median, piece_line, Break, Deviation, NodeBreaks, PieceLine, SLICE_NS};
 use crate::context::NodeId;
 use crate::estimate::points::Point;
-use crate::estimate::window_fits::WindowFits;
+use crate::estimate::window_fits::{FittedEdge, WindowFits};
 
 /// A jump of theta between two consecutive slices of an edge is a step candidate when it
 /// is this many robust deviations of the edge's other jumps beyond their median...
@@ -164,53 +164,124 @@ fn edge_jump(fits: &WindowFits, k: usize) -> Option<Jump> {
     Some(Jump { size_ns, src_ns: [a.x_ns, b.x_ns], dst_ns: [a.x_ns + origin + a.y_ns, b.x_ns + origin + b.y_ns] })
 }
 
+/// One edge's jump (`Jump`) as one of its two nodes sees it.
+#[derive(Debug, Clone, Copy)]
+struct NodeJump {
+    /// What the node's clock jumped by, were it the node's step, ns.
+    size_ns: f64,
+    /// The two slices' readings of the node's clock.
+    readings: [f64; 2],
+    /// Which of the node's edges with slices (their order in `find_steps`).
+    edge: usize,
+    /// The edge's other node.
+    peer: usize,
+}
+
+impl NodeJump {
+    /// Where the node read its last time before the step, were it its own: after the
+    /// before-slice's reading and, the step added, before the after-slice's, each to the
+    /// guard. Every edge's jump of one step holds that one reading; two neighbours'
+    /// steps of about one size, seconds apart, are seen by the node's edges with each of
+    /// them at different readings (date-step seed 3, 8 s windows: three bystanders of two
+    /// nodes that stepped back by 355 and 375 ms took a step of their own).
+    fn step_between(&self) -> (f64, f64) {
+        (self.readings[0] - GUARD_NS, self.readings[1] - self.size_ns + GUARD_NS)
+    }
+}
+
+/// The readings of its src's clock and of its dst's that an edge's slices span, from the
+/// window midpoint: the slices' midpoints, each in the src's clock (x) and the dst's
+/// (x + theta, theta with the slice's own residual, as `edge_jump` places a jump).
+fn slice_spans(f: &FittedEdge) -> ((f64, f64), (f64, f64)) {
+    let origin = f.y_origin_ns as f64;
+    let (mut src, mut dst) = ((f64::INFINITY, f64::NEG_INFINITY), (f64::INFINITY, f64::NEG_INFINITY));
+    for s in f.slices_about_line() {
+        let m = s.midpoint();
+        let at_dst = m.x_ns + origin + m.y_ns + f.line.line.at(m.x_ns);
+        (src.0, src.1, dst.0, dst.1) = (src.0.min(m.x_ns), src.1.max(m.x_ns), dst.0.min(at_dst), dst.1.max(at_dst));
+    }
+    (src, dst)
+}
+
 /// Every node whose clock steps inside the window of `fits`, from its edges' slices
-/// (before the solve: every fitted edge counts). A node steps when at least half of its
-/// edges with slices (and at least two) show a jump of the same size at the same time in
-/// its clock.
+/// (before the solve: every fitted edge counts). A node steps when at least half of the
+/// edges that could show its step (and at least two) show a jump of the same size at the
+/// same time in its clock.
+///
+/// An edge can show it only when its slices reach both sides of it in the node's clock
+/// (`could_show`). Each edge's window is the prober's clock, and clocks are up to seconds
+/// apart, so a step near a window's edge falls inside this window for some of the node's
+/// edges and outside it for the others; a backward step there also leaves the node's own
+/// edges no clean slice before it. Counted against every edge with slices, 3 of the ~60
+/// steps of bench accuracy's date-step seeds 1-8 on 8 s windows
+/// (examples/configs/high-accuracy.json) were missed; each left its node's lines across
+/// the step, the network rejected ~100 edges, and 5-8 nodes that never stepped came out
+/// 3 us to 1.2 ms off (p99 10.8 us; 1.4 us counted against the edges that could show it).
+///
+/// Fewer edges to agree makes two neighbours' steps of about one size easier to take for
+/// the node's own: the agreeing jumps must come from two peers or more, and place the step
+/// at one reading (`NodeJump::step_between`).
 pub fn find_steps(fits: &WindowFits) -> Vec<NodeStep> {
     let n = fits.spec.num_nodes as usize;
     let window = fits.window();
     let half = window.end_ns.saturating_sub(window.start_ns) as f64 / 2.0;
-    // Per node: how many edges have slices, and their jumps as (size, readings).
-    let mut with_slices = vec![0usize; n];
-    let mut jumps: Vec<Vec<(f64, [f64; 2])>> = vec![Vec::new(); n];
+    // Per node: the readings of its clock that each of its edges' slices span, and their
+    // jumps.
+    let mut spans: Vec<Vec<(f64, f64)>> = vec![Vec::new(); n];
+    let mut jumps: Vec<Vec<NodeJump>> = vec![Vec::new(); n];
     for (k, f) in fits.fitted.iter().enumerate() {
         let (src, dst) = (f.key.0 as usize, f.key.1 as usize);
         if src >= n || dst >= n || f.slices.slices.len() < 4 {
             continue;
         }
-        with_slices[src] += 1;
-        with_slices[dst] += 1;
+        let (src_span, dst_span) = slice_spans(f);
+        spans[src].push(src_span);
+        spans[dst].push(dst_span);
         if let Some(j) = edge_jump(fits, k) {
             // theta = S_dst - S_src: a step of the dst adds to it, one of the src takes away.
-            jumps[src].push((-j.size_ns, j.src_ns));
-            jumps[dst].push((j.size_ns, j.dst_ns));
+            jumps[src].push(NodeJump { size_ns: -j.size_ns, readings: j.src_ns, edge: spans[src].len() - 1, peer: dst });
+            jumps[dst].push(NodeJump { size_ns: j.size_ns, readings: j.dst_ns, edge: spans[dst].len() - 1, peer: src });
         }
     }
     let mut steps = Vec::new();
     for node in 0..n {
         let own = &jumps[node];
-        let agree = |c: &(f64, [f64; 2])| {
-            let mid = |j: &(f64, [f64; 2])| 0.5 * (j.1[0] + j.1[1]);
+        let agree = |c: &NodeJump| {
+            let mid = |j: &NodeJump| 0.5 * (j.readings[0] + j.readings[1]);
             own.iter()
                 .filter(|j| {
-                    (j.0 - c.0).abs() <= SIZE_TOLERANCE * c.0.abs() + SIZE_SLACK_NS
-                        && (mid(j) - mid(c)).abs() <= TIME_TOLERANCE_NS + c.0.abs()
+                    let (j_at, c_at) = (j.step_between(), c.step_between());
+                    (j.size_ns - c.size_ns).abs() <= SIZE_TOLERANCE * c.size_ns.abs() + SIZE_SLACK_NS
+                        && (mid(j) - mid(c)).abs() <= TIME_TOLERANCE_NS + c.size_ns.abs()
+                        && j_at.0 <= c_at.1
+                        && c_at.0 <= j_at.1
                 })
                 .copied()
                 .collect::<Vec<_>>()
         };
         let Some(best) = own.iter().map(agree).max_by_key(|a| a.len()) else { continue };
-        if best.len() < 2 || 2 * best.len() < with_slices[node] {
+        // A neighbour's step shows on this node's edges with that neighbour only (one each
+        // way): the node's own shows on its edges with every peer.
+        if !best.iter().any(|j| j.peer != best[0].peer) {
             continue;
         }
-        let mut sizes: Vec<f64> = best.iter().map(|j| j.0).collect();
+        let mut sizes: Vec<f64> = best.iter().map(|j| j.size_ns).collect();
         let size_ns = median(&mut sizes);
         // The readings either side of every agreeing jump, widened by the step (a
         // backward step's readings overlap by its size) and by the guard.
-        let lo = best.iter().map(|j| j.1[0].min(j.1[1])).fold(f64::INFINITY, f64::min) - size_ns.abs() - GUARD_NS;
-        let hi = best.iter().map(|j| j.1[0].max(j.1[1])).fold(f64::NEG_INFINITY, f64::max) + size_ns.abs() + GUARD_NS;
+        let from = best.iter().map(|j| j.readings[0].min(j.readings[1])).fold(f64::INFINITY, f64::min);
+        let to = best.iter().map(|j| j.readings[0].max(j.readings[1])).fold(f64::NEG_INFINITY, f64::max);
+        let (lo, hi) = (from - size_ns.abs() - GUARD_NS, to + size_ns.abs() + GUARD_NS);
+        // Edges with slices either side of where the jumps place the step could have
+        // shown it. Not the region widened by the step's size: a large step near the
+        // window's edge would leave no edge that reaches past it, and a neighbour's step
+        // pass for the node's own.
+        let at_lo = best.iter().map(|j| j.step_between().0).fold(f64::NEG_INFINITY, f64::max);
+        let at_hi = best.iter().map(|j| j.step_between().1).fold(f64::INFINITY, f64::min);
+        let could_show = |e: usize| best.iter().any(|j| j.edge == e) || (spans[node][e].0 < at_lo && spans[node][e].1 > at_hi);
+        if at_lo > at_hi || 2 * best.len() < (0..spans[node].len()).filter(|&e| could_show(e)).count() {
+            continue;
+        }
         let side = if lo + half >= half - hi { Side::Before } else { Side::After };
         steps.push(NodeStep { node: node as NodeId, lo_ns: lo, hi_ns: hi, size_ns, side });
     }
